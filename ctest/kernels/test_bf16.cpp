@@ -1,0 +1,60 @@
+// bf16 conversion: round to nearest even, NaN and Inf kept, round trip exact for bf16 values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "paraxis/kernels/bf16.hpp"
+
+using paraxis::bf16;
+
+namespace {
+float from_bits32(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+TEST(bf16, exact_values_round_trip) {
+  for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 0.15625f, 65280.0f, 1.0f / 1024}) {
+    EXPECT_EQ(static_cast<float>(bf16(f)), f) << f;
+  }
+  EXPECT_TRUE(std::signbit(static_cast<float>(bf16(-0.0f))));
+}
+
+TEST(bf16, rounds_to_nearest_even) {
+  // 1 + 2^-8 lies exactly between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(bf16(from_bits32(0x3f808000u)).bits, 0x3f80u);
+  // 1 + 3 * 2^-8 lies between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up to even.
+  EXPECT_EQ(bf16(from_bits32(0x3f818000u)).bits, 0x3f82u);
+  // Just above the half-way point rounds up, just below rounds down.
+  EXPECT_EQ(bf16(from_bits32(0x3f808001u)).bits, 0x3f81u);
+  EXPECT_EQ(bf16(from_bits32(0x3f807fffu)).bits, 0x3f80u);
+  // Negative numbers mirror positive ones.
+  EXPECT_EQ(bf16(from_bits32(0xbf818000u)).bits, 0xbf82u);
+}
+
+TEST(bf16, keeps_inf_and_nan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(bf16(inf).bits, 0x7f80u);
+  EXPECT_EQ(bf16(-inf).bits, 0xff80u);
+  EXPECT_TRUE(std::isinf(static_cast<float>(bf16(inf))));
+  // A NaN whose payload sits only in the low 16 bits would truncate to Inf without care.
+  const float low_payload_nan = from_bits32(0x7f800001u);
+  ASSERT_TRUE(std::isnan(low_payload_nan));
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16(low_payload_nan))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(bf16(std::numeric_limits<float>::quiet_NaN()))));
+  // The largest float rounds up to Inf (round to nearest), as IEEE specifies.
+  EXPECT_TRUE(std::isinf(static_cast<float>(bf16(std::numeric_limits<float>::max()))));
+}
+
+TEST(bf16, relative_error_bounded_by_half_ulp) {
+  // bf16 has 8 significant bits: relative rounding error at most 2^-8.
+  for (int i = 1; i < 5000; ++i) {
+    const float f = 0.001f * static_cast<float>(i) * static_cast<float>(i);
+    const float r = static_cast<float>(bf16(f));
+    EXPECT_LE(std::fabs(r - f), std::ldexp(std::fabs(f), -8)) << f;
+  }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs paraxis's build and test dependencies from the system package manager.
+# Debian 12 / Ubuntu 22.04+; idempotent (already-installed packages are skipped).
+# Elsewhere (a cluster, macOS, RHEL): use Spack, see spack/ and README.md:
+#   spack repo add spack && spack install paraxis
+set -euo pipefail
+
+packages=(
+  build-essential cmake git pkg-config
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev   # Kokkos 3.4 (Serial) + Kokkos Kernels
+  mpich libmpich-dev                                       # MPI
+  libopenblas-dev                                          # BLAS baseline / Kokkos Kernels TPL
+  libbenchmark-dev libgtest-dev googletest                 # Google Benchmark, GoogleTest
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
+  python3 python3-matplotlib                               # report plots
+)
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: no apt-get here. Install the equivalents of: ${packages[*]}" >&2
+  echo "install-deps: or use Spack: spack repo add spack && spack install paraxis" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
