@@ -13,7 +13,7 @@ namespace detail {
 
 template <class VA, class VB>
 void require_same_extents(const char* kernel, const char* arg, const VA& v, const VB& ref) {
-  static_assert(VA::rank == VB::rank, "paraxis kernel: Views of different rank");
+  static_assert(int(VA::rank) == int(VB::rank), "paraxis kernel: Views of different rank");
   if constexpr (VA::rank == 1) {
     require_shape(kernel, arg, v, {ref.extent(0)});
   } else if constexpr (VA::rank == 2) {
