@@ -1,0 +1,695 @@
+// MoE kernels against plain host loops on unaligned sizes: top-k (ties to the lower index),
+// routing with and without capacity, gather/combine and their backward (plus central finite
+// differences in fp64), the auxiliary loss and its gradient, and bitwise repeatability.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "paraxis/kernels/moe.hpp"
+
+namespace pk = paraxis::kernels;
+using paraxis::bf16;
+using Exec = Kokkos::DefaultExecutionSpace;
+template <class T>
+using V1 = pk::View1<T, Exec>;
+template <class T>
+using V2 = pk::View2<T, Exec>;
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+template <class T, class F>
+V2<T> make2(const char* name, int rows, int cols, F f) {
+  V2<T> v(std::string(name), rows, cols);
+  auto h = Kokkos::create_mirror_view(v);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) h(i, j) = static_cast<T>(f(i, j));
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+template <class V>
+auto host(const V& v) {
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+}
+
+// Entries as doubles; bf16 goes through float (its only conversion).
+template <class V>
+std::vector<double> to_vec2(const V& v) {
+  auto h = host(v);
+  using T = typename V::non_const_value_type;
+  std::vector<double> out(h.extent(0) * h.extent(1));
+  for (std::size_t i = 0; i < h.extent(0); ++i)
+    for (std::size_t j = 0; j < h.extent(1); ++j) {
+      if constexpr (std::is_same_v<T, bf16>)
+        out[i * h.extent(1) + j] = static_cast<float>(h(i, j));
+      else
+        out[i * h.extent(1) + j] = static_cast<double>(h(i, j));
+    }
+  return out;
+}
+
+V2<int> upload_idx(const std::vector<int>& idx, int N, int k) {
+  return make2<int>("idx", N, k, [&](int n, int j) { return idx[n * k + j]; });
+}
+
+// Softmax rows of a smooth formula, skewed towards expert 0 so capacity binds.
+std::vector<double> skewed_probs(int N, int E, double skew) {
+  std::vector<double> p(static_cast<std::size_t>(N) * E);
+  for (int n = 0; n < N; ++n) {
+    double z = 0;
+    for (int e = 0; e < E; ++e) {
+      const double l = std::sin(0.7 * n + 1.3 * e) + (e == 0 ? skew : 0.0) + 0.01 * e;
+      p[n * E + e] = std::exp(l);
+      z += p[n * E + e];
+    }
+    for (int e = 0; e < E; ++e) p[n * E + e] /= z;
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------- host references
+
+// Top-k by sorting expert indices on (prob descending, index ascending).
+void ref_topk(const std::vector<double>& p, int N, int E, int k, std::vector<int>& idx,
+              std::vector<double>& gate) {
+  idx.assign(N * k, 0);
+  gate.assign(N * k, 0);
+  for (int n = 0; n < N; ++n) {
+    std::vector<int> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return p[n * E + a] > p[n * E + b]; });
+    for (int j = 0; j < k; ++j) {
+      idx[n * k + j] = order[j];
+      gate[n * k + j] = p[n * E + order[j]];
+    }
+  }
+}
+
+struct RefRouting {
+  std::vector<int> counts, requested, dropped, offsets, token_slot, slot_token, slot_k;
+  int rows = 0;
+};
+
+// Two passes in the plain order of the definition: rank within expert in assignment order,
+// then lay out expert by expert.
+RefRouting ref_routing(const std::vector<int>& idx, int N, int k, int E, int capacity) {
+  RefRouting r;
+  r.counts.assign(E, 0);
+  r.requested.assign(E, 0);
+  r.dropped.assign(E, 0);
+  r.offsets.assign(E + 1, 0);
+  r.token_slot.assign(N * k, -1);
+  std::vector<bool> kept(N * k);
+  for (int a = 0; a < N * k; ++a) {
+    const int e = idx[a];
+    kept[a] = capacity == 0 || r.requested[e] < capacity;
+    ++r.requested[e];
+    (kept[a] ? r.counts[e] : r.dropped[e])++;
+  }
+  for (int e = 0; e < E; ++e) {
+    r.offsets[e + 1] = r.offsets[e] + r.counts[e];
+    for (int a = 0; a < N * k; ++a) {
+      if (idx[a] != e || !kept[a]) continue;
+      r.token_slot[a] = static_cast<int>(r.slot_token.size());
+      r.slot_token.push_back(a / k);
+      r.slot_k.push_back(a % k);
+    }
+  }
+  r.rows = r.offsets[E];
+  return r;
+}
+
+template <class V>
+std::vector<int> ivec(const V& v, int n) {
+  auto h = host(v);
+  return std::vector<int>(h.data(), h.data() + n);
+}
+
+void expect_routing_matches(const pk::MoeRouting<Exec>& r, const RefRouting& ref, int N, int k,
+                            int E) {
+  EXPECT_EQ(r.rows, ref.rows);
+  EXPECT_EQ(r.tokens, N);
+  EXPECT_EQ(ivec(r.counts, E), ref.counts);
+  EXPECT_EQ(ivec(r.requested, E), ref.requested);
+  EXPECT_EQ(ivec(r.dropped, E), ref.dropped);
+  EXPECT_EQ(ivec(r.offsets, E + 1), ref.offsets);
+  EXPECT_EQ(ivec(r.slot_token, ref.rows), ref.slot_token);
+  EXPECT_EQ(ivec(r.slot_k, ref.rows), ref.slot_k);
+  EXPECT_EQ(ivec(r.token_slot, N * k), ref.token_slot);
+  for (int e = 0; e < E; ++e) {
+    EXPECT_EQ(r.counts_host(e), ref.counts[e]);
+    EXPECT_EQ(r.dropped_host(e), ref.dropped[e]);
+    EXPECT_EQ(r.offsets_host(e + 1), ref.offsets[e + 1]);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- top-k
+
+TEST(moe_topk, matches_host_reference_with_ties_to_lower_index) {
+  for (int E : {4, 5, 8})
+    for (int k : {1, 2}) {
+      const int N = 53;
+      // Four distinct values per row: equal probs are frequent and must go to the lower e.
+      std::vector<double> p(N * E);
+      for (int n = 0; n < N; ++n)
+        for (int e = 0; e < E; ++e) p[n * E + e] = 0.125 * (1 + (n * 3 + e * 5) % 4);
+      for (int e = 0; e < E; ++e) p[0 * E + e] = 1.0 / E;  // a row of all-equal probs
+      auto probs = make2<double>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+      V2<int> idx("idx", N, k);
+      V2<double> gate("gate", N, k);
+      pk::topk_forward(Exec(), probs, k, idx, gate);
+      std::vector<int> ref_idx;
+      std::vector<double> ref_gate;
+      ref_topk(p, N, E, k, ref_idx, ref_gate);
+      EXPECT_EQ(ivec(idx, N * k), ref_idx) << "E=" << E << " k=" << k;
+      EXPECT_EQ(to_vec2(gate), ref_gate);
+      auto hi = host(idx);
+      for (int j = 0; j < k; ++j) EXPECT_EQ(hi(0, j), j);  // all equal: experts 0, 1, ...
+    }
+}
+
+TEST(moe_topk, bf16_probs_into_float_gate) {
+  const int N = 37, E = 6, k = 2;
+  auto p = skewed_probs(N, E, 0.3);
+  auto probs = make2<bf16>("p", N, E, [&](int n, int e) { return float(p[n * E + e]); });
+  auto pr = to_vec2(probs);  // the probs as stored (rounded to bf16; new ties possible)
+  V2<int> idx("idx", N, k);
+  V2<float> gate("gate", N, k);
+  pk::topk_forward(Exec(), probs, k, idx, gate);
+  std::vector<int> ref_idx;
+  std::vector<double> ref_gate;
+  ref_topk(pr, N, E, k, ref_idx, ref_gate);
+  EXPECT_EQ(ivec(idx, N * k), ref_idx);
+  EXPECT_EQ(to_vec2(gate), ref_gate);
+}
+
+TEST(moe_topk, rejects_k_outside_one_to_experts) {
+  V2<double> probs("p", 5, 4);
+  V2<int> idx("idx", 5, 5);
+  V2<double> gate("g", 5, 5);
+  EXPECT_THROW(pk::topk_forward(Exec(), probs, 5, idx, gate), std::invalid_argument);
+  EXPECT_THROW(pk::topk_forward(Exec(), probs, 0, idx, gate), std::invalid_argument);
+  V2<int> idx2("idx", 5, 2);
+  EXPECT_THROW(pk::topk_forward(Exec(), probs, 3, idx2, gate), std::invalid_argument);
+}
+
+TEST(moe_topk, backward_scatters_dgate_and_zeroes_the_rest) {
+  const int N = 37, E = 7, k = 2;
+  std::vector<int> ref_idx;
+  std::vector<double> ref_gate;
+  ref_topk(skewed_probs(N, E, 0.5), N, E, k, ref_idx, ref_gate);
+  auto idx = upload_idx(ref_idx, N, k);
+  auto dgate = make2<double>("dg", N, k, [](int n, int j) { return 0.5 * n - 3.25 * j + 1; });
+  auto dprobs = make2<double>("dp", N, E, [](int, int) { return 99.0; });  // overwritten
+  pk::topk_backward(Exec(), dgate, idx, dprobs);
+  std::vector<double> ref(N * E, 0.0);
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < k; ++j) ref[n * E + ref_idx[n * k + j]] = 0.5 * n - 3.25 * j + 1;
+  EXPECT_EQ(to_vec2(dprobs), ref);
+}
+
+// ---------------------------------------------------------------- routing
+
+TEST(moe_routing, dropless_keeps_every_assignment_in_expert_major_order) {
+  for (int E : {4, 8})
+    for (int k : {1, 2}) {
+      const int N = 53;
+      std::vector<int> ri;
+      std::vector<double> rg;
+      ref_topk(skewed_probs(N, E, 0.8), N, E, k, ri, rg);
+      pk::MoeRouting<Exec> r(64, E, k);
+      pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 0, r);
+      auto ref = ref_routing(ri, N, k, E, 0);
+      EXPECT_EQ(ref.rows, N * k);
+      expect_routing_matches(r, ref, N, k, E);
+      EXPECT_EQ(pk::moe_load_stats(r).dropped, 0);
+    }
+}
+
+TEST(moe_routing, capacity_keeps_the_first_assignments_in_token_order) {
+  for (int k : {1, 2}) {
+    const int N = 53, E = 5, capacity = 9;
+    std::vector<int> ri;
+    std::vector<double> rg;
+    ref_topk(skewed_probs(N, E, 1.5), N, E, k, ri, rg);
+    pk::MoeRouting<Exec> r(N, E, k);
+    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    auto ref = ref_routing(ri, N, k, E, capacity);
+    expect_routing_matches(r, ref, N, k, E);
+    // Independent of the reference: per expert, kept = min(requested, capacity), and every
+    // kept assignment precedes every dropped one in token-major order.
+    auto ts = host(r.token_slot);
+    long dropped = 0;
+    for (int e = 0; e < E; ++e) {
+      int seen = 0;
+      bool dropping = false;
+      for (int a = 0; a < N * k; ++a) {
+        if (ri[a] != e) continue;
+        const bool kept = ts(a / k, a % k) >= 0;
+        EXPECT_FALSE(kept && dropping) << "expert " << e << " kept a later assignment";
+        dropping = dropping || !kept;
+        EXPECT_EQ(kept, seen < capacity);
+        ++seen;
+      }
+      EXPECT_EQ(r.counts_host(e), std::min(seen, capacity));
+      dropped += seen - std::min(seen, capacity);
+    }
+    EXPECT_GT(dropped, 0) << "the skew should make expert 0 overflow";
+    EXPECT_EQ(pk::moe_load_stats(r).dropped, dropped);
+  }
+}
+
+TEST(moe_routing, reuse_for_a_smaller_batch_and_many_blocks) {
+  // More assignments than one routing block, then a smaller batch into the same object.
+  const int E = 6, k = 2;
+  pk::MoeRouting<Exec> r(300, E, k);
+  for (int N : {300, 37}) {
+    std::vector<int> ri;
+    std::vector<double> rg;
+    ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
+    for (int cap : {0, 40}) {
+      pk::moe_build_routing(Exec(), upload_idx(ri, N, k), cap, r);
+      expect_routing_matches(r, ref_routing(ri, N, k, E, cap), N, k, E);
+    }
+  }
+}
+
+TEST(moe_routing, rejects_bad_indices_too_many_tokens_and_bad_capacity) {
+  pk::MoeRouting<Exec> r(10, 4, 2);
+  auto bad = make2<int>("idx", 10, 2, [](int n, int j) { return n == 7 && j == 1 ? 4 : j; });
+  EXPECT_THROW(pk::moe_build_routing(Exec(), bad, 0, r), std::invalid_argument);
+  auto neg = make2<int>("idx", 10, 2, [](int n, int j) { return n == 3 ? -1 : j; });
+  EXPECT_THROW(pk::moe_build_routing(Exec(), neg, 0, r), std::invalid_argument);
+  auto big = make2<int>("idx", 11, 2, [](int, int j) { return j; });
+  EXPECT_THROW(pk::moe_build_routing(Exec(), big, 0, r), std::invalid_argument);
+  auto good = make2<int>("idx", 10, 2, [](int, int j) { return j; });
+  EXPECT_THROW(pk::moe_build_routing(Exec(), good, -1, r), std::invalid_argument);
+  auto wrong_k = make2<int>("idx", 10, 1, [](int, int) { return 0; });
+  EXPECT_THROW(pk::moe_build_routing(Exec(), wrong_k, 0, r), std::invalid_argument);
+  EXPECT_THROW(pk::MoeRouting<Exec>(10, 4, 5), std::invalid_argument);
+  try {
+    pk::moe_build_routing(Exec(), bad, 0, r);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(7,1) = 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(moe_routing, load_stats_of_a_known_routing) {
+  const int N = 37, E = 4, k = 1;
+  std::vector<int> ri(N);
+  for (int n = 0; n < N; ++n) ri[n] = n % E;  // 10, 9, 9, 9
+  pk::MoeRouting<Exec> r(N, E, k);
+  pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 0, r);
+  auto s = pk::moe_load_stats(r);
+  EXPECT_EQ(s.min, 9);
+  EXPECT_EQ(s.max, 10);
+  EXPECT_DOUBLE_EQ(s.mean, 37.0 / 4);
+  EXPECT_DOUBLE_EQ(s.imbalance, 10 / (37.0 / 4));
+  EXPECT_EQ(s.dropped, 0);
+  pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 9, r);
+  s = pk::moe_load_stats(r);
+  EXPECT_EQ(s.max, 9);
+  EXPECT_EQ(s.dropped, 1);
+  EXPECT_EQ(r.rows, 36);
+}
+
+// ---------------------------------------------------------------- gather / combine
+
+namespace {
+
+template <class T>
+double tol();
+template <>
+double tol<double>() {
+  return 1e-13;
+}
+template <>
+double tol<float>() {
+  return 2e-6;
+}
+template <>
+double tol<bf16>() {
+  return 1e-2;  // one rounding of the output to 8 mantissa bits, plus fp32 sums
+}
+
+void expect_near_rel(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                     const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rtol * std::max(1.0, scale)) << what << " at " << i;
+}
+
+struct Case {
+  int N, E, k, H, capacity;
+};
+
+}  // namespace
+
+template <class T>
+class moe_dispatch : public ::testing::Test {};
+using StorageTypes = ::testing::Types<double, float, bf16>;
+TYPED_TEST_SUITE(moe_dispatch, StorageTypes);
+
+TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
+  using T = TypeParam;
+  for (Case c : {Case{37, 4, 2, 13, 0}, Case{53, 8, 1, 29, 0}, Case{53, 5, 2, 13, 11},
+                 Case{37, 6, 1, 29, 4}}) {
+    const int N = c.N, E = c.E, k = c.k, H = c.H;
+    std::vector<int> ri;
+    std::vector<double> rg;
+    auto p = skewed_probs(N, E, 1.2);
+    ref_topk(p, N, E, k, ri, rg);
+    pk::MoeRouting<Exec> r(N, E, k);
+    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), c.capacity, r);
+    const auto ref = ref_routing(ri, N, k, E, c.capacity);
+    const int P = r.rows, Pbuf = N * k;  // buffers sized for the worst case
+
+    auto X = make2<T>("X", N, H, [](int n, int h) { return std::cos(0.3 * n + 0.11 * h); });
+    auto gate = make2<T>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+    auto Ye = make2<T>("Ye", Pbuf, H, [](int p, int h) { return std::sin(0.17 * p - 0.4 * h); });
+    auto dY = make2<T>("dY", N, H, [](int n, int h) { return 0.5 - std::cos(0.23 * n * h); });
+    auto dXe = make2<T>("dXe", Pbuf, H, [](int p, int h) { return 0.01 * p - 0.03 * h; });
+    const auto x = to_vec2(X), g = to_vec2(gate), ye = to_vec2(Ye), dy = to_vec2(dY),
+               dxe = to_vec2(dXe);
+
+    // Gather: a copy, exact in every storage type. Rows past P stay untouched (sentinel 7).
+    auto Xe = make2<T>("Xe", Pbuf, H, [](int, int) { return 7.0; });
+    pk::moe_gather(Exec(), X, r, Xe);
+    std::vector<double> xe_ref(Pbuf * H, 7.0);
+    for (int q = 0; q < P; ++q)
+      for (int h = 0; h < H; ++h) xe_ref[q * H + h] = x[ref.slot_token[q] * H + h];
+    EXPECT_EQ(to_vec2(Xe), xe_ref);
+
+    // Gather backward accumulates onto dX.
+    auto dX = make2<T>("dX", N, H, [](int n, int h) { return 0.25 * ((n + h) % 3); });
+    const auto dx0 = to_vec2(dX);
+    pk::moe_gather_backward(Exec(), dXe, r, dX);
+    std::vector<double> dx_ref = dx0;
+    for (int n = 0; n < N; ++n)
+      for (int j = 0; j < k; ++j) {
+        const int q = ref.token_slot[n * k + j];
+        if (q < 0) continue;
+        for (int h = 0; h < H; ++h) dx_ref[n * H + h] += dxe[q * H + h];
+      }
+    expect_near_rel(to_vec2(dX), dx_ref, tol<T>(), "gather_backward");
+
+    // Combine forward overwrites Y; fully dropped tokens get 0.
+    auto Y = make2<T>("Y", N, H, [](int, int) { return 5.0; });
+    pk::moe_combine_forward(Exec(), Ye, gate, r, Y);
+    std::vector<double> y_ref(N * H, 0.0);
+    for (int n = 0; n < N; ++n)
+      for (int j = 0; j < k; ++j) {
+        const int q = ref.token_slot[n * k + j];
+        if (q < 0) continue;
+        for (int h = 0; h < H; ++h) y_ref[n * H + h] += g[n * k + j] * ye[q * H + h];
+      }
+    expect_near_rel(to_vec2(Y), y_ref, tol<T>(), "combine_forward");
+
+    // Combine backward.
+    auto dYe = make2<T>("dYe", Pbuf, H, [](int, int) { return 7.0; });
+    auto dgate = make2<T>("dg", N, k, [](int, int) { return 5.0; });
+    pk::moe_combine_backward(Exec(), dY, Ye, gate, r, dYe, dgate);
+    std::vector<double> dye_ref(Pbuf * H, 7.0), dg_ref(N * k, 0.0);
+    for (int q = 0; q < P; ++q) {
+      const int n = ref.slot_token[q], j = ref.slot_k[q];
+      for (int h = 0; h < H; ++h) dye_ref[q * H + h] = g[n * k + j] * dy[n * H + h];
+    }
+    for (int n = 0; n < N; ++n)
+      for (int j = 0; j < k; ++j) {
+        const int q = ref.token_slot[n * k + j];
+        if (q < 0) continue;
+        for (int h = 0; h < H; ++h) dg_ref[n * k + j] += dy[n * H + h] * ye[q * H + h];
+      }
+    expect_near_rel(to_vec2(dYe), dye_ref, tol<T>(), "combine_backward dYe");
+    expect_near_rel(to_vec2(dgate), dg_ref, tol<T>(), "combine_backward dgate");
+  }
+}
+
+TEST(moe_dispatch_shapes, reject_mismatched_views) {
+  const int N = 10, E = 4, k = 2, H = 3;
+  pk::MoeRouting<Exec> r(N, E, k);
+  auto idx = make2<int>("idx", N, k, [](int n, int j) { return (n + j) % E; });
+  pk::moe_build_routing(Exec(), idx, 0, r);
+  V2<float> X("X", N, H), Xshort("Xe", N * k - 1, H), Xe("Xe", N * k, H), X9("X", N - 1, H);
+  V2<float> gate("g", N, k), gate1("g", N, 1), Y("Y", N, H);
+  EXPECT_THROW(pk::moe_gather(Exec(), X, r, Xshort), std::invalid_argument);
+  EXPECT_THROW(pk::moe_gather(Exec(), X9, r, Xe), std::invalid_argument);
+  EXPECT_THROW(pk::moe_combine_forward(Exec(), Xe, gate1, r, Y), std::invalid_argument);
+  EXPECT_THROW(pk::moe_combine_forward(Exec(), Xshort, gate, r, Y), std::invalid_argument);
+  EXPECT_NO_THROW(pk::moe_gather(Exec(), X, r, Xe));
+}
+
+// ---------------------------------------------------------------- finite differences (fp64)
+
+namespace {
+
+// L = sum_{n,h} w(n,h) * Y(n,h) with Y from moe_combine_forward: dL/dY = w.
+double combine_loss(const V2<double>& Ye, const V2<double>& gate, const pk::MoeRouting<Exec>& r,
+                    const std::vector<double>& w, int N, int H) {
+  V2<double> Y("Y", N, H);
+  pk::moe_combine_forward(Exec(), Ye, gate, r, Y);
+  auto y = to_vec2(Y);
+  double s = 0;
+  for (int i = 0; i < N * H; ++i) s += w[i] * y[i];
+  return s;
+}
+
+template <class V>
+void bump(const V& v, int i, int j, double d) {
+  auto h = host(v);
+  h(i, j) += d;
+  Kokkos::deep_copy(v, h);
+}
+
+}  // namespace
+
+TEST(moe_finite_differences, combine_backward_fp64) {
+  const int N = 37, E = 5, k = 2, H = 13, eps_cap = 12;
+  for (int capacity : {0, eps_cap}) {
+    std::vector<int> ri;
+    std::vector<double> rg;
+    ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
+    pk::MoeRouting<Exec> r(N, E, k);
+    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    const int P = r.rows;
+    auto gate = make2<double>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+    auto Ye = make2<double>("Ye", P, H, [](int p, int h) { return std::sin(0.3 * p + h); });
+    std::vector<double> w(N * H);
+    for (int i = 0; i < N * H; ++i) w[i] = std::cos(0.37 * i);
+    auto dY = make2<double>("dY", N, H, [&](int n, int h) { return w[n * H + h]; });
+    V2<double> dYe("dYe", P, H), dgate("dg", N, k);
+    pk::moe_combine_backward(Exec(), dY, Ye, gate, r, dYe, dgate);
+    const auto dye = to_vec2(dYe), dg = to_vec2(dgate);
+    const double eps = 1e-6;
+    double worst = 0;
+    for (int q = 0; q < P; q += 3)
+      for (int h = 0; h < H; h += 2) {
+        bump(Ye, q, h, eps);
+        const double lp = combine_loss(Ye, gate, r, w, N, H);
+        bump(Ye, q, h, -2 * eps);
+        const double lm = combine_loss(Ye, gate, r, w, N, H);
+        bump(Ye, q, h, eps);
+        worst = std::max(worst, std::abs((lp - lm) / (2 * eps) - dye[q * H + h]));
+      }
+    for (int n = 0; n < N; ++n)
+      for (int j = 0; j < k; ++j) {
+        bump(gate, n, j, eps);
+        const double lp = combine_loss(Ye, gate, r, w, N, H);
+        bump(gate, n, j, -2 * eps);
+        const double lm = combine_loss(Ye, gate, r, w, N, H);
+        bump(gate, n, j, eps);
+        worst = std::max(worst, std::abs((lp - lm) / (2 * eps) - dg[n * k + j]));
+      }
+    EXPECT_LT(worst, 1e-7) << "capacity " << capacity;
+  }
+}
+
+TEST(moe_finite_differences, gather_backward_fp64) {
+  const int N = 37, E = 4, k = 2, H = 13;
+  for (int capacity : {0, 10}) {
+    std::vector<int> ri;
+    std::vector<double> rg;
+    ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
+    pk::MoeRouting<Exec> r(N, E, k);
+    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    const int P = r.rows;
+    auto X = make2<double>("X", N, H, [](int n, int h) { return std::cos(0.2 * n - h); });
+    std::vector<double> w(P * H);
+    for (int i = 0; i < P * H; ++i) w[i] = std::sin(0.29 * i + 0.1);
+    auto dXe = make2<double>("dXe", P, H, [&](int q, int h) { return w[q * H + h]; });
+    V2<double> dX("dX", N, H);
+    pk::moe_gather_backward(Exec(), dXe, r, dX);
+    const auto dx = to_vec2(dX);
+    auto loss = [&] {
+      V2<double> Xe("Xe", P, H);
+      pk::moe_gather(Exec(), X, r, Xe);
+      auto xe = to_vec2(Xe);
+      double s = 0;
+      for (int i = 0; i < P * H; ++i) s += w[i] * xe[i];
+      return s;
+    };
+    const double eps = 1e-6;
+    double worst = 0;
+    for (int n = 0; n < N; ++n)
+      for (int h = 0; h < H; h += 3) {
+        bump(X, n, h, eps);
+        const double lp = loss();
+        bump(X, n, h, -2 * eps);
+        const double lm = loss();
+        bump(X, n, h, eps);
+        worst = std::max(worst, std::abs((lp - lm) / (2 * eps) - dx[n * H + h]));
+      }
+    EXPECT_LT(worst, 1e-7) << "capacity " << capacity;
+  }
+}
+
+// ---------------------------------------------------------------- auxiliary loss
+
+namespace {
+
+double aux_from_device(const V2<double>& probs, const V2<int>& idx, long tokens, int k, int E) {
+  V1<int> req("req", E);
+  V1<double> psum("psum", E);
+  pk::moe_router_stats(Exec(), probs, idx, req, psum);
+  auto hr = host(req);
+  auto hp = host(psum);
+  return pk::moe_aux_loss_value(hr.data(), hp.data(), tokens, k, E);
+}
+
+}  // namespace
+
+TEST(moe_aux_loss, hand_computed_values) {
+  // Uniform probs 1/E and perfectly balanced routing: f_e = Pbar_e = 1/E, L = E*E/E^2 = 1.
+  {
+    const int N = 8, E = 4, k = 2;
+    auto probs = make2<double>("p", N, E, [](int, int) { return 0.25; });
+    auto idx = make2<int>("idx", N, k, [](int n, int j) { return (n + j) % E; });
+    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, N, k, E), 1.0);
+  }
+  // E=2, k=1, both tokens to expert 0 with probs (0.75, 0.25): f = (1, 0), Pbar = (.75, .25),
+  // L = 2 * (1 * 0.75 + 0 * 0.25) = 1.5.
+  {
+    auto probs = make2<double>("p", 2, 2, [](int, int e) { return e == 0 ? 0.75 : 0.25; });
+    auto idx = make2<int>("idx", 2, 1, [](int, int) { return 0; });
+    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, 2, 1, 2), 1.5);
+  }
+  // Collapse: one-hot probs on expert 0, all routed there: f_0 = Pbar_0 = 1, L = E.
+  {
+    const int N = 37, E = 6;
+    auto probs = make2<double>("p", N, E, [](int, int e) { return e == 0 ? 1.0 : 0.0; });
+    auto idx = make2<int>("idx", N, 1, [](int, int) { return 0; });
+    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, N, 1, E), 6.0);
+  }
+  const int req[2] = {1, 1};
+  const double ps[2] = {0.5, 0.5};
+  EXPECT_THROW(pk::moe_aux_loss_value(req, ps, 0, 1, 2), std::invalid_argument);
+}
+
+TEST(moe_aux_loss, router_stats_match_host) {
+  const int N = 53, E = 7, k = 2;
+  auto p = skewed_probs(N, E, 0.6);
+  std::vector<int> ri;
+  std::vector<double> rg;
+  ref_topk(p, N, E, k, ri, rg);
+  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  V1<int> req("req", E);
+  V1<float> psum("psum", E);
+  pk::moe_router_stats(Exec(), probs, upload_idx(ri, N, k), req, psum);
+  auto hr = host(req);
+  auto hp = host(psum);
+  for (int e = 0; e < E; ++e) {
+    int c = 0;
+    double s = 0;
+    for (int n = 0; n < N; ++n) s += static_cast<float>(p[n * E + e]);
+    for (int a = 0; a < N * k; ++a) c += ri[a] == e;
+    EXPECT_EQ(hr(e), c);
+    EXPECT_NEAR(hp(e), s, 1e-5);
+  }
+}
+
+TEST(moe_aux_loss, backward_matches_finite_differences_with_f_fixed) {
+  const int N = 37, E = 5, k = 2;
+  const double coef = 0.01;
+  const long tokens = N + 16;  // other ranks hold 16 more tokens of the micro-batch
+  auto p = skewed_probs(N, E, 0.7);
+  std::vector<int> ri;
+  std::vector<double> rg;
+  ref_topk(p, N, E, k, ri, rg);
+  auto idx = upload_idx(ri, N, k);
+  auto probs = make2<double>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  V1<int> req("req", E);
+  V1<double> psum("psum", E);
+  pk::moe_router_stats(Exec(), probs, idx, req, psum);
+  auto req_fixed = host(req);
+  auto loss = [&] {  // coef * L_aux with requested (hence f) frozen
+    V1<int> r2("r2", E);
+    V1<double> ps("ps", E);
+    pk::moe_router_stats(Exec(), probs, idx, r2, ps);
+    auto hp = host(ps);
+    return coef * pk::moe_aux_loss_value(req_fixed.data(), hp.data(), tokens, k, E);
+  };
+  auto dprobs = make2<double>("dp", N, E, [](int n, int e) { return 0.1 * n - e; });
+  const auto d0 = to_vec2(dprobs);
+  pk::moe_aux_loss_backward(Exec(), req, tokens, k, coef, dprobs);
+  const auto d = to_vec2(dprobs);
+  const double eps = 1e-5;
+  for (int n = 0; n < N; n += 4)
+    for (int e = 0; e < E; ++e) {
+      bump(probs, n, e, eps);
+      const double lp = loss();
+      bump(probs, n, e, -2 * eps);
+      const double lm = loss();
+      bump(probs, n, e, eps);
+      EXPECT_NEAR(d[n * E + e] - d0[n * E + e], (lp - lm) / (2 * eps), 1e-10);
+      const double f = req_fixed(e) / double(tokens * k);
+      EXPECT_NEAR(d[n * E + e] - d0[n * E + e], coef * E * f / tokens, 1e-15);
+    }
+}
+
+// ---------------------------------------------------------------- determinism
+
+TEST(moe_determinism, repeated_calls_are_bitwise_identical) {
+  const int N = 53, E = 8, k = 2, H = 29;
+  auto p = skewed_probs(N, E, 1.0);
+  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  auto X = make2<float>("X", N, H, [](int n, int h) { return std::sin(0.1 * n * h + 0.3); });
+  auto dY = make2<float>("dY", N, H, [](int n, int h) { return std::cos(0.7 * n + h); });
+  auto run = [&] {
+    V2<int> idx("idx", N, k);
+    V2<float> gate("g", N, k);
+    pk::topk_forward(Exec(), probs, k, idx, gate);
+    pk::MoeRouting<Exec> r(N, E, k);
+    pk::moe_build_routing(Exec(), idx, 10, r);
+    V2<float> Xe("Xe", N * k, H), Y("Y", N, H), dYe("dYe", N * k, H), dg("dg", N, k);
+    V2<float> dX("dX", N, H), dp("dp", N, E);
+    pk::moe_gather(Exec(), X, r, Xe);
+    pk::moe_combine_forward(Exec(), Xe, gate, r, Y);
+    pk::moe_combine_backward(Exec(), dY, Xe, gate, r, dYe, dg);
+    pk::moe_gather_backward(Exec(), dYe, r, dX);
+    pk::topk_backward(Exec(), dg, idx, dp);
+    pk::moe_aux_loss_backward(Exec(), r.requested, N, k, 0.01, dp);
+    std::vector<float> out;
+    for (auto v : {Y, dX, dp, dg}) {
+      auto h = host(v);
+      out.insert(out.end(), h.data(), h.data() + h.size());
+    }
+    auto ts = ivec(r.token_slot, N * k);
+    return std::make_pair(out, ts);
+  };
+  const auto a = run();
+  const auto b = run();
+  ASSERT_EQ(a.first.size(), b.first.size());
+  EXPECT_EQ(std::memcmp(a.first.data(), b.first.data(), a.first.size() * sizeof(float)), 0);
+  EXPECT_EQ(a.second, b.second);
+}
