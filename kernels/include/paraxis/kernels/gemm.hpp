@@ -3,20 +3,54 @@
 // storage and in fp64 when any operand is fp64. beta == 0 ignores C's previous contents.
 //
 // Variants behind one interface:
-//   portable  a Kokkos implementation (any execution space, any storage type)
-//   vendor    KokkosBlas::gemm (OpenBLAS on host, cuBLAS on CUDA), float/double only,
-//             available when paraxis was built with Kokkos Kernels
+//   portable  the packed Kokkos kernel of gemm_portable.hpp (any execution space, any
+//             storage type, any layout)
+//   vendor    KokkosBlas::gemm (OpenBLAS on host, cuBLAS on CUDA): available when paraxis was
+//             built with Kokkos Kernels and A, B, C share one value type (float or double) and
+//             one layout (LayoutRight or LayoutLeft; batched: LayoutRight); see
+//             gemm_vendor_applies
 //   automatic vendor where it applies, portable otherwise
 #pragma once
 
 #include "paraxis/kernels/common.hpp"
+#include "paraxis/kernels/gemm_portable.hpp"
+
+#ifdef PARAXIS_HAVE_KOKKOSKERNELS
+#include <KokkosBlas3_gemm.hpp>
+#endif
 
 namespace paraxis::kernels {
 
-enum class Trans : char { N = 'N', T = 'T' };
 enum class GemmVariant { automatic, portable, vendor };
 
 const char* to_string(GemmVariant v);
+
+// Whether the vendor GEMM can take these View types (rank 2 for gemm, rank 3 for
+// gemm_batched). Decided at compile time, so `automatic` costs nothing.
+template <class AV, class BV, class CV>
+constexpr bool gemm_vendor_applies() {
+#ifdef PARAXIS_HAVE_KOKKOSKERNELS
+  using T = value_t<CV>;
+  using L = typename CV::array_layout;
+  constexpr bool same_value =
+      std::is_same_v<value_t<AV>, T> && std::is_same_v<value_t<BV>, T> &&
+      (std::is_same_v<T, float> ||
+       std::is_same_v<T, double>)&&!std::is_const_v<typename CV::value_type>;
+  constexpr bool same_layout =
+      std::is_same_v<typename AV::array_layout, L> && std::is_same_v<typename BV::array_layout, L>;
+  // A rank-3 View's per-batch matrix keeps a BLAS layout only if the batch index is slowest.
+  constexpr bool layout_ok = CV::rank == 2 ? (std::is_same_v<L, Kokkos::LayoutRight> ||
+                                              std::is_same_v<L, Kokkos::LayoutLeft>)
+                                           : std::is_same_v<L, Kokkos::LayoutRight>;
+  constexpr bool same_space =
+      std::is_same_v<typename AV::memory_space, typename CV::memory_space> &&
+      std::is_same_v<typename BV::memory_space, typename CV::memory_space>;
+  constexpr bool same_rank = int(AV::rank) == int(CV::rank) && int(BV::rank) == int(CV::rank);
+  return same_value && same_layout && layout_ok && same_space && same_rank;
+#else
+  return false;
+#endif
+}
 
 namespace detail {
 
@@ -30,45 +64,46 @@ void check_gemm_shapes(const char* kernel, Trans ta, Trans tb, const AV& A, cons
   if (ka != kb || C.extent(first) != m || C.extent(first + 1) != n ||
       (first == 1 && (A.extent(0) != C.extent(0) || B.extent(0) != C.extent(0)))) {
     std::ostringstream os;
-    os << kernel << ": shape mismatch: op" << static_cast<char>(ta) << "(A) of A"
-       << shape_string(A) << ", op" << static_cast<char>(tb) << "(B) of B" << shape_string(B)
-       << ", C" << shape_string(C);
+    os << kernel << ": shape mismatch: op" << static_cast<char>(ta) << "(A) of A" << shape_string(A)
+       << ", op" << static_cast<char>(tb) << "(B) of B" << shape_string(B) << ", C"
+       << shape_string(C);
     throw std::invalid_argument(os.str());
   }
 }
 
 template <class AV, class BV, class CV>
-using gemm_acc_t = std::conditional_t<std::is_same_v<value_t<AV>, double> ||
-                                          std::is_same_v<value_t<BV>, double> ||
-                                          std::is_same_v<value_t<CV>, double>,
-                                      double, float>;
+[[noreturn]] void throw_no_vendor(const char* kernel) {
+  std::ostringstream os;
+  os << kernel << ": GemmVariant::vendor does not apply: ";
+#ifdef PARAXIS_HAVE_KOKKOSKERNELS
+  os << "it needs A, B, C of one value type (float or double, C non-const), one layout "
+        "(LayoutRight or LayoutLeft; batched: LayoutRight) and one memory space";
+#else
+  os << "paraxis was built without Kokkos Kernels (PARAXIS_ENABLE_KOKKOSKERNELS)";
+#endif
+  os << "; use GemmVariant::portable or automatic";
+  throw std::invalid_argument(os.str());
+}
 
-// Reference-quality portable kernel: one thread per C entry. Replaced by the packed,
-// register-blocked kernel in gemm_portable.hpp.
+#ifdef PARAXIS_HAVE_KOKKOSKERNELS
 template <class ExecSpace, class AV, class BV, class CV>
-void gemm_portable_batched(const ExecSpace& space, Trans ta, Trans tb, double alpha,
-                           const AV& A, const BV& B, double beta, const CV& C) {
-  using Acc = gemm_acc_t<AV, BV, CV>;
-  using TC = value_t<CV>;
-  const int batch = static_cast<int>(C.extent(0));
-  const int m = static_cast<int>(C.extent(1));
-  const int n = static_cast<int>(C.extent(2));
-  const int k = static_cast<int>(ta == Trans::N ? A.extent(2) : A.extent(1));
-  const bool tA = ta == Trans::T, tB = tb == Trans::T;
-  const Acc a = static_cast<Acc>(alpha), b = static_cast<Acc>(beta);
-  Kokkos::parallel_for(
-      "paraxis::gemm_portable",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>(space, {0, 0, 0}, {batch, m, n}),
-      KOKKOS_LAMBDA(const int p, const int i, const int j) {
-        Acc s = 0;
-        for (int l = 0; l < k; ++l) {
-          const Acc x = static_cast<Acc>(tA ? A(p, l, i) : A(p, i, l));
-          const Acc y = static_cast<Acc>(tB ? B(p, j, l) : B(p, l, j));
-          s += x * y;
-        }
-        const Acc prev = b == Acc(0) ? Acc(0) : b * static_cast<Acc>(C(p, i, j));
-        C(p, i, j) = static_cast<TC>(a * s + prev);
-      });
+void gemm_vendor_2d(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
+                    const BV& B, double beta, const CV& C) {
+  using T = value_t<CV>;
+  const char tas[2] = {static_cast<char>(ta), '\0'};
+  const char tbs[2] = {static_cast<char>(tb), '\0'};
+  KokkosBlas::gemm(tas, tbs, static_cast<T>(alpha), A, B, static_cast<T>(beta), C);
+  (void)space;
+}
+#endif
+
+// KokkosBlas::gemm returns early when K == 0 instead of scaling C, and BLAS wants non-empty
+// leading dimensions: empty problems go to the portable kernel, which handles them exactly.
+template <class AV, class CV>
+bool gemm_empty(Trans ta, const AV& A, const CV& C) {
+  constexpr unsigned r0 = CV::rank - 2;
+  const std::size_t k = ta == Trans::N ? A.extent(r0 + 1) : A.extent(r0);
+  return k == 0 || C.extent(r0) == 0 || C.extent(r0 + 1) == 0;
 }
 
 }  // namespace detail
@@ -80,9 +115,28 @@ void gemm_batched(const ExecSpace& space, Trans ta, Trans tb, double alpha, cons
   static_assert(AV::rank == 3 && BV::rank == 3 && CV::rank == 3, "gemm_batched: rank-3 Views");
   assert_accessible<ExecSpace, AV, BV, CV>();
   detail::check_gemm_shapes("paraxis::gemm_batched", ta, tb, A, B, C, 1);
-  if (variant == GemmVariant::vendor)
-    throw std::invalid_argument("paraxis::gemm_batched: no vendor variant for batched GEMM");
-  detail::gemm_portable_batched(space, ta, tb, alpha, A, B, beta, C);
+  constexpr bool vendor_ok = gemm_vendor_applies<AV, BV, CV>();
+  if (variant == GemmVariant::vendor && !vendor_ok)
+    detail::throw_no_vendor<AV, BV, CV>("paraxis::gemm_batched");
+  if constexpr (vendor_ok) {
+    if (variant != GemmVariant::portable && !detail::gemm_empty(ta, A, C)) {
+      // One vendor call per batch entry: the batches of a transformer (heads) are few and
+      // large, so the loop costs little next to the GEMMs themselves.
+      Kokkos::Profiling::pushRegion("paraxis::gemm_batched[vendor]");
+      space.fence();
+      for (std::size_t p = 0; p < C.extent(0); ++p) {
+        auto Ap = Kokkos::subview(A, p, Kokkos::ALL(), Kokkos::ALL());
+        auto Bp = Kokkos::subview(B, p, Kokkos::ALL(), Kokkos::ALL());
+        auto Cp = Kokkos::subview(C, p, Kokkos::ALL(), Kokkos::ALL());
+        static_assert(std::is_same_v<typename decltype(Cp)::array_layout, Kokkos::LayoutRight>,
+                      "gemm_batched: a LayoutRight batch entry must stay LayoutRight");
+        detail::gemm_vendor_2d(space, ta, tb, alpha, Ap, Bp, beta, Cp);
+      }
+      Kokkos::Profiling::popRegion();
+      return;
+    }
+  }
+  detail::gemm_portable(space, ta, tb, alpha, A, B, beta, C);
 }
 
 template <class ExecSpace, class AV, class BV, class CV>
@@ -91,19 +145,19 @@ void gemm(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
   static_assert(AV::rank == 2 && BV::rank == 2 && CV::rank == 2, "gemm: rank-2 Views");
   assert_accessible<ExecSpace, AV, BV, CV>();
   detail::check_gemm_shapes("paraxis::gemm", ta, tb, A, B, C, 0);
-  if (variant == GemmVariant::vendor)
-    throw std::invalid_argument("paraxis::gemm: vendor variant not available in this build");
-  // View a rank-2 GEMM as a batch of one.
-  auto A1 = Kokkos::View<typename AV::value_type***, Kokkos::LayoutRight,
-                         typename AV::memory_space, Kokkos::MemoryUnmanaged>(
-      A.data(), 1, A.extent(0), A.extent(1));
-  auto B1 = Kokkos::View<typename BV::value_type***, Kokkos::LayoutRight,
-                         typename BV::memory_space, Kokkos::MemoryUnmanaged>(
-      B.data(), 1, B.extent(0), B.extent(1));
-  auto C1 = Kokkos::View<typename CV::value_type***, Kokkos::LayoutRight,
-                         typename CV::memory_space, Kokkos::MemoryUnmanaged>(
-      C.data(), 1, C.extent(0), C.extent(1));
-  detail::gemm_portable_batched(space, ta, tb, alpha, A1, B1, beta, C1);
+  constexpr bool vendor_ok = gemm_vendor_applies<AV, BV, CV>();
+  if (variant == GemmVariant::vendor && !vendor_ok)
+    detail::throw_no_vendor<AV, BV, CV>("paraxis::gemm");
+  if constexpr (vendor_ok) {
+    if (variant != GemmVariant::portable && !detail::gemm_empty(ta, A, C)) {
+      // KokkosBlas::gemm runs on the Views' default execution space instance; fencing `space`
+      // first orders it after work the caller queued there.
+      space.fence();
+      detail::gemm_vendor_2d(space, ta, tb, alpha, A, B, beta, C);
+      return;
+    }
+  }
+  detail::gemm_portable(space, ta, tb, alpha, A, B, beta, C);
 }
 
 }  // namespace paraxis::kernels

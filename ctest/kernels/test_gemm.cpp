@@ -1,0 +1,389 @@
+// GEMM against a plain host reference computed in double: every (op(A), op(B)) combination,
+// unaligned and multi-tile sizes, alpha/beta (beta = 0 over NaN), fp64 / fp32 / bf16 / mixed
+// storage, strided and LayoutLeft Views, batched, vendor vs portable; shape errors, variant
+// errors and bitwise repeatability.
+//
+// Tolerance: with unit roundoff u of the accumulation type a dot product of length k obeys
+// |computed - exact| <= k*u*sum|a||b| (first order); alpha, beta and the final add add two more
+// roundings, and a C stored narrower than the accumulator adds one rounding of its own type.
+// The bound is checked per entry, so it is tight where values are small and cannot hide an
+// indexing error (which moves entries by O(sum|a||b|)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "paraxis/kernels/gemm.hpp"
+
+namespace pk = paraxis::kernels;
+using paraxis::bf16;
+using pk::GemmVariant;
+using pk::Trans;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+
+// Deterministic values in [-1, 1): splitmix64 of (seed, index).
+double hashed_value(std::uint64_t seed, std::uint64_t idx) {
+  std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + idx + 1;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+template <class T>
+double unit_roundoff() {
+  if constexpr (std::is_same_v<T, double>) return 0x1.0p-53;
+  if constexpr (std::is_same_v<T, float>) return 0x1.0p-24;
+  return 0x1.0p-8;  // bf16: 8 significant bits
+}
+
+template <class T>
+double to_double(T x) {
+  return static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, bf16>, float, T>>(x));
+}
+
+template <class V>
+void fill(const V& v, std::uint64_t seed) {
+  using T = typename V::non_const_value_type;
+  auto h = Kokkos::create_mirror_view(v);
+  std::uint64_t idx = 0;
+  if constexpr (V::rank == 2) {
+    for (std::size_t i = 0; i < v.extent(0); ++i)
+      for (std::size_t j = 0; j < v.extent(1); ++j) h(i, j) = T(hashed_value(seed, idx++));
+  } else {
+    for (std::size_t b = 0; b < v.extent(0); ++b)
+      for (std::size_t i = 0; i < v.extent(1); ++i)
+        for (std::size_t j = 0; j < v.extent(2); ++j) h(b, i, j) = T(hashed_value(seed, idx++));
+  }
+  Kokkos::deep_copy(v, h);
+}
+
+template <class V>
+void fill_nan(const V& v) {
+  using T = typename V::non_const_value_type;
+  auto h = Kokkos::create_mirror_view(v);
+  const T nan = T(std::numeric_limits<float>::quiet_NaN());
+  if constexpr (V::rank == 2) {
+    for (std::size_t i = 0; i < v.extent(0); ++i)
+      for (std::size_t j = 0; j < v.extent(1); ++j) h(i, j) = nan;
+  } else {
+    for (std::size_t b = 0; b < v.extent(0); ++b)
+      for (std::size_t i = 0; i < v.extent(1); ++i)
+        for (std::size_t j = 0; j < v.extent(2); ++j) h(b, i, j) = nan;
+  }
+  Kokkos::deep_copy(v, h);
+}
+
+// Host reference for one batch entry: C = alpha*op(A)*op(B) + beta*C0 in double, plus the
+// per-entry error bound described at the top of the file. HA/HB/HC0 are rank-3 host mirrors.
+template <class Acc, class TC, class HA, class HB, class HC>
+void expect_matches_reference(const char* what, Trans ta, Trans tb, double alpha, double beta,
+                              const HA& hA, const HB& hB, const HC& hC0, const HC& hC, int batch,
+                              int m, int n, int k) {
+  const double u = unit_roundoff<Acc>();
+  const double u_out = std::is_same_v<TC, Acc> ? 0.0 : unit_roundoff<TC>();
+  int bad = 0;
+  for (int p = 0; p < batch; ++p)
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double s = 0, mag = 0;
+        for (int l = 0; l < k; ++l) {
+          const double a = to_double(ta == Trans::N ? hA(p, i, l) : hA(p, l, i));
+          const double b = to_double(tb == Trans::N ? hB(p, l, j) : hB(p, j, l));
+          s += a * b;
+          mag += std::abs(a * b);
+        }
+        const double c0 = beta == 0 ? 0.0 : beta * to_double(hC0(p, i, j));
+        const double ref = alpha * s + c0;
+        const double tol =
+            (k + 3) * u * (std::abs(alpha) * mag + std::abs(c0)) + u_out * std::abs(ref) + 1e-300;
+        const double got = to_double(hC(p, i, j));
+        if (!(std::abs(got - ref) <= tol) && bad++ < 5)
+          ADD_FAILURE() << what << " op" << char(ta) << char(tb) << " m=" << m << " n=" << n
+                        << " k=" << k << " batch " << p << " C(" << i << "," << j << ")=" << got
+                        << " reference " << ref << " tolerance " << tol;
+      }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// A host copy as a rank-3 View (a batch of one for rank 2). Always a fresh allocation: on a
+// host space create_mirror_view would alias the device View and a "before" copy would change.
+template <class V>
+auto as_rank3_host(const V& v) {
+  auto h = Kokkos::create_mirror_view(v);
+  Kokkos::deep_copy(h, v);
+  constexpr bool r3 = V::rank == 3;
+  Kokkos::View<typename V::non_const_value_type***, Kokkos::LayoutRight, Kokkos::HostSpace> r(
+      "ref", r3 ? v.extent(0) : 1, v.extent(r3 ? 1 : 0), v.extent(r3 ? 2 : 1));
+  for (std::size_t p = 0; p < r.extent(0); ++p)
+    for (std::size_t i = 0; i < r.extent(1); ++i)
+      for (std::size_t j = 0; j < r.extent(2); ++j) {
+        if constexpr (r3) {
+          r(p, i, j) = h(p, i, j);
+        } else {
+          r(p, i, j) = h(i, j);
+        }
+      }
+  return r;
+}
+
+// Runs one GEMM (rank 2, or rank 3 with `batch` > 0) and compares with the reference.
+template <class TA, class TB, class TC, class Layout = Kokkos::LayoutRight>
+void check(Trans ta, Trans tb, int m, int n, int k, double alpha, double beta, GemmVariant v,
+           int batch = 0, bool nan_c = false) {
+  using Acc = std::conditional_t<std::is_same_v<TA, double> || std::is_same_v<TB, double> ||
+                                     std::is_same_v<TC, double>,
+                                 double, float>;
+  const int ar = ta == Trans::N ? m : k, ac = ta == Trans::N ? k : m;
+  const int br = tb == Trans::N ? k : n, bc = tb == Trans::N ? n : k;
+  std::string what = std::string(pk::to_string(v)) + (batch ? " batched" : "");
+  if (batch == 0) {
+    Kokkos::View<TA**, Layout, Mem> A("A", ar, ac);
+    Kokkos::View<TB**, Layout, Mem> B("B", br, bc);
+    Kokkos::View<TC**, Layout, Mem> C("C", m, n);
+    fill(A, 1);
+    fill(B, 2);
+    if (nan_c)
+      fill_nan(C);
+    else
+      fill(C, 3);
+    auto hC0 = as_rank3_host(C);
+    pk::gemm(Exec(), ta, tb, alpha, Kokkos::View<const TA**, Layout, Mem>(A), B, beta, C, v);
+    Kokkos::fence();
+    expect_matches_reference<Acc, TC>(what.c_str(), ta, tb, alpha, beta, as_rank3_host(A),
+                                      as_rank3_host(B), hC0, as_rank3_host(C), 1, m, n, k);
+  } else {
+    Kokkos::View<TA***, Layout, Mem> A("A", batch, ar, ac);
+    Kokkos::View<TB***, Layout, Mem> B("B", batch, br, bc);
+    Kokkos::View<TC***, Layout, Mem> C("C", batch, m, n);
+    fill(A, 4);
+    fill(B, 5);
+    if (nan_c)
+      fill_nan(C);
+    else
+      fill(C, 6);
+    auto hC0 = as_rank3_host(C);
+    pk::gemm_batched(Exec(), ta, tb, alpha, A, B, beta, C, v);
+    Kokkos::fence();
+    expect_matches_reference<Acc, TC>(what.c_str(), ta, tb, alpha, beta, as_rank3_host(A),
+                                      as_rank3_host(B), hC0, as_rank3_host(C), batch, m, n, k);
+  }
+}
+
+const Trans kTrans[] = {Trans::N, Trans::T};
+struct Mnk {
+  int m, n, k;
+};
+// Unaligned mixes, degenerate vectors, and one case spanning several C tiles and K panels.
+const Mnk kShapes[] = {{1, 1, 1},    {37, 53, 129}, {129, 37, 53}, {53, 129, 37},
+                       {1, 129, 53}, {129, 1, 37},  {37, 53, 1},   {197, 531, 517}};
+
+std::vector<GemmVariant> variants_for_floats() {
+  std::vector<GemmVariant> v{GemmVariant::portable, GemmVariant::automatic};
+  if (pk::gemm_vendor_applies<Kokkos::View<float**>, Kokkos::View<float**>,
+                              Kokkos::View<float**>>())
+    v.push_back(GemmVariant::vendor);
+  return v;
+}
+
+}  // namespace
+
+TEST(gemm, fp64_all_transposes_match_reference) {
+  for (auto v : variants_for_floats())
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (auto s : kShapes) check<double, double, double>(ta, tb, s.m, s.n, s.k, 1.0, 0.0, v);
+}
+
+TEST(gemm, fp32_all_transposes_alpha_beta_match_reference) {
+  for (auto v : variants_for_floats())
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (auto s : kShapes) check<float, float, float>(ta, tb, s.m, s.n, s.k, -0.75, 1.5, v);
+}
+
+TEST(gemm, fp32_layout_left_matches_reference) {
+  for (auto v : variants_for_floats())
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        check<float, float, float, Kokkos::LayoutLeft>(ta, tb, 53, 37, 129, 2.0, -1.0, v);
+}
+
+TEST(gemm, beta_zero_ignores_nan_in_c) {
+  for (auto v : variants_for_floats())
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) {
+        check<float, float, float>(ta, tb, 37, 53, 129, 1.25, 0.0, v, 0, true);
+        check<double, double, double>(ta, tb, 129, 37, 53, 1.0, 0.0, v, 0, true);
+        check<float, float, float>(ta, tb, 37, 53, 129, 1.0, 0.0, v, 3, true);
+      }
+  // K spanning several panels: later panels add to C, which must not have kept the NaN.
+  check<float, float, float>(Trans::N, Trans::N, 37, 53, 600, 1.0, 0.0, GemmVariant::portable, 0,
+                             true);
+  check<bf16, bf16, bf16>(Trans::N, Trans::T, 37, 53, 600, 1.0, 0.0, GemmVariant::portable, 0,
+                          true);
+}
+
+TEST(gemm, bf16_inputs_fp32_output_accumulate_in_fp32) {
+  for (Trans ta : kTrans)
+    for (Trans tb : kTrans)
+      for (auto s : kShapes)
+        check<bf16, bf16, float>(ta, tb, s.m, s.n, s.k, 1.0, 0.5, GemmVariant::automatic);
+}
+
+TEST(gemm, bf16_everywhere_and_mixed_storage) {
+  for (Trans ta : kTrans)
+    for (Trans tb : kTrans) {
+      check<bf16, bf16, bf16>(ta, tb, 37, 53, 300, 1.0, 1.0, GemmVariant::automatic);
+      check<bf16, float, float>(ta, tb, 53, 129, 37, 0.5, 0.0, GemmVariant::automatic);
+      // Any fp64 operand makes the accumulation fp64; a float C is then rounded once.
+      check<float, double, float>(ta, tb, 129, 37, 300, 1.0, 2.0, GemmVariant::automatic);
+      check<bf16, bf16, double>(ta, tb, 37, 129, 53, 1.0, 1.0, GemmVariant::automatic);
+    }
+}
+
+TEST(gemm, batched_matches_reference) {
+  for (auto v : variants_for_floats())
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans) {
+        check<float, float, float>(ta, tb, 37, 53, 129, 1.0, 0.5, v, 3);
+        check<double, double, double>(ta, tb, 53, 1, 37, -1.0, 1.0, v, 2);
+      }
+  for (Trans ta : kTrans)
+    for (Trans tb : kTrans)
+      check<bf16, bf16, float>(ta, tb, 53, 37, 129, 1.0, 0.0, GemmVariant::automatic, 4);
+}
+
+TEST(gemm, strided_and_padded_views_match_reference) {
+  // A: 37x53 stored column-major with leading dimension 40 inside a flat buffer (LayoutStride,
+  // so only the portable kernel applies). C: a window of a wider row-major matrix (LayoutRight
+  // with a padded row stride, which the vendor BLAS takes as its leading dimension).
+  Kokkos::View<float*, Mem> Abuf("Abuf", 40 * 53);
+  Kokkos::View<float**, Kokkos::LayoutStride, Mem> A(Abuf.data(),
+                                                     Kokkos::LayoutStride(37, 1, 53, 40));
+  Kokkos::View<float**, Mem> B("B", 53, 129), Cbig("Cbig", 40, 140);
+  static_assert(!pk::gemm_vendor_applies<decltype(A), decltype(B), decltype(B)>());
+  fill(A, 7);
+  fill(B, 8);
+  for (auto v : variants_for_floats()) {
+    fill(Cbig, 9);
+    auto C = Kokkos::subview(Cbig, Kokkos::make_pair(3, 40), Kokkos::make_pair(5, 134));
+    auto hC0 = as_rank3_host(C);
+    if (v == GemmVariant::vendor) {
+      // A is not BLAS-shaped; copy it into a plain View for the vendor run.
+      Kokkos::View<float**, Mem> Ac("Ac", 37, 53);
+      Kokkos::deep_copy(Ac, A);
+      pk::gemm(Exec(), Trans::N, Trans::N, 1.0, Ac, B, 1.0, C, v);
+    } else {
+      pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 1.0, C, v);
+    }
+    Kokkos::fence();
+    expect_matches_reference<float, float>(pk::to_string(v), Trans::N, Trans::N, 1.0, 1.0,
+                                           as_rank3_host(A), as_rank3_host(B), hC0,
+                                           as_rank3_host(C), 1, 37, 129, 53);
+    // Entries of Cbig outside the window are untouched.
+    auto hbig = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Cbig);
+    Kokkos::View<float**, Kokkos::HostSpace> fresh("fresh", 40, 140);
+    fill(fresh, 9);
+    int changed = 0;
+    for (int i = 0; i < 40; ++i)
+      for (int j = 0; j < 140; ++j)
+        if ((i < 3 || j < 5 || j >= 134) && hbig(i, j) != fresh(i, j)) ++changed;
+    EXPECT_EQ(changed, 0) << pk::to_string(v);
+  }
+}
+
+TEST(gemm, zero_k_scales_c_by_beta) {
+  for (auto v : variants_for_floats()) {
+    Kokkos::View<float**, Mem> A("A", 5, 0), B("B", 0, 7), C("C", 5, 7);
+    Kokkos::deep_copy(C, 2.0f);
+    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.5, C, v);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
+    EXPECT_EQ(h(4, 6), 1.0f) << pk::to_string(v);
+    fill_nan(C);
+    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, v);
+    Kokkos::deep_copy(h, C);
+    EXPECT_EQ(h(0, 0), 0.0f) << pk::to_string(v);
+  }
+}
+
+TEST(gemm, shape_mismatch_throws_with_all_shapes) {
+  Kokkos::View<float**, Mem> A("A", 4, 5), B("B", 6, 7), C("C", 4, 7);
+  try {
+    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[4,5]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[6,7]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4,7]"), std::string::npos) << msg;
+  }
+  Kokkos::View<float***, Mem> A3("A3", 2, 4, 5), B3("B3", 3, 5, 7), C3("C3", 2, 4, 7);
+  try {
+    pk::gemm_batched(Exec(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[2,4,5]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[3,5,7]"), std::string::npos) << msg;
+  }
+  // Transposes count: op(A) = A^T is 5x4, which does not match C's 4 rows.
+  EXPECT_THROW(pk::gemm(Exec(), Trans::T, Trans::N, 1.0, A, B, 0.0, C), std::invalid_argument);
+}
+
+TEST(gemm, vendor_where_it_does_not_apply_throws) {
+  Kokkos::View<bf16**, Mem> A("A", 4, 5), B("B", 5, 7);
+  Kokkos::View<float**, Mem> C("C", 4, 7);
+  static_assert(!pk::gemm_vendor_applies<decltype(A), decltype(B), decltype(C)>());
+  try {
+    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, GemmVariant::vendor);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("vendor"), std::string::npos) << e.what();
+  }
+  Kokkos::View<float***, Kokkos::LayoutLeft, Mem> A3("A3", 2, 4, 5), B3("B3", 2, 5, 7),
+      C3("C3", 2, 4, 7);
+  EXPECT_THROW(
+      pk::gemm_batched(Exec(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3, GemmVariant::vendor),
+      std::invalid_argument);
+}
+
+#ifdef PARAXIS_HAVE_KOKKOSKERNELS
+TEST(gemm, vendor_applies_to_matching_float_and_double_views) {
+  using VR = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
+  using VRc = Kokkos::View<const float**, Kokkos::LayoutRight, Mem>;
+  using VL = Kokkos::View<double**, Kokkos::LayoutLeft, Mem>;
+  using VL3 = Kokkos::View<double***, Kokkos::LayoutLeft, Mem>;
+  using VR3 = Kokkos::View<double***, Kokkos::LayoutRight, Mem>;
+  static_assert(pk::gemm_vendor_applies<VRc, VR, VR>());
+  static_assert(pk::gemm_vendor_applies<VL, VL, VL>());
+  static_assert(pk::gemm_vendor_applies<VR3, VR3, VR3>());
+  static_assert(!pk::gemm_vendor_applies<VL3, VL3, VL3>());
+  static_assert(!pk::gemm_vendor_applies<VR, VR, VRc>());
+  static_assert(!pk::gemm_vendor_applies<VR, Kokkos::View<float**, Kokkos::LayoutLeft, Mem>, VR>());
+}
+#endif
+
+TEST(gemm, repeated_calls_are_bitwise_identical) {
+  for (auto v : variants_for_floats()) {
+    Kokkos::View<float**, Mem> A("A", 197, 300), B("B", 531, 300), C1("C1", 197, 531),
+        C2("C2", 197, 531);
+    fill(A, 11);
+    fill(B, 12);
+    fill(C1, 13);
+    Kokkos::deep_copy(C2, C1);
+    pk::gemm(Exec(), Trans::N, Trans::T, 0.5, A, B, 1.0, C1, v);
+    pk::gemm(Exec(), Trans::N, Trans::T, 0.5, A, B, 1.0, C2, v);
+    auto h1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C1);
+    auto h2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C2);
+    EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.span() * sizeof(float)), 0) << pk::to_string(v);
+  }
+}

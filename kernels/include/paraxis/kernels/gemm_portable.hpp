@@ -1,0 +1,310 @@
+// Portable GEMM: a packed, register-blocked Kokkos kernel for any execution space and any
+// storage type (fp64, fp32, bf16, mixed). One team owns one MC x NC tile of C (the batch index
+// is part of the league). For each KC-deep panel of K the team packs op(A) into MR-row
+// micro-panels and op(B) into NR-column micro-panels in team scratch, converting to the
+// accumulation type on the way (so bf16 and the N/T layouts cost nothing in the inner loop),
+// then updates MR x NR register blocks of C. Packed panels are zero-padded, so edge tiles run
+// the same inner loop and only the stores are masked. Every C entry has one owner and a fixed
+// summation order: results are deterministic.
+#pragma once
+
+#include <cstdint>
+
+#include "paraxis/kernels/common.hpp"
+
+namespace paraxis::kernels {
+
+enum class Trans : char { N = 'N', T = 'T' };
+
+namespace detail {
+
+template <class AV, class BV, class CV>
+using gemm_acc_t =
+    std::conditional_t<std::is_same_v<value_t<AV>, double> || std::is_same_v<value_t<BV>, double> ||
+                           std::is_same_v<value_t<CV>, double>,
+                       double, float>;
+
+// Tile sizes per execution space and accumulation type. Host spaces: one thread per team,
+// the whole MC x NC tile walked by that thread; MR x NR sized to fill the vector registers,
+// KC so a B micro-panel (KC x NR) stays in L1 and the A panel (MC x KC) in L2.
+// Device spaces: one MR x NR block per thread, panels small enough for shared memory.
+template <class ExecSpace, class Acc,
+          bool Host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible>
+struct gemm_tiles;
+
+template <class ExecSpace>
+struct gemm_tiles<ExecSpace, float, true> {
+  static constexpr int MR = 8, NR = 32, MC = 192, NC = 512, KC = 256, team_size = 1;
+};
+template <class ExecSpace>
+struct gemm_tiles<ExecSpace, double, true> {
+  static constexpr int MR = 8, NR = 16, MC = 128, NC = 512, KC = 256, team_size = 1;
+};
+template <class ExecSpace, class Acc>
+struct gemm_tiles<ExecSpace, Acc, false> {
+  static constexpr int MR = 4, NR = 4, MC = 64, NC = 64, KC = 16;
+  static constexpr int team_size = (MC / MR) * (NC / NR);
+};
+
+KOKKOS_FORCEINLINE_FUNCTION constexpr int imin(int a, int b) {
+  return a < b ? a : b;
+}
+
+// Element (i, j) of matrix `batch` of a rank-2 (batch ignored) or rank-3 View.
+template <class V>
+KOKKOS_FORCEINLINE_FUNCTION decltype(auto) mat_at(const V& v, int batch, int i, int j) {
+  if constexpr (V::rank == 3) {
+    return v(batch, i, j);
+  } else {
+    (void)batch;
+    return v(i, j);
+  }
+}
+
+template <class ExecSpace, class AV, class BV, class CV>
+struct GemmPortableFunctor {
+  using Acc = gemm_acc_t<AV, BV, CV>;
+  using TC = value_t<CV>;
+  using Tiles = gemm_tiles<ExecSpace, Acc>;
+  static constexpr int MR = Tiles::MR, NR = Tiles::NR, MC = Tiles::MC, NC = Tiles::NC,
+                       KC = Tiles::KC;
+  static_assert(MC % MR == 0 && NC % NR == 0, "gemm_tiles: MC, NC must be multiples of MR, NR");
+  // When C holds the accumulation type the partial sums of each K panel go straight into C;
+  // otherwise (bf16 C, or float C of a double GEMM) they wait in an Acc tile in scratch, so C
+  // is rounded once.
+  static constexpr bool direct_c = std::is_same_v<TC, Acc>;
+  static constexpr int align_elems = 64 / sizeof(Acc);
+  static constexpr std::size_t scratch_elems = std::size_t(MC) * KC + std::size_t(KC) * NC +
+                                               (direct_c ? 0 : std::size_t(MC) * NC) + align_elems;
+
+  using team_member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using ScratchView = Kokkos::View<Acc*, typename ExecSpace::scratch_memory_space,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+  AV A;
+  BV B;
+  CV C;
+  int m, n, k;
+  int tiles_m, tiles_n;
+  bool tA, tB;
+  // Whether the source of a packed panel is contiguous along K (A) or along N (B): the packing
+  // loops then run along the contiguous direction.
+  bool a_contig_k, b_contig_n;
+  Acc alpha, beta;
+
+  static std::size_t scratch_bytes() { return ScratchView::shmem_size(scratch_elems); }
+
+  KOKKOS_INLINE_FUNCTION Acc a_op(int batch, int i, int l) const {
+    return static_cast<Acc>(tA ? mat_at(A, batch, l, i) : mat_at(A, batch, i, l));
+  }
+  KOKKOS_INLINE_FUNCTION Acc b_op(int batch, int l, int j) const {
+    return static_cast<Acc>(tB ? mat_at(B, batch, j, l) : mat_at(B, batch, l, j));
+  }
+
+  // Ap[r][p][ii] = op(A)(i0 + r*MR + ii, l0 + p), zero outside op(A).
+  KOKKOS_INLINE_FUNCTION void pack_a(const team_member& team, Acc* Ap, int batch, int i0, int l0,
+                                     int kc) const {
+    const int mc = imin(MC, m - i0);
+    const int mc_pad = (mc + MR - 1) / MR * MR;
+    if (a_contig_k) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mc_pad), [&](const int row) {
+        Acc* dst = Ap + (row / MR) * (KC * MR) + row % MR;
+        if (row < mc) {
+          for (int p = 0; p < kc; ++p) dst[p * MR] = a_op(batch, i0 + row, l0 + p);
+        } else {
+          for (int p = 0; p < kc; ++p) dst[p * MR] = Acc(0);
+        }
+      });
+    } else {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int p) {
+        for (int row = 0; row < mc_pad; ++row)
+          Ap[(row / MR) * (KC * MR) + p * MR + row % MR] =
+              row < mc ? a_op(batch, i0 + row, l0 + p) : Acc(0);
+      });
+    }
+  }
+
+  // Bp[s][p][jj] = op(B)(l0 + p, j0 + s*NR + jj), zero outside op(B).
+  KOKKOS_INLINE_FUNCTION void pack_b(const team_member& team, Acc* Bp, int batch, int j0, int l0,
+                                     int kc) const {
+    const int nc = imin(NC, n - j0);
+    const int nc_pad = (nc + NR - 1) / NR * NR;
+    if (b_contig_n) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int p) {
+        for (int col = 0; col < nc_pad; ++col)
+          Bp[(col / NR) * (KC * NR) + p * NR + col % NR] =
+              col < nc ? b_op(batch, l0 + p, j0 + col) : Acc(0);
+      });
+    } else {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc_pad), [&](const int col) {
+        Acc* dst = Bp + (col / NR) * (KC * NR) + col % NR;
+        if (col < nc) {
+          for (int p = 0; p < kc; ++p) dst[p * NR] = b_op(batch, l0 + p, j0 + col);
+        } else {
+          for (int p = 0; p < kc; ++p) dst[p * NR] = Acc(0);
+        }
+      });
+    }
+  }
+
+  // c = sum_p a[p][:] (outer) b[p][:]: the hot loop. Fixed trip counts over MR and NR so the
+  // compiler keeps c in registers and vectorises along NR with FMAs.
+  KOKKOS_FORCEINLINE_FUNCTION static void micro_kernel(int kc, const Acc* KOKKOS_RESTRICT a,
+                                                       const Acc* KOKKOS_RESTRICT b,
+                                                       Acc (&c)[MR][NR]) {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) c[i][j] = Acc(0);
+    for (int p = 0; p < kc; ++p) {
+      for (int i = 0; i < MR; ++i) {
+        const Acc ai = a[p * MR + i];
+        for (int j = 0; j < NR; ++j) c[i][j] += ai * b[p * NR + j];
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const team_member& team) const {
+    const int tiles_per_batch = tiles_m * tiles_n;
+    const int league = team.league_rank();
+    const int batch = league / tiles_per_batch;
+    const int tile = league % tiles_per_batch;
+    const int i0 = (tile / tiles_n) * MC;
+    const int j0 = (tile % tiles_n) * NC;
+    const int mc = imin(MC, m - i0);
+    const int nc = imin(NC, n - j0);
+    const int mr_tiles = (mc + MR - 1) / MR;
+    const int nr_tiles = (nc + NR - 1) / NR;
+
+    ScratchView scratch(team.team_scratch(0), scratch_elems);
+    // Start the panels on a 64-byte boundary: vector loads then never straddle cache lines.
+    const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(scratch.data());
+    const int skew = static_cast<int>((64 - addr % 64) % 64) / static_cast<int>(sizeof(Acc));
+    Acc* Ap = scratch.data() + skew;
+    Acc* Bp = Ap + MC * KC;
+    Acc* Ct = Bp + KC * NC;  // only used when !direct_c
+
+    for (int l0 = 0; l0 < k; l0 += KC) {
+      const int kc = imin(KC, k - l0);
+      const bool first = l0 == 0;
+      const bool last = l0 + KC >= k;
+      pack_a(team, Ap, batch, i0, l0, kc);
+      pack_b(team, Bp, batch, j0, l0, kc);
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mr_tiles * nr_tiles), [&](const int t) {
+        // Walk micro-tiles column-major: consecutive ones reuse the same B micro-panel,
+        // which then stays in L1 on a host team.
+        const int r = t % mr_tiles;
+        const int s = t / mr_tiles;
+        Acc c[MR][NR];
+        micro_kernel(kc, Ap + r * (KC * MR), Bp + s * (KC * NR), c);
+        const int ib = i0 + r * MR, jb = j0 + s * NR;
+        const int mv = imin(MR, m - ib), nv = imin(NR, n - jb);
+        if constexpr (direct_c) {
+          store_direct(c, batch, ib, jb, mv, nv, first);
+        } else {
+          Acc* ct = Ct + (r * MR) * NC + s * NR;
+          for (int i = 0; i < mv; ++i)
+            for (int j = 0; j < nv; ++j) {
+              const Acc sum = first ? c[i][j] : ct[i * NC + j] + c[i][j];
+              if (last) {
+                const Acc prev = beta == Acc(0)
+                                     ? Acc(0)
+                                     : beta * static_cast<Acc>(mat_at(C, batch, ib + i, jb + j));
+                mat_at(C, batch, ib + i, jb + j) = static_cast<TC>(alpha * sum + prev);
+              } else {
+                ct[i * NC + j] = sum;
+              }
+            }
+        }
+      });
+      team.team_barrier();
+    }
+  }
+
+  // First K panel: C = alpha*c + beta*C (C unread when beta == 0); later: C += alpha*c.
+  KOKKOS_FORCEINLINE_FUNCTION void store_direct(const Acc (&c)[MR][NR], int batch, int ib, int jb,
+                                                int mv, int nv, bool first) const {
+    if (first && beta == Acc(0)) {
+      for (int i = 0; i < mv; ++i)
+        for (int j = 0; j < nv; ++j) mat_at(C, batch, ib + i, jb + j) = alpha * c[i][j];
+    } else {
+      const Acc scale = first ? beta : Acc(1);
+      for (int i = 0; i < mv; ++i)
+        for (int j = 0; j < nv; ++j) {
+          auto& dst = mat_at(C, batch, ib + i, jb + j);
+          dst = alpha * c[i][j] + scale * dst;
+        }
+    }
+  }
+};
+
+// Stride-based check whether matrix dims (r, c) of a rank-2/3 View run fastest along c.
+template <class V>
+bool fastest_along_cols(const V& v) {
+  constexpr unsigned r = V::rank - 2, c = V::rank - 1;
+  if (v.extent(c) <= 1) return false;
+  if (v.extent(r) <= 1) return true;
+  return v.stride(c) <= v.stride(r);
+}
+
+// K == 0: op(A)*op(B) is the zero matrix, so C = beta*C (C zeroed when beta == 0).
+template <class ExecSpace, class CV>
+void gemm_scale_c(const ExecSpace& space, double beta, const CV& C) {
+  using TC = value_t<CV>;
+  using Acc = acc_t<TC>;
+  const Acc b = static_cast<Acc>(beta);
+  const int batch = CV::rank == 3 ? static_cast<int>(C.extent(0)) : 1;
+  const int m = static_cast<int>(C.extent(CV::rank - 2));
+  const int n = static_cast<int>(C.extent(CV::rank - 1));
+  Kokkos::parallel_for(
+      "paraxis::gemm_scale_c",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>(space, {0, 0, 0}, {batch, m, n}),
+      KOKKOS_LAMBDA(const int p, const int i, const int j) {
+        auto& dst = mat_at(C, p, i, j);
+        dst = static_cast<TC>(b == Acc(0) ? Acc(0) : b * static_cast<Acc>(dst));
+      });
+}
+
+// C = alpha*op(A)*op(B) + beta*C for rank-2 Views, or for each leading index of rank-3 Views.
+// Shapes are the caller's to check.
+template <class ExecSpace, class AV, class BV, class CV>
+void gemm_portable(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
+                   const BV& B, double beta, const CV& C) {
+  static_assert(int(AV::rank) == int(CV::rank) && int(BV::rank) == int(CV::rank) &&
+                    (CV::rank == 2 || CV::rank == 3),
+                "gemm_portable: A, B, C must all be rank 2 or all rank 3");
+  using F = GemmPortableFunctor<ExecSpace, AV, BV, CV>;
+  using Acc = typename F::Acc;
+  constexpr unsigned r0 = CV::rank - 2;
+  const int batch = CV::rank == 3 ? static_cast<int>(C.extent(0)) : 1;
+  const int m = static_cast<int>(C.extent(r0));
+  const int n = static_cast<int>(C.extent(r0 + 1));
+  const int k = static_cast<int>(ta == Trans::N ? A.extent(r0 + 1) : A.extent(r0));
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    gemm_scale_c(space, beta, C);
+    return;
+  }
+  const bool tA = ta == Trans::T, tB = tb == Trans::T;
+  const bool a_cols = fastest_along_cols(A), b_cols = fastest_along_cols(B);
+  F f{A,
+      B,
+      C,
+      m,
+      n,
+      k,
+      (m + F::MC - 1) / F::MC,
+      (n + F::NC - 1) / F::NC,
+      tA,
+      tB,
+      tA ? !a_cols : a_cols,
+      tB ? !b_cols : b_cols,
+      static_cast<Acc>(alpha),
+      static_cast<Acc>(beta)};
+  const int league = batch * f.tiles_m * f.tiles_n;
+  Kokkos::TeamPolicy<ExecSpace> policy(space, league, F::Tiles::team_size);
+  policy.set_scratch_size(0, Kokkos::PerTeam(F::scratch_bytes()));
+  Kokkos::parallel_for("paraxis::gemm_portable", policy, f);
+}
+
+}  // namespace detail
+}  // namespace paraxis::kernels
