@@ -1,0 +1,40 @@
+// Deck parsing and validation. A deck is YAML with sections model, train, parallel, comm,
+// hardware, output and sweep; `--set a.b=c` overrides any key. Every problem is reported as a
+// DeckError naming the key and where it came from (file:line, or --set); `check` lists them
+// all, `run` refuses to start while any exists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "driver/run_config.hpp"
+
+namespace paraxis::driver {
+
+struct DeckError {
+  std::string key;    // dotted key ("model.heads"), or "" for the file itself
+  std::string where;  // "deck.yaml:12", "--set", or the deck path
+  std::string message;
+  std::string to_string() const;
+};
+
+struct SweepPoint {
+  RunConfig config;
+  std::vector<std::pair<std::string, std::string>> settings;  // the swept keys and values
+  std::string skip_reason;  // non-empty: this point cannot run (a sweep goes on without it)
+};
+
+struct Deck {
+  std::string path;
+  std::vector<SweepPoint> points;  // one point when the deck has no sweep
+  std::vector<DeckError> errors;   // empty: every point is valid
+};
+
+// Loads `path`, applies overrides ("a.b=c"), expands the sweep and validates each point for
+// a run on `world` ranks (0: skip the world-size checks, as `check` does without mpiexec).
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world);
+
+// The keys a deck may contain, with their type and allowed range, for docs and `check`.
+std::vector<std::string> deck_key_reference();
+
+}  // namespace paraxis::driver

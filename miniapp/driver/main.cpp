@@ -1,0 +1,48 @@
+// paraxis: command-line entry. MPI first, then Kokkos; every subcommand returns an exit code
+// that every rank returns, so a bad deck never leaves a rank waiting.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+
+#include "driver/commands.hpp"
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  {
+    // Kokkos takes its own flags (--kokkos-...) out of argv before CLI11 sees the rest.
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    CLI::App app{"paraxis: distributed transformer training benchmark"};
+    app.require_subcommand(1);
+    paraxis::driver::RunOptions run;
+    auto* run_cmd = app.add_subcommand("run", "train a deck's configurations and write results");
+    run_cmd->add_option("deck", run.deck, "YAML deck")->required();
+    run_cmd->add_option("--set", run.overrides, "override a deck key: key=value (repeatable)");
+    run_cmd->add_option("--out", run.out_dir, "output directory (default: a new timestamped one)");
+    run_cmd->add_flag("--verify", run.verify, "compare with the single-rank reference");
+    std::string check_deck;
+    std::vector<std::string> check_overrides;
+    auto* check_cmd = app.add_subcommand("check", "validate a deck and report every error");
+    check_cmd->add_option("deck", check_deck, "YAML deck")->required();
+    check_cmd->add_option("--set", check_overrides, "override a deck key: key=value");
+    try {
+      app.parse(argc, argv);
+      if (*run_cmd) code = paraxis::driver::run_command(run);
+      if (*check_cmd) code = paraxis::driver::check_command(check_deck, check_overrides);
+    } catch (const CLI::ParseError& e) {
+      code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
+      if (code == 0 && e.get_exit_code() != 0) code = 2;
+    } catch (const std::exception& e) {
+      // An error only some ranks may have seen: abort the job rather than hang the rest.
+      std::fprintf(stderr, "paraxis: error (rank %d): %s\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,254 @@
+// Result writers: JSON summary, CSV table, Chrome trace.
+#include "driver/results.hpp"
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include "paraxis/build_info.hpp"
+
+namespace paraxis::driver {
+
+using nlohmann::json;
+
+json config_to_json(const RunConfig& c) {
+  const auto& m = c.model;
+  const auto& t = c.train;
+  const auto& p = c.parallel;
+  return json{
+      {"model",
+       {{"vocab", m.vocab},
+        {"seq_len", m.seq_len},
+        {"hidden", m.hidden},
+        {"heads", m.heads},
+        {"layers", m.layers},
+        {"ffn", m.ffn},
+        {"moe",
+         {{"experts", m.moe.experts},
+          {"top_k", m.moe.top_k},
+          {"every", m.moe.every},
+          {"capacity_factor", m.moe.capacity_factor},
+          {"aux_loss_coef", m.moe.aux_loss_coef},
+          {"router_skew", m.moe.router_skew}}}}},
+      {"train",
+       {{"global_batch", t.global_batch},
+        {"micro_batch", t.micro_batch},
+        {"steps", t.steps},
+        {"warmup_steps", t.warmup_steps},
+        {"lr", t.lr},
+        {"beta1", t.beta1},
+        {"beta2", t.beta2},
+        {"adam_eps", t.adam_eps},
+        {"weight_decay", t.weight_decay},
+        {"grad_clip", t.grad_clip},
+        {"seed", t.seed},
+        {"corpus_branching", t.corpus_branching},
+        {"precision", model::to_string(t.precision)}}},
+      {"parallel",
+       {{"tp", p.tp},
+        {"pp", p.pp},
+        {"dp", p.dp},
+        {"ep", p.ep},
+        {"zero", p.zero},
+        {"schedule", p.schedule},
+        {"virtual_stages", p.virtual_stages},
+        {"stage_layers", p.stage_layers},
+        {"sequence_parallel", p.sequence_parallel},
+        {"order", p.order}}},
+      {"comm", {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
+      {"hardware", {{"peak_flops", c.hardware.peak_flops}}},
+      {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
+}
+
+double measured_median(const PointResult& r, double (*get)(const model::StepResult&)) {
+  std::vector<double> v;
+  for (const auto& s : r.steps)
+    if (s.step >= r.point.config.train.warmup_steps) v.push_back(get(s));
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+namespace {
+json memory_json(const model::MemoryReport& m) {
+  return json{{"params_bytes", m.params_bytes},
+              {"grads_bytes", m.grads_bytes},
+              {"optimizer_bytes", m.optimizer_bytes},
+              {"activations_peak_bytes", m.activations_peak_bytes},
+              {"peak_bytes", m.peak_bytes}};
+}
+}  // namespace
+
+json point_to_json(const PointResult& r) {
+  const auto& c = r.point.config;
+  json j;
+  j["index"] = r.index;
+  j["config"] = config_to_json(c);
+  j["settings"] = json::object();
+  for (const auto& [k, v] : r.point.settings) j["settings"][k] = v;
+  j["grid"] = {{"world", r.world}, {"tp", c.parallel.tp}, {"pp", c.parallel.pp},
+               {"dp", c.parallel.dp}, {"ep", c.parallel.ep}};
+  j["status"] = r.status;
+  if (r.steps.empty()) return j;
+  json steps = json::array();
+  for (const auto& s : r.steps) {
+    json e{{"step", s.step},
+           {"loss", s.loss},
+           {"lm_loss", s.lm_loss},
+           {"aux_loss", s.aux_loss},
+           {"grad_norm", s.grad_norm},
+           {"time_s", s.time_s},
+           {"measured", s.step >= c.train.warmup_steps}};
+    if (c.model.moe.experts > 0)
+      e["moe"] = {{"tokens_per_expert_min", s.moe.min_tokens},
+                  {"tokens_per_expert_mean", s.moe.mean_tokens},
+                  {"tokens_per_expert_max", s.moe.max_tokens},
+                  {"load_imbalance", s.moe.imbalance},
+                  {"tokens_dropped", s.moe.dropped}};
+    steps.push_back(e);
+  }
+  j["steps"] = steps;
+  const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
+  const double fwd = measured_median(r, [](const model::StepResult& s) { return s.forward_s; });
+  const double bwd = measured_median(r, [](const model::StepResult& s) { return s.backward_s; });
+  const double opt = measured_median(r, [](const model::StepResult& s) { return s.optimizer_s; });
+  const double compute = measured_median(
+      r, [](const model::StepResult& s) { return s.forward_s + s.backward_s + s.optimizer_s; });
+  json comm = json::object();
+  for (const char* axis : {"tp", "pp", "dp", "ep"})
+    comm[axis] = {{"time_s", 0.0}, {"exposed_s", 0.0}, {"bytes", 0}, {"calls", 0}};
+  j["time"] = {{"step_median_s", step_s},
+               {"forward_s", fwd},
+               {"backward_s", bwd},
+               {"optimizer_s", opt},
+               {"compute_s", compute},
+               {"bubble_fraction", 0.0},
+               {"bubble_fraction_model", 0.0},
+               {"bubble_fraction_ideal", 0.0},
+               {"comm", comm}};
+  j["memory"] = memory_json(r.memory);
+  j["memory_per_rank"] = json::array();
+  for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));
+  const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq_len;
+  const double tps = step_s > 0 ? tokens / step_s : 0;
+  const double flops = 3.0 * r.flops_per_token * tps;
+  j["throughput"] = {{"tokens_per_s", tps},
+                     {"model_flops_per_s", flops},
+                     {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
+                     {"mfu", c.hardware.peak_flops > 0
+                                 ? json(flops / (c.hardware.peak_flops * r.world))
+                                 : json(nullptr)}};
+  j["model"] = {{"parameters", r.parameters}, {"forward_flops_per_token", r.flops_per_token}};
+  j["corpus"] = {{"entropy_floor", r.entropy_floor},
+                 {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},
+                 {"branching", c.train.corpus_branching}};
+  const auto& last = r.steps.back();
+  j["final"] = {{"loss", last.loss}, {"lm_loss", last.lm_loss},
+                {"lm_loss_above_floor", last.lm_loss - r.entropy_floor}};
+  return j;
+}
+
+json provenance_json(int world) {
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(lib, &len);
+  std::string mpi(lib, static_cast<std::size_t>(len));
+  while (!mpi.empty() && (mpi.back() == '\n' || mpi.back() == ' ')) mpi.pop_back();
+  const auto nl = mpi.find('\n');
+  if (nl != std::string::npos) mpi = mpi.substr(0, nl);
+
+  // Host names of every rank, gathered to rank 0.
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int nlen = 0;
+  MPI_Get_processor_name(name, &nlen);
+  std::vector<char> all(static_cast<std::size_t>(world) * MPI_MAX_PROCESSOR_NAME, '\0');
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0');
+  std::copy(name, name + nlen, mine.begin());
+  MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+             MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::set<std::string> hosts;
+  for (int r = 0; r < world; ++r) hosts.insert(std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]));
+
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return json{{"paraxis_version", build_info::version},
+              {"git_hash", build_info::git_hash},
+              {"kokkos_version", build_info::kokkos_version},
+              {"kokkos_devices", build_info::kokkos_devices},
+              {"execution_space", Kokkos::DefaultExecutionSpace::name()},
+              {"threads", Kokkos::DefaultExecutionSpace().concurrency()},
+              {"compiler", build_info::cxx_compiler},
+              {"cxx_flags", build_info::cxx_flags},
+              {"build_type", build_info::build_type},
+              {"native_arch", build_info::native_arch},
+              {"kokkos_kernels", build_info::kokkos_kernels},
+              {"mpi_library", mpi},
+              {"world", world},
+              {"hosts", hosts},
+              {"date", date}};
+}
+
+void write_summary(const std::string& dir, const std::string& deck_path, const json& provenance,
+                   const std::vector<PointResult>& points) {
+  json j{{"schema", "paraxis.summary/1"}, {"deck", deck_path}, {"provenance", provenance}};
+  j["points"] = json::array();
+  for (const auto& p : points) j["points"].push_back(point_to_json(p));
+  const std::string tmp = dir + "/summary.json.tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out << j.dump(2) << '\n';
+  }
+  std::rename(tmp.c_str(), (dir + "/summary.json").c_str());
+}
+
+void write_points_csv(const std::string& dir, const std::vector<PointResult>& points) {
+  std::ofstream out(dir + "/points.csv");
+  out << "index,status,world,tp,pp,dp,ep,zero,schedule,precision,global_batch,micro_batch,"
+         "step_median_s,tokens_per_s,model_flops_per_s,final_loss,peak_bytes\n";
+  for (const auto& r : points) {
+    const auto& c = r.point.config;
+    std::string status = r.status;
+    std::replace(status.begin(), status.end(), ',', ';');
+    std::replace(status.begin(), status.end(), '"', '\'');
+    const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
+    const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq_len;
+    const double tps = step_s > 0 ? tokens / step_s : 0;
+    out << r.index << ",\"" << status << "\"," << r.world << ',' << c.parallel.tp << ','
+        << c.parallel.pp << ',' << c.parallel.dp << ',' << c.parallel.ep << ',' << c.parallel.zero
+        << ',' << c.parallel.schedule << ',' << model::to_string(c.train.precision) << ','
+        << c.train.global_batch << ',' << c.train.micro_batch << ',' << step_s << ',' << tps << ','
+        << 3.0 * r.flops_per_token * tps << ','
+        << (r.steps.empty() ? 0.0 : r.steps.back().loss) << ',' << r.memory.peak_bytes << '\n';
+  }
+}
+
+void write_trace(const std::string& dir, const PointResult& r) {
+  if (r.steps.empty()) return;
+  const double t0 = r.steps.front().spans.empty() ? 0 : r.steps.front().spans.front().begin;
+  json events = json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0"}}}});
+  for (const auto& s : r.steps) {
+    for (const auto& sp : s.spans)
+      events.push_back({{"name", sp.name},
+                        {"cat", "compute"},
+                        {"ph", "X"},
+                        {"pid", 0},
+                        {"tid", 0},
+                        {"ts", (sp.begin - t0) * 1e6},
+                        {"dur", (sp.end - sp.begin) * 1e6},
+                        {"args", {{"step", s.step}}}});
+  }
+  std::ofstream out(dir + "/trace-" + std::to_string(r.index) + ".json");
+  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << '\n';
+}
+
+}  // namespace paraxis::driver

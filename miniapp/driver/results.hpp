@@ -1,0 +1,40 @@
+// What a run leaves behind (--out DIR): summary.json (schema paraxis.summary/1), points.csv
+// and one Chrome trace per point. Written by rank 0 after every point, so an interrupted
+// sweep keeps the points it finished.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "driver/deck.hpp"
+#include "model/trainer.hpp"
+
+namespace paraxis::driver {
+
+struct PointResult {
+  int index = 0;
+  SweepPoint point;
+  std::string status;  // "ok", "skipped: why", "failed: why"
+  std::vector<model::StepResult> steps;
+  model::MemoryReport memory;
+  std::vector<model::MemoryReport> memory_per_rank;
+  double entropy_floor = 0;
+  std::size_t parameters = 0;
+  double flops_per_token = 0;  // forward
+  int world = 1;
+};
+
+nlohmann::json config_to_json(const RunConfig& c);
+nlohmann::json point_to_json(const PointResult& r);
+nlohmann::json provenance_json(int world);
+
+// Median over the measured (post-warm-up) steps of a per-step quantity.
+double measured_median(const PointResult& r, double (*get)(const model::StepResult&));
+
+void write_summary(const std::string& dir, const std::string& deck_path,
+                   const nlohmann::json& provenance, const std::vector<PointResult>& points);
+void write_points_csv(const std::string& dir, const std::vector<PointResult>& points);
+void write_trace(const std::string& dir, const PointResult& r);
+
+}  // namespace paraxis::driver

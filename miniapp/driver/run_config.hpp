@@ -1,0 +1,47 @@
+// The fully resolved configuration of one run (one sweep point): what the deck and the
+// --set overrides say, validated. Plain values; the driver fills them, everything else reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model_config.hpp"
+
+namespace paraxis::driver {
+
+struct ParallelConfig {
+  int tp = 1, pp = 1, dp = 1, ep = 1;
+  int zero = 0;
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;
+  std::vector<int> stage_layers;  // empty: balanced by modelled cost
+  bool sequence_parallel = false;
+  std::string order = "tp-pp-dp";  // tp-pp-dp | tp-dp-pp
+  int world() const { return tp * pp * dp; }
+};
+
+struct CommConfig {
+  std::string backend = "mpi";  // mpi | nccl
+  double bucket_mb = 25;
+  bool overlap = false;
+};
+
+struct HardwareConfig {
+  double peak_flops = 0;  // per device, for MFU; 0 = unknown
+};
+
+struct OutputConfig {
+  std::string dir;  // "" = a new timestamped folder
+  bool trace = true;
+};
+
+struct RunConfig {
+  model::ModelConfig model;
+  model::TrainConfig train;
+  ParallelConfig parallel;
+  CommConfig comm;
+  HardwareConfig hardware;
+  OutputConfig output;
+};
+
+}  // namespace paraxis::driver

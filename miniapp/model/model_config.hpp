@@ -1,0 +1,56 @@
+// Plain configuration of the model and of the training run. Filled and validated by the
+// driver (miniapp/driver/deck.cpp); the model trusts it and knows nothing of ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace paraxis::model {
+
+enum class Precision { fp64, fp32, bf16 };
+
+const char* to_string(Precision p);
+
+struct MoeConfig {
+  int experts = 0;  // 0: every block has a dense MLP
+  int top_k = 1;
+  int every = 1;               // block l is MoE when (l + 1) % every == 0
+  double capacity_factor = 0;  // 0: dropless
+  double aux_loss_coef = 0.01;
+  double router_skew = 0;  // Zipf-like bias on the router's initial weights (benchmarking)
+};
+
+struct ModelConfig {
+  int vocab = 256;
+  int seq_len = 32;
+  int hidden = 64;
+  int heads = 4;
+  int layers = 4;
+  int ffn = 256;
+  MoeConfig moe;
+
+  int head_dim() const { return hidden / heads; }
+  bool is_moe_layer(int layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
+  int moe_layer_count() const;
+};
+
+struct TrainConfig {
+  int global_batch = 8;
+  int micro_batch = 1;
+  int steps = 5;
+  int warmup_steps = 1;  // steps run before measurement starts (they train, untimed)
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;  // 0: no clipping
+  std::uint64_t seed = 1234;
+  Precision precision = Precision::fp32;
+  int corpus_branching = 8;  // successors per token in the synthetic Markov corpus
+};
+
+// Tokens per expert that one micro-batch may keep: ceil(cf * tokens * k / E); 0 = dropless.
+int expert_capacity(const ModelConfig& m, int tokens);
+
+}  // namespace paraxis::model

@@ -1,0 +1,155 @@
+// Trainer: the single-rank step (data, micro-batches, clipping, AdamW) for each precision.
+#include "trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "gpt_model.hpp"
+
+namespace paraxis::model {
+
+namespace {
+
+template <class T>
+class TrainerImpl final : public Trainer {
+ public:
+  using Space = Kokkos::DefaultExecutionSpace;
+  using Tokens = typename GptModel<T>::Tokens;
+
+  TrainerImpl(const ModelConfig& m, const TrainConfig& t)
+      : mcfg_(m),
+        tcfg_(t),
+        corpus_(m.vocab, t.corpus_branching, t.seed),
+        model_(m, t.micro_batch),
+        tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
+        targets_("paraxis::targets", tokens_.extent(0)) {
+    model_.initialize(t.seed);
+  }
+
+  StepResult step() override {
+    Kokkos::Profiling::pushRegion("paraxis::step");
+    StepResult r;
+    r.step = step_++;
+    const int S = mcfg_.seq_len;
+    const int micro = tcfg_.global_batch / tcfg_.micro_batch;
+    const double ce_scale = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
+    const double aux_scale = mcfg_.moe.aux_loss_coef / micro;
+    const double f0 = model_.forward_seconds(), b0 = model_.backward_seconds();
+    Kokkos::fence();
+    Kokkos::Timer timer;
+    model_.params().zero_grads();
+    auto tok_h = Kokkos::create_mirror_view(tokens_);
+    auto tgt_h = Kokkos::create_mirror_view(targets_);
+    std::vector<int> seq(S + 1);
+    double ce_sum = 0, aux_sum = 0;
+    const int E = mcfg_.moe.experts;
+    std::vector<long> expert_tokens(E, 0);
+    long dropped = 0;
+    for (int mb = 0; mb < micro; ++mb) {
+      for (int b = 0; b < tcfg_.micro_batch; ++b) {
+        const std::uint64_t sample = static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
+                                     static_cast<std::uint64_t>(mb) * tcfg_.micro_batch + b;
+        corpus_.sample(sample, S, seq.data());
+        for (int s = 0; s < S; ++s) {
+          tok_h(b * S + s) = seq[s];
+          tgt_h(b * S + s) = seq[s + 1];
+        }
+      }
+      Kokkos::deep_copy(tokens_, tok_h);
+      Kokkos::deep_copy(targets_, tgt_h);
+      const MicroBatchResult mr = model_.forward_backward(tokens_, targets_, ce_scale, aux_scale);
+      ce_sum += mr.ce_sum;
+      aux_sum += mr.aux_sum;
+      for (const auto& st : mr.moe)
+        for (int e = 0; e < E; ++e) {
+          expert_tokens[e] += st.tokens_per_expert[e];
+          dropped += st.dropped_per_expert[e];
+        }
+    }
+    Kokkos::Profiling::pushRegion("paraxis::optimizer");
+    const double opt_begin = steady_seconds();
+    const Space space;
+    r.grad_norm = std::sqrt(model_.params().grad_sq_norm(space));
+    double scale = 1.0;
+    if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
+      scale = tcfg_.grad_clip / (r.grad_norm + 1e-6);
+    model_.params().adamw_step(space, tcfg_.lr, tcfg_.beta1, tcfg_.beta2, tcfg_.adam_eps,
+                               tcfg_.weight_decay, r.step + 1, scale);
+    Kokkos::fence();
+    const double opt_end = steady_seconds();
+    r.optimizer_s = opt_end - opt_begin;
+    r.spans = model_.take_spans();
+    r.spans.push_back({"optimizer", opt_begin, opt_end});
+    Kokkos::Profiling::popRegion();
+    r.time_s = timer.seconds();
+    r.forward_s = model_.forward_seconds() - f0;
+    r.backward_s = model_.backward_seconds() - b0;
+    r.lm_loss = ce_sum * ce_scale;
+    r.aux_loss = aux_sum / micro;
+    r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
+    if (E > 0) {
+      const auto [mn, mx] = std::minmax_element(expert_tokens.begin(), expert_tokens.end());
+      double sum = 0;
+      for (long v : expert_tokens) sum += static_cast<double>(v);
+      r.moe.min_tokens = static_cast<int>(*mn);
+      r.moe.max_tokens = static_cast<int>(*mx);
+      r.moe.mean_tokens = sum / E;
+      r.moe.imbalance = r.moe.mean_tokens > 0 ? *mx / r.moe.mean_tokens : 0.0;
+      r.moe.dropped = dropped;
+    }
+    Kokkos::Profiling::popRegion();
+    return r;
+  }
+
+  std::vector<double> parameters() const override {
+    const auto& ps = model_.params();
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.master_view());
+    std::vector<double> out;
+    out.reserve(parameter_count());
+    for (const auto& s : ps.specs())
+      for (std::size_t i = 0; i < s.size(); ++i)
+        out.push_back(static_cast<double>(host(s.offset + i)));
+    return out;
+  }
+
+  std::size_t parameter_count() const override {
+    std::size_t n = 0;
+    for (const auto& s : model_.params().specs()) n += s.size();
+    return n;
+  }
+
+  MemoryReport memory() const override {
+    const MemoryLedger& l = model_.ledger();
+    MemoryReport m;
+    m.params_bytes = l.peak(MemCategory::params);
+    m.grads_bytes = l.peak(MemCategory::grads);
+    m.optimizer_bytes = l.peak(MemCategory::optimizer);
+    m.activations_peak_bytes = l.peak(MemCategory::activations);
+    m.peak_bytes = l.peak_total();
+    return m;
+  }
+
+  const SyntheticCorpus& corpus() const override { return corpus_; }
+
+ private:
+  ModelConfig mcfg_;
+  TrainConfig tcfg_;
+  SyntheticCorpus corpus_;
+  GptModel<T> model_;
+  Tokens tokens_, targets_;
+  int step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Trainer> make_trainer(const ModelConfig& m, const TrainConfig& t) {
+  switch (t.precision) {
+    case Precision::fp64: return std::make_unique<TrainerImpl<double>>(m, t);
+    case Precision::fp32: return std::make_unique<TrainerImpl<float>>(m, t);
+    case Precision::bf16: return std::make_unique<TrainerImpl<paraxis::bf16>>(m, t);
+  }
+  return nullptr;
+}
+
+}  // namespace paraxis::model

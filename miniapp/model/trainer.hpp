@@ -1,0 +1,54 @@
+// The single-rank training loop, the reference every parallel configuration must reproduce:
+// each step takes `global_batch` sequences of the synthetic corpus, runs them as micro-batches
+// of `micro_batch` (gradients accumulated), clips the global gradient norm and applies AdamW.
+// Storage precision is a run-time choice; `make_trainer` picks the instantiation.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gpt_model.hpp"
+#include "memory_ledger.hpp"
+#include "model_config.hpp"
+#include "synthetic_corpus.hpp"
+
+namespace paraxis::model {
+
+struct MoeStepStats {
+  int min_tokens = 0, max_tokens = 0;  // per expert, summed over micro-batches and MoE layers
+  double mean_tokens = 0;
+  double imbalance = 0;  // max / mean
+  long dropped = 0;
+};
+
+struct StepResult {
+  int step = 0;            // 0-based
+  double loss = 0;         // objective: mean cross-entropy + aux_loss_coef * aux_loss
+  double lm_loss = 0;      // mean cross-entropy over every token of the global batch
+  double aux_loss = 0;     // sum over MoE layers of the mean (over micro-batches) L_aux
+  double grad_norm = 0;    // global gradient norm before clipping
+  double time_s = 0;       // wall time of the step (fenced)
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced compute
+  MoeStepStats moe;
+  std::vector<Span> spans;  // forward/backward/optimizer intervals of this step
+};
+
+struct MemoryReport {
+  std::size_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;
+  std::size_t activations_peak_bytes = 0, peak_bytes = 0;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  virtual StepResult step() = 0;
+  // All parameters (master copy) in ParamStore order, converted to double on the host.
+  virtual std::vector<double> parameters() const = 0;
+  virtual std::size_t parameter_count() const = 0;  // logical elements, padding excluded
+  virtual MemoryReport memory() const = 0;
+  virtual const SyntheticCorpus& corpus() const = 0;
+};
+
+std::unique_ptr<Trainer> make_trainer(const ModelConfig& model, const TrainConfig& train);
+
+}  // namespace paraxis::model
