@@ -1,0 +1,150 @@
+// Cross-entropy against a host loop in fp64 (fp64, fp32, bf16 logits): padding columns do not
+// enter the softmax, gradient rows sum to ~0, backward matches central differences in fp64,
+// bad targets and shapes throw with both values named, repeated calls are bitwise identical.
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.hpp"
+#include "paraxis/kernels/cross_entropy.hpp"
+
+using namespace ktest;
+namespace pk = paraxis::kernels;
+using paraxis::bf16;
+
+namespace {
+
+const int kN = 37, kV = 136, kValid = 129;  // 7 padding columns
+
+std::vector<int> make_targets(int n, int valid, std::uint64_t seed) {
+  Rng r(seed);
+  std::vector<int> t(n);
+  for (auto& x : t) x = r.integer(valid);
+  return t;
+}
+
+pk::View1<int, Space> targets_view(const std::vector<int>& t) {
+  pk::View1<int, Space> v("targets", t.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+// Padding columns hold huge values: any leak into the softmax dominates the result.
+std::vector<double> make_logits(std::uint64_t seed) {
+  auto l = random_vec(kN * kV, seed, -6, 6);
+  for (int i = 0; i < kN; ++i)
+    for (int j = kValid; j < kV; ++j) l[i * kV + j] = 50.0;
+  return l;
+}
+
+struct CeRef {
+  std::vector<double> lse;
+  double loss;
+};
+CeRef ce_ref(const std::vector<double>& l, const std::vector<int>& t) {
+  CeRef r{std::vector<double>(kN), 0.0};
+  for (int i = 0; i < kN; ++i) {
+    double mx = -1e300, s = 0;
+    for (int j = 0; j < kValid; ++j) mx = std::max(mx, l[i * kV + j]);
+    for (int j = 0; j < kValid; ++j) s += std::exp(l[i * kV + j] - mx);
+    r.lse[i] = mx + std::log(s);
+    r.loss += r.lse[i] - l[i * kV + t[i]];
+  }
+  return r;
+}
+
+template <class T>
+void check_forward_backward(double loss_rtol, double grad_atol) {
+  using A = pk::acc_t<T>;
+  const auto l0 = rounded<T>(make_logits(61));
+  const auto t = make_targets(kN, kValid, 62);
+  auto L = make2<T>(kN, kV, l0);
+  auto tv = targets_view(t);
+  pk::View1<A, Space> lse("lse", kN);
+  const A loss = pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
+  const auto ref = ce_ref(l0, t);
+  EXPECT_NEAR(loss, ref.loss, loss_rtol * ref.loss);
+  expect_close(to_host(lse), ref.lse, 0, loss_rtol, "lse");
+
+  const double scale = 1.0 / kN;
+  pk::View2<T, Space> dL("dL", kN, kV);
+  Kokkos::deep_copy(dL, T(9.0f));  // overwritten, including the padding
+  pk::cross_entropy_backward(Space(), L, tv, lse, kValid, scale, dL);
+  const auto g = to_host(dL);
+  std::vector<double> gref(kN * kV, 0.0);
+  for (int i = 0; i < kN; ++i) {
+    for (int j = 0; j < kValid; ++j)
+      gref[i * kV + j] = scale * (std::exp(l0[i * kV + j] - ref.lse[i]) - (j == t[i] ? 1 : 0));
+    double rowsum = 0;
+    for (int j = 0; j < kV; ++j) rowsum += g[i * kV + j];
+    EXPECT_NEAR(rowsum, 0.0, grad_atol * kValid) << "row " << i;
+    for (int j = kValid; j < kV; ++j) ASSERT_EQ(g[i * kV + j], 0.0);
+  }
+  expect_close(g, gref, grad_atol, 0, "dlogits");
+}
+
+// Loss ~ 5 per token: fp32 lse is accurate to ~1e-6 relative. bf16 logits are exact inputs
+// (the reference sees the same rounded values), so only the fp32 arithmetic and the bf16
+// rounding of dlogits (|dlogits| <= scale = 1/37, 2^-8 relative) remain.
+TEST(cross_entropy, matches_host_and_excludes_padding_fp64) {
+  check_forward_backward<double>(1e-13, 1e-15);
+}
+TEST(cross_entropy, matches_host_and_excludes_padding_fp32) {
+  check_forward_backward<float>(2e-6, 2e-8);
+}
+TEST(cross_entropy, matches_host_and_excludes_padding_bf16) {
+  check_forward_backward<bf16>(2e-6, 1.0 / 37 / 256);
+}
+
+TEST(cross_entropy, backward_matches_finite_differences_fp64) {
+  const auto l0 = make_logits(63);
+  const auto t = make_targets(kN, kValid, 64);
+  auto tv = targets_view(t);
+  auto loss = [&](const std::vector<double>& l) {
+    pk::View1<double, Space> lse("lse", kN);
+    return pk::cross_entropy_forward(Space(), make2<double>(kN, kV, l), tv, kValid, lse);
+  };
+  auto L = make2<double>(kN, kV, l0);
+  pk::View1<double, Space> lse("lse", kN);
+  pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
+  pk::View2<double, Space> dL("dL", kN, kV);
+  pk::cross_entropy_backward(Space(), L, tv, lse, kValid, 1.0, dL);
+  const auto d = random_vec(kN * kV, 65);
+  const double fd = directional_fd(loss, l0, d);
+  EXPECT_NEAR(dot(to_host(dL), d), fd, 1e-7 * std::fabs(fd) + 1e-8);
+}
+
+TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
+  auto L = make2<float>(kN, kV, make_logits(66));
+  auto tv = targets_view(make_targets(kN, kValid, 67));
+  pk::View1<float, Space> lse1("l1", kN), lse2("l2", kN);
+  const float a = pk::cross_entropy_forward(Space(), L, tv, kValid, lse1);
+  const float b = pk::cross_entropy_forward(Space(), L, tv, kValid, lse2);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(bitwise_equal(lse1, lse2));
+  pk::View2<float, Space> d1("d1", kN, kV), d2("d2", kN, kV);
+  pk::cross_entropy_backward(Space(), L, tv, lse1, kValid, 0.5, d1);
+  pk::cross_entropy_backward(Space(), L, tv, lse1, kValid, 0.5, d2);
+  EXPECT_TRUE(bitwise_equal(d1, d2));
+}
+
+TEST(cross_entropy, bad_targets_and_shapes_throw) {
+  auto L = make2<float>(kN, kV, make_logits(68));
+  auto t = make_targets(kN, kValid, 69);
+  t[5] = kValid;  // a padding column is not a valid target
+  pk::View1<float, Space> lse("lse", kN), lse_bad("lb", kN + 1);
+  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kValid, lse); },
+                     {"cross_entropy_forward", "1 target", "129"});
+  t[5] = 0;
+  expect_shape_error(
+      [&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kValid, lse_bad); },
+      {"lse", "[38]", "[37]"});
+  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kV + 1, lse); },
+                     {"vocab_valid = 137", "[37,136]"});
+  pk::View2<float, Space> dbad("db", kN, kV - 1);
+  expect_shape_error(
+      [&] { pk::cross_entropy_backward(Space(), L, targets_view(t), lse, kValid, 1.0, dbad); },
+      {"dlogits", "[37,135]", "[37,136]"});
+}
+
+}  // namespace
