@@ -693,3 +693,33 @@ TEST(moe_determinism, repeated_calls_are_bitwise_identical) {
   EXPECT_EQ(std::memcmp(a.first.data(), b.first.data(), a.first.size() * sizeof(float)), 0);
   EXPECT_EQ(a.second, b.second);
 }
+
+TEST(moe_dispatch_shapes, accept_const_input_views) {
+  // The model layer passes activations and indices as const Views; results must not change.
+  const int N = 37, E = 4, k = 2, H = 13;
+  std::vector<int> ri;
+  std::vector<double> rg;
+  auto p = skewed_probs(N, E, 0.4);
+  ref_topk(p, N, E, k, ri, rg);
+  auto idx = upload_idx(ri, N, k);
+  pk::View2<const int, Exec> cidx = idx;
+  pk::MoeRouting<Exec> r(N, E, k);
+  pk::moe_build_routing(Exec(), cidx, 7, r);
+  expect_routing_matches(r, ref_routing(ri, N, k, E, 7), N, k, E);
+  auto X = make2<float>("X", N, H, [](int n, int h) { return 0.1 * n - 0.2 * h; });
+  auto gate = make2<float>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+  pk::View2<const float, Exec> cX = X, cgate = gate;
+  V2<float> Xe("Xe", N * k, H), Xe2("Xe2", N * k, H), Y("Y", N, H), Y2("Y2", N, H);
+  pk::moe_gather(Exec(), cX, r, Xe);
+  pk::moe_gather(Exec(), X, r, Xe2);
+  pk::View2<const float, Exec> cXe = Xe;
+  pk::moe_combine_forward(Exec(), cXe, cgate, r, Y);
+  pk::moe_combine_forward(Exec(), Xe2, gate, r, Y2);
+  EXPECT_EQ(to_vec2(Y), to_vec2(Y2));
+  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  pk::View2<const float, Exec> cprobs = probs;
+  V1<int> req("req", E);
+  V1<float> psum("ps", E);
+  pk::moe_router_stats(Exec(), cprobs, cidx, req, psum);
+  EXPECT_EQ(ivec(req, E), ref_routing(ri, N, k, E, 0).requested);
+}
