@@ -1,0 +1,70 @@
+// AdamW (Loshchilov & Hutter, decoupled weight decay), in the order PyTorch's torch.optim.AdamW
+// applies it. For each element, with t = step (1-based) and all arithmetic in the master type M:
+//   g      = grad_scale * grad
+//   m      = beta1 * m + (1 - beta1) * g
+//   v      = beta2 * v + (1 - beta2) * g^2
+//   master = master - lr * weight_decay * master            (decay uses the pre-step value)
+//   master = master - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+// The bias corrections 1 - beta^t are computed once on the host in fp64. grad_scale folds in
+// gradient clipping and loss-scale / micro-batch averaging.
+#pragma once
+
+#include <cmath>
+#include <sstream>
+
+#include "paraxis/kernels/common.hpp"
+#include "paraxis/kernels/math.hpp"
+
+namespace paraxis::kernels {
+
+struct AdamWHyper {
+  double lr;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+template <class ExecSpace, class GV, class MV, class VV, class PV>
+void adamw_update(const ExecSpace& space, const AdamWHyper& hp, int step, double grad_scale,
+                  const GV& grad, const MV& m, const VV& v, const PV& master) {
+  static_assert(GV::rank == 1 && MV::rank == 1 && VV::rank == 1 && PV::rank == 1,
+                "adamw_update: grad[P], m[P], v[P], master[P]");
+  using M = value_t<PV>;
+  static_assert(std::is_same_v<value_t<MV>, M> && std::is_same_v<value_t<VV>, M>,
+                "adamw_update: m, v and master share one type");
+  static_assert(std::is_floating_point_v<M>, "adamw_update: master is float or double");
+  assert_accessible<ExecSpace, GV, MV, VV, PV>();
+  const char* k = "paraxis::adamw_update";
+  const std::size_t P = master.extent(0);
+  require_shape(k, "grad", grad, {P});
+  require_shape(k, "m", m, {P});
+  require_shape(k, "v", v, {P});
+  if (step < 1) {
+    std::ostringstream os;
+    os << k << ": step = " << step << ", expected >= 1 (1-based)";
+    throw std::invalid_argument(os.str());
+  }
+  const M b1 = static_cast<M>(hp.beta1), b2 = static_cast<M>(hp.beta2);
+  const M one_b1 = static_cast<M>(1.0 - hp.beta1), one_b2 = static_cast<M>(1.0 - hp.beta2);
+  const M inv_c1 = static_cast<M>(1.0 / (1.0 - std::pow(hp.beta1, step)));
+  const M inv_c2 = static_cast<M>(1.0 / (1.0 - std::pow(hp.beta2, step)));
+  const M lr = static_cast<M>(hp.lr), eps = static_cast<M>(hp.eps);
+  const M decay = static_cast<M>(hp.lr * hp.weight_decay);
+  const M gs = static_cast<M>(grad_scale);
+  Kokkos::parallel_for(
+      "paraxis::adamw_update", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<long long>(P)),
+      KOKKOS_LAMBDA(const long long i) {
+        const M g = gs * static_cast<M>(grad(i));
+        const M mi = b1 * m(i) + one_b1 * g;
+        const M vi = b2 * v(i) + one_b2 * g * g;
+        m(i) = mi;
+        v(i) = vi;
+        M p = master(i);
+        p -= decay * p;
+        p -= lr * (mi * inv_c1) / (math::sqrt(vi * inv_c2) + eps);
+        master(i) = p;
+      });
+}
+
+}  // namespace paraxis::kernels
