@@ -105,21 +105,45 @@ struct GemmPortableFunctor {
   KOKKOS_INLINE_FUNCTION void pack_a(const team_member& team, Acc* Ap, int batch, int i0, int l0,
                                      int kc) const {
     const int mc = imin(MC, m - i0);
-    const int mc_pad = (mc + MR - 1) / MR * MR;
-    if (a_contig_k) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mc_pad), [&](const int row) {
-        Acc* dst = Ap + (row / MR) * (KC * MR) + row % MR;
-        if (row < mc) {
-          for (int p = 0; p < kc; ++p) dst[p * MR] = a_op(batch, i0 + row, l0 + p);
+    if constexpr (Tiles::team_size == 1) {
+      // One thread: plain loops, inner loop along the source's contiguous direction.
+      (void)team;
+      for (int r = 0; r * MR < mc; ++r) {
+        Acc* dst = Ap + r * (KC * MR);
+        const int ib = i0 + r * MR, rv = imin(MR, mc - r * MR);
+        if (a_contig_k) {
+          for (int ii = 0; ii < MR; ++ii) {
+            if (ii < rv) {
+              if (tA) {
+                for (int p = 0; p < kc; ++p)
+                  dst[p * MR + ii] = static_cast<Acc>(mat_at(A, batch, l0 + p, ib + ii));
+              } else {
+                for (int p = 0; p < kc; ++p)
+                  dst[p * MR + ii] = static_cast<Acc>(mat_at(A, batch, ib + ii, l0 + p));
+              }
+            } else {
+              for (int p = 0; p < kc; ++p) dst[p * MR + ii] = Acc(0);
+            }
+          }
         } else {
-          for (int p = 0; p < kc; ++p) dst[p * MR] = Acc(0);
+          for (int p = 0; p < kc; ++p) {
+            if (rv == MR) {
+              for (int ii = 0; ii < MR; ++ii) dst[p * MR + ii] = a_op(batch, ib + ii, l0 + p);
+            } else {
+              for (int ii = 0; ii < MR; ++ii)
+                dst[p * MR + ii] = ii < rv ? a_op(batch, ib + ii, l0 + p) : Acc(0);
+            }
+          }
         }
-      });
+      }
     } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int p) {
-        for (int row = 0; row < mc_pad; ++row)
-          Ap[(row / MR) * (KC * MR) + p * MR + row % MR] =
-              row < mc ? a_op(batch, i0 + row, l0 + p) : Acc(0);
+      // Many threads: one element each, consecutive threads along the contiguous direction.
+      const int mc_pad = (mc + MR - 1) / MR * MR;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, mc_pad * kc), [&](const int idx) {
+        const int row = a_contig_k ? idx / kc : idx % mc_pad;
+        const int p = a_contig_k ? idx % kc : idx / mc_pad;
+        Ap[(row / MR) * (KC * MR) + p * MR + row % MR] =
+            row < mc ? a_op(batch, i0 + row, l0 + p) : Acc(0);
       });
     }
   }
@@ -128,21 +152,43 @@ struct GemmPortableFunctor {
   KOKKOS_INLINE_FUNCTION void pack_b(const team_member& team, Acc* Bp, int batch, int j0, int l0,
                                      int kc) const {
     const int nc = imin(NC, n - j0);
-    const int nc_pad = (nc + NR - 1) / NR * NR;
-    if (b_contig_n) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kc), [&](const int p) {
-        for (int col = 0; col < nc_pad; ++col)
-          Bp[(col / NR) * (KC * NR) + p * NR + col % NR] =
-              col < nc ? b_op(batch, l0 + p, j0 + col) : Acc(0);
-      });
-    } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc_pad), [&](const int col) {
-        Acc* dst = Bp + (col / NR) * (KC * NR) + col % NR;
-        if (col < nc) {
-          for (int p = 0; p < kc; ++p) dst[p * NR] = b_op(batch, l0 + p, j0 + col);
+    if constexpr (Tiles::team_size == 1) {
+      (void)team;
+      for (int s = 0; s * NR < nc; ++s) {
+        Acc* dst = Bp + s * (KC * NR);
+        const int jb = j0 + s * NR, cv = imin(NR, nc - s * NR);
+        if (b_contig_n) {
+          for (int p = 0; p < kc; ++p) {
+            if (cv == NR) {
+              if (tB) {
+                for (int jj = 0; jj < NR; ++jj)
+                  dst[p * NR + jj] = static_cast<Acc>(mat_at(B, batch, jb + jj, l0 + p));
+              } else {
+                for (int jj = 0; jj < NR; ++jj)
+                  dst[p * NR + jj] = static_cast<Acc>(mat_at(B, batch, l0 + p, jb + jj));
+              }
+            } else {
+              for (int jj = 0; jj < NR; ++jj)
+                dst[p * NR + jj] = jj < cv ? b_op(batch, l0 + p, jb + jj) : Acc(0);
+            }
+          }
         } else {
-          for (int p = 0; p < kc; ++p) dst[p * NR] = Acc(0);
+          for (int jj = 0; jj < NR; ++jj) {
+            if (jj < cv) {
+              for (int p = 0; p < kc; ++p) dst[p * NR + jj] = b_op(batch, l0 + p, jb + jj);
+            } else {
+              for (int p = 0; p < kc; ++p) dst[p * NR + jj] = Acc(0);
+            }
+          }
         }
+      }
+    } else {
+      const int nc_pad = (nc + NR - 1) / NR * NR;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc_pad * kc), [&](const int idx) {
+        const int col = b_contig_n ? idx % nc_pad : idx / kc;
+        const int p = b_contig_n ? idx / nc_pad : idx % kc;
+        Bp[(col / NR) * (KC * NR) + p * NR + col % NR] =
+            col < nc ? b_op(batch, l0 + p, j0 + col) : Acc(0);
       });
     }
   }
