@@ -380,7 +380,9 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   RunConfig base;
   walk(root, "", base, src, deck.errors);
-  if (!deck.errors.empty()) return deck;
+  // Keep going after errors so that one `check` lists every problem, but only judge the
+  // constraints between keys when every key parsed.
+  const bool keys_ok = deck.errors.empty();
 
   // Cartesian product of the swept values, last key fastest.
   std::vector<std::size_t> idx(sweep.size(), 0);
@@ -398,7 +400,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     }
     if (!point_errors.empty()) {
       deck.errors.insert(deck.errors.end(), point_errors.begin(), point_errors.end());
-    } else {
+    } else if (keys_ok) {
       auto cons = check_constraints(pt.config, world, path);
       if (!cons.empty()) {
         if (!swept) {

@@ -145,9 +145,9 @@ struct GptModel<T>::Impl {
 
     const auto act = MemCategory::activations;
     auto mat = [&](const char* label, int r, int cols) {
-      return led.track(act, V2(label, r, cols));
+      return led.track(act, V2(std::string(label), r, cols));
     };
-    auto vec = [&](const char* label, int n) { return led.track(act, A1(label, n)); };
+    auto vec = [&](const char* label, int n) { return led.track(act, A1(std::string(label), n)); };
     for (int l = 0; l <= L; ++l) xs.push_back(mat("paraxis::x", N, H));
     const int K = E > 0 ? c.moe.top_k : 0;
     for (auto& ly : layers) {

@@ -49,10 +49,10 @@ class ParamStore {
   int find(const std::string& name) const;
   std::size_t elements() const { return total_; }
 
-  UView2<T> w2(int i) const { return {param.data() + specs_[i].offset, rows(i), cols(i)}; }
-  UView1<T> w1(int i) const { return {param.data() + specs_[i].offset, specs_[i].size()}; }
-  UView2<G> g2(int i) const { return {grad.data() + specs_[i].offset, rows(i), cols(i)}; }
-  UView1<G> g1(int i) const { return {grad.data() + specs_[i].offset, specs_[i].size()}; }
+  UView2<T> w2(int i) const { return UView2<T>(param.data() + specs_[i].offset, rows(i), cols(i)); }
+  UView1<T> w1(int i) const { return UView1<T>(param.data() + specs_[i].offset, specs_[i].size()); }
+  UView2<G> g2(int i) const { return UView2<G>(grad.data() + specs_[i].offset, rows(i), cols(i)); }
+  UView1<G> g1(int i) const { return UView1<G>(grad.data() + specs_[i].offset, specs_[i].size()); }
 
   void zero_grads() const { Kokkos::deep_copy(grad, G(0)); }
   double grad_sq_norm(const Space& space) const;
