@@ -2,9 +2,10 @@
 // backward. One team per row: max, sum of exponentials and the row dot product of the
 // backward pass are team reductions (fixed order for a fixed team size, no atomics).
 //
-// In-place use is allowed: P may alias S, and dS may alias dP. Every element is read by the
-// thread that writes it, and all reads of a row's reductions finish before the writes (the
-// reduction result is only known once every thread of the team has contributed).
+// In-place use is allowed: P may alias S, and dS may alias dP. Within a pass each element is
+// read by the thread that writes it; a row's earlier passes finish before later ones start
+// (their reduction result is only known once every thread of the team has contributed, and a
+// team barrier separates the exponentials stored in P from their rescaling).
 #pragma once
 
 #include "paraxis/kernels/common.hpp"
@@ -32,13 +33,27 @@ void softmax_forward(const ExecSpace& space, const SV& S, const PV& P) {
             Kokkos::TeamThreadRange(team, c),
             [&](const int j, A& m) { m = math::fmax(m, static_cast<A>(S(r, j))); },
             Kokkos::Max<A>(mx));
+        // When P holds A exactly, keep the exponentials in P and rescale: one exp per element
+        // instead of two (bitwise the same result). Narrower P (bf16) recomputes them rather
+        // than rounding twice.
+        constexpr bool keep = std::is_same_v<TP, A>;
         A sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, c),
-            [&](const int j, A& s) { s += math::exp(static_cast<A>(S(r, j)) - mx); }, sum);
+            [&](const int j, A& s) {
+              const A ex = math::exp(static_cast<A>(S(r, j)) - mx);
+              if constexpr (keep) P(r, j) = static_cast<TP>(ex);
+              s += ex;
+            },
+            sum);
         const A inv = static_cast<A>(1) / sum;
+        if constexpr (keep)
+          team.team_barrier();  // P written above may be rescaled by another thread
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c), [&](const int j) {
-          P(r, j) = static_cast<TP>(math::exp(static_cast<A>(S(r, j)) - mx) * inv);
+          if constexpr (keep)
+            P(r, j) = static_cast<TP>(static_cast<A>(P(r, j)) * inv);
+          else
+            P(r, j) = static_cast<TP>(math::exp(static_cast<A>(S(r, j)) - mx) * inv);
         });
       });
 }
@@ -95,15 +110,26 @@ void causal_softmax_forward(const ExecSpace& space, const SV& S, double scale, c
             Kokkos::TeamThreadRange(team, i + 1),
             [&](const int j, A& m) { m = math::fmax(m, sc * static_cast<A>(S(b, i, j))); },
             Kokkos::Max<A>(mx));
+        constexpr bool keep = std::is_same_v<TP, A>;  // as in softmax_forward
         A sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, i + 1),
-            [&](const int j, A& s) { s += math::exp(sc * static_cast<A>(S(b, i, j)) - mx); }, sum);
+            [&](const int j, A& s) {
+              const A ex = math::exp(sc * static_cast<A>(S(b, i, j)) - mx);
+              if constexpr (keep) P(b, i, j) = static_cast<TP>(ex);
+              s += ex;
+            },
+            sum);
         const A inv = static_cast<A>(1) / sum;
+        if constexpr (keep) team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, t), [&](const int j) {
-          P(b, i, j) = j <= i
-                           ? static_cast<TP>(math::exp(sc * static_cast<A>(S(b, i, j)) - mx) * inv)
-                           : static_cast<TP>(A(0));
+          if (j > i) {
+            P(b, i, j) = static_cast<TP>(A(0));
+          } else if constexpr (keep) {
+            P(b, i, j) = static_cast<TP>(static_cast<A>(P(b, i, j)) * inv);
+          } else {
+            P(b, i, j) = static_cast<TP>(math::exp(sc * static_cast<A>(S(b, i, j)) - mx) * inv);
+          }
         });
       });
 }
