@@ -1,0 +1,117 @@
+// LayerNorm forward/backward throughput at GPT-block shapes (tokens x hidden), fp32 and bf16
+// storage, with a same-size Kokkos::deep_copy as the bandwidth baseline of the same run.
+// bytes/s counts the minimal traffic: each input read once, each output written once
+// (dgamma/dbeta read and written: they accumulate). Every iteration fences; rates use wall time
+// (UseRealTime), which is what device work needs.
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "paraxis/kernels/layernorm.hpp"
+
+namespace pk = paraxis::kernels;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+
+template <class V>
+void fill_formula(const V& v, int salt) {
+  using T = typename V::non_const_value_type;
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t k = 0; k < h.span(); ++k)
+    h.data()[k] = T(static_cast<float>((k * 7 + salt) % 29) / 14.0f - 1.0f);
+  Kokkos::deep_copy(v, h);
+}
+
+void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes/s"] = benchmark::Counter(
+      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
+}
+
+template <class T>
+struct LnData {
+  using A = pk::acc_t<T>;
+  int n, h;
+  pk::View2<T, Exec> X, Y, dY, dX;
+  pk::View1<T, Exec> gamma, beta;
+  pk::View1<A, Exec> mean, rstd, dgamma, dbeta;
+  LnData(int n_, int h_)
+      : n(n_),
+        h(h_),
+        X("X", n, h),
+        Y("Y", n, h),
+        dY("dY", n, h),
+        dX("dX", n, h),
+        gamma("g", h),
+        beta("b", h),
+        mean("m", n),
+        rstd("r", n),
+        dgamma("dg", h),
+        dbeta("db", h) {
+    fill_formula(X, 1);
+    fill_formula(dY, 2);
+    fill_formula(gamma, 3);
+    fill_formula(beta, 4);
+    pk::layernorm_forward(Exec(), X, gamma, beta, 1e-5, Y, mean, rstd);
+    Kokkos::fence();
+  }
+};
+
+template <class T>
+void bench_fwd(benchmark::State& state, int n, int h) {
+  using A = pk::acc_t<T>;
+  LnData<T> d(n, h);
+  for (auto _ : state) {
+    pk::layernorm_forward(Exec(), d.X, d.gamma, d.beta, 1e-5, d.Y, d.mean, d.rstd);
+    Kokkos::fence();
+  }
+  set_bytes(state, 2.0 * n * h * sizeof(T) + 2.0 * h * sizeof(T) + 2.0 * n * sizeof(A));
+}
+
+template <class T>
+void bench_bwd(benchmark::State& state, int n, int h) {
+  using A = pk::acc_t<T>;
+  LnData<T> d(n, h);
+  for (auto _ : state) {
+    pk::layernorm_backward(Exec(), d.dY, d.X, d.gamma, d.mean, d.rstd, d.dX, d.dgamma, d.dbeta);
+    Kokkos::fence();
+  }
+  set_bytes(state, 3.0 * n * h * sizeof(T) + 1.0 * h * sizeof(T) + 2.0 * n * sizeof(A) +
+                       4.0 * h * sizeof(A));
+}
+
+// Baseline: copying one [n, h] fp32 array (read + write), the floor a fused
+// normalisation would approach.
+void bench_copy(benchmark::State& state, int n, int h) {
+  pk::View2<float, Exec> X("X", n, h), Y("Y", n, h);
+  fill_formula(X, 5);
+  Kokkos::fence();
+  for (auto _ : state) {
+    Kokkos::deep_copy(Y, X);
+    Kokkos::fence();
+  }
+  set_bytes(state, 2.0 * n * h * sizeof(float));
+}
+
+const bool registered = [] {
+  for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536}}) {
+    const std::string s = std::to_string(n) + "x" + std::to_string(h);
+    benchmark::RegisterBenchmark(("layernorm/fwd/" + s).c_str(), bench_fwd<float>, n, h)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("layernorm/bwd/" + s).c_str(), bench_bwd<float>, n, h)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("layernorm/fwd/bf16/" + s).c_str(), bench_fwd<paraxis::bf16>, n,
+                                 h)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("layernorm/bwd/bf16/" + s).c_str(), bench_bwd<paraxis::bf16>, n,
+                                 h)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("layernorm/baseline_copy/" + s).c_str(), bench_copy, n, h)
+        ->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,86 @@
+// Softmax throughput: row softmax at [rows x vocab-like columns] and the causal, scaled
+// softmax of attention at [batch*heads x seq x seq], forward and backward, fp32 storage.
+// bytes/s counts the minimal traffic: the row softmax reads S (and dP) and writes P (dS); the
+// causal one reads only the unmasked lower triangle but writes every output element (masked
+// zeros included). Every iteration fences; rates use wall time (UseRealTime), which is what device
+// work needs.
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "paraxis/kernels/softmax.hpp"
+
+namespace pk = paraxis::kernels;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+
+template <class V>
+void fill_formula(const V& v, int salt) {
+  using T = typename V::non_const_value_type;
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t k = 0; k < h.span(); ++k)
+    h.data()[k] = T(static_cast<float>((k * 11 + salt) % 31) / 8.0f - 2.0f);
+  Kokkos::deep_copy(v, h);
+}
+
+void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes/s"] = benchmark::Counter(
+      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
+}
+
+void bench_rows(benchmark::State& state, int r, int c, bool backward) {
+  pk::View2<float, Exec> S("S", r, c), P("P", r, c), dP("dP", r, c), dS("dS", r, c);
+  fill_formula(S, 1);
+  fill_formula(dP, 2);
+  pk::softmax_forward(Exec(), S, P);
+  Kokkos::fence();
+  for (auto _ : state) {
+    if (backward)
+      pk::softmax_backward(Exec(), P, dP, dS);
+    else
+      pk::softmax_forward(Exec(), S, P);
+    Kokkos::fence();
+  }
+  set_bytes(state, (backward ? 3.0 : 2.0) * r * c * sizeof(float));
+}
+
+void bench_causal(benchmark::State& state, int b, int t, bool backward) {
+  pk::View3<float, Exec> S("S", b, t, t), P("P", b, t, t), dP("dP", b, t, t), dS("dS", b, t, t);
+  fill_formula(S, 3);
+  fill_formula(dP, 4);
+  const double scale = 0.125;
+  pk::causal_softmax_forward(Exec(), S, scale, P);
+  Kokkos::fence();
+  for (auto _ : state) {
+    if (backward)
+      pk::causal_softmax_backward(Exec(), P, dP, scale, dS);
+    else
+      pk::causal_softmax_forward(Exec(), S, scale, P);
+    Kokkos::fence();
+  }
+  const double tri = 0.5 * b * t * (t + 1.0), full = 1.0 * b * t * t;
+  set_bytes(state, ((backward ? 2.0 : 1.0) * tri + full) * sizeof(float));
+}
+
+const bool registered = [] {
+  for (bool bwd : {false, true}) {
+    const std::string dir = bwd ? "bwd" : "fwd";
+    for (auto [r, c] : {std::pair{4096, 512}, std::pair{256, 8192}}) {
+      const std::string s = std::to_string(r) + "x" + std::to_string(c);
+      benchmark::RegisterBenchmark(("softmax/rows/" + dir + "/" + s).c_str(), bench_rows, r, c, bwd)
+          ->UseRealTime();
+    }
+    for (auto [b, t] : {std::pair{32, 256}, std::pair{8, 512}}) {
+      const std::string s = std::to_string(b) + "x" + std::to_string(t) + "x" + std::to_string(t);
+      benchmark::RegisterBenchmark(("softmax/causal/" + dir + "/" + s).c_str(), bench_causal, b, t,
+                                   bwd)
+          ->UseRealTime();
+    }
+  }
+  return true;
+}();
+
+}  // namespace
