@@ -78,7 +78,9 @@ void embedding_backward(const ExecSpace& space, const TV& tokens, const DXV& dX,
             h = static_cast<int>(H);
 
   // Counting sort of positions by vocabulary row; start(v)..start(v+1) is row v's bucket.
-  Kokkos::View<int*, Mem> start("paraxis::embedding_bucket_start", vl + 1);
+  // Zeroed on the caller's instance, so the bucket kernel is ordered after it.
+  Kokkos::View<int*, Mem> start(
+      Kokkos::view_alloc(space, std::string("paraxis::embedding_bucket_start")), vl + 1);
   Kokkos::View<int*, Mem> cursor(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "paraxis::embedding_bucket_cursor"), vl);
   Kokkos::View<int*, Mem> order(
