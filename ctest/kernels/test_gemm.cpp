@@ -182,9 +182,10 @@ const Trans kTrans[] = {Trans::N, Trans::T};
 struct Mnk {
   int m, n, k;
 };
-// Unaligned mixes, degenerate vectors, and one case spanning several C tiles and K panels.
-const Mnk kShapes[] = {{1, 1, 1},    {37, 53, 129}, {129, 37, 53}, {53, 129, 37},
-                       {1, 129, 53}, {129, 1, 37},  {37, 53, 1},   {197, 531, 517}};
+// Unaligned mixes, degenerate vectors, and cases spanning several C tiles (in M and in N) and
+// several K panels on every tile configuration (host tiles are up to 512 x 512, KC >= 128).
+const Mnk kShapes[] = {{1, 1, 1},    {37, 53, 129}, {129, 37, 53},   {53, 129, 37}, {1, 129, 53},
+                       {129, 1, 37}, {37, 53, 1},   {197, 531, 517}, {531, 45, 260}};
 
 std::vector<GemmVariant> variants_for_floats() {
   std::vector<GemmVariant> v{GemmVariant::portable, GemmVariant::automatic};

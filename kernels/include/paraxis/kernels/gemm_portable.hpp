@@ -9,8 +9,20 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "paraxis/kernels/common.hpp"
+
+// Host micro-kernel with GCC/Clang vector extensions; never in a device compilation pass.
+// -DPARAXIS_GEMM_HOST_VECTORS=0 forces the plain loop (for comparison).
+#ifndef PARAXIS_GEMM_HOST_VECTORS
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+#define PARAXIS_GEMM_HOST_VECTORS 1
+#else
+#define PARAXIS_GEMM_HOST_VECTORS 0
+#endif
+#endif
 
 namespace paraxis::kernels {
 
@@ -25,21 +37,32 @@ using gemm_acc_t =
                        double, float>;
 
 // Tile sizes per execution space and accumulation type. Host spaces: one thread per team,
-// the whole MC x NC tile walked by that thread; MR x NR sized to fill the vector registers,
-// KC so a B micro-panel (KC x NR) stays in L1 and the A panel (MC x KC) in L2.
+// the whole MC x NC tile walked by that thread; MR x NR sized to fill the vector registers
+// (16 zmm accumulators), KC so a B micro-panel (KC x NR) stays in L1 and the A panel
+// (MC x KC) in L2. Serial takes large C tiles (fewer repacks of A and B; measured best at
+// 512^3 and the 512x2048 MLP shapes on an AVX-512 EPYC); threaded host spaces take smaller
+// ones so that a league has enough teams for every thread.
 // Device spaces: one MR x NR block per thread, panels small enough for shared memory.
+template <class ExecSpace>
+constexpr bool is_serial_space() {
+#ifdef KOKKOS_ENABLE_SERIAL
+  return std::is_same_v<ExecSpace, Kokkos::Serial>;
+#else
+  return false;
+#endif
+}
+
+template <class Acc, bool Serial>
+struct gemm_host_tiles {
+  static constexpr int MR = 8, NR = 2 * 64 / sizeof(Acc);  // two 64-byte vectors
+  static constexpr int MC = Serial ? 512 : 128, NC = 512, KC = Serial ? 128 : 256;
+  static constexpr int team_size = 1;
+};
+
 template <class ExecSpace, class Acc,
           bool Host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible>
-struct gemm_tiles;
+struct gemm_tiles : gemm_host_tiles<Acc, is_serial_space<ExecSpace>()> {};
 
-template <class ExecSpace>
-struct gemm_tiles<ExecSpace, float, true> {
-  static constexpr int MR = 8, NR = 32, MC = 192, NC = 512, KC = 256, team_size = 1;
-};
-template <class ExecSpace>
-struct gemm_tiles<ExecSpace, double, true> {
-  static constexpr int MR = 8, NR = 16, MC = 128, NC = 512, KC = 256, team_size = 1;
-};
 template <class ExecSpace, class Acc>
 struct gemm_tiles<ExecSpace, Acc, false> {
   static constexpr int MR = 4, NR = 4, MC = 64, NC = 64, KC = 16;
@@ -198,6 +221,12 @@ struct GemmPortableFunctor {
   KOKKOS_FORCEINLINE_FUNCTION static void micro_kernel(int kc, const Acc* KOKKOS_RESTRICT a,
                                                        const Acc* KOKKOS_RESTRICT b,
                                                        Acc (&c)[MR][NR]) {
+#if PARAXIS_GEMM_HOST_VECTORS
+    if constexpr (Tiles::team_size == 1 && NR % host_vec_width == 0) {
+      micro_kernel_host_vectors(kc, a, b, c);
+      return;
+    }
+#endif
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) c[i][j] = Acc(0);
     for (int p = 0; p < kc; ++p) {
@@ -207,6 +236,31 @@ struct GemmPortableFunctor {
       }
     }
   }
+
+#if PARAXIS_GEMM_HOST_VECTORS
+  // The same loop with the NR axis spelled as 64-byte vectors. Left to itself GCC's SLP pass
+  // vectorises some tile shapes (fp64 8x16) along MR with permutes and runs 15x slower; the
+  // vector type pins the layout: MR x NR/W accumulators, one broadcast of a[i] per row.
+  static constexpr int host_vec_width = 64 / sizeof(Acc);
+  static void micro_kernel_host_vectors(int kc, const Acc* KOKKOS_RESTRICT a,
+                                        const Acc* KOKKOS_RESTRICT b, Acc (&c)[MR][NR]) {
+    typedef Acc vec __attribute__((vector_size(64)));
+    constexpr int NV = NR / host_vec_width;
+    vec acc[MR][NV];
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) acc[i][v] = vec{};
+    for (int p = 0; p < kc; ++p) {
+      vec bv[NV];
+      for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + p * NR + v * host_vec_width, 64);
+      for (int i = 0; i < MR; ++i) {
+        const Acc ai = a[p * MR + i];
+        for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+      }
+    }
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) std::memcpy(&c[i][v * host_vec_width], &acc[i][v], 64);
+  }
+#endif
 
   KOKKOS_INLINE_FUNCTION void operator()(const team_member& team) const {
     const int tiles_per_batch = tiles_m * tiles_n;
