@@ -11,6 +11,16 @@
 
 find_package(Kokkos 3.4 REQUIRED)
 
+# Which flavour of Kokkos this is, decided now: Debian's Trilinos Kokkos defines the imported
+# target trilinos_kokkoscore. It must be recorded before find_package(KokkosKernels), because
+# Trilinos' KokkosKernelsConfig.cmake itself loads KokkosCoreConfig.cmake and so creates
+# trilinos_kokkoscore even when the Kokkos found above is a standalone one.
+if(TARGET trilinos_kokkoscore)
+  set(PARAXIS_KOKKOS_IS_TRILINOS TRUE)
+else()
+  set(PARAXIS_KOKKOS_IS_TRILINOS FALSE)
+endif()
+
 # Trilinos' export computes <prefix>/include from the wrong directory depth (it yields
 # /usr/lib/include, which does not exist), while Kokkos_INCLUDE_DIRS is right
 # (/usr/include/trilinos). Drop include directories that do not exist and add
@@ -34,6 +44,8 @@ endif()
 set(PARAXIS_KOKKOS_DEVICES "${Kokkos_DEVICES}")
 
 set(PARAXIS_HAVE_KOKKOSKERNELS FALSE)
+# Why the vendor path is off (shown in the feature summary); empty when it is on.
+set(PARAXIS_KOKKOSKERNELS_NOTE "disabled by PARAXIS_ENABLE_KOKKOSKERNELS=OFF")
 if(PARAXIS_ENABLE_KOKKOSKERNELS)
   find_package(KokkosKernels QUIET)
   if(KokkosKernels_FOUND)
@@ -45,9 +57,9 @@ if(PARAXIS_ENABLE_KOKKOSKERNELS)
     # Kokkos Kernels must have been built against the Kokkos we found: a Trilinos Kokkos
     # Kernels next to a standalone Kokkos (or the reverse) would mix two Kokkos cores.
     set(_px_kk_matches FALSE)
-    if(_px_kk_target STREQUAL "trilinos_kokkoskernels" AND TARGET trilinos_kokkoscore)
+    if(_px_kk_target STREQUAL "trilinos_kokkoskernels" AND PARAXIS_KOKKOS_IS_TRILINOS)
       set(_px_kk_matches TRUE)
-    elseif(_px_kk_target STREQUAL "Kokkos::kokkoskernels" AND NOT TARGET trilinos_kokkoscore)
+    elseif(_px_kk_target STREQUAL "Kokkos::kokkoskernels" AND NOT PARAXIS_KOKKOS_IS_TRILINOS)
       set(_px_kk_matches TRUE)
     endif()
     if(_px_kk_target AND _px_kk_matches)
@@ -58,11 +70,15 @@ if(PARAXIS_ENABLE_KOKKOSKERNELS)
       endif()
       add_library(paraxis::kokkoskernels ALIAS paraxis_kokkoskernels)
       set(PARAXIS_HAVE_KOKKOSKERNELS TRUE)
+      set(PARAXIS_KOKKOSKERNELS_NOTE "${_px_kk_target} from ${KokkosKernels_DIR}")
     else()
       message(WARNING "Kokkos Kernels found at ${KokkosKernels_DIR} but not built against the "
                       "Kokkos at ${Kokkos_DIR}; the vendor GEMM path is disabled.")
+      set(PARAXIS_KOKKOSKERNELS_NOTE
+          "found at ${KokkosKernels_DIR} but built against another Kokkos: vendor GEMM off")
     endif()
   else()
     message(STATUS "Kokkos Kernels not found: the vendor GEMM path is disabled.")
+    set(PARAXIS_KOKKOSKERNELS_NOTE "not found: vendor GEMM off")
   endif()
 endif()
