@@ -95,6 +95,13 @@ void gemm_vendor_2d(const ExecSpace& space, Trans ta, Trans tb, double alpha, co
   KokkosBlas::gemm(tas, tbs, static_cast<T>(alpha), A, B, static_cast<T>(beta), C);
   (void)space;
 }
+#else
+// Declared only: without Kokkos Kernels gemm_vendor_applies() is false, so the calls below sit
+// in discarded `if constexpr` branches and are never instantiated, but the qualified name must
+// still exist when the templates are parsed.
+template <class ExecSpace, class AV, class BV, class CV>
+void gemm_vendor_2d(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
+                    const BV& B, double beta, const CV& C);
 #endif
 
 // KokkosBlas::gemm returns early when K == 0 instead of scaling C, and BLAS wants non-empty
