@@ -197,6 +197,8 @@ const std::vector<KeySpec>& key_table() {
     t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6, [](RunConfig& c) -> double& { return c.comm.bucket_mb; }));
     t.push_back(bool_key("comm.overlap", [](RunConfig& c) -> bool& { return c.comm.overlap; }));
     t.push_back(real_key("hardware.peak_flops", 0, 1e30, [](RunConfig& c) -> double& { return c.hardware.peak_flops; }));
+    t.push_back(choice_key("hardware.gemm", {"auto", "portable"},
+                           [](RunConfig& c, std::size_t, const std::string& s) { c.hardware.gemm = s; }));
     t.push_back(string_key("output.dir", [](RunConfig& c) -> std::string& { return c.output.dir; }));
     t.push_back(bool_key("output.trace", [](RunConfig& c) -> bool& { return c.output.trace; }));
     return t;

@@ -62,7 +62,7 @@ json config_to_json(const RunConfig& c) {
         {"sequence_parallel", p.sequence_parallel},
         {"order", p.order}}},
       {"comm", {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
-      {"hardware", {{"peak_flops", c.hardware.peak_flops}}},
+      {"hardware", {{"peak_flops", c.hardware.peak_flops}, {"gemm", c.hardware.gemm}}},
       {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
 }
 

@@ -16,6 +16,7 @@
 #include "driver/results.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
+#include "paraxis/kernels/gemm.hpp"
 
 namespace paraxis::driver {
 
@@ -113,6 +114,8 @@ int run_command(const RunOptions& opt) {
       r.status = "skipped: " + r.point.skip_reason;
     } else {
       try {
+        kernels::set_automatic_gemm(cfg.hardware.gemm == "portable" ? kernels::GemmVariant::portable
+                                                                    : kernels::GemmVariant::automatic);
         auto trainer = model::make_trainer(cfg.model, cfg.train);
         r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
         r.parameters = trainer->parameter_count();

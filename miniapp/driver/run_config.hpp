@@ -28,6 +28,7 @@ struct CommConfig {
 
 struct HardwareConfig {
   double peak_flops = 0;  // per device, for MFU; 0 = unknown
+  std::string gemm = "auto";  // auto (vendor GEMM where it applies) | portable
 };
 
 struct OutputConfig {

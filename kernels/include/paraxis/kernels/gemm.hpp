@@ -25,6 +25,13 @@ enum class GemmVariant { automatic, portable, vendor };
 
 const char* to_string(GemmVariant v);
 
+// What `automatic` resolves to in this process: GemmVariant::automatic (vendor where it
+// applies, the default) or GemmVariant::portable (never the vendor path). A benchmarking
+// switch (deck key hardware.gemm) so a whole training step can be measured on either
+// implementation; explicit portable/vendor requests are not affected.
+void set_automatic_gemm(GemmVariant v);
+GemmVariant automatic_gemm();
+
 // Whether the vendor GEMM can take these View types (rank 2 for gemm, rank 3 for
 // gemm_batched). Decided at compile time, so `automatic` costs nothing.
 template <class AV, class BV, class CV>
@@ -125,6 +132,7 @@ void gemm_batched(const ExecSpace& space, Trans ta, Trans tb, double alpha, cons
   constexpr bool vendor_ok = gemm_vendor_applies<AV, BV, CV>();
   if (variant == GemmVariant::vendor && !vendor_ok)
     detail::throw_no_vendor<AV, BV, CV>("paraxis::gemm_batched");
+  if (variant == GemmVariant::automatic) variant = automatic_gemm();
   if constexpr (vendor_ok) {
     if (variant != GemmVariant::portable && !detail::gemm_empty(ta, A, C)) {
       // One vendor call per batch entry: the batches of a transformer (heads) are few and
@@ -155,6 +163,7 @@ void gemm(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
   constexpr bool vendor_ok = gemm_vendor_applies<AV, BV, CV>();
   if (variant == GemmVariant::vendor && !vendor_ok)
     detail::throw_no_vendor<AV, BV, CV>("paraxis::gemm");
+  if (variant == GemmVariant::automatic) variant = automatic_gemm();
   if constexpr (vendor_ok) {
     if (variant != GemmVariant::portable && !detail::gemm_empty(ta, A, C)) {
       // KokkosBlas::gemm runs on the Views' default execution space instance; fencing `space`
