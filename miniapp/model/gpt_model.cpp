@@ -99,16 +99,20 @@ struct GptModel<T>::Impl {
   I1 router_requested;
   A1 router_prob_sum;
 
-  Impl(const ModelConfig& c, int micro_batch, ParamStore<T>& ps, MemoryLedger& led)
+  Impl(const ModelConfig& c, int micro_batch, ParamStore<T>& ps, MemoryLedger& led,
+       bool allocate_store)
       : cfg(c), N(micro_batch * c.seq_len) {
     const int H = c.hidden, F = c.ffn, V = c.vocab, L = c.layers, E = c.moe.experts;
     const double resid_std = kInitStd / std::sqrt(2.0 * L);
+    ps.begin_unit("embedding");
     wte = ps.add("wte", V, H, Init::normal, kInitStd, true);
     wpe = ps.add("wpe", c.seq_len, H, Init::normal, kInitStd, true);
+    ps.end_unit();
     layers.resize(L);
     for (int l = 0; l < L; ++l) {
       Layer& ly = layers[l];
       const std::string p = "layers." + std::to_string(l) + ".";
+      ps.begin_unit("layers." + std::to_string(l));
       ly.moe = c.is_moe_layer(l);
       ly.ln1_g = ps.add(p + "ln1.gamma", H, 0, Init::ones, 0, false);
       ly.ln1_b = ps.add(p + "ln1.beta", H, 0, Init::zeros, 0, false);
@@ -137,11 +141,14 @@ struct GptModel<T>::Impl {
           ly.eb2.push_back(ps.add(q + "b2", H, 0, Init::zeros, 0, false));
         }
       }
+      ps.end_unit();
     }
+    ps.begin_unit("head");
     lnf_g = ps.add("lnf.gamma", H, 0, Init::ones, 0, false);
     lnf_b = ps.add("lnf.beta", H, 0, Init::zeros, 0, false);
     head = ps.add("head", H, V, Init::normal, kInitStd, true);
-    ps.allocate(led);
+    ps.end_unit();
+    if (allocate_store) ps.allocate(led);
 
     const auto act = MemCategory::activations;
     auto mat = [&](const char* label, int r, int cols) {
@@ -275,11 +282,19 @@ struct GptModel<T>::Impl {
     linear_backward(drouter, ly.h2, ps.w2(ly.wr), dh2, 1.0, ps.g2(ly.wr), A1());
   }
 
+  UnitHooks* hooks = nullptr;
+  UnitHooks no_hooks;
+  UnitHooks& h() { return hooks ? *hooks : no_hooks; }
+
   MicroBatchResult forward(ParamStore<T>& ps, const Tokens& tokens, const Tokens& targets) {
     const Space space;
     MicroBatchResult res;
+    const int L = static_cast<int>(layers.size());
+    h().before_forward(0);
     k::embedding_forward(space, tokens, ps.w2(wte), ps.w2(wpe), cfg.seq_len, 0, xs[0]);
-    for (std::size_t l = 0; l < layers.size(); ++l) {
+    h().after_forward(0);
+    for (int l = 0; l < L; ++l) {
+      h().before_forward(l + 1);
       Layer& ly = layers[l];
       const V2& x = xs[l];
       k::layernorm_forward(space, x, ps.w1(ly.ln1_g), ps.w1(ly.ln1_b), kLayerNormEps, ly.h1,
@@ -302,24 +317,31 @@ struct GptModel<T>::Impl {
         res.aux_sum += res.moe.back().aux_loss;
       }
       k::add_inplace(space, out, ly.x_mid);
+      h().after_forward(l + 1);
     }
+    h().before_forward(L + 1);
     k::layernorm_forward(space, xs.back(), ps.w1(lnf_g), ps.w1(lnf_b), kLayerNormEps, xf,
                          lnf_mean, lnf_rstd);
     k::gemm(space, Trans::N, Trans::N, 1.0, xf, ps.w2(head), 0.0, logits);
     res.ce_sum = static_cast<double>(
         k::cross_entropy_forward(space, logits, targets, cfg.vocab, lse));
+    h().after_forward(L + 1);
     return res;
   }
 
   void backward(ParamStore<T>& ps, const Tokens& tokens, const Tokens& targets,
                 double ce_scale, double aux_scale) {
     const Space space;
+    const int L = static_cast<int>(layers.size());
+    h().before_backward(L + 1);
     k::cross_entropy_backward(space, logits, targets, lse, cfg.vocab, ce_scale, dlogits);
     linear_backward(dlogits, xf, ps.w2(head), dtmp, 0.0, ps.g2(head), A1());
     // dx_a holds the gradient w.r.t. the residual stream after the current block.
     k::layernorm_backward(space, dtmp, xs.back(), ps.w1(lnf_g), lnf_mean, lnf_rstd, dx_a,
                           ps.g1(lnf_g), ps.g1(lnf_b));
-    for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
+    h().after_backward(L + 1);
+    for (int l = L - 1; l >= 0; --l) {
+      h().before_backward(l + 1);
       Layer& ly = layers[l];
       // MLP / MoE branch: out = x_mid + f(ln2(x_mid)).
       if (!ly.moe) {
@@ -341,15 +363,19 @@ struct GptModel<T>::Impl {
       k::layernorm_backward(space, dtmp, xs[l], ps.w1(ly.ln1_g), ly.ln1_mean, ly.ln1_rstd,
                             dx_a, ps.g1(ly.ln1_g), ps.g1(ly.ln1_b));
       k::add_inplace(space, dx_a, dx_b);  // dx_a: gradient w.r.t. the block's input
+      h().after_backward(l + 1);
     }
+    h().before_backward(0);
     k::embedding_backward(space, tokens, dx_a, cfg.seq_len, 0, ps.g2(wte), ps.g2(wpe));
+    h().after_backward(0);
   }
 };
 
 template <class T>
-GptModel<T>::GptModel(const ModelConfig& cfg, int micro_batch)
-    : cfg_(cfg), micro_batch_(micro_batch) {
-  impl_ = std::make_unique<Impl>(cfg_, micro_batch_, params_, ledger_);
+GptModel<T>::GptModel(const ModelConfig& cfg, int micro_batch, int unit_multiple,
+                      bool allocate_store)
+    : cfg_(cfg), micro_batch_(micro_batch), params_(unit_multiple) {
+  impl_ = std::make_unique<Impl>(cfg_, micro_batch_, params_, ledger_, allocate_store);
 }
 
 template <class T>
@@ -366,6 +392,7 @@ MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& target
   MicroBatchResult r;
   {
     FencedTimer t("forward", fwd_s_, spans_);
+    impl_->hooks = hooks_;
     r = impl_->forward(params_, tokens, targets);
   }
   Kokkos::Profiling::popRegion();
@@ -379,6 +406,7 @@ MicroBatchResult GptModel<T>::forward_backward(const Tokens& tokens, const Token
   Kokkos::Profiling::pushRegion("paraxis::backward");
   {
     FencedTimer t("backward", bwd_s_, spans_);
+    impl_->hooks = hooks_;
     impl_->backward(params_, tokens, targets, ce_scale, aux_scale);
   }
   Kokkos::Profiling::popRegion();

@@ -33,6 +33,18 @@ struct MicroBatchResult {
   std::vector<MoeLayerStats> moe;  // one entry per MoE layer
 };
 
+// Called around each unit's compute (unit 0: embedding, 1..layers: the blocks, layers+1:
+// final LayerNorm and head). The model knows nothing of ranks; a data-parallel trainer uses
+// these to gather ZeRO-3 parameters and to reduce gradients as soon as they are final.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int /*unit*/) {}
+  virtual void after_forward(int /*unit*/) {}
+  virtual void before_backward(int /*unit*/) {}
+  virtual void after_backward(int /*unit*/) {}
+};
+
 template <class T>
 class GptModel {
  public:
@@ -40,7 +52,10 @@ class GptModel {
   using G = kernels::acc_t<T>;
   using Tokens = Kokkos::View<int*, Kokkos::LayoutRight, Space::memory_space>;
 
-  GptModel(const ModelConfig& cfg, int micro_batch);
+  // unit_multiple: pad every unit of the flat layout to a multiple of it (ZeRO shards).
+  // allocate_store: false leaves parameters, gradients and optimizer state to the caller.
+  GptModel(const ModelConfig& cfg, int micro_batch, int unit_multiple = 1,
+           bool allocate_store = true);
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
@@ -55,6 +70,8 @@ class GptModel {
   // Forward only (no activations kept for backward are needed afterwards).
   MicroBatchResult forward(const Tokens& tokens, const Tokens& targets);
 
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  MemoryLedger& ledger() { return ledger_; }
   ParamStore<T>& params() { return params_; }
   const ParamStore<T>& params() const { return params_; }
   const MemoryLedger& ledger() const { return ledger_; }
@@ -73,6 +90,7 @@ class GptModel {
   MemoryLedger ledger_;
   ParamStore<T> params_;
   std::unique_ptr<Impl> impl_;
+  UnitHooks* hooks_ = nullptr;
   double fwd_s_ = 0, bwd_s_ = 0;
   std::vector<Span> spans_;
 };

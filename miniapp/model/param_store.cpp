@@ -1,6 +1,7 @@
 // ParamStore: layout, counter-based initialisation, gradient norm and the AdamW step.
 #include "param_store.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "init_rng.hpp"
@@ -14,13 +15,81 @@ constexpr std::size_t kAlign = 16;  // elements: keeps every tensor's start vect
 }
 
 template <class T, class Space>
+void ParamStore<T, Space>::begin_unit(std::string name) {
+  if (in_unit_) throw std::logic_error("ParamStore::begin_unit inside unit " + units_.back().name);
+  if (param.data() || grad.data()) throw std::logic_error("ParamStore::begin_unit after allocate");
+  in_unit_ = true;
+  units_.push_back({std::move(name), total_, 0, static_cast<int>(specs_.size()), 0});
+}
+
+template <class T, class Space>
+void ParamStore<T, Space>::end_unit() {
+  if (!in_unit_) throw std::logic_error("ParamStore::end_unit without begin_unit");
+  in_unit_ = false;
+  UnitSpec& u = units_.back();
+  const std::size_t m = static_cast<std::size_t>(unit_multiple_);
+  u.size = (total_ - u.begin + m - 1) / m * m;
+  total_ = u.begin + u.size;
+  u.end_tensor = static_cast<int>(specs_.size());
+  unit_param_.push_back(nullptr);
+  unit_grad_.push_back(nullptr);
+}
+
+template <class T, class Space>
 int ParamStore<T, Space>::add(std::string name, int rows, int cols, Init init, double stddev,
                               bool decay) {
-  if (param.data()) throw std::logic_error("ParamStore::add after allocate: " + name);
-  TensorSpec s{std::move(name), rows, cols, init, stddev, decay, total_};
+  if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
+  TensorSpec s{std::move(name), rows, cols, init, stddev, decay, total_,
+               static_cast<int>(units_.size()) - 1};
   total_ += (s.size() + kAlign - 1) / kAlign * kAlign;
   specs_.push_back(std::move(s));
   return static_cast<int>(specs_.size()) - 1;
+}
+
+template <class T, class Space>
+void ParamStore<T, Space>::bind_flat() {
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    unit_param_[u] = param.data() ? param.data() + units_[u].begin : nullptr;
+    unit_grad_[u] = grad.data() ? grad.data() + units_[u].begin : nullptr;
+  }
+}
+
+template <class T, class Space>
+void ParamStore<T, Space>::allocate_params(MemoryLedger& ledger) {
+  param = ledger.track(MemCategory::params, ParamView("paraxis::params", total_));
+  bind_flat();
+}
+
+template <class T, class Space>
+void ParamStore<T, Space>::allocate_grads(MemoryLedger& ledger) {
+  grad = ledger.track(MemCategory::grads, GradView("paraxis::grads", total_));
+  bind_flat();
+}
+
+template <class T, class Space>
+void ParamStore<T, Space>::release_grads(MemoryLedger& ledger) {
+  ledger.release(MemCategory::grads, grad.span() * sizeof(G));
+  grad = GradView();
+  bind_flat();
+}
+
+template <class T, class Space>
+std::vector<typename ParamStore<T, Space>::G> ParamStore<T, Space>::initial_values(
+    std::uint64_t seed, std::size_t begin, std::size_t end) const {
+  std::vector<G> out(end - begin, G(0));
+  for (const auto& s : specs_) {
+    const std::size_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.size());
+    if (lo >= hi) continue;
+    const auto key = stream_key(seed, s.name);
+    for (std::size_t f = lo; f < hi; ++f) {
+      const std::size_t i = f - s.offset;
+      G v = G(0);
+      if (s.init == Init::ones) v = G(1);
+      if (s.init == Init::normal) v = static_cast<G>(s.stddev * normal01(key, i));
+      out[f - begin] = v;
+    }
+  }
+  return out;
 }
 
 template <class T, class Space>
@@ -32,19 +101,15 @@ int ParamStore<T, Space>::find(const std::string& name) const {
 
 template <class T, class Space>
 void ParamStore<T, Space>::allocate(MemoryLedger& ledger) {
-  using VT = decltype(param);
-  using VG = decltype(grad);
-  param = ledger.track(MemCategory::params, VT("paraxis::params", total_));
-  grad = ledger.track(MemCategory::grads, VG("paraxis::grads", total_));
-  m = ledger.track(MemCategory::optimizer, VG("paraxis::adam_m", total_));
-  v = ledger.track(MemCategory::optimizer, VG("paraxis::adam_v", total_));
-  if constexpr (has_master) master = ledger.track(MemCategory::optimizer, VG("paraxis::master", total_));
+  allocate_params(ledger);
+  allocate_grads(ledger);
+  m = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_m", total_));
+  v = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_v", total_));
+  if constexpr (has_master) master = ledger.track(MemCategory::optimizer, GradView("paraxis::master", total_));
 }
 
 template <class T, class Space>
-Kokkos::View<typename ParamStore<T, Space>::G*, Kokkos::LayoutRight,
-             typename ParamStore<T, Space>::Mem>
-ParamStore<T, Space>::master_view() const {
+typename ParamStore<T, Space>::GradView ParamStore<T, Space>::master_view() const {
   if constexpr (has_master) {
     return master;
   } else {
@@ -54,25 +119,8 @@ ParamStore<T, Space>::master_view() const {
 
 template <class T, class Space>
 void ParamStore<T, Space>::initialize(std::uint64_t seed) {
-  auto host = Kokkos::create_mirror_view(master_view());
-  Kokkos::deep_copy(host, G(0));
-  for (const auto& s : specs_) {
-    G* p = host.data() + s.offset;
-    const std::size_t n = s.size();
-    switch (s.init) {
-      case Init::zeros:
-        for (std::size_t i = 0; i < n; ++i) p[i] = G(0);
-        break;
-      case Init::ones:
-        for (std::size_t i = 0; i < n; ++i) p[i] = G(1);
-        break;
-      case Init::normal: {
-        const auto key = stream_key(seed, s.name);
-        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<G>(s.stddev * normal01(key, i));
-        break;
-      }
-    }
-  }
+  const std::vector<G> values = initial_values(seed, 0, total_);
+  Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(values.data(), total_);
   Kokkos::deep_copy(master_view(), host);
   if constexpr (has_master) kernels::convert(Space(), master, param);
   Kokkos::fence();

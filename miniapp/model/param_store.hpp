@@ -2,6 +2,11 @@
 // (storage type T), gradients, and AdamW state (m, v, and fp32 master weights when T is bf16).
 // Tensors are unmanaged row-major views into those buffers. Flat buffers are what
 // data-parallel buckets and ZeRO shards cut; per-tensor views are what layers use.
+//
+// Tensors are grouped in units (the embedding, each block, the head): a unit is one
+// contiguous range of the flat layout, padded to a multiple of `unit_multiple` elements so
+// that ZeRO can cut it into equal shards. A unit's parameters and gradients are read through
+// a per-unit base pointer, which ZeRO-3 points at a gathered workspace while the unit runs.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -23,8 +28,15 @@ struct TensorSpec {
   Init init = Init::zeros;
   double stddev = 0;
   bool weight_decay = false;
-  std::size_t offset = 0;
+  std::size_t offset = 0;  // in the flat layout
+  int unit = 0;
   std::size_t size() const { return static_cast<std::size_t>(rows) * (cols ? cols : 1); }
+};
+
+struct UnitSpec {
+  std::string name;
+  std::size_t begin = 0, size = 0;  // flat range, size padded to a multiple of unit_multiple
+  int first_tensor = 0, end_tensor = 0;
 };
 
 template <class T, class Space = Kokkos::DefaultExecutionSpace>
@@ -36,23 +48,45 @@ class ParamStore {
   using UView1 = Kokkos::View<V*, Kokkos::LayoutRight, Mem, Kokkos::MemoryUnmanaged>;
   template <class V>
   using UView2 = Kokkos::View<V**, Kokkos::LayoutRight, Mem, Kokkos::MemoryUnmanaged>;
+  using ParamView = Kokkos::View<T*, Kokkos::LayoutRight, Mem>;
+  using GradView = Kokkos::View<G*, Kokkos::LayoutRight, Mem>;
   static constexpr bool has_master = !std::is_same_v<T, G>;
 
+  // Pad every unit to a multiple of this many elements (the data-parallel degree for ZeRO).
+  explicit ParamStore(int unit_multiple = 1) : unit_multiple_(unit_multiple) {}
+
+  void begin_unit(std::string name);
+  void end_unit();
   int add(std::string name, int rows, int cols, Init init, double stddev, bool decay);
+
+  // The single-rank layout: flat parameters, gradients and AdamW state, all resident.
   void allocate(MemoryLedger& ledger);
+  // Only what a data-parallel trainer asks for; it owns the rest (shards, workspaces).
+  void allocate_params(MemoryLedger& ledger);
+  void allocate_grads(MemoryLedger& ledger);
+  void release_grads(MemoryLedger& ledger);
+
   // Fills every tensor from the counter-based generator (init_rng.hpp), keyed by name and by
   // the element's index in the logical tensor.
   void initialize(std::uint64_t seed);
+  // Initial values of the flat range [begin, end) (padding is 0), on the host, in type G.
+  std::vector<G> initial_values(std::uint64_t seed, std::size_t begin, std::size_t end) const;
 
   const std::vector<TensorSpec>& specs() const { return specs_; }
   const TensorSpec& spec(int i) const { return specs_[i]; }
+  const std::vector<UnitSpec>& units() const { return units_; }
   int find(const std::string& name) const;
   std::size_t elements() const { return total_; }
 
-  UView2<T> w2(int i) const { return UView2<T>(param.data() + specs_[i].offset, rows(i), cols(i)); }
-  UView1<T> w1(int i) const { return UView1<T>(param.data() + specs_[i].offset, specs_[i].size()); }
-  UView2<G> g2(int i) const { return UView2<G>(grad.data() + specs_[i].offset, rows(i), cols(i)); }
-  UView1<G> g1(int i) const { return UView1<G>(grad.data() + specs_[i].offset, specs_[i].size()); }
+  // Where unit u's parameters / gradients live now (ZeRO-3 rebinds them to workspaces).
+  void bind_unit_params(int u, T* base) { unit_param_[u] = base; }
+  void bind_unit_grads(int u, G* base) { unit_grad_[u] = base; }
+  void bind_flat();  // every unit back to the flat buffers (those that are allocated)
+
+  UView2<T> w2(int i) const { return UView2<T>(pptr(i), rows(i), cols(i)); }
+  UView1<T> w1(int i) const { return UView1<T>(pptr(i), specs_[i].size()); }
+  UView2<G> g2(int i) const { return UView2<G>(gptr(i), rows(i), cols(i)); }
+  UView1<G> g1(int i) const { return UView1<G>(gptr(i), specs_[i].size()); }
 
   void zero_grads() const { Kokkos::deep_copy(grad, G(0)); }
   double grad_sq_norm(const Space& space) const;
@@ -60,17 +94,30 @@ class ParamStore {
                   double weight_decay, int step, double grad_scale) const;
 
   // Master copy of the parameters: the parameters themselves unless T is bf16.
-  Kokkos::View<G*, Kokkos::LayoutRight, Mem> master_view() const;
+  GradView master_view() const;
 
-  Kokkos::View<T*, Kokkos::LayoutRight, Mem> param;
-  Kokkos::View<G*, Kokkos::LayoutRight, Mem> grad, master, m, v;
+  ParamView param;
+  GradView grad, master, m, v;
 
  private:
+  T* pptr(int i) const {
+    const auto& s = specs_[i];
+    return unit_param_[s.unit] + (s.offset - units_[s.unit].begin);
+  }
+  G* gptr(int i) const {
+    const auto& s = specs_[i];
+    return unit_grad_[s.unit] + (s.offset - units_[s.unit].begin);
+  }
   std::size_t rows(int i) const { return static_cast<std::size_t>(specs_[i].rows); }
   std::size_t cols(int i) const {
     return static_cast<std::size_t>(specs_[i].cols ? specs_[i].cols : 1);
   }
+  int unit_multiple_;
+  bool in_unit_ = false;
   std::vector<TensorSpec> specs_;
+  std::vector<UnitSpec> units_;
+  std::vector<T*> unit_param_;
+  std::vector<G*> unit_grad_;
   std::size_t total_ = 0;
 };
 
