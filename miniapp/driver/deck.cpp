@@ -295,12 +295,20 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
     err("parallel", "tp * pp * dp = " + std::to_string(p.tp) + " * " + std::to_string(p.pp) +
                         " * " + std::to_string(p.dp) + " = " + std::to_string(w) +
                         " but the run has " + std::to_string(world) + " ranks");
+  if (p.dp % p.ep != 0)
+    err("parallel.ep", "ep = " + std::to_string(p.ep) + " does not divide parallel.dp = " + std::to_string(p.dp));
+  if (t.global_batch % (static_cast<long long>(p.dp) * t.micro_batch) != 0)
+    err("train.global_batch", "global_batch = " + std::to_string(t.global_batch) +
+                                  " is not a multiple of parallel.dp * train.micro_batch = " +
+                                  std::to_string(p.dp) + " * " + std::to_string(t.micro_batch));
   // Axes not built yet: refuse them plainly rather than run something else.
-  if (w > 1 || p.ep > 1 || p.zero > 0)
-    err("parallel", "this build runs the single-rank reference only (tp = pp = dp = ep = 1, zero = 0); "
-                    "parallel axes are not implemented yet");
-  if (c.comm.backend == "nccl")
-    err("comm.backend", "the nccl backend is not implemented yet");
+  if (p.tp > 1) err("parallel.tp", "tensor parallelism is not implemented yet (tp = " + std::to_string(p.tp) + ")");
+  if (p.pp > 1) err("parallel.pp", "pipeline parallelism is not implemented yet (pp = " + std::to_string(p.pp) + ")");
+  if (p.ep > 1) err("parallel.ep", "expert parallelism is not implemented yet (ep = " + std::to_string(p.ep) + ")");
+  if (p.sequence_parallel) err("parallel.sequence_parallel", "sequence parallelism is not implemented yet");
+  if (c.comm.overlap && p.zero != 0)
+    err("comm.overlap", "overlapped gradient reduction is implemented for parallel.zero = 0 only (zero = " +
+                            std::to_string(p.zero) + ")");
   return e;
 }
 

@@ -119,11 +119,27 @@ json point_to_json(const PointResult& r) {
   const double fwd = measured_median(r, [](const model::StepResult& s) { return s.forward_s; });
   const double bwd = measured_median(r, [](const model::StepResult& s) { return s.backward_s; });
   const double opt = measured_median(r, [](const model::StepResult& s) { return s.optimizer_s; });
-  const double compute = measured_median(
-      r, [](const model::StepResult& s) { return s.forward_s + s.backward_s + s.optimizer_s; });
+  const double compute = measured_median(r, [](const model::StepResult& s) { return s.compute_s; });
+  // Communication per axis: medians over measured steps of each step's totals (rank 0).
   json comm = json::object();
-  for (const char* axis : {"tp", "pp", "dp", "ep"})
-    comm[axis] = {{"time_s", 0.0}, {"exposed_s", 0.0}, {"bytes", 0}, {"calls", 0}};
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    auto get = [&](auto field) {
+      std::vector<double> v;
+      for (const auto& s : r.steps) {
+        if (s.step < c.train.warmup_steps) continue;
+        const auto it = s.comm.find(axis);
+        v.push_back(it == s.comm.end() ? 0.0 : field(it->second));
+      }
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    comm[axis] = {{"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
+                  {"exposed_s", get([](const model::CommTotals& t) { return t.exposed_s; })},
+                  {"bytes", get([](const model::CommTotals& t) { return static_cast<double>(t.bytes); })},
+                  {"calls", get([](const model::CommTotals& t) { return static_cast<double>(t.calls); })}};
+  }
+
   j["time"] = {{"step_median_s", step_s},
                {"forward_s", fwd},
                {"backward_s", bwd},
@@ -149,6 +165,15 @@ json point_to_json(const PointResult& r) {
   j["corpus"] = {{"entropy_floor", r.entropy_floor},
                  {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},
                  {"branching", c.train.corpus_branching}};
+  if (r.verify) {
+    j["verify"] = {{"max_loss_rel_diff", r.verify->max_loss_rel_diff},
+                   {"max_param_abs_diff", r.verify->max_param_abs_diff},
+                   {"max_param_abs", r.verify->max_param_abs},
+                   {"loss_tolerance", r.verify->loss_tolerance},
+                   {"param_tolerance", r.verify->param_tolerance},
+                   {"routing_flips", nullptr},
+                   {"passed", r.verify->passed}};
+  }
   const auto& last = r.steps.back();
   j["final"] = {{"loss", last.loss}, {"lm_loss", last.lm_loss},
                 {"lm_loss_above_floor", last.lm_loss - r.entropy_floor}};

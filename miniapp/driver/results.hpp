@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {
+
+struct VerifyResult {
+  double max_loss_rel_diff = 0;
+  double max_param_abs_diff = 0;
+  double max_param_abs = 0;
+  double loss_tolerance = 0, param_tolerance = 0;
+  bool passed = false;
+};
 
 struct PointResult {
   int index = 0;
@@ -23,6 +32,7 @@ struct PointResult {
   std::size_t parameters = 0;
   double flops_per_token = 0;  // forward
   int world = 1;
+  std::optional<VerifyResult> verify;
 };
 
 nlohmann::json config_to_json(const RunConfig& c);

@@ -4,7 +4,10 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +19,8 @@
 #include "driver/results.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
+#include "parallel/data_parallel_trainer.hpp"
+#include "parallel/process_grid.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
 namespace paraxis::driver {
@@ -51,6 +56,112 @@ std::string settings_text(const SweepPoint& p) {
   return s.empty() ? "(deck as given)" : s;
 }
 
+// Largest deviation of a parallel run from the single-rank reference (DESIGN.md).
+struct Tolerance {
+  double loss_rel, param_rel;
+};
+Tolerance tolerance_for(model::Precision p) {
+  switch (p) {
+    case model::Precision::fp64: return {1e-9, 1e-9};
+    case model::Precision::fp32: return {1e-4, 1e-4};
+    case model::Precision::bf16: return {2e-2, 2e-2};
+  }
+  return {0, 0};
+}
+
+std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int world,
+                                                   std::unique_ptr<parallel::ProcessGrid>& grid) {
+  const auto& p = cfg.parallel;
+  if (world == 1 && p.dp == 1 && p.zero == 0 && cfg.comm.backend == "mpi")
+    return model::make_trainer(cfg.model, cfg.train);
+  parallel::GridShape shape{p.tp, p.pp, p.dp, p.ep, p.order};
+  grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
+  parallel::DataParallelOptions o{p.zero, cfg.comm.bucket_mb, cfg.comm.overlap, cfg.comm.backend};
+  return parallel::make_data_parallel_trainer(cfg.model, cfg.train, *grid, o);
+}
+
+void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size_t i,
+               std::size_t total, PointResult& r) {
+  kernels::set_automatic_gemm(cfg.hardware.gemm == "portable" ? kernels::GemmVariant::portable
+                                                              : kernels::GemmVariant::automatic);
+  std::unique_ptr<parallel::ProcessGrid> grid;
+  auto trainer = make_point_trainer(cfg, world, grid);
+  r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
+  r.parameters = trainer->parameter_count();
+  r.flops_per_token = model::forward_flops_per_token(cfg.model);
+  const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
+  if (rank == 0)
+    std::printf("point %zu/%zu: %s | %zu parameters, %s, corpus entropy floor %.4f nats (uniform %.4f)\n",
+                i + 1, total, settings_text(r.point).c_str(), r.parameters,
+                model::to_string(cfg.train.precision), r.entropy_floor,
+                std::log(static_cast<double>(cfg.model.vocab)));
+  for (int s = 0; s < cfg.train.steps; ++s) {
+    r.steps.push_back(trainer->step());
+    const auto& st = r.steps.back();
+    if (rank == 0) {
+      std::printf("  step %4d/%d  loss %.6f  lm %.6f", s + 1, cfg.train.steps, st.loss, st.lm_loss);
+      if (cfg.model.moe.experts > 0) std::printf("  aux %.4f  imbalance %.2f", st.aux_loss, st.moe.imbalance);
+      const auto dp = st.comm.find("dp");
+      if (dp != st.comm.end() && dp->second.calls > 0)
+        std::printf("  dp %.3f MB %.4f s", dp->second.bytes / 1e6, dp->second.time_s);
+      std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
+                  s < cfg.train.warmup_steps ? "  (warm-up)" : "");
+      std::fflush(stdout);
+    }
+  }
+  // Memory of every rank, to rank 0; `memory` is the rank with the largest peak.
+  const model::MemoryReport mine = trainer->memory();
+  unsigned long long m5[5] = {mine.params_bytes, mine.grads_bytes, mine.optimizer_bytes,
+                              mine.activations_peak_bytes, mine.peak_bytes};
+  std::vector<unsigned long long> all(5 * static_cast<std::size_t>(world));
+  MPI_Gather(m5, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  r.memory = mine;
+  for (int k = 0; k < world; ++k) {
+    const unsigned long long* a = &all[5 * static_cast<std::size_t>(k)];
+    model::MemoryReport m{a[0], a[1], a[2], a[3], a[4]};
+    r.memory_per_rank.push_back(m);
+    if (m.peak_bytes > r.memory.peak_bytes) r.memory = m;
+  }
+  // Every rank takes part in gathering the final parameters; rank 0 compares them with the
+  // single-rank reference it computes now.
+  std::vector<double> params = trainer->parameters();
+  trainer.reset();
+  grid.reset();
+  if (verify) {
+    VerifyResult v;
+    int verdict = 0;
+    if (rank == 0) {
+      RunConfig ref = cfg;
+      ref.parallel = ParallelConfig{};
+      ref.comm.overlap = false;
+      auto reference = model::make_trainer(ref.model, ref.train);
+      for (int s = 0; s < cfg.train.steps; ++s) {
+        const auto rs = reference->step();
+        const double rel = std::fabs(r.steps[s].loss - rs.loss) / std::max(std::fabs(rs.loss), 1e-300);
+        v.max_loss_rel_diff = std::max(v.max_loss_rel_diff, rel);
+      }
+      const auto ref_params = reference->parameters();
+      for (std::size_t k = 0; k < ref_params.size(); ++k) {
+        v.max_param_abs = std::max(v.max_param_abs, std::fabs(ref_params[k]));
+        v.max_param_abs_diff = std::max(v.max_param_abs_diff, std::fabs(ref_params[k] - params[k]));
+      }
+      const Tolerance tol = tolerance_for(cfg.train.precision);
+      v.loss_tolerance = tol.loss_rel;
+      v.param_tolerance = tol.param_rel * v.max_param_abs;
+      v.passed = v.max_loss_rel_diff <= v.loss_tolerance && v.max_param_abs_diff <= v.param_tolerance;
+      verdict = v.passed ? 1 : 0;
+      std::printf("  verify: max loss rel diff %.3e (tolerance %.1e), max param abs diff %.3e "
+                  "(tolerance %.3e): %s\n",
+                  v.max_loss_rel_diff, v.loss_tolerance, v.max_param_abs_diff, v.param_tolerance,
+                  v.passed ? "PASSED" : "FAILED");
+    }
+    MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    v.passed = verdict == 1;
+    r.verify = v;
+  }
+  r.status = (!verify || r.verify->passed) ? "ok" : "failed: --verify found deviations beyond tolerance";
+}
+
 }  // namespace
 
 int check_command(const std::string& path, const std::vector<std::string>& overrides) {
@@ -79,8 +190,6 @@ int run_command(const RunOptions& opt) {
     if (rank == 0) report_errors(deck);
     return 2;
   }
-  if (opt.verify && rank == 0)
-    std::printf("paraxis: --verify: every point runs on one rank, the reference itself; nothing to compare\n");
 
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = deck.points.front().config.output.dir;
@@ -114,32 +223,7 @@ int run_command(const RunOptions& opt) {
       r.status = "skipped: " + r.point.skip_reason;
     } else {
       try {
-        kernels::set_automatic_gemm(cfg.hardware.gemm == "portable" ? kernels::GemmVariant::portable
-                                                                    : kernels::GemmVariant::automatic);
-        auto trainer = model::make_trainer(cfg.model, cfg.train);
-        r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
-        r.parameters = trainer->parameter_count();
-        r.flops_per_token = model::forward_flops_per_token(cfg.model);
-        const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
-        if (rank == 0)
-          std::printf("point %zu/%zu: %s | %zu parameters, %s, corpus entropy floor %.4f nats (uniform %.4f)\n",
-                      i + 1, total, settings_text(r.point).c_str(), r.parameters,
-                      model::to_string(cfg.train.precision), r.entropy_floor,
-                      std::log(static_cast<double>(cfg.model.vocab)));
-        for (int s = 0; s < cfg.train.steps; ++s) {
-          r.steps.push_back(trainer->step());
-          const auto& st = r.steps.back();
-          if (rank == 0) {
-            std::printf("  step %4d/%d  loss %.6f  lm %.6f", s + 1, cfg.train.steps, st.loss, st.lm_loss);
-            if (cfg.model.moe.experts > 0) std::printf("  aux %.4f  imbalance %.2f", st.aux_loss, st.moe.imbalance);
-            std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
-                        s < cfg.train.warmup_steps ? "  (warm-up)" : "");
-            std::fflush(stdout);
-          }
-        }
-        r.memory = trainer->memory();
-        r.memory_per_rank = {r.memory};
-        r.status = "ok";
+        run_point(cfg, world, rank, opt.verify, i, total, r);
       } catch (const std::exception& ex) {
         r.status = std::string("failed: ") + ex.what();
         ++failures;

@@ -41,21 +41,15 @@ class TrainerImpl final : public Trainer {
     model_.params().zero_grads();
     auto tok_h = Kokkos::create_mirror_view(tokens_);
     auto tgt_h = Kokkos::create_mirror_view(targets_);
-    std::vector<int> seq(S + 1);
     double ce_sum = 0, aux_sum = 0;
     const int E = mcfg_.moe.experts;
     std::vector<long> expert_tokens(E, 0);
     long dropped = 0;
     for (int mb = 0; mb < micro; ++mb) {
-      for (int b = 0; b < tcfg_.micro_batch; ++b) {
-        const std::uint64_t sample = static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
-                                     static_cast<std::uint64_t>(mb) * tcfg_.micro_batch + b;
-        corpus_.sample(sample, S, seq.data());
-        for (int s = 0; s < S; ++s) {
-          tok_h(b * S + s) = seq[s];
-          tgt_h(b * S + s) = seq[s + 1];
-        }
-      }
+      sample_micro_batch(corpus_, S,
+                         static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
+                             static_cast<std::uint64_t>(mb) * tcfg_.micro_batch,
+                         tcfg_.micro_batch, tok_h.data(), tgt_h.data());
       Kokkos::deep_copy(tokens_, tok_h);
       Kokkos::deep_copy(targets_, tgt_h);
       const MicroBatchResult mr = model_.forward_backward(tokens_, targets_, ce_scale, aux_scale);
@@ -85,19 +79,11 @@ class TrainerImpl final : public Trainer {
     r.time_s = timer.seconds();
     r.forward_s = model_.forward_seconds() - f0;
     r.backward_s = model_.backward_seconds() - b0;
+    r.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
     r.lm_loss = ce_sum * ce_scale;
     r.aux_loss = aux_sum / micro;
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
-    if (E > 0) {
-      const auto [mn, mx] = std::minmax_element(expert_tokens.begin(), expert_tokens.end());
-      double sum = 0;
-      for (long v : expert_tokens) sum += static_cast<double>(v);
-      r.moe.min_tokens = static_cast<int>(*mn);
-      r.moe.max_tokens = static_cast<int>(*mx);
-      r.moe.mean_tokens = sum / E;
-      r.moe.imbalance = r.moe.mean_tokens > 0 ? *mx / r.moe.mean_tokens : 0.0;
-      r.moe.dropped = dropped;
-    }
+    if (E > 0) r.moe = moe_step_stats(expert_tokens, dropped);
     Kokkos::Profiling::popRegion();
     return r;
   }
@@ -142,6 +128,32 @@ class TrainerImpl final : public Trainer {
 };
 
 }  // namespace
+
+void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_t first_sample,
+                        int sequences, int* tokens, int* targets) {
+  std::vector<int> seq(seq_len + 1);
+  for (int b = 0; b < sequences; ++b) {
+    corpus.sample(first_sample + b, seq_len, seq.data());
+    for (int s = 0; s < seq_len; ++s) {
+      tokens[b * seq_len + s] = seq[s];
+      targets[b * seq_len + s] = seq[s + 1];
+    }
+  }
+}
+
+MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dropped) {
+  MoeStepStats m;
+  if (tokens_per_expert.empty()) return m;
+  const auto [mn, mx] = std::minmax_element(tokens_per_expert.begin(), tokens_per_expert.end());
+  double sum = 0;
+  for (long v : tokens_per_expert) sum += static_cast<double>(v);
+  m.min_tokens = static_cast<int>(*mn);
+  m.max_tokens = static_cast<int>(*mx);
+  m.mean_tokens = sum / static_cast<double>(tokens_per_expert.size());
+  m.imbalance = m.mean_tokens > 0 ? static_cast<double>(*mx) / m.mean_tokens : 0.0;
+  m.dropped = dropped;
+  return m;
+}
 
 std::unique_ptr<Trainer> make_trainer(const ModelConfig& m, const TrainConfig& t) {
   switch (t.precision) {

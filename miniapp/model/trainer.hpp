@@ -4,7 +4,9 @@
 // Storage precision is a run-time choice; `make_trainer` picks the instantiation.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gpt_model.hpp"
@@ -21,6 +23,13 @@ struct MoeStepStats {
   long dropped = 0;
 };
 
+// Communication of one step on one axis (filled by parallel trainers).
+struct CommTotals {
+  double time_s = 0, exposed_s = 0;
+  std::size_t bytes = 0;
+  long calls = 0;
+};
+
 struct StepResult {
   int step = 0;            // 0-based
   double loss = 0;         // objective: mean cross-entropy + aux_loss_coef * aux_loss
@@ -28,9 +37,11 @@ struct StepResult {
   double aux_loss = 0;     // sum over MoE layers of the mean (over micro-batches) L_aux
   double grad_norm = 0;    // global gradient norm before clipping
   double time_s = 0;       // wall time of the step (fenced)
-  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced compute
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced phases (may contain comm)
+  double compute_s = 0;  // the phases less the communication the step was blocked in inside them
   MoeStepStats moe;
   std::vector<Span> spans;  // forward/backward/optimizer intervals of this step
+  std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
 };
 
 struct MemoryReport {
@@ -48,6 +59,14 @@ class Trainer {
   virtual MemoryReport memory() const = 0;
   virtual const SyntheticCorpus& corpus() const = 0;
 };
+
+// Tokens and targets of `sequences` consecutive samples starting at `first_sample`
+// (row b*seq_len + s), the layout GptModel reads.
+void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_t first_sample,
+                        int sequences, int* tokens, int* targets);
+
+// Min/mean/max/imbalance of tokens per expert from per-expert totals.
+MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dropped);
 
 std::unique_ptr<Trainer> make_trainer(const ModelConfig& model, const TrainConfig& train);
 

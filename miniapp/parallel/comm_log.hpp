@@ -1,0 +1,42 @@
+// Every communication call paraxis makes leaves an event: axis, operation, logical bytes
+// (the buffer size S as nccl-tests defines it for the operation), when it started and ended,
+// and how long the caller was blocked in it (exposed time). Aggregated per axis for results.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace paraxis::parallel {
+
+enum class Axis { tp, pp, dp, ep, edp, world, count };
+const char* to_string(Axis a);
+
+struct CommEvent {
+  Axis axis;
+  const char* op;      // "all_reduce", "reduce_scatter", ...
+  std::size_t bytes;   // nccl-tests S
+  double begin, end;   // steady clock seconds: start of the call, completion
+  double exposed;      // seconds the caller spent blocked (== end - begin for blocking calls)
+};
+
+struct AxisTotals {
+  double time_s = 0, exposed_s = 0;
+  std::size_t bytes = 0;
+  long calls = 0;
+};
+
+class CommLog {
+ public:
+  void add(const CommEvent& e) { events_.push_back(e); }
+  const std::vector<CommEvent>& events() const { return events_; }
+  std::vector<CommEvent> take() { return std::move(events_); }
+  void clear() { events_.clear(); }
+  // Totals per axis of the recorded events (edp is reported under dp).
+  std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> totals() const;
+
+ private:
+  std::vector<CommEvent> events_;
+};
+
+}  // namespace paraxis::parallel

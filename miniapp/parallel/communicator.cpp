@@ -1,0 +1,341 @@
+// Communicator: event recording around every call, and the MPI backend.
+#include "parallel/communicator.hpp"
+
+#include <chrono>
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+#include "parallel/request_impl.hpp"
+
+namespace paraxis::parallel {
+
+double steady_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* to_string(Axis a) {
+  switch (a) {
+    case Axis::tp: return "tp";
+    case Axis::pp: return "pp";
+    case Axis::dp: return "dp";
+    case Axis::ep: return "ep";
+    case Axis::edp: return "edp";
+    case Axis::world: return "world";
+    case Axis::count: break;
+  }
+  return "unknown";
+}
+
+std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> CommLog::totals() const {
+  std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> t{};
+  for (const auto& e : events_) {
+    auto& a = t[static_cast<std::size_t>(e.axis == Axis::edp ? Axis::dp : e.axis)];
+    a.time_s += e.end - e.begin;
+    a.exposed_s += e.exposed;
+    a.bytes += e.bytes;
+    a.calls += 1;
+  }
+  return t;
+}
+
+std::size_t size_of(DType t) {
+  switch (t) {
+    case DType::f64: return 8;
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+Request::Request() = default;
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&&) noexcept = default;
+Request::~Request() = default;
+
+void Communicator::record(const char* op, std::size_t bytes, double begin, double end,
+                          double exposed) {
+  if (log_) log_->add({axis_, op, bytes, begin, end, exposed});
+}
+
+Request Communicator::start(Request r, const char* op, std::size_t bytes) {
+  if (!r.impl_) r.impl_ = std::make_unique<Request::Impl>();
+  r.impl_->op = op;
+  r.impl_->bytes = bytes;
+  return r;
+}
+
+// Logical bytes follow nccl-tests: all-reduce and broadcast count the buffer, reduce-scatter
+// the (size * recv_count) input, all-gather the (size * send_count) output, all-to-all(v) the
+// data this rank sends.
+void Communicator::all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) {
+  const double b = steady_now();
+  do_all_reduce(s, r, n, t, op);
+  const double e = steady_now();
+  record("all_reduce", n * size_of(t), b, e, e - b);
+}
+
+void Communicator::reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) {
+  const double b = steady_now();
+  do_reduce_scatter(s, r, n, t, op);
+  const double e = steady_now();
+  record("reduce_scatter", n * size_of(t) * static_cast<std::size_t>(size_), b, e, e - b);
+}
+
+void Communicator::all_gather(const void* s, void* r, std::size_t n, DType t) {
+  const double b = steady_now();
+  do_all_gather(s, r, n, t);
+  const double e = steady_now();
+  record("all_gather", n * size_of(t) * static_cast<std::size_t>(size_), b, e, e - b);
+}
+
+void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, void* r,
+                                const int* rc, const int* rd, DType t) {
+  std::size_t sent = 0;
+  for (int i = 0; i < size_; ++i) sent += static_cast<std::size_t>(sc[i]);
+  const double b = steady_now();
+  do_all_to_all_v(s, sc, sd, r, rc, rd, t);
+  const double e = steady_now();
+  record("all_to_all_v", sent * size_of(t), b, e, e - b);
+}
+
+void Communicator::broadcast(void* buf, std::size_t n, DType t, int root) {
+  const double b = steady_now();
+  do_broadcast(buf, n, t, root);
+  const double e = steady_now();
+  record("broadcast", n * size_of(t), b, e, e - b);
+}
+
+void Communicator::send(const void* buf, std::size_t n, DType t, int peer, int tag) {
+  const double b = steady_now();
+  do_send(buf, n, t, peer, tag);
+  const double e = steady_now();
+  record("send", n * size_of(t), b, e, e - b);
+}
+
+void Communicator::recv(void* buf, std::size_t n, DType t, int peer, int tag) {
+  const double b = steady_now();
+  do_recv(buf, n, t, peer, tag);
+  const double e = steady_now();
+  record("recv", n * size_of(t), b, e, e - b);
+}
+
+Request Communicator::isend(const void* buf, std::size_t n, DType t, int peer, int tag) {
+  const double b = steady_now();
+  Request r = start(do_isend(buf, n, t, peer, tag), "isend", n * size_of(t));
+  r.impl_->begin = b;
+  r.impl_->exposed = steady_now() - b;
+  return r;
+}
+
+Request Communicator::irecv(void* buf, std::size_t n, DType t, int peer, int tag) {
+  const double b = steady_now();
+  Request r = start(do_irecv(buf, n, t, peer, tag), "irecv", n * size_of(t));
+  r.impl_->begin = b;
+  r.impl_->exposed = steady_now() - b;
+  return r;
+}
+
+Request Communicator::iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) {
+  const double b = steady_now();
+  Request r = start(do_iall_reduce(s, rb, n, t, op), "all_reduce", n * size_of(t));
+  r.impl_->begin = b;
+  r.impl_->exposed = steady_now() - b;
+  return r;
+}
+
+bool Communicator::test(Request& r) {
+  if (!r.impl_) return true;
+  const double b = steady_now();
+  const bool done = do_test(r);
+  const double e = steady_now();
+  r.impl_->exposed += e - b;
+  if (done) {
+    record(r.impl_->op, r.impl_->bytes, r.impl_->begin, e, r.impl_->exposed);
+    r.impl_.reset();
+  }
+  return done;
+}
+
+void Communicator::wait(Request& r) {
+  if (!r.impl_) return;
+  const double b = steady_now();
+  do_wait(r);
+  const double e = steady_now();
+  r.impl_->exposed += e - b;
+  record(r.impl_->op, r.impl_->bytes, r.impl_->begin, e, r.impl_->exposed);
+  r.impl_.reset();
+}
+
+void Communicator::barrier() {
+  const double b = steady_now();
+  do_barrier();
+  const double e = steady_now();
+  record("barrier", 0, b, e, e - b);
+}
+
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(msg, len));
+  }
+}
+
+// bf16 sum: MPI has no bfloat16, so a user operation adds in fp32 and rounds once per pair.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const paraxis::bf16*>(in);
+  auto* b = static_cast<paraxis::bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = paraxis::bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const paraxis::bf16*>(in);
+  auto* b = static_cast<paraxis::bf16*>(inout);
+  for (int i = 0; i < *len; ++i)
+    if (static_cast<float>(a[i]) > static_cast<float>(b[i])) b[i] = a[i];
+}
+
+struct MpiTypes {
+  MPI_Datatype bf16 = MPI_DATATYPE_NULL;
+  MPI_Op bf16_sum = MPI_OP_NULL, bf16_max = MPI_OP_NULL;
+  MpiTypes() {
+    MPI_Type_contiguous(2, MPI_BYTE, &bf16);
+    MPI_Type_commit(&bf16);
+    MPI_Op_create(&parallel::bf16_sum, 1, &bf16_sum);
+    MPI_Op_create(&parallel::bf16_max, 1, &bf16_max);
+  }
+};
+
+const MpiTypes& mpi_types() {
+  static MpiTypes t;  // created after MPI_Init, on first use; freed by MPI_Finalize
+  return t;
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f64: return MPI_DOUBLE;
+    case DType::f32: return MPI_FLOAT;
+    case DType::bf16: return mpi_types().bf16;
+    case DType::i32: return MPI_INT;
+    case DType::i64: return MPI_LONG_LONG;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(DType t, ReduceOp op) {
+  if (t == DType::bf16) return op == ReduceOp::sum ? mpi_types().bf16_sum : mpi_types().bf16_max;
+  return op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
+}
+
+int as_int(std::size_t n, const char* what) {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw std::invalid_argument(std::string("MPI ") + what + ": count " + std::to_string(n) +
+                                " exceeds INT_MAX; use smaller buckets (comm.bucket_mb)");
+  return static_cast<int>(n);
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, Axis axis, CommLog* log)
+      : Communicator(axis, rank_of(comm), size_of_comm(comm), log), comm_(comm) {}
+
+ private:
+  static int rank_of(MPI_Comm c) {
+    int r = 0;
+    MPI_Comm_rank(c, &r);
+    return r;
+  }
+  static int size_of_comm(MPI_Comm c) {
+    int n = 0;
+    MPI_Comm_size(c, &n);
+    return n;
+  }
+  const char* backend_name() const override { return "mpi"; }
+
+  void do_all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
+    check(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
+                        mpi_op(t, op), comm_),
+          "all_reduce");
+  }
+  void do_reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
+    check(MPI_Reduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
+                                   mpi_type(t), mpi_op(t, op), comm_),
+          "reduce_scatter");
+  }
+  void do_all_gather(const void* s, void* r, std::size_t n, DType t) override {
+    const bool in_place = s == static_cast<const char*>(r) + n * parallel::size_of(t) * rank();
+    check(MPI_Allgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
+                        as_int(n, "all_gather"), mpi_type(t), comm_),
+          "all_gather");
+  }
+  void do_all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
+                       const int* rd, DType t) override {
+    check(MPI_Alltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_), "all_to_all_v");
+  }
+  void do_broadcast(void* buf, std::size_t n, DType t, int root) override {
+    check(MPI_Bcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_), "broadcast");
+  }
+  void do_send(const void* buf, std::size_t n, DType t, int peer, int tag) override {
+    check(MPI_Send(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_), "send");
+  }
+  void do_recv(void* buf, std::size_t n, DType t, int peer, int tag) override {
+    check(MPI_Recv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE), "recv");
+  }
+  Request do_isend(const void* buf, std::size_t n, DType t, int peer, int tag) override {
+    Request r;
+    r.impl_ = std::make_unique<Request::Impl>();
+    check(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi), "isend");
+    return r;
+  }
+  Request do_irecv(void* buf, std::size_t n, DType t, int peer, int tag) override {
+    Request r;
+    r.impl_ = std::make_unique<Request::Impl>();
+    check(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi), "irecv");
+    return r;
+  }
+  Request do_iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) override {
+    Request r;
+    r.impl_ = std::make_unique<Request::Impl>();
+    check(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
+                         mpi_op(t, op), comm_, &r.impl_->mpi),
+          "iall_reduce");
+    return r;
+  }
+  bool do_test(Request& r) override {
+    int flag = 0;
+    check(MPI_Test(&r.impl_->mpi, &flag, MPI_STATUS_IGNORE), "test");
+    return flag != 0;
+  }
+  void do_wait(Request& r) override { check(MPI_Wait(&r.impl_->mpi, MPI_STATUS_IGNORE), "wait"); }
+  void do_barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+
+  MPI_Comm comm_;
+};
+
+}  // namespace
+
+#ifdef PARAXIS_ENABLE_NCCL
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Axis axis, CommLog* log);
+#endif
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, MPI_Comm comm,
+                                                Axis axis, CommLog* log) {
+  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, axis, log);
+  if (backend == "nccl") {
+#ifdef PARAXIS_ENABLE_NCCL
+    return make_nccl_communicator(comm, axis, log);
+#else
+    throw std::invalid_argument(
+        "comm.backend = nccl, but this paraxis was built without NCCL (configure with "
+        "-DPARAXIS_ENABLE_NCCL=ON against a CUDA Kokkos)");
+#endif
+  }
+  throw std::invalid_argument("comm.backend: unknown backend '" + backend + "' (mpi | nccl)");
+}
+
+}  // namespace paraxis::parallel

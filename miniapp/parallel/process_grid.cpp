@@ -1,0 +1,65 @@
+#include "parallel/process_grid.hpp"
+
+#include <stdexcept>
+
+namespace paraxis::parallel {
+
+int grid_rank_of(const GridShape& s, int tp, int pp, int dp) {
+  if (s.order == "tp-dp-pp") return tp + s.tp * (dp + s.dp * pp);
+  return tp + s.tp * (pp + s.pp * dp);  // tp-pp-dp
+}
+
+GridCoords grid_coords_of(const GridShape& s, int r) {
+  GridCoords c;
+  c.tp = r % s.tp;
+  const int rest = r / s.tp;
+  if (s.order == "tp-dp-pp") {
+    c.dp = rest % s.dp;
+    c.pp = rest / s.dp;
+  } else {
+    c.pp = rest % s.pp;
+    c.dp = rest / s.pp;
+  }
+  // Expert-parallel groups: ep consecutive data-parallel ranks share one copy of the experts
+  // split ep ways; edp indexes the copies.
+  c.ep = c.dp % s.ep;
+  c.edp = c.dp / s.ep;
+  return c;
+}
+
+std::string grid_problem(const GridShape& s, int world) {
+  auto str = [](long long v) { return std::to_string(v); };
+  if (s.tp < 1 || s.pp < 1 || s.dp < 1 || s.ep < 1) return "parallel degrees must be >= 1";
+  const long long product = static_cast<long long>(s.tp) * s.pp * s.dp;
+  if (product != world)
+    return "parallel.tp * parallel.pp * parallel.dp = " + str(s.tp) + " * " + str(s.pp) + " * " +
+           str(s.dp) + " = " + str(product) + " but the run has " + str(world) + " ranks";
+  if (s.dp % s.ep != 0)
+    return "parallel.ep = " + str(s.ep) + " does not divide parallel.dp = " + str(s.dp);
+  if (s.order != "tp-pp-dp" && s.order != "tp-dp-pp")
+    return "parallel.order = '" + s.order + "' (expected tp-pp-dp or tp-dp-pp)";
+  return "";
+}
+
+ProcessGrid::ProcessGrid(MPI_Comm world, const GridShape& shape) : shape_(shape), world_(world) {
+  MPI_Comm_rank(world, &world_rank_);
+  MPI_Comm_size(world, &world_size_);
+  const std::string problem = grid_problem(shape, world_size_);
+  if (!problem.empty()) throw std::invalid_argument(problem);
+  coords_ = grid_coords_of(shape, world_rank_);
+  const auto& c = coords_;
+  const int s_tp = shape.tp, s_pp = shape.pp, s_ep = shape.ep;
+  // color: what the group members share; key: their rank within the group.
+  MPI_Comm_split(world, c.pp + s_pp * c.dp, c.tp, &tp_);
+  MPI_Comm_split(world, c.tp + s_tp * c.dp, c.pp, &pp_);
+  MPI_Comm_split(world, c.tp + s_tp * c.pp, c.dp, &dp_);
+  MPI_Comm_split(world, (c.tp + s_tp * c.pp) * (shape.dp / s_ep) + c.edp, c.ep, &ep_);
+  MPI_Comm_split(world, (c.tp + s_tp * c.pp) * s_ep + c.ep, c.edp, &edp_);
+}
+
+ProcessGrid::~ProcessGrid() {
+  for (MPI_Comm* c : {&tp_, &pp_, &dp_, &ep_, &edp_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+}
+
+}  // namespace paraxis::parallel

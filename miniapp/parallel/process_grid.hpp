@@ -1,0 +1,56 @@
+// The process grid: world = tp * pp * dp, expert-parallel groups (ep | dp) carved from the
+// data-parallel group. Coordinates of this rank and one MPI communicator per axis, built once
+// per configuration. Rank order: `tp-pp-dp` (default: tensor-parallel ranks adjacent, a chain
+// of pipeline stages forms a replica, replicas outermost) or `tp-dp-pp` (Megatron-LM's).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace paraxis::parallel {
+
+struct GridShape {
+  int tp = 1, pp = 1, dp = 1, ep = 1;
+  std::string order = "tp-pp-dp";
+};
+
+struct GridCoords {
+  int tp = 0, pp = 0, dp = 0, ep = 0, edp = 0;  // edp: index among ranks holding the same experts
+};
+
+// World rank of the rank at these coordinates (ep/edp are derived from dp).
+int grid_rank_of(const GridShape& s, int tp, int pp, int dp);
+GridCoords grid_coords_of(const GridShape& s, int world_rank);
+// Empty when the shape fits `world` ranks, else the reason (names the keys and values).
+std::string grid_problem(const GridShape& s, int world);
+
+class ProcessGrid {
+ public:
+  // Collective over `world`. Throws std::invalid_argument (same message on every rank) when
+  // the shape does not fit.
+  ProcessGrid(MPI_Comm world, const GridShape& shape);
+  ~ProcessGrid();
+  ProcessGrid(const ProcessGrid&) = delete;
+  ProcessGrid& operator=(const ProcessGrid&) = delete;
+
+  const GridShape& shape() const { return shape_; }
+  const GridCoords& coords() const { return coords_; }
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  MPI_Comm world() const { return world_; }
+  MPI_Comm tp() const { return tp_; }
+  MPI_Comm pp() const { return pp_; }
+  MPI_Comm dp() const { return dp_; }
+  MPI_Comm ep() const { return ep_; }
+  MPI_Comm edp() const { return edp_; }
+
+ private:
+  GridShape shape_;
+  GridCoords coords_;
+  int world_rank_ = 0, world_size_ = 1;
+  MPI_Comm world_, tp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL, dp_ = MPI_COMM_NULL,
+                   ep_ = MPI_COMM_NULL, edp_ = MPI_COMM_NULL;
+};
+
+}  // namespace paraxis::parallel
