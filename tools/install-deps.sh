@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev libgtest-dev googletest                 # Google Benchmark, GoogleTest
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
   python3 python3-matplotlib                               # report plots
+  slurm-wlm munge                                          # ctest -L slurm: a one-node Slurm cluster
 )
 
 if ! command -v apt-get >/dev/null 2>&1; then
