@@ -42,7 +42,9 @@ void softmax_forward(const ExecSpace& space, const SV& S, const PV& P) {
             Kokkos::TeamThreadRange(team, c),
             [&](const int j, A& s) {
               const A ex = math::exp(static_cast<A>(S(r, j)) - mx);
-              if constexpr (keep) P(r, j) = static_cast<TP>(ex);
+              // Plain `if` (folded, keep is constexpr): CUDA's extended lambdas may not
+              // first-capture a variable (here P) inside an `if constexpr`.
+              if (keep) P(r, j) = static_cast<TP>(ex);
               s += ex;
             },
             sum);
@@ -116,7 +118,7 @@ void causal_softmax_forward(const ExecSpace& space, const SV& S, double scale, c
             Kokkos::TeamThreadRange(team, i + 1),
             [&](const int j, A& s) {
               const A ex = math::exp(sc * static_cast<A>(S(b, i, j)) - mx);
-              if constexpr (keep) P(b, i, j) = static_cast<TP>(ex);
+              if (keep) P(b, i, j) = static_cast<TP>(ex);  // not if constexpr: see above
               s += ex;
             },
             sum);
