@@ -19,7 +19,7 @@
 #   PARAXIS_SLURM_RANKS     ranks of the ok job (default 2)
 #   PARAXIS_SLURM_SET       --set overrides of the ok job (default "parallel.dp=2 train.steps=3")
 #   PARAXIS_SLURM_LAUNCHER  cpu.sbatch's launcher (default srun; mpiexec also works here)
-#   PARAXIS_SLURM_TIMEOUT   seconds to wait for a job (default 180)
+#   PARAXIS_SLURM_TIMEOUT   seconds to wait for a job (default 120)
 #   PARAXIS_SLURM_PROBE     0: skip the local mpiexec probe below
 #   PARAXIS_SLURM_KEEP      1: keep the temporary directory (logs) after the test
 # Before the ok job the same run is tried with plain mpiexec outside Slurm; if it fails (a build
@@ -191,7 +191,7 @@ done
 say "cluster up in $((SECONDS - t0)) s (slurmctld :$ctld_port, slurmd :$slurmd_port, $cpus CPUs, in $tmp)"
 
 # --- one job ---------------------------------------------------------------------------------
-timeout_s="${PARAXIS_SLURM_TIMEOUT:-180}"
+timeout_s="${PARAXIS_SLURM_TIMEOUT:-120}"
 job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
 wait_job() {  # wait_job ID: until the job leaves PENDING/RUNNING/COMPLETING, at most timeout_s
   local id="$1" t=$SECONDS st
@@ -224,7 +224,7 @@ if [ "$case_name" = ok ]; then
   probe_args=()
   for kv in $sets; do probe_args+=(--set "$kv"); done
   if [ "${PARAXIS_SLURM_PROBE:-1}" = 1 ] &&
-     ! probe="$("$mpiexec" -n "$ranks" "$paraxis" run "$deck" "${probe_args[@]}" --out "$tmp/probe" 2>&1)"; then
+     ! probe="$(timeout 120 "$mpiexec" -n "$ranks" "$paraxis" run "$deck" "${probe_args[@]}" --out "$tmp/probe" 2>&1)"; then
     say "NOTE: '$mpiexec -n $ranks paraxis run tiny.yaml ${probe_args[*]}' fails outside Slurm:"
     echo "$probe" | grep -m 3 -i 'error' | sed 's/^/    /'
     say "NOTE: falling back to 1 rank with train.steps=3 (set PARAXIS_SLURM_RANKS/PARAXIS_SLURM_SET once the build runs $ranks ranks)"
