@@ -208,11 +208,22 @@ struct MpiTypes {
     MPI_Type_commit(&bf16);
     MPI_Op_create(&parallel::bf16_sum, 1, &bf16_sum);
     MPI_Op_create(&parallel::bf16_max, 1, &bf16_max);
+    // MPI_Finalize deletes MPI_COMM_SELF's attributes first: free the handles there.
+    int key = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiTypes::release, &key, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, key, this);
+  }
+  static int release(MPI_Comm, int, void* attr, void*) {
+    auto* t = static_cast<MpiTypes*>(attr);
+    MPI_Type_free(&t->bf16);
+    MPI_Op_free(&t->bf16_sum);
+    MPI_Op_free(&t->bf16_max);
+    return MPI_SUCCESS;
   }
 };
 
 const MpiTypes& mpi_types() {
-  static MpiTypes t;  // created after MPI_Init, on first use; freed by MPI_Finalize
+  static MpiTypes t;  // created after MPI_Init, on first use
   return t;
 }
 

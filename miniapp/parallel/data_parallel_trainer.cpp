@@ -163,7 +163,11 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
           kernels::convert(Space(), Kokkos::subview(param_c_, seg(u)), mine);
         }
         Kokkos::fence();
-        self.metrics_->all_gather(mine.data(), full.data(), shard_[u], dtype_of<G>());
+        if (opt_.zero == 0) {
+          Kokkos::deep_copy(full, mine);  // unsharded: every rank holds the whole unit
+        } else {
+          self.metrics_->all_gather(mine.data(), full.data(), shard_[u], dtype_of<G>());
+        }
       }
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
       std::copy(h.data(), h.data() + U.size, flat.begin() + static_cast<std::ptrdiff_t>(U.begin));
@@ -248,7 +252,6 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
       grad_c_ = ps.grad;  // no sharding: the compact layout is the flat one
     } else {
       grad_c_ = led.track(MemCategory::grads, GView("paraxis::grad_shard", compact_total_));
-      tmp_c_ = led.track(MemCategory::grads, GView("paraxis::grad_recv", max_shard_));
     }
     m_c_ = led.track(MemCategory::optimizer, GView("paraxis::adam_m", compact_total_));
     v_c_ = led.track(MemCategory::optimizer, GView("paraxis::adam_v", compact_total_));
@@ -279,6 +282,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     auto& ps = model_.params();
     auto& led = model_.ledger();
     if (opt_.zero == 2) ps.allocate_grads(led);  // zero-initialised
+    if (opt_.zero >= 2)  // receive buffer for the per-micro-batch reduce-scatter
+      tmp_c_ = led.track(MemCategory::grads, GView("paraxis::grad_recv", max_shard_));
     if (opt_.zero == 3) {
       param_ws_ = led.track(MemCategory::params, TView("paraxis::param_gather", max_unit_));
       grad_ws_ = led.track(MemCategory::grads, GView("paraxis::grad_unit", max_unit_));
@@ -290,6 +295,10 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     auto& ps = model_.params();
     auto& led = model_.ledger();
     if (opt_.zero == 2) ps.release_grads(led);
+    if (opt_.zero >= 2) {
+      led.release(MemCategory::grads, tmp_c_.span() * sizeof(G));
+      tmp_c_ = GView();
+    }
     if (opt_.zero == 3) {
       led.release(MemCategory::params, param_ws_.span() * sizeof(T));
       led.release(MemCategory::grads, grad_ws_.span() * sizeof(G));
