@@ -98,3 +98,30 @@ TEST(cli, run_tiny_writes_summary_per_schema) {
   EXPECT_TRUE(std::filesystem::exists(out + "/points.csv"));
   EXPECT_TRUE(std::filesystem::exists(out + "/trace-0.json"));
 }
+
+TEST(cli, verify_on_two_ranks_reports_deviations_and_dp_traffic) {
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_verify_run";
+  std::filesystem::remove_all(out);
+  const Result r = run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " +
+                       std::string(PARAXIS_INPUTS_DIR) +
+                       "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set parallel.zero=2"
+                       " --set train.precision=fp64 --verify --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("verify:"), std::string::npos) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  const auto& p = j["points"][0];
+  EXPECT_EQ(p["status"], "ok");
+  EXPECT_EQ(p["grid"]["dp"], 2);
+  EXPECT_EQ(p["verify"]["passed"], true);
+  EXPECT_LE(p["verify"]["max_loss_rel_diff"].get<double>(), 1e-9);
+  EXPECT_LE(p["verify"]["max_param_abs_diff"].get<double>(),
+            1e-9 * p["verify"]["max_param_abs"].get<double>());
+  EXPECT_GT(p["time"]["comm"]["dp"]["bytes"].get<double>(), 0.0);
+  EXPECT_GT(p["time"]["comm"]["dp"]["calls"].get<double>(), 0.0);
+  EXPECT_EQ(p["memory_per_rank"].size(), 2u);
+  // ZeRO-2 keeps only the owned gradient shard (fp64: 8 bytes each) between steps: about half.
+  EXPECT_LT(p["memory"]["grads_bytes"].get<double>(), 0.6 * 8.0 * p["model"]["parameters"].get<double>());
+}
