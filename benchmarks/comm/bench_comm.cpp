@@ -1,0 +1,737 @@
+// paraxis-bench-comm: nccl-tests-style benchmark of the collectives every parallel axis uses,
+// called through parallel::Communicator (MPI backend), with the raw MPI call on the same
+// buffers timed in the same run. Blocks of paraxis and raw iterations alternate (ABBA order),
+// so machine noise and cache state hit both sides alike; the ratio paraxis/raw is the figure.
+// Sizes, algbw and busbw follow nccl-tests doc/PERFORMANCE.md; inputs are small integers so
+// every result is exact and checked element by element (#wrong). Exit status 1 if any
+// result or logged event is wrong.
+//
+//   mpiexec -n 2 build/bin/paraxis-bench-comm [--min-bytes 8] [--max-bytes 64M] [--op all]
+//       [--dtype float|double|bf16] [--iters N] [--warmup N] [--blocks N] [--json FILE]
+#include <mpi.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "parallel/comm_log.hpp"
+#include "parallel/communicator.hpp"
+#include "paraxis/build_info.hpp"
+#include "paraxis/kernels/bf16.hpp"
+
+namespace {
+
+namespace px = paraxis::parallel;
+using json = nlohmann::json;
+
+enum class Op { all_reduce, reduce_scatter, all_gather, all_to_all_v, broadcast };
+constexpr Op kAllOps[] = {Op::all_reduce, Op::reduce_scatter, Op::all_gather, Op::all_to_all_v,
+                          Op::broadcast};
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::all_reduce:
+      return "all_reduce";
+    case Op::reduce_scatter:
+      return "reduce_scatter";
+    case Op::all_gather:
+      return "all_gather";
+    case Op::all_to_all_v:
+      return "all_to_all_v";
+    case Op::broadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+const char* raw_name(Op op) {
+  switch (op) {
+    case Op::all_reduce:
+      return "MPI_Allreduce";
+    case Op::reduce_scatter:
+      return "MPI_Reduce_scatter_block";
+    case Op::all_gather:
+      return "MPI_Allgather";
+    case Op::all_to_all_v:
+      return "MPI_Alltoallv";
+    case Op::broadcast:
+      return "MPI_Bcast";
+  }
+  return "?";
+}
+
+// nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor.
+double busbw_factor(Op op, int n) {
+  switch (op) {
+    case Op::all_reduce:
+      return 2.0 * (n - 1) / n;
+    case Op::reduce_scatter:
+    case Op::all_gather:
+    case Op::all_to_all_v:
+      return static_cast<double>(n - 1) / n;
+    case Op::broadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+bool reduces(Op op) {
+  return op == Op::all_reduce || op == Op::reduce_scatter;
+}
+
+struct Options {
+  std::size_t min_bytes = 8, max_bytes = std::size_t(64) << 20;
+  int step_factor = 2;
+  int iters = 0;    // 0: scaled with the size (default_iters)
+  int warmup = -1;  // per side and size; -1: default_warmup
+  int blocks = 8;   // timed blocks per side, alternating with the other side
+  std::string ops = "all", dtype = "float", json_path;
+  bool corrupt_for_test = false;
+};
+
+// Fixed per size, identical on every rank: ~512 MiB of S per side, 8..1000 iterations (the
+// default sweep, 8 B..64 MiB of all five operations, takes ~30 s on 2 ranks of a 2-core VM).
+int default_iters(std::size_t bytes) {
+  const double n = static_cast<double>(std::size_t(512) << 20) / static_cast<double>(bytes);
+  return static_cast<int>(std::clamp(n, 8.0, 1000.0));
+}
+int default_warmup(int iters) {
+  return std::clamp(iters / 8, 1, 5);
+}
+
+std::size_t parse_bytes(const std::string& s) {
+  std::size_t pos = 0;
+  const double v = std::stod(s, &pos);
+  std::string unit = s.substr(pos);
+  double mult = 1;
+  if (unit == "" || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else
+    throw std::invalid_argument("size '" + s + "': expected a number with K, M or G suffix");
+  if (v <= 0) throw std::invalid_argument("size '" + s + "' must be positive");
+  return static_cast<std::size_t>(v * mult);
+}
+
+std::string human_bytes(std::size_t b) {
+  char buf[32];
+  if (b >= (std::size_t(1) << 20) && b % (std::size_t(1) << 20) == 0)
+    std::snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0)
+    std::snprintf(buf, sizeof(buf), "%zu KiB", b >> 10);
+  else
+    std::snprintf(buf, sizeof(buf), "%zu B", b);
+  return buf;
+}
+
+// The input element i of `rank`: a small integer, so every sum over ranks is exact in bf16
+// (integers up to 256), fp32 and fp64. `span` keeps |sum| <= 256 for up to 256 ranks.
+int span_for(int ranks) {
+  return ranks <= 32 ? 8 : 1;
+}
+inline double input_value(int rank, std::size_t i, int span) {
+  const std::size_t m = static_cast<std::size_t>(2 * span + 1);
+  return static_cast<double>(static_cast<long>((i * 7 + static_cast<std::size_t>(rank) * 3) % m) -
+                             span);
+}
+
+template <class T>
+struct TypeTraits;
+template <>
+struct TypeTraits<float> {
+  static constexpr const char* name = "float";
+  static MPI_Datatype mpi() { return MPI_FLOAT; }
+  static MPI_Op sum() { return MPI_SUM; }
+};
+template <>
+struct TypeTraits<double> {
+  static constexpr const char* name = "double";
+  static MPI_Datatype mpi() { return MPI_DOUBLE; }
+  static MPI_Op sum() { return MPI_SUM; }
+};
+
+// The raw baseline needs its own bf16 type and sum: the same fp32 add and single rounding
+// per pair as the paraxis MPI backend's user operation.
+void raw_bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const paraxis::bf16*>(in);
+  auto* b = static_cast<paraxis::bf16*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = paraxis::bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+MPI_Datatype g_raw_bf16 = MPI_DATATYPE_NULL;
+MPI_Op g_raw_bf16_sum = MPI_OP_NULL;
+template <>
+struct TypeTraits<paraxis::bf16> {
+  static constexpr const char* name = "bf16";
+  static MPI_Datatype mpi() {
+    if (g_raw_bf16 == MPI_DATATYPE_NULL) {
+      MPI_Type_contiguous(2, MPI_BYTE, &g_raw_bf16);
+      MPI_Type_commit(&g_raw_bf16);
+    }
+    return g_raw_bf16;
+  }
+  static MPI_Op sum() {
+    if (g_raw_bf16_sum == MPI_OP_NULL) MPI_Op_create(&raw_bf16_sum, 1, &g_raw_bf16_sum);
+    return g_raw_bf16_sum;
+  }
+};
+void free_raw_types() {
+  if (g_raw_bf16 != MPI_DATATYPE_NULL) MPI_Type_free(&g_raw_bf16);
+  if (g_raw_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_raw_bf16_sum);
+}
+
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, paraxis::bf16>)
+    return paraxis::bf16(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+template <class T>
+T sentinel() {
+  return from_double<T>(std::numeric_limits<double>::quiet_NaN());
+}
+
+// One side's timing for one (op, size): per-block times (max over ranks) and the mean
+// iteration time (each rank's total / iterations, max over ranks).
+struct SideResult {
+  std::vector<double> block_s;
+  double time_s = 0;
+  long wrong = 0;
+};
+
+struct Row {
+  Op op;
+  std::size_t bytes, count;
+  int iters, warmup, blocks;
+  SideResult paraxis, raw;
+  long log_errors = 0;
+  double ratio() const { return paraxis.time_s / raw.time_s; }
+  // Median over block pairs of paraxis block / raw block: robust to a preempted block.
+  double pair_ratio() const;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Row::pair_ratio() const {
+  std::vector<double> r;
+  for (std::size_t b = 0; b < paraxis.block_s.size(); ++b)
+    r.push_back(paraxis.block_s[b] / raw.block_s[b]);
+  return median(r);
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a.empty() ? "unknown" : a + " " + b + " " + c;
+}
+
+template <class T>
+class Bench {
+ public:
+  Bench(const Options& o, px::Communicator& comm, px::CommLog& log)
+      : o_(o),
+        comm_(comm),
+        log_(log),
+        rank_(comm.rank()),
+        n_(comm.size()),
+        span_(span_for(comm.size())) {
+    const std::size_t cap = o.max_bytes / sizeof(T) + static_cast<std::size_t>(n_);
+    send_ = Kokkos::View<T*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "send"), cap);
+    recv_ = Kokkos::View<T*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "recv"), cap);
+    counts_.assign(static_cast<std::size_t>(n_), 0);
+    displs_.assign(static_cast<std::size_t>(n_), 0);
+  }
+
+  // count: total elements as nccl-tests prints it (S / sizeof(T)); 0 when S is too small.
+  std::size_t count_for(Op op, std::size_t bytes) const {
+    std::size_t c = bytes / sizeof(T);
+    if (op == Op::reduce_scatter || op == Op::all_gather || op == Op::all_to_all_v)
+      c -= c % static_cast<std::size_t>(n_);
+    return c;
+  }
+
+  Row run(Op op, std::size_t bytes_requested, int iters, int warmup, int blocks) {
+    Row row{op, 0, count_for(op, bytes_requested), iters, warmup, blocks, {}, {}, 0};
+    row.bytes = row.count * sizeof(T);
+    count_ = row.count;
+    per_rank_ = (op == Op::all_reduce || op == Op::broadcast) ? count_ : count_ / n_;
+    for (int p = 0; p < n_; ++p) {
+      counts_[p] = static_cast<int>(per_rank_);
+      displs_[p] = static_cast<int>(per_rank_ * static_cast<std::size_t>(p));
+    }
+    fill_inputs(op);
+    blocks = std::min(blocks, iters);
+    row.blocks = blocks;
+    const int per_block = (iters + blocks - 1) / blocks;  // iterations round up to whole blocks
+    row.iters = per_block * blocks;
+
+    for (int i = 0; i < warmup; ++i) call(op, true);
+    for (int i = 0; i < warmup; ++i) call(op, false);
+    log_.clear();
+
+    // ABBA: pair k runs paraxis first when k is even, raw first when k is odd.
+    std::vector<double> mine(2 * static_cast<std::size_t>(blocks) + 2, 0.0);
+    for (int b = 0; b < blocks; ++b) {
+      for (int s = 0; s < 2; ++s) {
+        const bool paraxis = (s == 0) == (b % 2 == 0);
+        const double t = time_block(op, paraxis, per_block);
+        mine[(paraxis ? 0 : blocks) + b] = t;
+        mine[2 * blocks + (paraxis ? 0 : 1)] += t;
+        if (paraxis) {
+          if (log_.events().size() != static_cast<std::size_t>(per_block)) ++row.log_errors;
+          log_.clear();
+        }
+      }
+    }
+    std::vector<double> maxed(mine.size());
+    MPI_Allreduce(mine.data(), maxed.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+    row.paraxis.block_s.assign(maxed.begin(), maxed.begin() + blocks);
+    row.raw.block_s.assign(maxed.begin() + blocks, maxed.begin() + 2 * blocks);
+    row.paraxis.time_s = maxed[2 * blocks] / row.iters;
+    row.raw.time_s = maxed[2 * blocks + 1] / row.iters;
+
+    // Result check: a separate call on a poisoned output, as nccl-tests does.
+    row.paraxis.wrong = check(op, true, row);
+    row.raw.wrong = check(op, false, row);
+    long counts[3] = {row.paraxis.wrong, row.raw.wrong, row.log_errors};
+    MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    row.paraxis.wrong = counts[0];
+    row.raw.wrong = counts[1];
+    row.log_errors = counts[2];
+    return row;
+  }
+
+ private:
+  void fill_inputs(Op op) {
+    const std::size_t n_send = (op == Op::all_gather) ? per_rank_ : count_;
+    if (op == Op::broadcast) {
+      for (std::size_t i = 0; i < count_; ++i) send_(i) = from_double<T>(input_value(0, i, span_));
+      return;
+    }
+    for (std::size_t i = 0; i < n_send; ++i)
+      send_(i) = from_double<T>(input_value(rank_, i, span_));
+  }
+
+  void poison_output(Op op) {
+    // broadcast works in place on send_: non-roots poison the buffer, the root keeps its input.
+    if (op == Op::broadcast) {
+      if (rank_ != 0)
+        for (std::size_t i = 0; i < count_; ++i) send_(i) = sentinel<T>();
+      return;
+    }
+    const std::size_t n_recv = (op == Op::reduce_scatter) ? per_rank_ : count_;
+    for (std::size_t i = 0; i < n_recv; ++i) recv_(i) = sentinel<T>();
+  }
+
+  void call(Op op, bool paraxis) {
+    const void* s = send_.data();
+    void* r = recv_.data();
+    const px::DType dt = px::dtype_of<T>();
+    const MPI_Datatype mt = TypeTraits<T>::mpi();
+    const int pr = static_cast<int>(per_rank_);
+    switch (op) {
+      case Op::all_reduce:
+        if (paraxis)
+          comm_.all_reduce(s, r, count_, dt);
+        else
+          MPI_Allreduce(s, r, pr, mt, TypeTraits<T>::sum(), MPI_COMM_WORLD);
+        break;
+      case Op::reduce_scatter:
+        if (paraxis)
+          comm_.reduce_scatter(s, r, per_rank_, dt);
+        else
+          MPI_Reduce_scatter_block(s, r, pr, mt, TypeTraits<T>::sum(), MPI_COMM_WORLD);
+        break;
+      case Op::all_gather:
+        if (paraxis)
+          comm_.all_gather(s, r, per_rank_, dt);
+        else
+          MPI_Allgather(s, pr, mt, r, pr, mt, MPI_COMM_WORLD);
+        break;
+      case Op::all_to_all_v:
+        if (paraxis)
+          comm_.all_to_all_v(s, counts_.data(), displs_.data(), r, counts_.data(), displs_.data(),
+                             dt);
+        else
+          MPI_Alltoallv(s, counts_.data(), displs_.data(), mt, r, counts_.data(), displs_.data(),
+                        mt, MPI_COMM_WORLD);
+        break;
+      case Op::broadcast:
+        if (paraxis)
+          comm_.broadcast(send_.data(), count_, dt, 0);
+        else
+          MPI_Bcast(send_.data(), pr, mt, 0, MPI_COMM_WORLD);
+        break;
+    }
+  }
+
+  double time_block(Op op, bool paraxis, int iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) call(op, paraxis);
+    return MPI_Wtime() - t0;
+  }
+
+  double expected(Op op, std::size_t i) const {
+    switch (op) {
+      case Op::all_reduce: {
+        double sum = 0;
+        for (int q = 0; q < n_; ++q) sum += input_value(q, i, span_);
+        return sum;
+      }
+      case Op::reduce_scatter: {
+        double sum = 0;
+        for (int q = 0; q < n_; ++q)
+          sum += input_value(q, static_cast<std::size_t>(rank_) * per_rank_ + i, span_);
+        return sum;
+      }
+      case Op::all_gather:
+        return input_value(static_cast<int>(i / per_rank_), i % per_rank_, span_);
+      case Op::all_to_all_v:
+        return input_value(static_cast<int>(i / per_rank_),
+                           static_cast<std::size_t>(rank_) * per_rank_ + i % per_rank_, span_);
+      case Op::broadcast:
+        return input_value(0, i, span_);
+    }
+    return 0;
+  }
+
+  long check(Op op, bool paraxis, Row& row) {
+    poison_output(op);
+    log_.clear();
+    call(op, paraxis);
+    if (paraxis) {
+      // The layer's event must carry the nccl-tests S of the call.
+      const auto& ev = log_.events();
+      if (ev.size() != 1 || std::string(ev[0].op) != op_name(op) || ev[0].bytes != row.bytes)
+        ++row.log_errors;
+      log_.clear();
+    }
+    const bool in_send = op == Op::broadcast;
+    const std::size_t n_out = (op == Op::reduce_scatter) ? per_rank_ : count_;
+    if (paraxis && o_.corrupt_for_test && rank_ == n_ - 1 && n_out > 0)
+      (in_send ? send_ : recv_)(0) = sentinel<T>();
+    long wrong = 0;
+    for (std::size_t i = 0; i < n_out; ++i) {
+      const double got = static_cast<double>(in_send ? send_(i) : recv_(i));
+      if (!(got == expected(op, i))) ++wrong;
+    }
+    if (op == Op::broadcast) fill_inputs(op);  // restore root's data on every rank
+    return wrong;
+  }
+
+  const Options& o_;
+  px::Communicator& comm_;
+  px::CommLog& log_;
+  int rank_, n_, span_;
+  Kokkos::View<T*, Kokkos::HostSpace> send_, recv_;
+  std::vector<int> counts_, displs_;
+  std::size_t count_ = 0, per_rank_ = 0;
+};
+
+std::vector<Op> parse_ops(const std::string& s) {
+  if (s == "all") return {std::begin(kAllOps), std::end(kAllOps)};
+  std::vector<Op> ops;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool found = false;
+    for (Op op : kAllOps)
+      if (item == op_name(op)) {
+        ops.push_back(op);
+        found = true;
+      }
+    if (!found)
+      throw std::invalid_argument("--op '" + item +
+                                  "': expected all or a comma-separated list of all_reduce, "
+                                  "reduce_scatter, all_gather, all_to_all_v, broadcast");
+  }
+  return ops;
+}
+
+json provenance(int world, const std::string& cmdline, const std::string& load) {
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(lib, &len);
+  std::string mpi(lib, static_cast<std::size_t>(len));
+  const auto nl = mpi.find('\n');
+  if (nl != std::string::npos) mpi = mpi.substr(0, nl);
+  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\n')) mpi.pop_back();
+  int major = 0, minor = 0;
+  MPI_Get_version(&major, &minor);
+
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int nlen = 0;
+  MPI_Get_processor_name(name, &nlen);
+  std::vector<char> all(static_cast<std::size_t>(world) * MPI_MAX_PROCESSOR_NAME, '\0');
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> rank_hosts;
+  std::set<std::string> hosts;
+  for (int r = 0; r < world; ++r) {
+    rank_hosts.emplace_back(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    hosts.insert(rank_hosts.back());
+  }
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return json{{"paraxis_version", paraxis::build_info::version},
+              {"git_hash", paraxis::build_info::git_hash},
+              {"compiler", paraxis::build_info::cxx_compiler},
+              {"cxx_flags", paraxis::build_info::cxx_flags},
+              {"build_type", paraxis::build_info::build_type},
+              {"kokkos_version", paraxis::build_info::kokkos_version},
+              {"execution_space", Kokkos::DefaultExecutionSpace::name()},
+              {"mpi_library", mpi},
+              {"mpi_version", std::to_string(major) + "." + std::to_string(minor)},
+              {"ranks", world},
+              {"hosts", hosts},
+              {"rank_hosts", rank_hosts},
+              {"date", date},
+              {"load_average_start", load},
+              {"command", cmdline}};
+}
+
+void print_header(const char* type, int ranks) {
+  std::printf(
+      "#\n# %s, %d ranks; time: mean per iteration, max over ranks. ratio: paraxis / raw time;\n"
+      "# pairs: median over the interleaved block pairs of paraxis block / raw block time\n",
+      type, ranks);
+  std::printf("# %64s %-33s %s\n", "", "paraxis::parallel::Communicator", "raw MPI");
+  std::printf("# %14s %12s %7s %15s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %6s %6s\n", "size",
+              "count", "type", "op", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+              "algbw", "busbw", "#wrong", "ratio", "pairs");
+  std::printf("# %14s %12s %7s %15s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %6s %6s\n", "(B)",
+              "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+              "(GB/s)", "", "", "");
+}
+
+template <class T>
+int run_all(const Options& o, const std::vector<Op>& ops, px::Communicator& comm, px::CommLog& log,
+            const json& prov) {
+  const int rank = comm.rank(), n = comm.size();
+  Bench<T> bench(o, comm, log);
+  std::vector<Row> rows;
+  if (rank == 0) print_header(TypeTraits<T>::name, n);
+  for (Op op : ops) {
+    for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+         bytes *= static_cast<std::size_t>(o.step_factor)) {
+      if (bench.count_for(op, bytes) == 0) continue;
+      const int iters = o.iters > 0 ? o.iters : default_iters(bytes);
+      const int warmup = o.warmup >= 0 ? o.warmup : default_warmup(iters);
+      Row row = bench.run(op, bytes, iters, warmup, o.blocks);
+      if (rank == 0) {
+        const double f = busbw_factor(op, n);
+        const double alg_p = row.bytes / row.paraxis.time_s / 1e9;
+        const double alg_r = row.bytes / row.raw.time_s / 1e9;
+        std::printf(
+            "  %14zu %12zu %7s %15s %6s %5d %9.2f %7.3f %7.3f %6ld %9.2f %7.3f %7.3f %6ld %6.3f "
+            "%6.3f\n",
+            row.bytes, row.count, TypeTraits<T>::name, op_name(op), reduces(op) ? "sum" : "none",
+            op == Op::broadcast ? 0 : -1, row.paraxis.time_s * 1e6, alg_p, alg_p * f,
+            row.paraxis.wrong, row.raw.time_s * 1e6, alg_r, alg_r * f, row.raw.wrong, row.ratio(),
+            row.pair_ratio());
+        if (row.log_errors)
+          std::printf("# %s %zu B: %ld CommLog events with a wrong op, count or byte total\n",
+                      op_name(op), row.bytes, row.log_errors);
+        std::fflush(stdout);
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+
+  long wrong = 0, log_errors = 0;
+  for (const auto& r : rows) {
+    wrong += r.paraxis.wrong + r.raw.wrong;
+    log_errors += r.log_errors;
+  }
+  if (rank == 0) {
+    // The figure: all-reduce through the layer vs the raw loop at >= 1 MiB.
+    std::vector<double> big, big_pairs;
+    for (const auto& r : rows)
+      if (r.op == Op::all_reduce && r.bytes >= (std::size_t(1) << 20)) {
+        big.push_back(r.ratio());
+        big_pairs.push_back(r.pair_ratio());
+      }
+    if (!big.empty()) {
+      std::printf("#\n# all_reduce paraxis/raw at >= 1 MiB, %zu sizes:\n", big.size());
+      std::printf("#   ratio: min %.3f, median %.3f, max %.3f\n",
+                  *std::min_element(big.begin(), big.end()), median(big),
+                  *std::max_element(big.begin(), big.end()));
+      std::printf("#   pairs: min %.3f, median %.3f, max %.3f\n",
+                  *std::min_element(big_pairs.begin(), big_pairs.end()), median(big_pairs),
+                  *std::max_element(big_pairs.begin(), big_pairs.end()));
+    }
+    std::printf("# load average (1/5/15 min) at the end: %s\n", load_average().c_str());
+    if (wrong == 0 && log_errors == 0)
+      std::printf("# #wrong: 0 in %zu rows (paraxis and raw) OK\n", rows.size());
+    else
+      std::printf("# FAILED: %ld wrong result(s), %ld wrong CommLog event(s)\n", wrong, log_errors);
+    std::fflush(stdout);
+
+    if (!o.json_path.empty()) {
+      json j{{"schema", "paraxis.bench_comm/1"}, {"provenance", prov}};
+      j["provenance"]["load_average_end"] = load_average();
+      j["options"] = {{"min_bytes", o.min_bytes},     {"max_bytes", o.max_bytes},
+                      {"step_factor", o.step_factor}, {"iters", o.iters},
+                      {"warmup", o.warmup},           {"blocks", o.blocks},
+                      {"dtype", TypeTraits<T>::name}, {"ops", o.ops}};
+      j["results"] = json::array();
+      for (const auto& r : rows) {
+        const double f = busbw_factor(r.op, n);
+        auto side = [&](const SideResult& s) {
+          std::vector<double> us;
+          for (double b : s.block_s) us.push_back(b / (r.iters / r.blocks) * 1e6);
+          const double alg = r.bytes / s.time_s / 1e9;
+          return json{{"time_us", s.time_s * 1e6},
+                      {"algbw_GBps", alg},
+                      {"busbw_GBps", alg * f},
+                      {"wrong", s.wrong},
+                      {"block_time_us", us}};
+        };
+        j["results"].push_back({{"op", op_name(r.op)},
+                                {"raw_call", raw_name(r.op)},
+                                {"dtype", TypeTraits<T>::name},
+                                {"redop", reduces(r.op) ? "sum" : "none"},
+                                {"root", r.op == Op::broadcast ? 0 : -1},
+                                {"bytes", r.bytes},
+                                {"count", r.count},
+                                {"iters", r.iters},
+                                {"warmup", r.warmup},
+                                {"blocks", r.blocks},
+                                {"busbw_factor", f},
+                                {"paraxis", side(r.paraxis)},
+                                {"raw", side(r.raw)},
+                                {"ratio", r.ratio()},
+                                {"ratio_median_of_block_pairs", r.pair_ratio()},
+                                {"log_errors", r.log_errors}});
+      }
+      std::ofstream out(o.json_path);
+      if (!out) throw std::runtime_error("--json: cannot write '" + o.json_path + "'");
+      out << j.dump(2) << "\n";
+    }
+  }
+  return (wrong == 0 && log_errors == 0) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rc = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    try {
+      Options o;
+      std::string min_b = "8", max_b = "64M";
+      CLI::App app{"paraxis-bench-comm: collectives through parallel::Communicator vs raw MPI"};
+      app.add_option("--min-bytes,-b", min_b, "smallest size S (nccl-tests definition; K/M/G)");
+      app.add_option("--max-bytes,-e", max_b, "largest size S");
+      app.add_option("--step-factor,-f", o.step_factor, "size multiplier between rows")
+          ->check(CLI::Range(2, 1024));
+      app.add_option("--iters,-n", o.iters,
+                     "timed iterations per side and size (0: 512 MiB / S, clamped to 8..1000)")
+          ->check(CLI::Range(0, 1000000));
+      app.add_option("--warmup,-w", o.warmup,
+                     "warm-up iterations per side and size (-1: iters/8 in 1..5)")
+          ->check(CLI::Range(-1, 1000000));
+      app.add_option("--blocks", o.blocks, "timed blocks per side, alternating paraxis and raw")
+          ->check(CLI::Range(1, 1000));
+      app.add_option("--op", o.ops, "all, or a comma-separated list of operations");
+      app.add_option("--dtype,-d", o.dtype, "element type")
+          ->check(CLI::IsMember({"float", "double", "bf16"}));
+      app.add_option("--json", o.json_path, "write results and provenance as JSON (rank 0)");
+      app.add_flag("--corrupt-for-test", o.corrupt_for_test,
+                   "poison one paraxis output element on the last rank (tests the check)");
+      try {
+        app.parse(argc, argv);
+      } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        MPI_Finalize();
+        return code;
+      }
+      o.min_bytes = parse_bytes(min_b);
+      o.max_bytes = parse_bytes(max_b);
+      if (o.min_bytes > o.max_bytes)
+        throw std::invalid_argument("--min-bytes " + min_b + " exceeds --max-bytes " + max_b);
+      const std::vector<Op> ops = parse_ops(o.ops);
+
+      // Iteration counts decide who waits for whom: make sure every rank uses rank 0's.
+      long sched[6] = {static_cast<long>(o.min_bytes),
+                       static_cast<long>(o.max_bytes),
+                       o.step_factor,
+                       o.iters,
+                       o.warmup,
+                       o.blocks};
+      MPI_Bcast(sched, 6, MPI_LONG, 0, MPI_COMM_WORLD);
+      o.min_bytes = static_cast<std::size_t>(sched[0]);
+      o.max_bytes = static_cast<std::size_t>(sched[1]);
+      o.step_factor = static_cast<int>(sched[2]);
+      o.iters = static_cast<int>(sched[3]);
+      o.warmup = static_cast<int>(sched[4]);
+      o.blocks = static_cast<int>(sched[5]);
+
+      std::string cmdline;
+      for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
+      const std::string load = load_average();
+      const json prov = provenance(world, cmdline, load);
+
+      px::CommLog log;
+      auto comm = px::make_communicator("mpi", MPI_COMM_WORLD, px::Axis::world, &log);
+      if (rank == 0) {
+        std::printf("# paraxis-bench-comm  paraxis %s (%s), %s\n", paraxis::build_info::version,
+                    paraxis::build_info::git_hash, prov["mpi_library"].get<std::string>().c_str());
+        std::printf("# ranks %d on %s; sizes %s..%s x%d; iters %s, warmup %s, blocks %d (ABBA)\n",
+                    world, prov["hosts"].dump().c_str(), human_bytes(o.min_bytes).c_str(),
+                    human_bytes(o.max_bytes).c_str(), o.step_factor,
+                    o.iters > 0 ? std::to_string(o.iters).c_str() : "512 MiB/S in [8,1000]",
+                    o.warmup >= 0 ? std::to_string(o.warmup).c_str() : "iters/8 in [1,5]",
+                    o.blocks);
+        std::printf("# load average (1/5/15 min) at the start: %s\n", load.c_str());
+      }
+      if (o.dtype == "float")
+        rc = run_all<float>(o, ops, *comm, log, prov);
+      else if (o.dtype == "double")
+        rc = run_all<double>(o, ops, *comm, log, prov);
+      else
+        rc = run_all<paraxis::bf16>(o, ops, *comm, log, prov);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "paraxis-bench-comm (rank %d): %s\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  free_raw_types();
+  MPI_Finalize();
+  return rc;
+}
