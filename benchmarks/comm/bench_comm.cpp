@@ -97,7 +97,7 @@ struct Options {
   int step_factor = 2;
   int iters = 0;    // 0: scaled with the size (default_iters)
   int warmup = -1;  // per side and size; -1: default_warmup
-  int blocks = 8;   // timed blocks per side, alternating with the other side
+  int blocks = 16;  // timed blocks per side, alternating with the other side
   std::string ops = "all", dtype = "float", json_path;
   bool corrupt_for_test = false;
 };
@@ -281,6 +281,10 @@ class Bench {
     row.bytes = row.count * sizeof(T);
     count_ = row.count;
     per_rank_ = (op == Op::all_reduce || op == Op::broadcast) ? count_ : count_ / n_;
+    if (count_ > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument(std::string(op_name(op)) + " of " + std::to_string(row.bytes) +
+                                  " B: " + std::to_string(count_) +
+                                  " elements exceed the MPI int count; lower --max-bytes");
     for (int p = 0; p < n_; ++p) {
       counts_[p] = static_cast<int>(per_rank_);
       displs_[p] = static_cast<int>(per_rank_ * static_cast<std::size_t>(p));
