@@ -19,12 +19,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("paraxis_native_arch",
                               paraxis::build_info::native_arch ? "on" : "off");
   benchmark::AddCustomContext("kokkos_version", paraxis::build_info::kokkos_version);
-  benchmark::AddCustomContext("kokkos_execution_space",
-                              Kokkos::DefaultExecutionSpace::name());
-  benchmark::AddCustomContext(
-      "kokkos_concurrency", std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
-  benchmark::AddCustomContext("kokkos_kernels",
-                              paraxis::build_info::kokkos_kernels ? "yes" : "no");
+  benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
+  benchmark::AddCustomContext("kokkos_concurrency",
+                              std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
+  benchmark::AddCustomContext("kokkos_kernels", paraxis::build_info::kokkos_kernels ? "yes" : "no");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -29,13 +29,13 @@ void model_step(benchmark::State& state, kernels::GemmVariant automatic) {
   const auto cfg = bench_config();
   kernels::set_automatic_gemm(automatic);
   auto trainer = model::make_trainer(cfg.model, cfg.train);
-  trainer->step();  // warm-up: first-touch of every buffer
+  trainer->step();                       // warm-up: first-touch of every buffer
   for (auto _ : state) trainer->step();  // step() fences before it returns
   kernels::set_automatic_gemm(kernels::GemmVariant::automatic);
   const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
-  state.counters["FLOP/s"] = benchmark::Counter(
-      3.0 * model::forward_flops_per_token(cfg.model) * tokens,
-      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(3.0 * model::forward_flops_per_token(cfg.model) * tokens,
+                         benchmark::Counter::kIsIterationInvariantRate);
   state.counters["tokens/s"] =
       benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -52,17 +52,27 @@ void mlp_gemm(benchmark::State& state, kernels::GemmVariant variant) {
     Kokkos::fence();
   }
   state.SetLabel(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * m * n * k,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace
 
 BENCHMARK_CAPTURE(model_step, portable, paraxis::kernels::GemmVariant::portable)
-    ->Name("model/step/portable")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    ->Name("model/step/portable")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 BENCHMARK_CAPTURE(model_step, vendor, paraxis::kernels::GemmVariant::automatic)
-    ->Name("model/step/vendor")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    ->Name("model/step/vendor")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 BENCHMARK_CAPTURE(mlp_gemm, portable, paraxis::kernels::GemmVariant::portable)
-    ->Name("gemm/portable/model-mlp")->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Name("gemm/portable/model-mlp")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(mlp_gemm, vendor, paraxis::kernels::GemmVariant::automatic)
-    ->Name("gemm/vendor/model-mlp")->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Name("gemm/vendor/model-mlp")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();

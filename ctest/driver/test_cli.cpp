@@ -2,6 +2,7 @@
 // key (on every rank, no hang); a run of the tiny deck writes a summary that follows the schema.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -29,7 +29,9 @@ Result run(const std::string& args) {
 }
 
 const std::string exe = PARAXIS_EXE;
-std::string deck(const char* f) { return std::string(PARAXIS_DECKS_DIR) + "/" + f; }
+std::string deck(const char* f) {
+  return std::string(PARAXIS_DECKS_DIR) + "/" + f;
+}
 
 }  // namespace
 
@@ -60,9 +62,9 @@ TEST(cli, check_accepts_shipped_decks) {
 TEST(cli, wrong_world_size_fails_on_every_rank_without_hanging) {
   const std::string mpiexec = PARAXIS_MPIEXEC;
   if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
-  const Result r = run("timeout 120 " + mpiexec + " -n 2 " + exe + " run " +
-                       std::string(PARAXIS_INPUTS_DIR) + "/tiny.yaml --set train.steps=2 --out " +
-                       ::testing::TempDir() + "w2");
+  const Result r =
+      run("timeout 120 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=2 --out " + ::testing::TempDir() + "w2");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 124) << "timed out: a rank hung";
   EXPECT_NE(r.output.find("but the run has 2 ranks"), std::string::npos) << r.output;
@@ -104,10 +106,11 @@ TEST(cli, verify_on_two_ranks_reports_deviations_and_dp_traffic) {
   if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
   const std::string out = ::testing::TempDir() + "paraxis_verify_run";
   std::filesystem::remove_all(out);
-  const Result r = run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " +
-                       std::string(PARAXIS_INPUTS_DIR) +
-                       "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set parallel.zero=2"
-                       " --set train.precision=fp64 --verify --out " + out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set parallel.zero=2"
+          " --set train.precision=fp64 --verify --out " +
+          out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("verify:"), std::string::npos) << r.output;
   std::ifstream in(out + "/summary.json");
@@ -123,5 +126,6 @@ TEST(cli, verify_on_two_ranks_reports_deviations_and_dp_traffic) {
   EXPECT_GT(p["time"]["comm"]["dp"]["calls"].get<double>(), 0.0);
   EXPECT_EQ(p["memory_per_rank"].size(), 2u);
   // ZeRO-2 keeps only the owned gradient shard (fp64: 8 bytes each) between steps: about half.
-  EXPECT_LT(p["memory"]["grads_bytes"].get<double>(), 0.6 * 8.0 * p["model"]["parameters"].get<double>());
+  EXPECT_LT(p["memory"]["grads_bytes"].get<double>(),
+            0.6 * 8.0 * p["model"]["parameters"].get<double>());
 }

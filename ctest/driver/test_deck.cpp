@@ -9,7 +9,9 @@
 using namespace paraxis::driver;
 
 namespace {
-std::string decks(const char* f) { return std::string(PARAXIS_DECKS_DIR) + "/" + f; }
+std::string decks(const char* f) {
+  return std::string(PARAXIS_DECKS_DIR) + "/" + f;
+}
 
 std::string all_errors(const Deck& d) {
   std::string s;
@@ -58,12 +60,14 @@ TEST(deck, unknown_key_is_named_with_line) {
 
 TEST(deck, negative_layers_is_out_of_range) {
   const Deck d = load_deck(decks("negative_layers.yaml"), {}, 1);
-  EXPECT_TRUE(has_error(d, "model.layers", "negative_layers.yaml:3", "out of range")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "model.layers", "negative_layers.yaml:3", "out of range"))
+      << all_errors(d);
 }
 
 TEST(deck, heads_must_divide_hidden) {
   const Deck d = load_deck(decks("heads_not_dividing.yaml"), {}, 1);
-  EXPECT_TRUE(has_error(d, "model.heads", "heads_not_dividing.yaml", "does not divide model.hidden = 30"))
+  EXPECT_TRUE(
+      has_error(d, "model.heads", "heads_not_dividing.yaml", "does not divide model.hidden = 30"))
       << all_errors(d);
 }
 
@@ -71,7 +75,8 @@ TEST(deck, every_error_is_reported_at_once) {
   const Deck d = load_deck(decks("many_errors.yaml"), {}, 1);
   EXPECT_TRUE(has_error(d, "model.vocab", "many_errors.yaml:3", "duplicate key")) << all_errors(d);
   EXPECT_TRUE(has_error(d, "model.seq_len", "many_errors.yaml:4", "64 bits")) << all_errors(d);
-  EXPECT_TRUE(has_error(d, "model.heads", "many_errors.yaml:5", "expected integer")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "model.heads", "many_errors.yaml:5", "expected integer"))
+      << all_errors(d);
   EXPECT_TRUE(has_error(d, "train.precision", "many_errors.yaml:7", "fp16")) << all_errors(d);
   EXPECT_TRUE(has_error(d, "colour", "many_errors.yaml:10", "unknown key")) << all_errors(d);
   EXPECT_GE(d.errors.size(), 5u);
@@ -92,7 +97,8 @@ TEST(deck, set_overrides_and_names_its_origin) {
 
 TEST(deck, micro_batch_must_divide_global_batch) {
   const Deck d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"train.micro_batch=3"}, 1);
-  EXPECT_TRUE(has_error(d, "train.micro_batch", "tiny.yaml", "does not divide train.global_batch = 8"))
+  EXPECT_TRUE(
+      has_error(d, "train.micro_batch", "tiny.yaml", "does not divide train.global_batch = 8"))
       << all_errors(d);
 }
 
@@ -126,8 +132,10 @@ TEST(deck, sweep_of_unknown_key_or_bad_value_is_an_error) {
                                       "  model.colour: [1, 2]\n"
                                       "  model.layers: [2, -1]\n");
   const Deck d = load_deck(path, {}, 1);
-  EXPECT_TRUE(has_error(d, "sweep.model.colour", "bad_sweep.yaml:2", "unknown key")) << all_errors(d);
-  EXPECT_TRUE(has_error(d, "sweep.model.layers", "bad_sweep.yaml:3", "out of range")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "sweep.model.colour", "bad_sweep.yaml:2", "unknown key"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "sweep.model.layers", "bad_sweep.yaml:3", "out of range"))
+      << all_errors(d);
 }
 
 TEST(deck, missing_file_and_broken_yaml) {

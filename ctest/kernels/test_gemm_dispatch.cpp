@@ -13,7 +13,8 @@ View2<float, Space> filled(int r, int c, int salt) {
   View2<float, Space> v("v", r, c);
   auto h = Kokkos::create_mirror_view(v);
   for (int i = 0; i < r; ++i)
-    for (int j = 0; j < c; ++j) h(i, j) = static_cast<float>(((i * 7 + j * 13 + salt) % 17) - 8) / 9.0f;
+    for (int j = 0; j < c; ++j)
+      h(i, j) = static_cast<float>(((i * 7 + j * 13 + salt) % 17) - 8) / 9.0f;
   Kokkos::deep_copy(v, h);
   return v;
 }
@@ -34,7 +35,8 @@ TEST(gemm_dispatch, automatic_follows_the_process_wide_choice) {
   EXPECT_EQ(run(GemmVariant::automatic), portable);
   set_automatic_gemm(GemmVariant::automatic);
   EXPECT_EQ(automatic_gemm(), GemmVariant::automatic);
-  if constexpr (gemm_vendor_applies<View2<float, Space>, View2<float, Space>, View2<float, Space>>()) {
+  if constexpr (gemm_vendor_applies<View2<float, Space>, View2<float, Space>,
+                                    View2<float, Space>>()) {
     EXPECT_EQ(run(GemmVariant::automatic), run(GemmVariant::vendor));
     // The vendor and portable kernels sum in different orders: not bitwise equal in general.
   } else {

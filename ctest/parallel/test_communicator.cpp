@@ -65,7 +65,8 @@ TEST(communicator, all_to_all_v_delivers_variable_blocks) {
   std::vector<int> send(sd.back() + sc.back()), recv(rd.back() + rc.back(), -1);
   for (int p = 0; p < w.n; ++p)
     for (int k = 0; k < sc[p]; ++k) send[sd[p] + k] = 1000 * w.r + p;
-  w.c->all_to_all_v(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), DType::i32);
+  w.c->all_to_all_v(send.data(), sc.data(), sd.data(), recv.data(), rc.data(), rd.data(),
+                    DType::i32);
   for (int p = 0; p < w.n; ++p)
     for (int k = 0; k < rc[p]; ++k) EXPECT_EQ(recv[rd[p] + k], 1000 * p + w.r);
   EXPECT_EQ(w.log.events().back().bytes, send.size() * 4);
@@ -110,7 +111,8 @@ TEST(communicator, nonblocking_all_reduce_and_bf16_sum) {
 
 TEST(communicator, unknown_backend_is_rejected) {
   CommLog log;
-  EXPECT_THROW(make_communicator("carrier-pigeon", MPI_COMM_WORLD, Axis::dp, &log), std::invalid_argument);
+  EXPECT_THROW(make_communicator("carrier-pigeon", MPI_COMM_WORLD, Axis::dp, &log),
+               std::invalid_argument);
 #ifndef PARAXIS_ENABLE_NCCL
   try {
     make_communicator("nccl", MPI_COMM_WORLD, Axis::dp, &log);

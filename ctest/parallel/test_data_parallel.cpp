@@ -26,11 +26,11 @@ int world_size() {
 // tiny.yaml with 3 steps; micro_batch 1 so each rank has several micro-batches to accumulate.
 // global_batch 12 is divisible by dp in {2, 3, 4}.
 driver::RunConfig config(const std::string& precision, int micro_batch = 1) {
-  const auto deck = driver::load_deck(
-      PARAXIS_INPUTS_DIR "/tiny.yaml",
-      {"train.steps=3", "train.precision=" + precision, "train.global_batch=12",
-       "train.micro_batch=" + std::to_string(micro_batch)},
-      1);
+  const auto deck =
+      driver::load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml",
+                        {"train.steps=3", "train.precision=" + precision, "train.global_batch=12",
+                         "train.micro_batch=" + std::to_string(micro_batch)},
+                        1);
   for (const auto& e : deck.errors) ADD_FAILURE() << e.to_string();
   return deck.points.at(0).config;
 }
@@ -41,10 +41,12 @@ struct TrainedRun {
   std::vector<std::size_t> dp_bytes;
 };
 
-TrainedRun run_parallel(const driver::RunConfig& c, int zero, bool overlap = false, double bucket_mb = 25) {
-  parallel::ProcessGrid grid(MPI_COMM_WORLD, parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-  auto t = parallel::make_data_parallel_trainer(c.model, c.train, grid,
-                                                parallel::DataParallelOptions{zero, bucket_mb, overlap, "mpi"});
+TrainedRun run_parallel(const driver::RunConfig& c, int zero, bool overlap = false,
+                        double bucket_mb = 25) {
+  parallel::ProcessGrid grid(MPI_COMM_WORLD,
+                             parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
+  auto t = parallel::make_data_parallel_trainer(
+      c.model, c.train, grid, parallel::DataParallelOptions{zero, bucket_mb, overlap, "mpi"});
   TrainedRun r;
   for (int s = 0; s < c.train.steps; ++s) {
     const auto st = t->step();
@@ -64,10 +66,12 @@ TrainedRun run_reference(const driver::RunConfig& c) {
   return r;
 }
 
-void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol, const std::string& what) {
+void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol,
+                    const std::string& what) {
   ASSERT_EQ(par.loss.size(), ref.loss.size());
   for (std::size_t s = 0; s < ref.loss.size(); ++s)
-    EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), tol * std::fabs(ref.loss[s])) << what << " step " << s;
+    EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), tol * std::fabs(ref.loss[s]))
+        << what << " step " << s;
   ASSERT_EQ(par.params.size(), ref.params.size());
   double pmax = 0, dmax = 0;
   for (std::size_t i = 0; i < ref.params.size(); ++i) {
@@ -83,13 +87,15 @@ void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol, co
 TEST(data_parallel, every_zero_stage_matches_single_rank_fp64) {
   const auto c = config("fp64");
   const TrainedRun ref = run_reference(c);
-  for (int zero = 0; zero <= 3; ++zero) expect_matches(run_parallel(c, zero), ref, 1e-9, "zero " + std::to_string(zero));
+  for (int zero = 0; zero <= 3; ++zero)
+    expect_matches(run_parallel(c, zero), ref, 1e-9, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, every_zero_stage_matches_single_rank_fp32) {
   const auto c = config("fp32");
   const TrainedRun ref = run_reference(c);
-  for (int zero = 0; zero <= 3; ++zero) expect_matches(run_parallel(c, zero), ref, 1e-4, "zero " + std::to_string(zero));
+  for (int zero = 0; zero <= 3; ++zero)
+    expect_matches(run_parallel(c, zero), ref, 1e-4, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, bf16_tracks_single_rank) {
@@ -138,10 +144,11 @@ TEST(data_parallel, bytes_per_step_are_what_each_stage_sends) {
     }
     const std::size_t norm = 8;  // the global gradient norm's all-reduce (stages >= 1)
     const std::size_t expected[4] = {
-        P1 * g,                             // 0: one all-reduce of every gradient
-        Pz * g + Pz * t + norm,             // 1: reduce-scatter once + all-gather parameters
-        m * Pz * g + Pz * t + norm,         // 2: reduce-scatter every micro-batch (grows with m)
-        m * (2 * Pz * t + Pz * g) + norm};  // 3: gather forward + backward, reduce-scatter, per micro-batch
+        P1 * g,                      // 0: one all-reduce of every gradient
+        Pz * g + Pz * t + norm,      // 1: reduce-scatter once + all-gather parameters
+        m * Pz * g + Pz * t + norm,  // 2: reduce-scatter every micro-batch (grows with m)
+        m * (2 * Pz * t + Pz * g) +
+            norm};  // 3: gather forward + backward, reduce-scatter, per micro-batch
     for (int zero = 0; zero <= 3; ++zero) {
       const TrainedRun r = run_parallel(c, zero);
       for (auto b : r.dp_bytes) EXPECT_EQ(b, expected[zero]) << precision << " zero " << zero;

@@ -30,12 +30,15 @@ TEST(process_grid, coordinates_round_trip_in_both_orders) {
 }
 
 TEST(process_grid, shapes_that_do_not_fit_name_the_keys) {
-  EXPECT_NE(grid_problem({2, 1, 1, 1, "tp-pp-dp"}, 4).find("but the run has 4 ranks"), std::string::npos);
-  EXPECT_NE(grid_problem({1, 1, 4, 3, "tp-pp-dp"}, 4).find("parallel.ep = 3 does not divide parallel.dp = 4"),
+  EXPECT_NE(grid_problem({2, 1, 1, 1, "tp-pp-dp"}, 4).find("but the run has 4 ranks"),
+            std::string::npos);
+  EXPECT_NE(grid_problem({1, 1, 4, 3, "tp-pp-dp"}, 4)
+                .find("parallel.ep = 3 does not divide parallel.dp = 4"),
             std::string::npos);
   EXPECT_NE(grid_problem({1, 1, 4, 1, "pp-tp-dp"}, 4).find("parallel.order"), std::string::npos);
   EXPECT_EQ(grid_problem({2, 1, 2, 2, "tp-pp-dp"}, 4), "");
-  EXPECT_THROW(ProcessGrid(MPI_COMM_WORLD, GridShape{3, 1, 1, 1, "tp-pp-dp"}), std::invalid_argument);
+  EXPECT_THROW(ProcessGrid(MPI_COMM_WORLD, GridShape{3, 1, 1, 1, "tp-pp-dp"}),
+               std::invalid_argument);
 }
 
 TEST(process_grid, communicators_span_their_groups) {

@@ -63,7 +63,8 @@ KeySpec int_key(std::string key, long long lo, long long hi, Ref ref) {
   t << "integer in [" << lo << ", " << hi << "]";
   std::string type = t.str();
   return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar()) return "expected " + type + ", got a " + (n.IsSequence() ? "list" : "map");
+            if (!n.IsScalar())
+              return "expected " + type + ", got a " + (n.IsSequence() ? "list" : "map");
             const std::string s = n.Scalar();
             auto v = parse_int(s);
             if (!v) {
@@ -71,8 +72,7 @@ KeySpec int_key(std::string key, long long lo, long long hi, Ref ref) {
                 return "'" + s + "' is not an integer that fits 64 bits (expected " + type + ")";
               return "expected " + type + ", got '" + s + "'";
             }
-            if (*v < lo || *v > hi)
-              return "value " + s + " out of range (expected " + type + ")";
+            if (*v < lo || *v > hi) return "value " + s + " out of range (expected " + type + ")";
             using Field = std::remove_reference_t<decltype(ref(c))>;
             ref(c) = static_cast<Field>(*v);
             return std::nullopt;
@@ -97,7 +97,8 @@ KeySpec real_key(std::string key, double lo, double hi, Ref ref) {
 
 template <class Ref>
 KeySpec bool_key(std::string key, Ref ref) {
-  return {key, "true or false", [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+  return {key, "true or false",
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
             if (n.IsScalar()) {
               const std::string& s = n.Scalar();
               if (s == "true" || s == "True" || s == "TRUE") return ref(c) = true, std::nullopt;
@@ -133,7 +134,8 @@ KeySpec string_key(std::string key, Ref ref) {
 
 template <class Ref>
 KeySpec int_list_key(std::string key, long long lo, long long hi, Ref ref) {
-  return {key, "list of integers", [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+  return {key, "list of integers",
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
             if (!n.IsSequence()) return "expected a list of integers, got '" + scalar_text(n) + "'";
             std::vector<int> out;
             for (const auto& e : n) {
@@ -152,54 +154,92 @@ const std::vector<KeySpec>& key_table() {
   static const std::vector<KeySpec> table = [] {
     constexpr long long kMaxInt = INT_MAX;
     std::vector<KeySpec> t;
-    t.push_back(int_key("model.vocab", 2, kMaxInt, [](RunConfig& c) -> int& { return c.model.vocab; }));
-    t.push_back(int_key("model.seq_len", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.seq_len; }));
-    t.push_back(int_key("model.hidden", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.hidden; }));
-    t.push_back(int_key("model.heads", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.heads; }));
-    t.push_back(int_key("model.layers", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.layers; }));
+    t.push_back(
+        int_key("model.vocab", 2, kMaxInt, [](RunConfig& c) -> int& { return c.model.vocab; }));
+    t.push_back(
+        int_key("model.seq_len", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.seq_len; }));
+    t.push_back(
+        int_key("model.hidden", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.hidden; }));
+    t.push_back(
+        int_key("model.heads", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.heads; }));
+    t.push_back(
+        int_key("model.layers", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.layers; }));
     t.push_back(int_key("model.ffn", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.ffn; }));
-    t.push_back(int_key("model.moe.experts", 0, kMaxInt, [](RunConfig& c) -> int& { return c.model.moe.experts; }));
-    t.push_back(int_key("model.moe.top_k", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.moe.top_k; }));
-    t.push_back(int_key("model.moe.every", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.moe.every; }));
-    t.push_back(real_key("model.moe.capacity_factor", 0, 1e6, [](RunConfig& c) -> double& { return c.model.moe.capacity_factor; }));
-    t.push_back(real_key("model.moe.aux_loss_coef", 0, 1e6, [](RunConfig& c) -> double& { return c.model.moe.aux_loss_coef; }));
-    t.push_back(real_key("model.moe.router_skew", 0, 1e6, [](RunConfig& c) -> double& { return c.model.moe.router_skew; }));
-    t.push_back(int_key("train.global_batch", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.global_batch; }));
-    t.push_back(int_key("train.micro_batch", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.micro_batch; }));
-    t.push_back(int_key("train.steps", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.steps; }));
-    t.push_back(int_key("train.warmup_steps", 0, kMaxInt, [](RunConfig& c) -> int& { return c.train.warmup_steps; }));
+    t.push_back(int_key("model.moe.experts", 0, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.model.moe.experts; }));
+    t.push_back(int_key("model.moe.top_k", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.model.moe.top_k; }));
+    t.push_back(int_key("model.moe.every", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.model.moe.every; }));
+    t.push_back(real_key("model.moe.capacity_factor", 0, 1e6,
+                         [](RunConfig& c) -> double& { return c.model.moe.capacity_factor; }));
+    t.push_back(real_key("model.moe.aux_loss_coef", 0, 1e6,
+                         [](RunConfig& c) -> double& { return c.model.moe.aux_loss_coef; }));
+    t.push_back(real_key("model.moe.router_skew", 0, 1e6,
+                         [](RunConfig& c) -> double& { return c.model.moe.router_skew; }));
+    t.push_back(int_key("train.global_batch", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.global_batch; }));
+    t.push_back(int_key("train.micro_batch", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.micro_batch; }));
+    t.push_back(
+        int_key("train.steps", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.steps; }));
+    t.push_back(int_key("train.warmup_steps", 0, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.warmup_steps; }));
     t.push_back(real_key("train.lr", 0, 1e3, [](RunConfig& c) -> double& { return c.train.lr; }));
-    t.push_back(real_key("train.beta1", 0, 0.999999, [](RunConfig& c) -> double& { return c.train.beta1; }));
-    t.push_back(real_key("train.beta2", 0, 0.999999, [](RunConfig& c) -> double& { return c.train.beta2; }));
-    t.push_back(real_key("train.adam_eps", 0, 1, [](RunConfig& c) -> double& { return c.train.adam_eps; }));
-    t.push_back(real_key("train.weight_decay", 0, 1e3, [](RunConfig& c) -> double& { return c.train.weight_decay; }));
-    t.push_back(real_key("train.grad_clip", 0, 1e30, [](RunConfig& c) -> double& { return c.train.grad_clip; }));
-    t.push_back(int_key("train.seed", 0, LLONG_MAX, [](RunConfig& c) -> std::uint64_t& { return c.train.seed; }));
-    t.push_back(int_key("train.corpus_branching", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.corpus_branching; }));
+    t.push_back(real_key("train.beta1", 0, 0.999999,
+                         [](RunConfig& c) -> double& { return c.train.beta1; }));
+    t.push_back(real_key("train.beta2", 0, 0.999999,
+                         [](RunConfig& c) -> double& { return c.train.beta2; }));
+    t.push_back(
+        real_key("train.adam_eps", 0, 1, [](RunConfig& c) -> double& { return c.train.adam_eps; }));
+    t.push_back(real_key("train.weight_decay", 0, 1e3,
+                         [](RunConfig& c) -> double& { return c.train.weight_decay; }));
+    t.push_back(real_key("train.grad_clip", 0, 1e30,
+                         [](RunConfig& c) -> double& { return c.train.grad_clip; }));
+    t.push_back(int_key("train.seed", 0, LLONG_MAX,
+                        [](RunConfig& c) -> std::uint64_t& { return c.train.seed; }));
+    t.push_back(int_key("train.corpus_branching", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.corpus_branching; }));
     t.push_back(choice_key("train.precision", {"fp64", "fp32", "bf16"},
                            [](RunConfig& c, std::size_t i, const std::string&) {
                              c.train.precision = static_cast<model::Precision>(i);
                            }));
-    t.push_back(int_key("parallel.tp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.tp; }));
-    t.push_back(int_key("parallel.pp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.pp; }));
-    t.push_back(int_key("parallel.dp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.dp; }));
-    t.push_back(int_key("parallel.ep", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.ep; }));
-    t.push_back(int_key("parallel.zero", 0, 3, [](RunConfig& c) -> int& { return c.parallel.zero; }));
-    t.push_back(choice_key("parallel.schedule", {"gpipe", "1f1b", "interleaved"},
-                           [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.schedule = s; }));
-    t.push_back(int_key("parallel.virtual_stages", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.virtual_stages; }));
-    t.push_back(int_list_key("parallel.stage_layers", 0, kMaxInt, [](RunConfig& c) -> std::vector<int>& { return c.parallel.stage_layers; }));
-    t.push_back(bool_key("parallel.sequence_parallel", [](RunConfig& c) -> bool& { return c.parallel.sequence_parallel; }));
-    t.push_back(choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
-                           [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.order = s; }));
-    t.push_back(choice_key("comm.backend", {"mpi", "nccl"},
-                           [](RunConfig& c, std::size_t, const std::string& s) { c.comm.backend = s; }));
-    t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6, [](RunConfig& c) -> double& { return c.comm.bucket_mb; }));
+    t.push_back(
+        int_key("parallel.tp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.tp; }));
+    t.push_back(
+        int_key("parallel.pp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.pp; }));
+    t.push_back(
+        int_key("parallel.dp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.dp; }));
+    t.push_back(
+        int_key("parallel.ep", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.ep; }));
+    t.push_back(
+        int_key("parallel.zero", 0, 3, [](RunConfig& c) -> int& { return c.parallel.zero; }));
+    t.push_back(choice_key(
+        "parallel.schedule", {"gpipe", "1f1b", "interleaved"},
+        [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.schedule = s; }));
+    t.push_back(int_key("parallel.virtual_stages", 1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.parallel.virtual_stages; }));
+    t.push_back(
+        int_list_key("parallel.stage_layers", 0, kMaxInt,
+                     [](RunConfig& c) -> std::vector<int>& { return c.parallel.stage_layers; }));
+    t.push_back(bool_key("parallel.sequence_parallel",
+                         [](RunConfig& c) -> bool& { return c.parallel.sequence_parallel; }));
+    t.push_back(
+        choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
+                   [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.order = s; }));
+    t.push_back(
+        choice_key("comm.backend", {"mpi", "nccl"},
+                   [](RunConfig& c, std::size_t, const std::string& s) { c.comm.backend = s; }));
+    t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6,
+                         [](RunConfig& c) -> double& { return c.comm.bucket_mb; }));
     t.push_back(bool_key("comm.overlap", [](RunConfig& c) -> bool& { return c.comm.overlap; }));
-    t.push_back(real_key("hardware.peak_flops", 0, 1e30, [](RunConfig& c) -> double& { return c.hardware.peak_flops; }));
-    t.push_back(choice_key("hardware.gemm", {"auto", "portable"},
-                           [](RunConfig& c, std::size_t, const std::string& s) { c.hardware.gemm = s; }));
-    t.push_back(string_key("output.dir", [](RunConfig& c) -> std::string& { return c.output.dir; }));
+    t.push_back(real_key("hardware.peak_flops", 0, 1e30,
+                         [](RunConfig& c) -> double& { return c.hardware.peak_flops; }));
+    t.push_back(
+        choice_key("hardware.gemm", {"auto", "portable"},
+                   [](RunConfig& c, std::size_t, const std::string& s) { c.hardware.gemm = s; }));
+    t.push_back(
+        string_key("output.dir", [](RunConfig& c) -> std::string& { return c.output.dir; }));
     t.push_back(bool_key("output.trace", [](RunConfig& c) -> bool& { return c.output.trace; }));
     return t;
   }();
@@ -241,7 +281,8 @@ void walk(const YAML::Node& node, const std::string& prefix, RunConfig& cfg, con
     }
     if (prefix.empty() && name == "sweep") continue;
     if (const KeySpec* spec = find_key(key)) {
-      if (auto err = spec->apply(cfg, kv.second)) errors.push_back({key, src.where(key, kv.second), *err});
+      if (auto err = spec->apply(cfg, kv.second))
+        errors.push_back({key, src.where(key, kv.second), *err});
     } else if (is_section_prefix(key)) {
       if (kv.second.IsMap()) {
         walk(kv.second, key, cfg, src, errors);
@@ -272,22 +313,26 @@ void set_path(YAML::Node root, const std::string& key, const YAML::Node& value) 
 // Constraints between keys for one point; world = 0 skips the world-size checks.
 std::vector<DeckError> check_constraints(const RunConfig& c, int world, const std::string& where) {
   std::vector<DeckError> e;
-  auto err = [&](const std::string& key, const std::string& msg) { e.push_back({key, where, msg}); };
+  auto err = [&](const std::string& key, const std::string& msg) {
+    e.push_back({key, where, msg});
+  };
   const auto& m = c.model;
   const auto& t = c.train;
   const auto& p = c.parallel;
   if (m.hidden % m.heads != 0)
-    err("model.heads", "heads = " + std::to_string(m.heads) + " does not divide model.hidden = " +
-                           std::to_string(m.hidden));
+    err("model.heads", "heads = " + std::to_string(m.heads) +
+                           " does not divide model.hidden = " + std::to_string(m.hidden));
   if (m.moe.experts > 0 && m.moe.top_k > m.moe.experts)
-    err("model.moe.top_k", "top_k = " + std::to_string(m.moe.top_k) + " exceeds model.moe.experts = " +
-                               std::to_string(m.moe.experts));
+    err("model.moe.top_k", "top_k = " + std::to_string(m.moe.top_k) +
+                               " exceeds model.moe.experts = " + std::to_string(m.moe.experts));
   if (t.global_batch % t.micro_batch != 0)
-    err("train.micro_batch", "micro_batch = " + std::to_string(t.micro_batch) +
-                                 " does not divide train.global_batch = " + std::to_string(t.global_batch));
+    err("train.micro_batch",
+        "micro_batch = " + std::to_string(t.micro_batch) +
+            " does not divide train.global_batch = " + std::to_string(t.global_batch));
   if (t.warmup_steps >= t.steps)
-    err("train.warmup_steps", "warmup_steps = " + std::to_string(t.warmup_steps) +
-                                  " leaves no measured step of train.steps = " + std::to_string(t.steps));
+    err("train.warmup_steps",
+        "warmup_steps = " + std::to_string(t.warmup_steps) +
+            " leaves no measured step of train.steps = " + std::to_string(t.steps));
   if (static_cast<long long>(t.micro_batch) * m.seq_len > INT_MAX / 4)
     err("train.micro_batch", "micro_batch * seq_len overflows the token index");
   const long long w = static_cast<long long>(p.tp) * p.pp * p.dp;
@@ -296,25 +341,33 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
                         " * " + std::to_string(p.dp) + " = " + std::to_string(w) +
                         " but the run has " + std::to_string(world) + " ranks");
   if (p.dp % p.ep != 0)
-    err("parallel.ep", "ep = " + std::to_string(p.ep) + " does not divide parallel.dp = " + std::to_string(p.dp));
+    err("parallel.ep",
+        "ep = " + std::to_string(p.ep) + " does not divide parallel.dp = " + std::to_string(p.dp));
   if (t.global_batch % (static_cast<long long>(p.dp) * t.micro_batch) != 0)
     err("train.global_batch", "global_batch = " + std::to_string(t.global_batch) +
                                   " is not a multiple of parallel.dp * train.micro_batch = " +
                                   std::to_string(p.dp) + " * " + std::to_string(t.micro_batch));
   // Axes not built yet: refuse them plainly rather than run something else.
-  if (p.tp > 1) err("parallel.tp", "tensor parallelism is not implemented yet (tp = " + std::to_string(p.tp) + ")");
-  if (p.pp > 1) err("parallel.pp", "pipeline parallelism is not implemented yet (pp = " + std::to_string(p.pp) + ")");
-  if (p.ep > 1) err("parallel.ep", "expert parallelism is not implemented yet (ep = " + std::to_string(p.ep) + ")");
-  if (p.sequence_parallel) err("parallel.sequence_parallel", "sequence parallelism is not implemented yet");
+  if (p.tp > 1)
+    err("parallel.tp",
+        "tensor parallelism is not implemented yet (tp = " + std::to_string(p.tp) + ")");
+  if (p.pp > 1)
+    err("parallel.pp",
+        "pipeline parallelism is not implemented yet (pp = " + std::to_string(p.pp) + ")");
+  if (p.ep > 1)
+    err("parallel.ep",
+        "expert parallelism is not implemented yet (ep = " + std::to_string(p.ep) + ")");
+  if (p.sequence_parallel)
+    err("parallel.sequence_parallel", "sequence parallelism is not implemented yet");
   if (c.comm.overlap && p.zero != 0)
-    err("comm.overlap", "overlapped gradient reduction is implemented for parallel.zero = 0 only (zero = " +
-                            std::to_string(p.zero) + ")");
+    err("comm.overlap",
+        "overlapped gradient reduction is implemented for parallel.zero = 0 only (zero = " +
+            std::to_string(p.zero) + ")");
   return e;
 }
 
-std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(const YAML::Node& root,
-                                                                        const Source& src,
-                                                                        std::vector<DeckError>& errors) {
+std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
+    const YAML::Node& root, const Source& src, std::vector<DeckError>& errors) {
   std::vector<std::pair<std::string, std::vector<YAML::Node>>> out;
   const YAML::Node sw = root["sweep"];
   if (!sw || sw.IsNull()) return out;
@@ -416,7 +469,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
         if (!swept) {
           deck.errors.insert(deck.errors.end(), cons.begin(), cons.end());
         } else {
-          for (const auto& c : cons) pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
+          for (const auto& c : cons)
+            pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
         }
       }
     }

@@ -61,7 +61,8 @@ json config_to_json(const RunConfig& c) {
         {"stage_layers", p.stage_layers},
         {"sequence_parallel", p.sequence_parallel},
         {"order", p.order}}},
-      {"comm", {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
+      {"comm",
+       {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
       {"hardware", {{"peak_flops", c.hardware.peak_flops}, {"gemm", c.hardware.gemm}}},
       {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
 }
@@ -93,8 +94,11 @@ json point_to_json(const PointResult& r) {
   j["config"] = config_to_json(c);
   j["settings"] = json::object();
   for (const auto& [k, v] : r.point.settings) j["settings"][k] = v;
-  j["grid"] = {{"world", r.world}, {"tp", c.parallel.tp}, {"pp", c.parallel.pp},
-               {"dp", c.parallel.dp}, {"ep", c.parallel.ep}};
+  j["grid"] = {{"world", r.world},
+               {"tp", c.parallel.tp},
+               {"pp", c.parallel.pp},
+               {"dp", c.parallel.dp},
+               {"ep", c.parallel.ep}};
   j["status"] = r.status;
   if (r.steps.empty()) return j;
   json steps = json::array();
@@ -134,10 +138,11 @@ json point_to_json(const PointResult& r) {
       std::sort(v.begin(), v.end());
       return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
     };
-    comm[axis] = {{"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
-                  {"exposed_s", get([](const model::CommTotals& t) { return t.exposed_s; })},
-                  {"bytes", get([](const model::CommTotals& t) { return static_cast<double>(t.bytes); })},
-                  {"calls", get([](const model::CommTotals& t) { return static_cast<double>(t.calls); })}};
+    comm[axis] = {
+        {"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
+        {"exposed_s", get([](const model::CommTotals& t) { return t.exposed_s; })},
+        {"bytes", get([](const model::CommTotals& t) { return static_cast<double>(t.bytes); })},
+        {"calls", get([](const model::CommTotals& t) { return static_cast<double>(t.calls); })}};
   }
 
   j["time"] = {{"step_median_s", step_s},
@@ -155,12 +160,12 @@ json point_to_json(const PointResult& r) {
   const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq_len;
   const double tps = step_s > 0 ? tokens / step_s : 0;
   const double flops = 3.0 * r.flops_per_token * tps;
-  j["throughput"] = {{"tokens_per_s", tps},
-                     {"model_flops_per_s", flops},
-                     {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
-                     {"mfu", c.hardware.peak_flops > 0
-                                 ? json(flops / (c.hardware.peak_flops * r.world))
-                                 : json(nullptr)}};
+  j["throughput"] = {
+      {"tokens_per_s", tps},
+      {"model_flops_per_s", flops},
+      {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
+      {"mfu", c.hardware.peak_flops > 0 ? json(flops / (c.hardware.peak_flops * r.world))
+                                        : json(nullptr)}};
   j["model"] = {{"parameters", r.parameters}, {"forward_flops_per_token", r.flops_per_token}};
   j["corpus"] = {{"entropy_floor", r.entropy_floor},
                  {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},
@@ -175,7 +180,8 @@ json point_to_json(const PointResult& r) {
                    {"passed", r.verify->passed}};
   }
   const auto& last = r.steps.back();
-  j["final"] = {{"loss", last.loss}, {"lm_loss", last.lm_loss},
+  j["final"] = {{"loss", last.loss},
+                {"lm_loss", last.lm_loss},
                 {"lm_loss_above_floor", last.lm_loss - r.entropy_floor}};
   return j;
 }
@@ -199,7 +205,8 @@ json provenance_json(int world) {
   MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
              MPI_CHAR, 0, MPI_COMM_WORLD);
   std::set<std::string> hosts;
-  for (int r = 0; r < world; ++r) hosts.insert(std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]));
+  for (int r = 0; r < world; ++r)
+    hosts.insert(std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]));
 
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char date[32];
@@ -251,8 +258,8 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
         << c.parallel.pp << ',' << c.parallel.dp << ',' << c.parallel.ep << ',' << c.parallel.zero
         << ',' << c.parallel.schedule << ',' << model::to_string(c.train.precision) << ','
         << c.train.global_batch << ',' << c.train.micro_batch << ',' << step_s << ',' << tps << ','
-        << 3.0 * r.flops_per_token * tps << ','
-        << (r.steps.empty() ? 0.0 : r.steps.back().loss) << ',' << r.memory.peak_bytes << '\n';
+        << 3.0 * r.flops_per_token * tps << ',' << (r.steps.empty() ? 0.0 : r.steps.back().loss)
+        << ',' << r.memory.peak_bytes << '\n';
   }
 }
 
@@ -260,7 +267,8 @@ void write_trace(const std::string& dir, const PointResult& r) {
   if (r.steps.empty()) return;
   const double t0 = r.steps.front().spans.empty() ? 0 : r.steps.front().spans.front().begin;
   json events = json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0"}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0"}}}});
   for (const auto& s : r.steps) {
     for (const auto& sp : s.spans)
       events.push_back({{"name", sp.name},

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "driver/commands.hpp"
@@ -39,7 +39,8 @@ int world_size() {
 }
 
 void report_errors(const Deck& deck) {
-  for (const auto& e : deck.errors) std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
+  for (const auto& e : deck.errors)
+    std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
   std::fprintf(stderr, "paraxis: %zu error(s) in %s\n", deck.errors.size(), deck.path.c_str());
 }
 
@@ -62,9 +63,12 @@ struct Tolerance {
 };
 Tolerance tolerance_for(model::Precision p) {
   switch (p) {
-    case model::Precision::fp64: return {1e-9, 1e-9};
-    case model::Precision::fp32: return {1e-4, 1e-4};
-    case model::Precision::bf16: return {2e-2, 2e-2};
+    case model::Precision::fp64:
+      return {1e-9, 1e-9};
+    case model::Precision::fp32:
+      return {1e-4, 1e-4};
+    case model::Precision::bf16:
+      return {2e-2, 2e-2};
   }
   return {0, 0};
 }
@@ -91,16 +95,18 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
   r.flops_per_token = model::forward_flops_per_token(cfg.model);
   const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
   if (rank == 0)
-    std::printf("point %zu/%zu: %s | %zu parameters, %s, corpus entropy floor %.4f nats (uniform %.4f)\n",
-                i + 1, total, settings_text(r.point).c_str(), r.parameters,
-                model::to_string(cfg.train.precision), r.entropy_floor,
-                std::log(static_cast<double>(cfg.model.vocab)));
+    std::printf(
+        "point %zu/%zu: %s | %zu parameters, %s, corpus entropy floor %.4f nats (uniform %.4f)\n",
+        i + 1, total, settings_text(r.point).c_str(), r.parameters,
+        model::to_string(cfg.train.precision), r.entropy_floor,
+        std::log(static_cast<double>(cfg.model.vocab)));
   for (int s = 0; s < cfg.train.steps; ++s) {
     r.steps.push_back(trainer->step());
     const auto& st = r.steps.back();
     if (rank == 0) {
       std::printf("  step %4d/%d  loss %.6f  lm %.6f", s + 1, cfg.train.steps, st.loss, st.lm_loss);
-      if (cfg.model.moe.experts > 0) std::printf("  aux %.4f  imbalance %.2f", st.aux_loss, st.moe.imbalance);
+      if (cfg.model.moe.experts > 0)
+        std::printf("  aux %.4f  imbalance %.2f", st.aux_loss, st.moe.imbalance);
       const auto dp = st.comm.find("dp");
       if (dp != st.comm.end() && dp->second.calls > 0)
         std::printf("  dp %.3f MB %.4f s", dp->second.bytes / 1e6, dp->second.time_s);
@@ -114,7 +120,8 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
   unsigned long long m5[5] = {mine.params_bytes, mine.grads_bytes, mine.optimizer_bytes,
                               mine.activations_peak_bytes, mine.peak_bytes};
   std::vector<unsigned long long> all(5 * static_cast<std::size_t>(world));
-  MPI_Gather(m5, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  MPI_Gather(m5, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, 0,
+             MPI_COMM_WORLD);
   r.memory = mine;
   for (int k = 0; k < world; ++k) {
     const unsigned long long* a = &all[5 * static_cast<std::size_t>(k)];
@@ -137,7 +144,8 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       auto reference = model::make_trainer(ref.model, ref.train);
       for (int s = 0; s < cfg.train.steps; ++s) {
         const auto rs = reference->step();
-        const double rel = std::fabs(r.steps[s].loss - rs.loss) / std::max(std::fabs(rs.loss), 1e-300);
+        const double rel =
+            std::fabs(r.steps[s].loss - rs.loss) / std::max(std::fabs(rs.loss), 1e-300);
         v.max_loss_rel_diff = std::max(v.max_loss_rel_diff, rel);
       }
       const auto ref_params = reference->parameters();
@@ -148,18 +156,21 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       const Tolerance tol = tolerance_for(cfg.train.precision);
       v.loss_tolerance = tol.loss_rel;
       v.param_tolerance = tol.param_rel * v.max_param_abs;
-      v.passed = v.max_loss_rel_diff <= v.loss_tolerance && v.max_param_abs_diff <= v.param_tolerance;
+      v.passed =
+          v.max_loss_rel_diff <= v.loss_tolerance && v.max_param_abs_diff <= v.param_tolerance;
       verdict = v.passed ? 1 : 0;
-      std::printf("  verify: max loss rel diff %.3e (tolerance %.1e), max param abs diff %.3e "
-                  "(tolerance %.3e): %s\n",
-                  v.max_loss_rel_diff, v.loss_tolerance, v.max_param_abs_diff, v.param_tolerance,
-                  v.passed ? "PASSED" : "FAILED");
+      std::printf(
+          "  verify: max loss rel diff %.3e (tolerance %.1e), max param abs diff %.3e "
+          "(tolerance %.3e): %s\n",
+          v.max_loss_rel_diff, v.loss_tolerance, v.max_param_abs_diff, v.param_tolerance,
+          v.passed ? "PASSED" : "FAILED");
     }
     MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
     v.passed = verdict == 1;
     r.verify = v;
   }
-  r.status = (!verify || r.verify->passed) ? "ok" : "failed: --verify found deviations beyond tolerance";
+  r.status =
+      (!verify || r.verify->passed) ? "ok" : "failed: --verify found deviations beyond tolerance";
 }
 
 }  // namespace
@@ -176,10 +187,12 @@ int check_command(const std::string& path, const std::vector<std::string>& overr
     const auto& p = deck.points[i];
     if (!p.skip_reason.empty()) {
       ++skipped;
-      std::printf("point %zu (%s): would be skipped: %s\n", i, settings_text(p).c_str(), p.skip_reason.c_str());
+      std::printf("point %zu (%s): would be skipped: %s\n", i, settings_text(p).c_str(),
+                  p.skip_reason.c_str());
     }
   }
-  std::printf("%s: ok, %zu point(s), %d would be skipped\n", path.c_str(), deck.points.size(), skipped);
+  std::printf("%s: ok, %zu point(s), %d would be skipped\n", path.c_str(), deck.points.size(),
+              skipped);
   return 0;
 }
 
@@ -238,10 +251,11 @@ int run_command(const RunOptions& opt) {
       const double per_point = (now - run_begin) / static_cast<double>(i + 1);
       const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
       const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
-      std::printf("point %zu/%zu done in %.2f s: %s", i + 1, total, now - point_begin, r.status.c_str());
+      std::printf("point %zu/%zu done in %.2f s: %s", i + 1, total, now - point_begin,
+                  r.status.c_str());
       if (r.status == "ok")
-        std::printf(", step %.4f s, %.0f tokens/s, final loss %.6f", step_s, step_s > 0 ? tokens / step_s : 0.0,
-                    r.steps.back().loss);
+        std::printf(", step %.4f s, %.0f tokens/s, final loss %.6f", step_s,
+                    step_s > 0 ? tokens / step_s : 0.0, r.steps.back().loss);
       std::printf(", about %.0f s left\n", per_point * static_cast<double>(total - i - 1));
       std::fflush(stdout);
     }

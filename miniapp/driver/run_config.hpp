@@ -27,7 +27,7 @@ struct CommConfig {
 };
 
 struct HardwareConfig {
-  double peak_flops = 0;  // per device, for MFU; 0 = unknown
+  double peak_flops = 0;      // per device, for MFU; 0 = unknown
   std::string gemm = "auto";  // auto (vendor GEMM where it applies) | portable
 };
 

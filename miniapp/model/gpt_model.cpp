@@ -166,8 +166,8 @@ struct GptModel<T>::Impl {
       ly.ln1_rstd = vec("paraxis::ln1_rstd", N);
       ly.ln2_mean = vec("paraxis::ln2_mean", N);
       ly.ln2_rstd = vec("paraxis::ln2_rstd", N);
-      ly.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(micro_batch, c.seq_len,
-                                                                   c.heads, c.head_dim());
+      ly.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(micro_batch, c.seq_len, c.heads,
+                                                                  c.head_dim());
       led.add(act, ly.attn->bytes());
       if (!ly.moe) {
         ly.u = mat("paraxis::mlp_u", N, F);
@@ -251,8 +251,7 @@ struct GptModel<T>::Impl {
   }
 
   // dout: gradient w.r.t. the MoE output; writes dh2 (gradient w.r.t. the layer's input h2).
-  void moe_backward(ParamStore<T>& ps, Layer& ly, const V2& dout, const V2& dh2,
-                    double aux_scale) {
+  void moe_backward(ParamStore<T>& ps, Layer& ly, const V2& dout, const V2& dh2, double aux_scale) {
     const Space space;
     const int E = cfg.moe.experts, K = cfg.moe.top_k;
     auto& r = *ly.routing;
@@ -275,8 +274,7 @@ struct GptModel<T>::Impl {
       // The router statistics of this micro-batch were computed in forward; recompute the
       // requested counts (cheap) since the scratch is shared between layers.
       k::moe_router_stats(space, ly.probs, ly.expert_idx, router_requested, router_prob_sum);
-      k::moe_aux_loss_backward(space, router_requested, static_cast<long>(N), K, aux_scale,
-                               dprobs);
+      k::moe_aux_loss_backward(space, router_requested, static_cast<long>(N), K, aux_scale, dprobs);
     }
     k::softmax_backward(space, ly.probs, dprobs, drouter);
     linear_backward(drouter, ly.h2, ps.w2(ly.wr), dh2, 1.0, ps.g2(ly.wr), A1());
@@ -305,8 +303,8 @@ struct GptModel<T>::Impl {
       k::attention_forward(space, q, kk, vv, *ly.attn, ly.a);
       linear_forward(ly.a, ps.w2(ly.wo), ps.w1(ly.bo), ly.x_mid);
       k::add_inplace(space, ly.x_mid, x);
-      k::layernorm_forward(space, ly.x_mid, ps.w1(ly.ln2_g), ps.w1(ly.ln2_b), kLayerNormEps,
-                           ly.h2, ly.ln2_mean, ly.ln2_rstd);
+      k::layernorm_forward(space, ly.x_mid, ps.w1(ly.ln2_g), ps.w1(ly.ln2_b), kLayerNormEps, ly.h2,
+                           ly.ln2_mean, ly.ln2_rstd);
       const V2& out = xs[l + 1];
       if (!ly.moe) {
         linear_forward(ly.h2, ps.w2(ly.w1), ps.w1(ly.b1), ly.u);
@@ -320,17 +318,17 @@ struct GptModel<T>::Impl {
       h().after_forward(l + 1);
     }
     h().before_forward(L + 1);
-    k::layernorm_forward(space, xs.back(), ps.w1(lnf_g), ps.w1(lnf_b), kLayerNormEps, xf,
-                         lnf_mean, lnf_rstd);
+    k::layernorm_forward(space, xs.back(), ps.w1(lnf_g), ps.w1(lnf_b), kLayerNormEps, xf, lnf_mean,
+                         lnf_rstd);
     k::gemm(space, Trans::N, Trans::N, 1.0, xf, ps.w2(head), 0.0, logits);
-    res.ce_sum = static_cast<double>(
-        k::cross_entropy_forward(space, logits, targets, cfg.vocab, lse));
+    res.ce_sum =
+        static_cast<double>(k::cross_entropy_forward(space, logits, targets, cfg.vocab, lse));
     h().after_forward(L + 1);
     return res;
   }
 
-  void backward(ParamStore<T>& ps, const Tokens& tokens, const Tokens& targets,
-                double ce_scale, double aux_scale) {
+  void backward(ParamStore<T>& ps, const Tokens& tokens, const Tokens& targets, double ce_scale,
+                double aux_scale) {
     const Space space;
     const int L = static_cast<int>(layers.size());
     h().before_backward(L + 1);
@@ -351,8 +349,8 @@ struct GptModel<T>::Impl {
       } else {
         moe_backward(ps, ly, dx_a, dtmp, aux_scale);
       }
-      k::layernorm_backward(space, dtmp, ly.x_mid, ps.w1(ly.ln2_g), ly.ln2_mean, ly.ln2_rstd,
-                            dx_b, ps.g1(ly.ln2_g), ps.g1(ly.ln2_b));
+      k::layernorm_backward(space, dtmp, ly.x_mid, ps.w1(ly.ln2_g), ly.ln2_mean, ly.ln2_rstd, dx_b,
+                            ps.g1(ly.ln2_g), ps.g1(ly.ln2_b));
       k::add_inplace(space, dx_b, dx_a);  // dx_b: gradient w.r.t. x_mid
       // Attention branch: x_mid = x + Wo attn(ln1(x)).
       linear_backward(dx_b, ly.a, ps.w2(ly.wo), dtmp, 0.0, ps.g2(ly.wo), ps.g1(ly.bo));
@@ -360,8 +358,8 @@ struct GptModel<T>::Impl {
       linear_backward(dq, ly.h1, ps.w2(ly.wq), dtmp, 0.0, ps.g2(ly.wq), ps.g1(ly.bq));
       linear_backward(dk, ly.h1, ps.w2(ly.wk), dtmp, 1.0, ps.g2(ly.wk), ps.g1(ly.bk));
       linear_backward(dv, ly.h1, ps.w2(ly.wv), dtmp, 1.0, ps.g2(ly.wv), ps.g1(ly.bv));
-      k::layernorm_backward(space, dtmp, xs[l], ps.w1(ly.ln1_g), ly.ln1_mean, ly.ln1_rstd,
-                            dx_a, ps.g1(ly.ln1_g), ps.g1(ly.ln1_b));
+      k::layernorm_backward(space, dtmp, xs[l], ps.w1(ly.ln1_g), ly.ln1_mean, ly.ln1_rstd, dx_a,
+                            ps.g1(ly.ln1_g), ps.g1(ly.ln1_b));
       k::add_inplace(space, dx_a, dx_b);  // dx_a: gradient w.r.t. the block's input
       h().after_backward(l + 1);
     }

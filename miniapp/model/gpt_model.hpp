@@ -28,8 +28,8 @@ struct Span {
 };
 
 struct MicroBatchResult {
-  double ce_sum = 0;      // sum of token cross-entropies of the micro-batch
-  double aux_sum = 0;     // sum over MoE layers of L_aux (before the coefficient)
+  double ce_sum = 0;               // sum of token cross-entropies of the micro-batch
+  double aux_sum = 0;              // sum over MoE layers of L_aux (before the coefficient)
   std::vector<MoeLayerStats> moe;  // one entry per MoE layer
 };
 

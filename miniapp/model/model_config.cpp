@@ -6,9 +6,12 @@ namespace paraxis::model {
 
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::fp64: return "fp64";
-    case Precision::fp32: return "fp32";
-    case Precision::bf16: return "bf16";
+    case Precision::fp64:
+      return "fp64";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16:
+      return "bf16";
   }
   return "unknown";
 }

@@ -39,8 +39,8 @@ template <class T, class Space>
 int ParamStore<T, Space>::add(std::string name, int rows, int cols, Init init, double stddev,
                               bool decay) {
   if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
-  TensorSpec s{std::move(name), rows, cols, init, stddev, decay, total_,
-               static_cast<int>(units_.size()) - 1};
+  TensorSpec s{std::move(name), rows,  cols,   init,
+               stddev,          decay, total_, static_cast<int>(units_.size()) - 1};
   total_ += (s.size() + kAlign - 1) / kAlign * kAlign;
   specs_.push_back(std::move(s));
   return static_cast<int>(specs_.size()) - 1;
@@ -105,7 +105,8 @@ void ParamStore<T, Space>::allocate(MemoryLedger& ledger) {
   allocate_grads(ledger);
   m = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_m", total_));
   v = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_v", total_));
-  if constexpr (has_master) master = ledger.track(MemCategory::optimizer, GradView("paraxis::master", total_));
+  if constexpr (has_master)
+    master = ledger.track(MemCategory::optimizer, GradView("paraxis::master", total_));
 }
 
 template <class T, class Space>

@@ -11,7 +11,8 @@ namespace paraxis::model {
 
 SyntheticCorpus::SyntheticCorpus(int vocab, int branching, std::uint64_t seed)
     : vocab_(vocab), branching_(std::min(branching, vocab)) {
-  if (vocab < 2) throw std::invalid_argument("corpus: vocab must be >= 2, got " + std::to_string(vocab));
+  if (vocab < 2)
+    throw std::invalid_argument("corpus: vocab must be >= 2, got " + std::to_string(vocab));
   if (branching < 1)
     throw std::invalid_argument("corpus: branching must be >= 1, got " + std::to_string(branching));
   const std::uint64_t succ_key = stream_key(seed, "corpus.successors");

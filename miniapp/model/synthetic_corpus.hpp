@@ -30,7 +30,7 @@ class SyntheticCorpus {
   int vocab_;
   int branching_;
   std::uint64_t key_;
-  std::vector<int> successor_;     // [vocab * branching]
+  std::vector<int> successor_;      // [vocab * branching]
   std::vector<double> cumulative_;  // [vocab * branching], last of each row is 1
 };
 

@@ -157,9 +157,12 @@ MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dro
 
 std::unique_ptr<Trainer> make_trainer(const ModelConfig& m, const TrainConfig& t) {
   switch (t.precision) {
-    case Precision::fp64: return std::make_unique<TrainerImpl<double>>(m, t);
-    case Precision::fp32: return std::make_unique<TrainerImpl<float>>(m, t);
-    case Precision::bf16: return std::make_unique<TrainerImpl<paraxis::bf16>>(m, t);
+    case Precision::fp64:
+      return std::make_unique<TrainerImpl<double>>(m, t);
+    case Precision::fp32:
+      return std::make_unique<TrainerImpl<float>>(m, t);
+    case Precision::bf16:
+      return std::make_unique<TrainerImpl<paraxis::bf16>>(m, t);
   }
   return nullptr;
 }

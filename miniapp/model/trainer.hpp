@@ -31,16 +31,16 @@ struct CommTotals {
 };
 
 struct StepResult {
-  int step = 0;            // 0-based
-  double loss = 0;         // objective: mean cross-entropy + aux_loss_coef * aux_loss
-  double lm_loss = 0;      // mean cross-entropy over every token of the global batch
-  double aux_loss = 0;     // sum over MoE layers of the mean (over micro-batches) L_aux
-  double grad_norm = 0;    // global gradient norm before clipping
-  double time_s = 0;       // wall time of the step (fenced)
+  int step = 0;          // 0-based
+  double loss = 0;       // objective: mean cross-entropy + aux_loss_coef * aux_loss
+  double lm_loss = 0;    // mean cross-entropy over every token of the global batch
+  double aux_loss = 0;   // sum over MoE layers of the mean (over micro-batches) L_aux
+  double grad_norm = 0;  // global gradient norm before clipping
+  double time_s = 0;     // wall time of the step (fenced)
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced phases (may contain comm)
   double compute_s = 0;  // the phases less the communication the step was blocked in inside them
   MoeStepStats moe;
-  std::vector<Span> spans;  // forward/backward/optimizer intervals of this step
+  std::vector<Span> spans;                 // forward/backward/optimizer intervals of this step
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
 };
 

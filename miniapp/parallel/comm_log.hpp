@@ -14,10 +14,10 @@ const char* to_string(Axis a);
 
 struct CommEvent {
   Axis axis;
-  const char* op;      // "all_reduce", "reduce_scatter", ...
-  std::size_t bytes;   // nccl-tests S
-  double begin, end;   // steady clock seconds: start of the call, completion
-  double exposed;      // seconds the caller spent blocked (== end - begin for blocking calls)
+  const char* op;     // "all_reduce", "reduce_scatter", ...
+  std::size_t bytes;  // nccl-tests S
+  double begin, end;  // steady clock seconds: start of the call, completion
+  double exposed;     // seconds the caller spent blocked (== end - begin for blocking calls)
 };
 
 struct AxisTotals {

@@ -16,13 +16,20 @@ double steady_now() {
 
 const char* to_string(Axis a) {
   switch (a) {
-    case Axis::tp: return "tp";
-    case Axis::pp: return "pp";
-    case Axis::dp: return "dp";
-    case Axis::ep: return "ep";
-    case Axis::edp: return "edp";
-    case Axis::world: return "world";
-    case Axis::count: break;
+    case Axis::tp:
+      return "tp";
+    case Axis::pp:
+      return "pp";
+    case Axis::dp:
+      return "dp";
+    case Axis::ep:
+      return "ep";
+    case Axis::edp:
+      return "edp";
+    case Axis::world:
+      return "world";
+    case Axis::count:
+      break;
   }
   return "unknown";
 }
@@ -41,11 +48,16 @@ std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> CommLog::totals() 
 
 std::size_t size_of(DType t) {
   switch (t) {
-    case DType::f64: return 8;
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
@@ -91,8 +103,8 @@ void Communicator::all_gather(const void* s, void* r, std::size_t n, DType t) {
   record("all_gather", n * size_of(t) * static_cast<std::size_t>(size_), b, e, e - b);
 }
 
-void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, void* r,
-                                const int* rc, const int* rd, DType t) {
+void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
+                                const int* rd, DType t) {
   std::size_t sent = 0;
   for (int i = 0; i < size_; ++i) sent += static_cast<std::size_t>(sc[i]);
   const double b = steady_now();
@@ -191,7 +203,8 @@ void check(int rc, const char* what) {
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const paraxis::bf16*>(in);
   auto* b = static_cast<paraxis::bf16*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = paraxis::bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+  for (int i = 0; i < *len; ++i)
+    b[i] = paraxis::bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
 }
 void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const paraxis::bf16*>(in);
@@ -229,11 +242,16 @@ const MpiTypes& mpi_types() {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::f64: return MPI_DOUBLE;
-    case DType::f32: return MPI_FLOAT;
-    case DType::bf16: return mpi_types().bf16;
-    case DType::i32: return MPI_INT;
-    case DType::i64: return MPI_LONG_LONG;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::bf16:
+      return mpi_types().bf16;
+    case DType::i32:
+      return MPI_INT;
+    case DType::i64:
+      return MPI_LONG_LONG;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -295,18 +313,21 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Send(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_), "send");
   }
   void do_recv(void* buf, std::size_t n, DType t, int peer, int tag) override {
-    check(MPI_Recv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE), "recv");
+    check(MPI_Recv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE),
+          "recv");
   }
   Request do_isend(const void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
-    check(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi), "isend");
+    check(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
+          "isend");
     return r;
   }
   Request do_irecv(void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
-    check(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi), "irecv");
+    check(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
+          "irecv");
     return r;
   }
   Request do_iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) override {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "paraxis/kernels/bf16.hpp"
 #include "parallel/comm_log.hpp"
+#include "paraxis/kernels/bf16.hpp"
 
 namespace paraxis::parallel {
 
@@ -20,10 +20,14 @@ std::size_t size_of(DType t);
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, paraxis::bf16>) return DType::bf16;
-  else if constexpr (std::is_same_v<T, int>) return DType::i32;
+  if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, paraxis::bf16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<T, int>)
+    return DType::i32;
   else {
     static_assert(std::is_same_v<T, long long> || std::is_same_v<T, long>, "unsupported type");
     return DType::i64;
@@ -53,7 +57,8 @@ class Communicator {
   const char* backend() const { return backend_name(); }
 
   // In place when send == recv. count: elements of each rank's buffer.
-  void all_reduce(const void* send, void* recv, std::size_t count, DType t, ReduceOp op = ReduceOp::sum);
+  void all_reduce(const void* send, void* recv, std::size_t count, DType t,
+                  ReduceOp op = ReduceOp::sum);
   // send: size() * recv_count elements; rank r receives block r, reduced.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t,
                       ReduceOp op = ReduceOp::sum);

@@ -43,7 +43,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     if (grid.shape().tp != 1 || grid.shape().pp != 1)
       throw std::invalid_argument("data-parallel trainer: tp and pp must be 1");
     if (t.global_batch % (dp_size_ * t.micro_batch) != 0)
-      throw std::invalid_argument("train.global_batch must be a multiple of parallel.dp * train.micro_batch");
+      throw std::invalid_argument(
+          "train.global_batch must be a multiple of parallel.dp * train.micro_batch");
     dp_ = make_communicator(opt.backend, grid.dp(), Axis::dp, &log_);
     metrics_ = make_communicator("mpi", grid.dp(), Axis::world, nullptr);
     layout();
@@ -70,11 +71,13 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     double ce_sum = 0, aux_sum = 0;
     const int E = mcfg_.moe.experts;
     std::vector<long long> moe_counts(static_cast<std::size_t>(E) + 1, 0);  // + dropped
-    const std::uint64_t first = static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
-                                static_cast<std::uint64_t>(dp_rank_) * (tcfg_.global_batch / dp_size_);
+    const std::uint64_t first =
+        static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
+        static_cast<std::uint64_t>(dp_rank_) * (tcfg_.global_batch / dp_size_);
     for (int mb = 0; mb < local_micro; ++mb) {
       last_micro_ = mb == local_micro - 1;
-      model::sample_micro_batch(corpus_, S, first + static_cast<std::uint64_t>(mb) * tcfg_.micro_batch,
+      model::sample_micro_batch(corpus_, S,
+                                first + static_cast<std::uint64_t>(mb) * tcfg_.micro_batch,
                                 tcfg_.micro_batch, tok_h.data(), tgt_h.data());
       Kokkos::deep_copy(tokens_, tok_h);
       Kokkos::deep_copy(targets_, tgt_h);
@@ -154,7 +157,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
       const auto& U = ps.units()[u];
       GView full("paraxis::gather_master", U.size);
       if (!kMasterCopy && opt_.zero < 3) {
-        kernels::convert(Space(), Kokkos::subview(ps.param, std::make_pair(U.begin, U.begin + U.size)), full);
+        kernels::convert(
+            Space(), Kokkos::subview(ps.param, std::make_pair(U.begin, U.begin + U.size)), full);
       } else {
         GView mine("paraxis::gather_mine", shard_[u]);
         if constexpr (kMasterCopy) {
@@ -175,7 +179,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     std::vector<double> out;
     out.reserve(parameter_count());
     for (const auto& s : ps.specs())
-      for (std::size_t i = 0; i < s.size(); ++i) out.push_back(static_cast<double>(flat[s.offset + i]));
+      for (std::size_t i = 0; i < s.size(); ++i)
+        out.push_back(static_cast<double>(flat[s.offset + i]));
     return out;
   }
 
@@ -239,7 +244,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     if (opt_.zero <= 2) {
       ps.allocate_params(led);
       const auto values = ps.initial_values(seed, 0, ps.elements());
-      Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(values.data(), values.size());
+      Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(values.data(),
+                                                                           values.size());
       GView tmp("paraxis::init", values.size());
       Kokkos::deep_copy(tmp, h);
       kernels::convert(Space(), tmp, ps.param);
@@ -354,7 +360,9 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
   void before_backward(int u) override {
     if (opt_.zero == 3) {
       gather_unit(u);
-      Kokkos::deep_copy(Kokkos::subview(grad_ws_, std::make_pair(std::size_t(0), model_.params().units()[u].size)), G(0));
+      Kokkos::deep_copy(Kokkos::subview(grad_ws_, std::make_pair(std::size_t(0),
+                                                                 model_.params().units()[u].size)),
+                        G(0));
       model_.params().bind_unit_grads(u, grad_ws_.data());
     }
     if (opt_.zero == 0 && opt_.overlap) progress();
@@ -424,7 +432,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     for (std::size_t u = 0; u < ps.units().size(); ++u) {
       if constexpr (kMasterCopy) {
         if (opt_.zero == 3) {
-          kernels::convert(space, Kokkos::subview(master_c_, seg(u)), Kokkos::subview(param_c_, seg(u)));
+          kernels::convert(space, Kokkos::subview(master_c_, seg(u)),
+                           Kokkos::subview(param_c_, seg(u)));
         } else {
           kernels::convert(space, Kokkos::subview(master_c_, seg(u)),
                            Kokkos::subview(ps.param, std::make_pair(own_[u], own_[u] + shard_[u])));
@@ -433,7 +442,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
       if (opt_.zero == 1 || opt_.zero == 2) {
         Kokkos::fence();
         const auto& U = ps.units()[u];
-        dp_->all_gather(ps.param.data() + own_[u], ps.param.data() + U.begin, shard_[u], dtype_of<T>());
+        dp_->all_gather(ps.param.data() + own_[u], ps.param.data() + U.begin, shard_[u],
+                        dtype_of<T>());
       }
     }
   }
@@ -470,9 +480,12 @@ std::unique_ptr<model::Trainer> make_data_parallel_trainer(const model::ModelCon
                                                            const ProcessGrid& grid,
                                                            const DataParallelOptions& opt) {
   switch (t.precision) {
-    case model::Precision::fp64: return std::make_unique<DataParallelTrainer<double>>(m, t, grid, opt);
-    case model::Precision::fp32: return std::make_unique<DataParallelTrainer<float>>(m, t, grid, opt);
-    case model::Precision::bf16: return std::make_unique<DataParallelTrainer<paraxis::bf16>>(m, t, grid, opt);
+    case model::Precision::fp64:
+      return std::make_unique<DataParallelTrainer<double>>(m, t, grid, opt);
+    case model::Precision::fp32:
+      return std::make_unique<DataParallelTrainer<float>>(m, t, grid, opt);
+    case model::Precision::bf16:
+      return std::make_unique<DataParallelTrainer<paraxis::bf16>>(m, t, grid, opt);
   }
   return nullptr;
 }

@@ -30,16 +30,23 @@ void check_cuda(cudaError_t r, const char* what) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::f64: return ncclFloat64;
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::sum ? ncclSum : ncclMax;
+}
 
 cudaStream_t kokkos_stream() {
 #ifdef KOKKOS_ENABLE_CUDA
