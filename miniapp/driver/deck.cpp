@@ -359,10 +359,6 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
         "expert parallelism is not implemented yet (ep = " + std::to_string(p.ep) + ")");
   if (p.sequence_parallel)
     err("parallel.sequence_parallel", "sequence parallelism is not implemented yet");
-  if (c.comm.overlap && p.zero != 0)
-    err("comm.overlap",
-        "overlapped gradient reduction is implemented for parallel.zero = 0 only (zero = " +
-            std::to_string(p.zero) + ")");
   return e;
 }
 

@@ -158,6 +158,16 @@ Request Communicator::iall_reduce(const void* s, void* rb, std::size_t n, DType 
   return r;
 }
 
+Request Communicator::ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
+                                      ReduceOp op) {
+  const double b = steady_now();
+  Request r = start(do_ireduce_scatter(s, rb, n, t, op), "reduce_scatter",
+                    n * size_of(t) * static_cast<std::size_t>(size_));
+  r.impl_->begin = b;
+  r.impl_->exposed = steady_now() - b;
+  return r;
+}
+
 bool Communicator::test(Request& r) {
   if (!r.impl_) return true;
   const double b = steady_now();
@@ -336,6 +346,15 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
                          mpi_op(t, op), comm_, &r.impl_->mpi),
           "iall_reduce");
+    return r;
+  }
+  Request do_ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
+                             ReduceOp op) override {
+    Request r;
+    r.impl_ = std::make_unique<Request::Impl>();
+    check(MPI_Ireduce_scatter_block(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "ireduce_scatter"),
+                                    mpi_type(t), mpi_op(t, op), comm_, &r.impl_->mpi),
+          "ireduce_scatter");
     return r;
   }
   bool do_test(Request& r) override {

@@ -75,6 +75,8 @@ class Communicator {
   Request irecv(void* buf, std::size_t count, DType t, int peer, int tag);
   Request iall_reduce(const void* send, void* recv, std::size_t count, DType t,
                       ReduceOp op = ReduceOp::sum);
+  Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t,
+                          ReduceOp op = ReduceOp::sum);
   // Drive progress of outstanding requests without blocking (MPI has no progress thread
   // under Serial Kokkos); returns true once `r` has completed.
   bool test(Request& r);
@@ -110,6 +112,7 @@ class Communicator {
   virtual Request do_isend(const void*, std::size_t, DType, int, int) = 0;
   virtual Request do_irecv(void*, std::size_t, DType, int, int) = 0;
   virtual Request do_iall_reduce(const void*, void*, std::size_t, DType, ReduceOp) = 0;
+  virtual Request do_ireduce_scatter(const void*, void*, std::size_t, DType, ReduceOp) = 0;
   virtual bool do_test(Request&) = 0;
   virtual void do_wait(Request&) = 0;
   virtual void do_barrier() = 0;

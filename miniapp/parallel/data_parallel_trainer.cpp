@@ -49,8 +49,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     metrics_ = make_communicator("mpi", grid.dp(), Axis::world, nullptr);
     layout();
     allocate_and_initialize();
-    if (opt_.zero == 3) model_.set_hooks(this);
-    if (opt_.zero == 0 && opt_.overlap) model_.set_hooks(this);
+    if (opt_.zero == 3 || opt_.overlap) model_.set_hooks(this);
   }
 
   model::StepResult step() override {
@@ -89,11 +88,16 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
           moe_counts[e] += st.tokens_per_expert[e];
           moe_counts[E] += st.dropped_per_expert[e];
         }
-      if (opt_.zero == 2) reduce_scatter_all_units(/*accumulate=*/true);
+      if (opt_.zero == 2 && !opt_.overlap) reduce_scatter_all_units(/*accumulate=*/true);
+      if (opt_.zero >= 2 && opt_.overlap) {
+        complete_pending();
+        if (opt_.zero == 2) model_.params().zero_grads();
+      }
     }
     Kokkos::Profiling::pushRegion("paraxis::grad_sync");
     if (opt_.zero == 0) finish_all_reduce();
-    if (opt_.zero == 1) reduce_scatter_all_units(/*accumulate=*/false);
+    if (opt_.zero == 1 && !opt_.overlap) reduce_scatter_all_units(/*accumulate=*/false);
+    complete_pending();
     Kokkos::Profiling::popRegion();
 
     Kokkos::Profiling::pushRegion("paraxis::optimizer");
@@ -288,11 +292,17 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     auto& ps = model_.params();
     auto& led = model_.ledger();
     if (opt_.zero == 2) ps.allocate_grads(led);  // zero-initialised
-    if (opt_.zero >= 2)  // receive buffer for the per-micro-batch reduce-scatter
-      tmp_c_ = led.track(MemCategory::grads, GView("paraxis::grad_recv", max_shard_));
+    // Receive buffer of the per-micro-batch reduce-scatter: one shard, or (overlapped) one
+    // per unit, since several are in flight at once.
+    if (opt_.zero >= 2)
+      tmp_c_ = led.track(MemCategory::grads,
+                         GView("paraxis::grad_recv", opt_.overlap ? compact_total_ : max_shard_));
     if (opt_.zero == 3) {
       param_ws_ = led.track(MemCategory::params, TView("paraxis::param_gather", max_unit_));
-      grad_ws_ = led.track(MemCategory::grads, GView("paraxis::grad_unit", max_unit_));
+      // Overlapped: two gradient workspaces, so one unit's reduce-scatter can run while the
+      // next unit's backward writes the other.
+      for (int k = 0; k < (opt_.overlap ? 2 : 1); ++k)
+        grad_ws_[k] = led.track(MemCategory::grads, GView("paraxis::grad_unit", max_unit_));
     }
     if (opt_.zero <= 1) ps.zero_grads();
     if (opt_.zero >= 1) Kokkos::deep_copy(grad_c_, G(0));
@@ -307,9 +317,11 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     }
     if (opt_.zero == 3) {
       led.release(MemCategory::params, param_ws_.span() * sizeof(T));
-      led.release(MemCategory::grads, grad_ws_.span() * sizeof(G));
       param_ws_ = TView();
-      grad_ws_ = GView();
+      for (auto& ws : grad_ws_) {
+        led.release(MemCategory::grads, ws.span() * sizeof(G));
+        ws = GView();
+      }
     }
   }
 
@@ -360,35 +372,87 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
   void before_backward(int u) override {
     if (opt_.zero == 3) {
       gather_unit(u);
-      Kokkos::deep_copy(Kokkos::subview(grad_ws_, std::make_pair(std::size_t(0),
-                                                                 model_.params().units()[u].size)),
-                        G(0));
-      model_.params().bind_unit_grads(u, grad_ws_.data());
+      ws_slot_ = opt_.overlap ? 1 - ws_slot_ : 0;
+      complete_pending_slot(ws_slot_);  // the workspace must be free before it is rewritten
+      auto& ws = grad_ws_[ws_slot_];
+      Kokkos::deep_copy(
+          Kokkos::subview(ws, std::make_pair(std::size_t(0), model_.params().units()[u].size)),
+          G(0));
+      model_.params().bind_unit_grads(u, ws.data());
     }
-    if (opt_.zero == 0 && opt_.overlap) progress();
+    if (opt_.overlap) progress();
   }
   void after_backward(int u) override {
+    const std::size_t uu = static_cast<std::size_t>(u);
+    auto& ps = model_.params();
     if (opt_.zero == 3) {
-      reduce_scatter_unit(static_cast<std::size_t>(u), grad_ws_.data(), /*accumulate=*/true);
-      model_.params().bind_unit_grads(u, nullptr);
-      model_.params().bind_unit_params(u, nullptr);
+      if (opt_.overlap) {
+        start_reduce_scatter(uu, grad_ws_[ws_slot_].data(), /*accumulate=*/true, ws_slot_);
+      } else {
+        reduce_scatter_unit(uu, grad_ws_[0].data(), /*accumulate=*/true);
+      }
+      ps.bind_unit_grads(u, nullptr);
+      ps.bind_unit_params(u, nullptr);
     }
-    if (opt_.zero == 0 && opt_.overlap && last_micro_) {
+    if (opt_.overlap && opt_.zero == 2)
+      start_reduce_scatter(uu, ps.grad.data() + ps.units()[uu].begin, /*accumulate=*/true, -1);
+    if (opt_.overlap && opt_.zero == 1 && last_micro_)
+      start_reduce_scatter(uu, ps.grad.data() + ps.units()[uu].begin, /*accumulate=*/false, -1);
+    if (opt_.overlap && opt_.zero == 0 && last_micro_) {
       // A bucket's gradients are final once the backward of its first unit is done.
       for (auto& b : buckets_)
         if (b.first_unit == u && !b.started) {
           Kokkos::fence();
-          auto& ps = model_.params();
           b.request = dp_->iall_reduce(ps.grad.data() + b.begin, ps.grad.data() + b.begin,
                                        b.end - b.begin, dtype_of<G>());
           b.started = true;
         }
-      progress();
+    }
+    if (opt_.overlap) progress();
+  }
+
+  // ---- overlapped reduce-scatters: started in after_backward, completed (and accumulated
+  // into the owned gradient shard, in unit order per micro-batch, as without overlap) before
+  // their buffers are reused and before the optimizer.
+  struct PendingScatter {
+    Request request;
+    std::size_t unit;
+    bool accumulate;
+    int slot;  // ZeRO-3 gradient workspace in use, or -1
+  };
+  void start_reduce_scatter(std::size_t u, const G* unit_grads, bool accumulate, int slot) {
+    Kokkos::fence();
+    G* recv = accumulate ? tmp_c_.data() + compact_[u] : grad_c_.data() + compact_[u];
+    pending_.push_back(
+        {dp_->ireduce_scatter(unit_grads, recv, shard_[u], dtype_of<G>()), u, accumulate, slot});
+  }
+  void finish(PendingScatter& p) {
+    dp_->wait(p.request);
+    if (p.accumulate)
+      kernels::add_inplace(Space(), Kokkos::subview(grad_c_, seg(p.unit)),
+                           Kokkos::subview(tmp_c_, seg(p.unit)));
+  }
+  void complete_pending() {
+    for (auto& p : pending_) finish(p);
+    pending_.clear();
+  }
+  void complete_pending_slot(int slot) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->slot == slot) {
+        finish(*it);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
+  // MPI makes progress only inside MPI calls (no progress thread under Serial Kokkos): poke
+  // every outstanding request between units.
   void progress() {
     for (auto& b : buckets_)
       if (b.request.active()) dp_->test(b.request);
+    for (auto& p : pending_)
+      if (p.request.active()) dp_->test(p.request);
   }
 
   // ---- optimizer over the owned shard of every tensor
@@ -467,7 +531,10 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
   std::vector<std::size_t> shard_, own_, compact_;
   std::size_t compact_total_ = 0, max_unit_ = 0, max_shard_ = 0;
   std::vector<Bucket> buckets_;
-  GView grad_c_, tmp_c_, m_c_, v_c_, master_c_, grad_ws_;
+  GView grad_c_, tmp_c_, m_c_, v_c_, master_c_;
+  GView grad_ws_[2];
+  int ws_slot_ = 0;
+  std::vector<PendingScatter> pending_;
   TView param_c_, param_ws_;
   bool last_micro_ = false;
   int step_ = 0;

@@ -147,6 +147,12 @@ class NcclCommunicator final : public Communicator {
     check_nccl(ncclAllReduce(s, rb, n, nccl_type(t), nccl_op(op), comm_, stream_), "all_reduce");
     return with_event();
   }
+  Request do_ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
+                             ReduceOp op) override {
+    check_nccl(ncclReduceScatter(s, rb, n, nccl_type(t), nccl_op(op), comm_, stream_),
+               "reduce_scatter");
+    return with_event();
+  }
   bool do_test(Request& r) override {
     auto ev = static_cast<cudaEvent_t>(r.impl_->backend);
     const cudaError_t q = cudaEventQuery(ev);
