@@ -177,7 +177,10 @@ TEST(data_parallel, resident_memory_follows_the_zero_model) {
   EXPECT_LE(mem[3].params_bytes, slack * mem[0].params_bytes / dp);
   EXPECT_LE(mem[3].optimizer_bytes, slack * mem[0].optimizer_bytes / dp);
   EXPECT_GT(mem[2].params_bytes, mem[0].params_bytes - 1);  // stage 2 keeps full parameters
-  // Transient buffers (full gradients in stage 2, gathered units in stage 3) show in the peak.
+  // Transient buffers (full gradients in stage 2, gathered units in stage 3) show in the peaks.
+  EXPECT_GE(mem[2].grads_peak_bytes, mem[0].grads_bytes);
+  EXPECT_GT(mem[3].params_peak_bytes, mem[3].params_bytes);
+  EXPECT_EQ(mem[0].grads_peak_bytes, mem[0].grads_bytes);  // nothing transient at stage 0
   EXPECT_GT(mem[2].peak_bytes, mem[2].params_bytes + mem[2].grads_bytes + mem[2].optimizer_bytes +
                                    mem[2].activations_peak_bytes);
 }

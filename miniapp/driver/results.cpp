@@ -83,7 +83,10 @@ json memory_json(const model::MemoryReport& m) {
               {"grads_bytes", m.grads_bytes},
               {"optimizer_bytes", m.optimizer_bytes},
               {"activations_peak_bytes", m.activations_peak_bytes},
-              {"peak_bytes", m.peak_bytes}};
+              {"peak_bytes", m.peak_bytes},
+              {"params_peak_bytes", m.params_peak_bytes},
+              {"grads_peak_bytes", m.grads_peak_bytes},
+              {"optimizer_peak_bytes", m.optimizer_peak_bytes}};
 }
 }  // namespace
 

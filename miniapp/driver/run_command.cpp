@@ -117,15 +117,17 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
   }
   // Memory of every rank, to rank 0; `memory` is the rank with the largest peak.
   const model::MemoryReport mine = trainer->memory();
-  unsigned long long m5[5] = {mine.params_bytes, mine.grads_bytes, mine.optimizer_bytes,
-                              mine.activations_peak_bytes, mine.peak_bytes};
-  std::vector<unsigned long long> all(5 * static_cast<std::size_t>(world));
-  MPI_Gather(m5, 5, MPI_UNSIGNED_LONG_LONG, all.data(), 5, MPI_UNSIGNED_LONG_LONG, 0,
-             MPI_COMM_WORLD);
+  constexpr int kFields = 8;
+  unsigned long long fields[kFields] = {
+      mine.params_bytes, mine.grads_bytes,       mine.optimizer_bytes,  mine.activations_peak_bytes,
+      mine.peak_bytes,   mine.params_peak_bytes, mine.grads_peak_bytes, mine.optimizer_peak_bytes};
+  std::vector<unsigned long long> all(kFields * static_cast<std::size_t>(world));
+  MPI_Gather(fields, kFields, MPI_UNSIGNED_LONG_LONG, all.data(), kFields, MPI_UNSIGNED_LONG_LONG,
+             0, MPI_COMM_WORLD);
   r.memory = mine;
   for (int k = 0; k < world; ++k) {
-    const unsigned long long* a = &all[5 * static_cast<std::size_t>(k)];
-    model::MemoryReport m{a[0], a[1], a[2], a[3], a[4]};
+    const unsigned long long* a = &all[kFields * static_cast<std::size_t>(k)];
+    model::MemoryReport m{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]};
     r.memory_per_rank.push_back(m);
     if (m.peak_bytes > r.memory.peak_bytes) r.memory = m;
   }

@@ -105,16 +105,7 @@ class TrainerImpl final : public Trainer {
     return n;
   }
 
-  MemoryReport memory() const override {
-    const MemoryLedger& l = model_.ledger();
-    MemoryReport m;
-    m.params_bytes = l.peak(MemCategory::params);
-    m.grads_bytes = l.peak(MemCategory::grads);
-    m.optimizer_bytes = l.peak(MemCategory::optimizer);
-    m.activations_peak_bytes = l.peak(MemCategory::activations);
-    m.peak_bytes = l.peak_total();
-    return m;
-  }
+  MemoryReport memory() const override { return memory_report(model_.ledger()); }
 
   const SyntheticCorpus& corpus() const override { return corpus_; }
 
@@ -139,6 +130,19 @@ void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_
       targets[b * seq_len + s] = seq[s + 1];
     }
   }
+}
+
+MemoryReport memory_report(const MemoryLedger& l) {
+  MemoryReport m;
+  m.params_bytes = l.current(MemCategory::params);
+  m.grads_bytes = l.current(MemCategory::grads);
+  m.optimizer_bytes = l.current(MemCategory::optimizer);
+  m.activations_peak_bytes = l.peak(MemCategory::activations);
+  m.peak_bytes = l.peak_total();
+  m.params_peak_bytes = l.peak(MemCategory::params);
+  m.grads_peak_bytes = l.peak(MemCategory::grads);
+  m.optimizer_peak_bytes = l.peak(MemCategory::optimizer);
+  return m;
 }
 
 MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dropped) {

@@ -44,10 +44,14 @@ struct StepResult {
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
 };
 
+// Bytes resident between steps (params/grads/optimizer), and high-water marks during steps.
 struct MemoryReport {
   std::size_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0;
   std::size_t activations_peak_bytes = 0, peak_bytes = 0;
+  std::size_t params_peak_bytes = 0, grads_peak_bytes = 0, optimizer_peak_bytes = 0;
 };
+
+MemoryReport memory_report(const MemoryLedger& ledger);
 
 class Trainer {
  public:

@@ -194,16 +194,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     return n;
   }
 
-  model::MemoryReport memory() const override {
-    const model::MemoryLedger& l = model_.ledger();
-    model::MemoryReport m;
-    m.params_bytes = l.current(MemCategory::params);  // resident between steps
-    m.grads_bytes = l.current(MemCategory::grads);
-    m.optimizer_bytes = l.current(MemCategory::optimizer);
-    m.activations_peak_bytes = l.peak(MemCategory::activations);
-    m.peak_bytes = l.peak_total();
-    return m;
-  }
+  model::MemoryReport memory() const override { return model::memory_report(model_.ledger()); }
 
   const model::SyntheticCorpus& corpus() const override { return corpus_; }
 
