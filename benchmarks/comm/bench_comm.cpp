@@ -484,10 +484,20 @@ json provenance(int world, const std::string& cmdline, const std::string& load) 
   char lib[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(lib, &len);
-  std::string mpi(lib, static_cast<std::size_t>(len));
-  const auto nl = mpi.find('\n');
-  if (nl != std::string::npos) mpi = mpi.substr(0, nl);
-  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\n')) mpi.pop_back();
+  // The first line (name and version) and, for MPICH, the device line ("ch4:ucx"), with
+  // whitespace runs collapsed: "MPICH Version: 4.0.2, MPICH Device: ch4:ucx".
+  std::string mpi;
+  {
+    std::istringstream lines(std::string(lib, static_cast<std::size_t>(len)));
+    std::string line;
+    for (int i = 0; std::getline(lines, line); ++i) {
+      if (i > 0 && line.find("Device") == std::string::npos) continue;
+      std::istringstream words(line);
+      std::string w, joined;
+      while (words >> w) joined += (joined.empty() ? "" : " ") + w;
+      if (!joined.empty()) mpi += (mpi.empty() ? "" : ", ") + joined;
+    }
+  }
   int major = 0, minor = 0;
   MPI_Get_version(&major, &minor);
 
