@@ -184,3 +184,20 @@ TEST(data_parallel, resident_memory_follows_the_zero_model) {
   EXPECT_GT(mem[2].peak_bytes, mem[2].params_bytes + mem[2].grads_bytes + mem[2].optimizer_bytes +
                                    mem[2].activations_peak_bytes);
 }
+
+TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
+  const auto c = config("fp64");
+  auto ref = model::make_trainer(c.model, c.train);
+  ref->record_routing(true);
+  parallel::ProcessGrid grid(MPI_COMM_WORLD,
+                             parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
+  auto par = parallel::make_data_parallel_trainer(
+      c.model, c.train, grid, parallel::DataParallelOptions{1, 25, false, "mpi"});
+  par->record_routing(true);
+  const std::size_t tokens = static_cast<std::size_t>(c.train.global_batch) * c.model.seq_len;
+  for (int s = 0; s < 2; ++s) {
+    const auto a = ref->step(), b = par->step();
+    ASSERT_EQ(a.routing.size(), tokens * c.model.moe.top_k * c.model.moe_layer_count());
+    EXPECT_EQ(b.routing, a.routing) << "step " << s;
+  }
+}

@@ -174,13 +174,16 @@ json point_to_json(const PointResult& r) {
                  {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},
                  {"branching", c.train.corpus_branching}};
   if (r.verify) {
-    j["verify"] = {{"max_loss_rel_diff", r.verify->max_loss_rel_diff},
-                   {"max_param_abs_diff", r.verify->max_param_abs_diff},
-                   {"max_param_abs", r.verify->max_param_abs},
-                   {"loss_tolerance", r.verify->loss_tolerance},
-                   {"param_tolerance", r.verify->param_tolerance},
-                   {"routing_flips", nullptr},
-                   {"passed", r.verify->passed}};
+    j["verify"] = {
+        {"max_loss_rel_diff", r.verify->max_loss_rel_diff},
+        {"max_param_abs_diff", r.verify->max_param_abs_diff},
+        {"max_param_abs", r.verify->max_param_abs},
+        {"loss_tolerance", r.verify->loss_tolerance},
+        {"param_tolerance", r.verify->param_tolerance},
+        {"routing_flips", r.verify->routing_flips},
+        {"first_flip_step",
+         r.verify->first_flip_step < 0 ? json(nullptr) : json(r.verify->first_flip_step)},
+        {"passed", r.verify->passed}};
   }
   const auto& last = r.steps.back();
   j["final"] = {{"loss", last.loss},

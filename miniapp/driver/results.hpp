@@ -18,6 +18,8 @@ struct VerifyResult {
   double max_param_abs_diff = 0;
   double max_param_abs = 0;
   double loss_tolerance = 0, param_tolerance = 0;
+  long routing_flips = 0;    // tokens whose top-k experts differ from the reference
+  int first_flip_step = -1;  // tolerances apply to the steps before it (-1: none)
   bool passed = false;
 };
 

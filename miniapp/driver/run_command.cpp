@@ -90,6 +90,7 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
                                                               : kernels::GemmVariant::automatic);
   std::unique_ptr<parallel::ProcessGrid> grid;
   auto trainer = make_point_trainer(cfg, world, grid);
+  if (verify) trainer->record_routing(true);
   r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
   r.parameters = trainer->parameter_count();
   r.flops_per_token = model::forward_flops_per_token(cfg.model);
@@ -144,22 +145,40 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       ref.parallel = ParallelConfig{};
       ref.comm.overlap = false;
       auto reference = model::make_trainer(ref.model, ref.train);
+      reference->record_routing(true);
+      const int K = cfg.model.moe.top_k;
       for (int s = 0; s < cfg.train.steps; ++s) {
         const auto rs = reference->step();
+        // Routing flips: tokens whose top-k experts differ (possible in fp32 near ties).
+        const auto& a = r.steps[s].routing;
+        const auto& b = rs.routing;
+        long flips = a.size() == b.size() ? 0 : static_cast<long>(std::max(a.size(), b.size()) / K);
+        for (std::size_t t = 0; a.size() == b.size() && t < a.size(); t += K)
+          flips += std::equal(a.begin() + t, a.begin() + t + K, b.begin() + t) ? 0 : 1;
+        if (flips > 0 && v.first_flip_step < 0) v.first_flip_step = s;
+        v.routing_flips += flips;
+        // The tolerances apply while no token has flipped: after a flip the runs diverge
+        // legitimately (a different expert was chosen), so later steps are not compared.
+        if (v.first_flip_step >= 0) continue;
         const double rel =
             std::fabs(r.steps[s].loss - rs.loss) / std::max(std::fabs(rs.loss), 1e-300);
         v.max_loss_rel_diff = std::max(v.max_loss_rel_diff, rel);
       }
+      const Tolerance tol = tolerance_for(cfg.train.precision);
+      v.loss_tolerance = tol.loss_rel;
       const auto ref_params = reference->parameters();
       for (std::size_t k = 0; k < ref_params.size(); ++k) {
         v.max_param_abs = std::max(v.max_param_abs, std::fabs(ref_params[k]));
         v.max_param_abs_diff = std::max(v.max_param_abs_diff, std::fabs(ref_params[k] - params[k]));
       }
-      const Tolerance tol = tolerance_for(cfg.train.precision);
-      v.loss_tolerance = tol.loss_rel;
       v.param_tolerance = tol.param_rel * v.max_param_abs;
-      v.passed =
-          v.max_loss_rel_diff <= v.loss_tolerance && v.max_param_abs_diff <= v.param_tolerance;
+      const bool params_ok = v.first_flip_step >= 0 || v.max_param_abs_diff <= v.param_tolerance;
+      v.passed = v.max_loss_rel_diff <= v.loss_tolerance && params_ok;
+      if (v.first_flip_step >= 0)
+        std::printf(
+            "  verify: %ld routing flip(s), the first in step %d: steps from there on and "
+            "the final parameters are not compared\n",
+            v.routing_flips, v.first_flip_step + 1);
       verdict = v.passed ? 1 : 0;
       std::printf(
           "  verify: max loss rel diff %.3e (tolerance %.1e), max param abs diff %.3e "

@@ -247,6 +247,10 @@ struct GptModel<T>::Impl {
     st.aux_loss = k::moe_aux_loss_value(req_h.data(), psum.data(), N, K, E);
     st.tokens_per_expert.assign(r.counts_host.data(), r.counts_host.data() + E);
     st.dropped_per_expert.assign(r.dropped_host.data(), r.dropped_host.data() + E);
+    if (record_routing) {
+      auto idx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ly.expert_idx);
+      st.routing.assign(idx.data(), idx.data() + idx.size());
+    }
     return st;
   }
 
@@ -281,6 +285,7 @@ struct GptModel<T>::Impl {
   }
 
   UnitHooks* hooks = nullptr;
+  bool record_routing = false;
   UnitHooks no_hooks;
   UnitHooks& h() { return hooks ? *hooks : no_hooks; }
 
@@ -391,6 +396,7 @@ MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& target
   {
     FencedTimer t("forward", fwd_s_, spans_);
     impl_->hooks = hooks_;
+    impl_->record_routing = record_routing_;
     r = impl_->forward(params_, tokens, targets);
   }
   Kokkos::Profiling::popRegion();

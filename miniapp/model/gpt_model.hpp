@@ -18,7 +18,8 @@ namespace paraxis::model {
 struct MoeLayerStats {
   std::vector<int> tokens_per_expert;  // kept assignments
   std::vector<int> dropped_per_expert;
-  double aux_loss = 0;  // L_aux of this micro-batch (before the coefficient)
+  double aux_loss = 0;       // L_aux of this micro-batch (before the coefficient)
+  std::vector<int> routing;  // [tokens * top_k] chosen experts, when routing is recorded
 };
 
 // A fenced compute interval, in seconds on the steady clock (for the trace).
@@ -71,6 +72,8 @@ class GptModel {
   MicroBatchResult forward(const Tokens& tokens, const Tokens& targets);
 
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // Keep every MoE layer's top-k choices in MicroBatchResult (for --verify's routing flips).
+  void set_record_routing(bool on) { record_routing_ = on; }
   MemoryLedger& ledger() { return ledger_; }
   ParamStore<T>& params() { return params_; }
   const ParamStore<T>& params() const { return params_; }
@@ -91,6 +94,7 @@ class GptModel {
   ParamStore<T> params_;
   std::unique_ptr<Impl> impl_;
   UnitHooks* hooks_ = nullptr;
+  bool record_routing_ = false;
   double fwd_s_ = 0, bwd_s_ = 0;
   std::vector<Span> spans_;
 };

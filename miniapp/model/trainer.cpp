@@ -56,6 +56,8 @@ class TrainerImpl final : public Trainer {
       ce_sum += mr.ce_sum;
       aux_sum += mr.aux_sum;
       for (const auto& st : mr.moe)
+        r.routing.insert(r.routing.end(), st.routing.begin(), st.routing.end());
+      for (const auto& st : mr.moe)
         for (int e = 0; e < E; ++e) {
           expert_tokens[e] += st.tokens_per_expert[e];
           dropped += st.dropped_per_expert[e];
@@ -87,6 +89,8 @@ class TrainerImpl final : public Trainer {
     Kokkos::Profiling::popRegion();
     return r;
   }
+
+  void record_routing(bool on) override { model_.set_record_routing(on); }
 
   std::vector<double> parameters() const override {
     const auto& ps = model_.params();

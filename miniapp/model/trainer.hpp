@@ -42,6 +42,9 @@ struct StepResult {
   MoeStepStats moe;
   std::vector<Span> spans;                 // forward/backward/optimizer intervals of this step
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
+  // With record_routing: the top-k experts of every token of the global batch, micro-batch
+  // by micro-batch in single-rank order, MoE layers in order within each ([tokens * top_k]).
+  std::vector<int> routing;
 };
 
 // Bytes resident between steps (params/grads/optimizer), and high-water marks during steps.
@@ -57,6 +60,7 @@ class Trainer {
  public:
   virtual ~Trainer() = default;
   virtual StepResult step() = 0;
+  virtual void record_routing(bool on) = 0;
   // All parameters (master copy) in ParamStore order, converted to double on the host.
   virtual std::vector<double> parameters() const = 0;
   virtual std::size_t parameter_count() const = 0;  // logical elements, padding excluded

@@ -84,6 +84,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
       ce_sum += mr.ce_sum;
       aux_sum += mr.aux_sum;
       for (const auto& st : mr.moe)
+        r.routing.insert(r.routing.end(), st.routing.begin(), st.routing.end());
+      for (const auto& st : mr.moe)
         for (int e = 0; e < E; ++e) {
           moe_counts[e] += st.tokens_per_expert[e];
           moe_counts[E] += st.dropped_per_expert[e];
@@ -120,6 +122,13 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     double sums[2] = {ce_sum, aux_sum};
     metrics_->all_reduce(sums, sums, 2, DType::f64);
     metrics_->all_reduce(moe_counts.data(), moe_counts.data(), moe_counts.size(), DType::i64);
+    if (record_routing_ && !r.routing.empty()) {
+      // Rank d holds global micro-batches d*m ... (d+1)*m - 1: gathering in rank order gives
+      // the single-rank order.
+      std::vector<int> all(r.routing.size() * static_cast<std::size_t>(dp_size_));
+      metrics_->all_gather(r.routing.data(), all.data(), r.routing.size(), DType::i32);
+      r.routing.swap(all);
+    }
     r.optimizer_s = opt_end - opt_begin;
     r.time_s = model::steady_seconds() - t0;
     r.forward_s = model_.forward_seconds() - f0;
@@ -150,6 +159,11 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     log_.clear();
     Kokkos::Profiling::popRegion();
     return r;
+  }
+
+  void record_routing(bool on) override {
+    record_routing_ = on;
+    model_.set_record_routing(on);
   }
 
   std::vector<double> parameters() const override {
@@ -220,7 +234,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     const std::size_t cap = static_cast<std::size_t>(opt_.bucket_mb * 1024 * 1024 / sizeof(G));
     for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
       if (buckets_.empty() || (buckets_.back().end - units[u].begin) > cap) {
-        buckets_.push_back({units[u].begin, units[u].begin + units[u].size, u});
+        buckets_.push_back({units[u].begin, units[u].begin + units[u].size, u, Request(), false});
       } else {
         buckets_.back().begin = units[u].begin;
         buckets_.back().first_unit = u;
@@ -528,6 +542,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
   std::vector<PendingScatter> pending_;
   TView param_c_, param_ws_;
   bool last_micro_ = false;
+  bool record_routing_ = false;
   int step_ = 0;
 };
 
