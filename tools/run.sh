@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the main job (the README's first command): installs the system
-# packages, builds paraxis (Release), trains the tiny deck on one rank, then measures the
-# kernel benchmark suite (GEMM against OpenBLAS, attention, LayerNorm, softmax).
-#   tools/run.sh [DECK]        default: inputs/tiny.yaml
+# packages, builds paraxis (Release), runs the demo sweep (inputs/demo.yaml: every
+# factorisation of 4 ranks, each ZeRO stage, checked against the single-rank run with
+# --verify), then measures the kernel benchmark suite (GEMM against OpenBLAS, attention,
+# LayerNorm, softmax).
+#   tools/run.sh [DECK [RANKS]]        default: inputs/demo.yaml on 4 ranks
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deck=${1:-inputs/tiny.yaml}
+deck=${1:-inputs/demo.yaml}
+ranks=${2:-4}
 tools/install-deps.sh
 cmake --preset default
 cmake --build --preset default -j "$(nproc)"
 out=runs/$(basename "$deck" .yaml)-$(date +%Y%m%d-%H%M%S)
-mpiexec -n 1 build/bin/paraxis run "$deck" --out "$out"
+mpiexec -n "$ranks" build/bin/paraxis run "$deck" --verify --out "$out"
 OPENBLAS_NUM_THREADS=1 build/bin/paraxis-bench-kernels --benchmark_min_time=0.2 \
   --benchmark_out="$out/bench-kernels.json" --benchmark_out_format=json
 echo "results: $out/summary.json, $out/bench-kernels.json"

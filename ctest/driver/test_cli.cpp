@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -128,4 +129,148 @@ TEST(cli, verify_on_two_ranks_reports_deviations_and_dp_traffic) {
   // ZeRO-2 keeps only the owned gradient shard (fp64: 8 bytes each) between steps: about half.
   EXPECT_LT(p["memory"]["grads_bytes"].get<double>(),
             0.6 * 8.0 * p["model"]["parameters"].get<double>());
+}
+
+namespace {
+// The documented schema of one point (docs/results.md): key -> JSON type.
+void expect_point_schema(const nlohmann::json& p) {
+  using T = nlohmann::json::value_t;
+  auto has = [&](const nlohmann::json& o, const char* key, std::initializer_list<T> types) {
+    ASSERT_TRUE(o.contains(key)) << "missing '" << key << "' in " << o.dump().substr(0, 200);
+    bool ok = false;
+    for (auto t : types) ok = ok || o[key].type() == t;
+    EXPECT_TRUE(ok) << "'" << key << "' has type " << o[key].type_name();
+  };
+  const auto num = {T::number_float, T::number_integer, T::number_unsigned};
+  has(p, "index", num);
+  has(p, "status", {T::string});
+  has(p, "config", {T::object});
+  for (const char* s : {"model", "train", "parallel", "comm", "hardware", "output"})
+    has(p["config"], s, {T::object});
+  has(p, "grid", {T::object});
+  for (const char* k : {"world", "tp", "pp", "dp", "ep"}) has(p["grid"], k, num);
+  if (p["status"] != "ok") return;
+  has(p, "steps", {T::array});
+  for (const auto& s : p["steps"])
+    for (const char* k : {"step", "loss", "lm_loss", "aux_loss", "grad_norm", "time_s"})
+      has(s, k, num);
+  has(p, "time", {T::object});
+  for (const char* k : {"step_median_s", "compute_s", "bubble_fraction", "bubble_fraction_model",
+                        "bubble_fraction_ideal"})
+    has(p["time"], k, num);
+  for (const char* axis : {"tp", "pp", "dp", "ep"})
+    for (const char* k : {"time_s", "exposed_s", "bytes", "calls"})
+      has(p["time"]["comm"][axis], k, num);
+  has(p["time"], "ranks", {T::object});
+  for (const auto& [name, stat] : p["time"]["ranks"].items())
+    for (const char* k : {"min", "mean", "max"}) has(stat, k, num);
+  for (const char* k :
+       {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_peak_bytes", "peak_bytes"})
+    has(p["memory"], k, num);
+  has(p, "memory_per_rank", {T::array});
+  EXPECT_EQ(p["memory_per_rank"].size(), p["grid"]["world"].get<std::size_t>());
+  for (const char* k : {"tokens_per_s", "model_flops_per_s"}) has(p["throughput"], k, num);
+  has(p["throughput"], "mfu", {T::null, T::number_float});
+}
+}  // namespace
+
+TEST(cli, auto_sweep_on_four_ranks_runs_every_factorisation) {
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_auto_sweep";
+  std::filesystem::remove_all(out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 4 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/demo.yaml --set train.steps=2 --set sweep.parallel.zero=[0,3]"
+          " --set sweep.comm.overlap=[false] --out " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_TRUE(j["provenance"].contains("command_line"));
+  // 4 = tp*pp*dp has 6 factorisations; times 2 ZeRO stages. Only tp = pp = 1 runs here.
+  ASSERT_EQ(j["points"].size(), 12u);
+  int ok = 0, skipped = 0;
+  for (const auto& p : j["points"]) {
+    const std::string status = p["status"];
+    const auto& g = p["config"]["parallel"];
+    EXPECT_EQ(g["tp"].get<int>() * g["pp"].get<int>() * g["dp"].get<int>(), 4);
+    if (status == "ok") {
+      ++ok;
+      EXPECT_EQ(g["dp"], 4);
+    } else {
+      ++skipped;
+      EXPECT_EQ(status.rfind("skipped: ", 0), 0u) << status;
+      EXPECT_NE(status.find("not implemented yet"), std::string::npos) << status;
+    }
+    expect_point_schema(p);
+  }
+  EXPECT_EQ(ok, 2);
+  EXPECT_EQ(skipped, 10);
+  // A trace per run point, one process per rank.
+  for (const auto& p : j["points"]) {
+    if (p["status"] != "ok") continue;
+    std::ifstream t(out + "/trace-" + std::to_string(p["index"].get<int>()) + ".json");
+    ASSERT_TRUE(t.good());
+    const auto trace = nlohmann::json::parse(t);
+    std::set<int> pids;
+    bool comm = false;
+    for (const auto& e : trace["traceEvents"]) {
+      pids.insert(e["pid"].get<int>());
+      comm = comm || (e.contains("cat") && e["cat"] == "comm");
+    }
+    EXPECT_EQ(pids, (std::set<int>{0, 1, 2, 3}));
+    EXPECT_TRUE(comm);
+  }
+  // points.csv: a header and one row per point.
+  std::ifstream csv(out + "/points.csv");
+  int lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 13);
+}
+
+TEST(cli, a_failing_point_ends_the_job_and_keeps_earlier_points) {
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_fault";
+  std::filesystem::remove_all(out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set train.fault_rank=1"
+          " --set sweep.train.fault_step=[-1,1,-1] --out " +
+          out);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.code, 124) << "timed out: a rank hung";
+  EXPECT_NE(r.output.find("rank 1 failed in point 2/3"), std::string::npos) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["points"].size(), 1u);  // the point before the fault, written before it
+  EXPECT_EQ(j["points"][0]["status"], "ok");
+  // On one rank the failed point is recorded too, and the sweep stops there.
+  const std::string out1 = out + "1";
+  const Result r1 = run(exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+                        "/tiny.yaml --set train.steps=3 --set train.fault_rank=0"
+                        " --set sweep.train.fault_step=[-1,1,-1] --out " +
+                        out1);
+  EXPECT_NE(r1.code, 0) << r1.output;
+  std::ifstream in1(out1 + "/summary.json");
+  const auto j1 = nlohmann::json::parse(in1);
+  ASSERT_EQ(j1["points"].size(), 2u);
+  EXPECT_EQ(j1["points"][1]["status"].get<std::string>().rfind("failed: injected fault", 0), 0u);
+}
+
+TEST(cli, shipped_cluster_decks_parse) {
+  // They ask for axes this build may not have yet: every error must say so, none may be a
+  // parse, type or range error.
+  for (auto [deck, ranks] : {std::pair{"node-8gpu.yaml", 8},
+                             {"cluster-3d.yaml", 1024},
+                             {"demo.yaml", 4},
+                             {"moe-sweep.yaml", 2}}) {
+    const Result r = run(exe + " check " + std::string(PARAXIS_INPUTS_DIR) + "/" + deck +
+                         " --ranks " + std::to_string(ranks));
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("paraxis: error:", 0) == 0)
+        EXPECT_NE(line.find("not implemented yet"), std::string::npos) << deck << ": " << line;
+  }
 }

@@ -146,3 +146,26 @@ TEST(deck, missing_file_and_broken_yaml) {
   ASSERT_EQ(d.errors.size(), 1u);
   EXPECT_NE(d.errors[0].where.find("broken.yaml:"), std::string::npos);
 }
+
+TEST(deck, auto_degrees_enumerate_the_factorisations_of_the_rank_count) {
+  const std::string path = write_temp("auto.yaml",
+                                      "model: {hidden: 64, heads: 4}\n"
+                                      "train: {global_batch: 8, steps: 2}\n"
+                                      "parallel: {tp: auto, dp: auto}\n");
+  // 12 = tp * dp with pp = 1: (1,12) (2,6) (3,4) (4,3) (6,2) (12,1).
+  Deck d = load_deck(path, {}, 12);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 6u);
+  for (const auto& p : d.points) EXPECT_EQ(p.config.parallel.tp * p.config.parallel.dp, 12);
+  // ep: auto keeps the degrees dividing dp.
+  d = load_deck(path, {"sweep.parallel.ep=auto", "parallel.tp=1", "parallel.dp=4"}, 4);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  EXPECT_EQ(d.points.size(), 3u);  // ep = 1, 2, 4
+  // Without a rank count (check without --ranks) auto cannot be expanded: one clear error.
+  d = load_deck(path, {}, 0);
+  EXPECT_TRUE(has_error(d, "sweep.parallel.tp", "auto.yaml:3", "auto needs the rank count"))
+      << all_errors(d);
+  d = load_deck(path, {"sweep.train.steps=auto"}, 4);
+  EXPECT_TRUE(has_error(d, "sweep.train.steps", "--set", "auto applies to parallel"))
+      << all_errors(d);
+}

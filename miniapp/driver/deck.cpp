@@ -200,6 +200,10 @@ const std::vector<KeySpec>& key_table() {
                         [](RunConfig& c) -> std::uint64_t& { return c.train.seed; }));
     t.push_back(int_key("train.corpus_branching", 1, kMaxInt,
                         [](RunConfig& c) -> int& { return c.train.corpus_branching; }));
+    t.push_back(int_key("train.fault_step", -1, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.fault_step; }));
+    t.push_back(int_key("train.fault_rank", 0, kMaxInt,
+                        [](RunConfig& c) -> int& { return c.train.fault_rank; }));
     t.push_back(choice_key("train.precision", {"fp64", "fp32", "bf16"},
                            [](RunConfig& c, std::size_t i, const std::string&) {
                              c.train.precision = static_cast<model::Precision>(i);
@@ -297,6 +301,11 @@ void walk(const YAML::Node& node, const std::string& prefix, RunConfig& cfg, con
 
 // Sets root[a][b][c] = value for key "a.b.c", creating maps on the way.
 void set_path(YAML::Node root, const std::string& key, const YAML::Node& value) {
+  if (key.rfind("sweep.", 0) == 0) {  // sweep entries are dotted keys themselves
+    if (!root["sweep"] || !root["sweep"].IsMap()) root["sweep"] = YAML::Node(YAML::NodeType::Map);
+    root["sweep"][key.substr(6)] = value;
+    return;
+  }
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
@@ -362,8 +371,32 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
   return e;
 }
 
+bool is_grid_key(const std::string& key) {
+  return key == "parallel.tp" || key == "parallel.pp" || key == "parallel.dp" ||
+         key == "parallel.ep";
+}
+
+bool is_auto(const YAML::Node& n) {
+  return n.IsScalar() && n.Scalar() == "auto";
+}
+
+// `parallel.X: auto` in the parallel section means the same as in the sweep: move it there.
+void move_auto_degrees_to_sweep(YAML::Node root) {
+  YAML::Node par = root["parallel"];
+  if (!par || !par.IsMap()) return;
+  for (const char* k : {"tp", "pp", "dp", "ep"}) {
+    if (!par[k] || !is_auto(par[k])) continue;
+    const std::string key = std::string("parallel.") + k;
+    YAML::Node sw = root["sweep"];
+    if (!sw || sw.IsNull()) root["sweep"] = YAML::Node(YAML::NodeType::Map);
+    if (root["sweep"].IsMap()) root["sweep"][key] = par[k];
+    par.remove(k);
+  }
+}
+
 std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
-    const YAML::Node& root, const Source& src, std::vector<DeckError>& errors) {
+    const YAML::Node& root, const Source& src, int world, std::set<std::string>& auto_keys,
+    std::vector<DeckError>& errors) {
   std::vector<std::pair<std::string, std::vector<YAML::Node>>> out;
   const YAML::Node sw = root["sweep"];
   if (!sw || sw.IsNull()) return out;
@@ -383,6 +416,25 @@ std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
       for (const auto& v : kv.second) values.push_back(v);
     } else {
       values.push_back(kv.second);
+    }
+    if (values.size() == 1 && is_auto(values[0])) {
+      // auto: every degree that divides the rank count; the product loop keeps the valid
+      // factorisations of the world size only.
+      if (!is_grid_key(key)) {
+        errors.push_back(
+            {full, src.where(full, kv.second), "auto applies to parallel.tp, pp, dp and ep only"});
+        continue;
+      }
+      if (world <= 0) {
+        errors.push_back(
+            {full, src.where(full, kv.second),
+             "auto needs the rank count: run under mpiexec, or `paraxis check --ranks N`"});
+        continue;
+      }
+      values.clear();
+      for (int d = 1; d <= world; ++d)
+        if (world % d == 0) values.push_back(YAML::Node(d));
+      auto_keys.insert(key);
     }
     if (values.empty()) {
       errors.push_back({full, src.where(full, kv.second), "empty list"});
@@ -435,7 +487,11 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     set_path(root, key, value);
     src.overridden.insert(key);
   }
-  const auto sweep = read_sweep(root, src, deck.errors);
+  move_auto_degrees_to_sweep(root);
+  std::set<std::string> auto_keys;
+  const auto sweep = read_sweep(root, src, world, auto_keys, deck.errors);
+  const bool auto_grid = auto_keys.count("parallel.tp") || auto_keys.count("parallel.pp") ||
+                         auto_keys.count("parallel.dp");
 
   RunConfig base;
   walk(root, "", base, src, deck.errors);
@@ -457,7 +513,13 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
       if (auto err = find_key(key)->apply(pt.config, v))
         point_errors.push_back({"sweep." + key, src.where("sweep." + key, v), *err});
     }
-    if (!point_errors.empty()) {
+    const auto& gp = pt.config.parallel;
+    const bool not_a_factorisation =
+        (auto_grid && static_cast<long long>(gp.tp) * gp.pp * gp.dp != world) ||
+        (auto_keys.count("parallel.ep") && gp.dp % gp.ep != 0);
+    if (not_a_factorisation) {
+      // Not one of the factorisations `auto` stands for: not a point at all.
+    } else if (!point_errors.empty()) {
       deck.errors.insert(deck.errors.end(), point_errors.begin(), point_errors.end());
     } else if (keys_ok) {
       auto cons = check_constraints(pt.config, world, path);
@@ -470,7 +532,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
         }
       }
     }
-    deck.points.push_back(std::move(pt));
+    if (!not_a_factorisation) deck.points.push_back(std::move(pt));
     std::size_t d = sweep.size();
     while (d > 0) {
       --d;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <string>
 
 #include "driver/commands.hpp"
 
@@ -29,10 +30,17 @@ int main(int argc, char** argv) {
     auto* check_cmd = app.add_subcommand("check", "validate a deck and report every error");
     check_cmd->add_option("deck", check_deck, "YAML deck")->required();
     check_cmd->add_option("--set", check_overrides, "override a deck key: key=value");
+    int check_ranks = 0;
+    check_cmd
+        ->add_option("--ranks", check_ranks,
+                     "validate the grid (and expand `auto`) for this many ranks")
+        ->check(CLI::PositiveNumber);
+    for (int i = 0; i < argc; ++i) run.command_line += (i ? " " : "") + std::string(argv[i]);
     try {
       app.parse(argc, argv);
       if (*run_cmd) code = paraxis::driver::run_command(run);
-      if (*check_cmd) code = paraxis::driver::check_command(check_deck, check_overrides);
+      if (*check_cmd)
+        code = paraxis::driver::check_command(check_deck, check_overrides, check_ranks);
     } catch (const CLI::ParseError& e) {
       code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
       if (code == 0 && e.get_exit_code() != 0) code = 2;

@@ -49,6 +49,8 @@ json config_to_json(const RunConfig& c) {
         {"grad_clip", t.grad_clip},
         {"seed", t.seed},
         {"corpus_branching", t.corpus_branching},
+        {"fault_step", t.fault_step},
+        {"fault_rank", t.fault_rank},
         {"precision", model::to_string(t.precision)}}},
       {"parallel",
        {{"tp", p.tp},
@@ -157,6 +159,34 @@ json point_to_json(const PointResult& r) {
                {"bubble_fraction_model", 0.0},
                {"bubble_fraction_ideal", 0.0},
                {"comm", comm}};
+  // Across ranks: min, mean and max of each per-step metric, then the median over measured steps.
+  if (!r.rank_steps.empty()) {
+    json ranks = json::object();
+    const auto& names = rank_metric_names();
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      std::vector<double> mins, means, maxs;
+      for (std::size_t s = 0; s < r.steps.size(); ++s) {
+        if (r.steps[s].step < c.train.warmup_steps) continue;
+        double mn = 1e300, mx = -1e300, sum = 0;
+        for (const auto& rank : r.rank_steps) {
+          const double v = rank.at(s).at(k);
+          mn = std::min(mn, v);
+          mx = std::max(mx, v);
+          sum += v;
+        }
+        mins.push_back(mn);
+        maxs.push_back(mx);
+        means.push_back(sum / static_cast<double>(r.rank_steps.size()));
+      }
+      auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      };
+      ranks[names[k]] = {{"min", median(mins)}, {"mean", median(means)}, {"max", median(maxs)}};
+    }
+    j["time"]["ranks"] = ranks;
+  }
   j["memory"] = memory_json(r.memory);
   j["memory_per_rank"] = json::array();
   for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));
@@ -192,7 +222,69 @@ json point_to_json(const PointResult& r) {
   return j;
 }
 
-json provenance_json(int world) {
+const std::vector<std::string>& rank_metric_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n{"step_s", "forward_s", "backward_s", "optimizer_s", "compute_s"};
+    for (const char* axis : {"tp", "pp", "dp", "ep"})
+      for (const char* f : {"time_s", "exposed_s", "bytes", "calls"})
+        n.push_back(std::string("comm.") + axis + "." + f);
+    return n;
+  }();
+  return names;
+}
+
+std::vector<double> rank_metrics(const model::StepResult& s) {
+  std::vector<double> v{s.time_s, s.forward_s, s.backward_s, s.optimizer_s, s.compute_s};
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    const auto it = s.comm.find(axis);
+    const model::CommTotals t = it == s.comm.end() ? model::CommTotals{} : it->second;
+    v.insert(v.end(),
+             {t.time_s, t.exposed_s, static_cast<double>(t.bytes), static_cast<double>(t.calls)});
+  }
+  return v;
+}
+
+json trace_events_json(const std::vector<model::StepResult>& steps, int rank, double t0) {
+  json events = json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  events.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"tid", 0},
+                    {"args", {{"name", "compute"}}}});
+  events.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"tid", 1},
+                    {"args", {{"name", "communication"}}}});
+  for (const auto& s : steps) {
+    for (const auto& sp : s.spans)
+      events.push_back({{"name", sp.name},
+                        {"cat", "compute"},
+                        {"ph", "X"},
+                        {"pid", rank},
+                        {"tid", 0},
+                        {"ts", (sp.begin - t0) * 1e6},
+                        {"dur", (sp.end - sp.begin) * 1e6},
+                        {"args", {{"step", s.step}}}});
+    for (const auto& c : s.comm_spans)
+      events.push_back(
+          {{"name", std::string(c.axis) + ":" + c.op},
+           {"cat", "comm"},
+           {"ph", "X"},
+           {"pid", rank},
+           {"tid", 1},
+           {"ts", (c.begin - t0) * 1e6},
+           {"dur", (c.end - c.begin) * 1e6},
+           {"args", {{"step", s.step}, {"bytes", c.bytes}, {"exposed_us", c.exposed * 1e6}}}});
+  }
+  return events;
+}
+
+json provenance_json(int world, const std::string& command_line) {
   char lib[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(lib, &len);
@@ -218,6 +310,7 @@ json provenance_json(int world) {
   char date[32];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return json{{"paraxis_version", build_info::version},
+              {"command_line", command_line},
               {"git_hash", build_info::git_hash},
               {"kokkos_version", build_info::kokkos_version},
               {"kokkos_devices", build_info::kokkos_devices},
@@ -270,24 +363,9 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
 }
 
 void write_trace(const std::string& dir, const PointResult& r) {
-  if (r.steps.empty()) return;
-  const double t0 = r.steps.front().spans.empty() ? 0 : r.steps.front().spans.front().begin;
-  json events = json::array();
-  events.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "rank 0"}}}});
-  for (const auto& s : r.steps) {
-    for (const auto& sp : s.spans)
-      events.push_back({{"name", sp.name},
-                        {"cat", "compute"},
-                        {"ph", "X"},
-                        {"pid", 0},
-                        {"tid", 0},
-                        {"ts", (sp.begin - t0) * 1e6},
-                        {"dur", (sp.end - sp.begin) * 1e6},
-                        {"args", {{"step", s.step}}}});
-  }
+  if (r.trace_events.empty()) return;
   std::ofstream out(dir + "/trace-" + std::to_string(r.index) + ".json");
-  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << '\n';
+  out << json{{"traceEvents", r.trace_events}, {"displayTimeUnit", "ms"}}.dump() << '\n';
 }
 
 }  // namespace paraxis::driver

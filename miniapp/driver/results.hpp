@@ -35,11 +35,21 @@ struct PointResult {
   double flops_per_token = 0;  // forward
   int world = 1;
   std::optional<VerifyResult> verify;
+  // Per-step metrics of every rank ([rank][step][metric], metrics in rank_metric_names()),
+  // and every rank's trace events (Chrome trace JSON objects, pid = rank).
+  std::vector<std::vector<std::vector<double>>> rank_steps;
+  nlohmann::json trace_events = nlohmann::json::array();
 };
+
+// Names of the per-step metrics gathered from every rank.
+const std::vector<std::string>& rank_metric_names();
+std::vector<double> rank_metrics(const model::StepResult& s);
+// This rank's trace events for a point, times relative to t0 (a moment all ranks share).
+nlohmann::json trace_events_json(const std::vector<model::StepResult>& steps, int rank, double t0);
 
 nlohmann::json config_to_json(const RunConfig& c);
 nlohmann::json point_to_json(const PointResult& r);
-nlohmann::json provenance_json(int world);
+nlohmann::json provenance_json(int world, const std::string& command_line);
 
 // Median over the measured (post-warm-up) steps of a per-step quantity.
 double measured_median(const PointResult& r, double (*get)(const model::StepResult&));

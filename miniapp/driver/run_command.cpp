@@ -101,7 +101,13 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
         i + 1, total, settings_text(r.point).c_str(), r.parameters,
         model::to_string(cfg.train.precision), r.entropy_floor,
         std::log(static_cast<double>(cfg.model.vocab)));
+  // A moment every rank shares (to a barrier's skew): the trace's time origin.
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = model::steady_seconds();
   for (int s = 0; s < cfg.train.steps; ++s) {
+    if (s == cfg.train.fault_step && rank == cfg.train.fault_rank)
+      throw std::runtime_error("injected fault before step " + std::to_string(s + 1) +
+                               " (train.fault_step = " + std::to_string(s) + ")");
     r.steps.push_back(trainer->step());
     const auto& st = r.steps.back();
     if (rank == 0) {
@@ -114,6 +120,42 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
                   s < cfg.train.warmup_steps ? "  (warm-up)" : "");
       std::fflush(stdout);
+    }
+  }
+  // Per-step metrics and trace events of every rank, to rank 0.
+  {
+    std::vector<double> mine;
+    for (const auto& st : r.steps) {
+      const auto v = rank_metrics(st);
+      mine.insert(mine.end(), v.begin(), v.end());
+    }
+    std::vector<double> all(mine.size() * static_cast<std::size_t>(world));
+    MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+               static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    const std::size_t per_step = rank_metric_names().size();
+    if (rank == 0) {
+      r.rank_steps.assign(world, std::vector<std::vector<double>>(r.steps.size()));
+      for (int k = 0; k < world; ++k)
+        for (std::size_t s = 0; s < r.steps.size(); ++s) {
+          const double* p = &all[(static_cast<std::size_t>(k) * r.steps.size() + s) * per_step];
+          r.rank_steps[k][s].assign(p, p + per_step);
+        }
+    }
+    if (cfg.output.trace) {
+      const std::string text = trace_events_json(r.steps, rank, t0).dump();
+      int len = static_cast<int>(text.size());
+      std::vector<int> lens(world), offs(world, 0);
+      MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+      for (int k = 1; k < world; ++k) offs[k] = offs[k - 1] + lens[k - 1];
+      std::vector<char> buf(rank == 0 ? static_cast<std::size_t>(offs[world - 1] + lens[world - 1])
+                                      : 0);
+      MPI_Gatherv(text.data(), len, MPI_CHAR, buf.data(), lens.data(), offs.data(), MPI_CHAR, 0,
+                  MPI_COMM_WORLD);
+      if (rank == 0)
+        for (int k = 0; k < world; ++k)
+          for (auto& e :
+               nlohmann::json::parse(buf.begin() + offs[k], buf.begin() + offs[k] + lens[k]))
+            r.trace_events.push_back(std::move(e));
     }
   }
   // Memory of every rank, to rank 0; `memory` is the rank with the largest peak.
@@ -196,8 +238,8 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
 
 }  // namespace
 
-int check_command(const std::string& path, const std::vector<std::string>& overrides) {
-  const Deck deck = load_deck(path, overrides, 0);
+int check_command(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
+  const Deck deck = load_deck(path, overrides, ranks);
   if (world_rank() != 0) return deck.errors.empty() ? 0 : 2;
   if (!deck.errors.empty()) {
     report_errors(deck);
@@ -208,7 +250,7 @@ int check_command(const std::string& path, const std::vector<std::string>& overr
     const auto& p = deck.points[i];
     if (!p.skip_reason.empty()) {
       ++skipped;
-      std::printf("point %zu (%s): would be skipped: %s\n", i, settings_text(p).c_str(),
+      std::printf("point %zu (%s): would be skipped: %s\n", i + 1, settings_text(p).c_str(),
                   p.skip_reason.c_str());
     }
   }
@@ -241,11 +283,12 @@ int run_command(const RunOptions& opt) {
   MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!dir_ok) return 2;
 
-  const nlohmann::json provenance = provenance_json(world);
+  const nlohmann::json provenance = provenance_json(world, opt.command_line);
   std::vector<PointResult> results;
   const std::size_t total = deck.points.size();
   const double run_begin = model::steady_seconds();
   int failures = 0;
+  bool aborted = false;
   for (std::size_t i = 0; i < total; ++i) {
     PointResult r;
     r.index = static_cast<int>(i);
@@ -259,10 +302,18 @@ int run_command(const RunOptions& opt) {
       try {
         run_point(cfg, world, rank, opt.verify, i, total, r);
       } catch (const std::exception& ex) {
+        // A rank that fails cannot tell whether the others are waiting for it in a
+        // collective: with several ranks, end the job (earlier points are already written);
+        // alone, record the point, write the results and stop the sweep.
+        std::fprintf(stderr, "paraxis: error: rank %d failed in point %zu/%zu (%s): %s\n", rank,
+                     i + 1, total, settings_text(r.point).c_str(), ex.what());
+        std::fflush(stderr);
+        if (world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
         r.status = std::string("failed: ") + ex.what();
-        ++failures;
+        aborted = true;
       }
     }
+    if (r.status.rfind("failed", 0) == 0) ++failures;  // also --verify deviations
     results.push_back(r);
     if (rank == 0) {
       write_summary(dir, deck.path, provenance, results);
@@ -280,6 +331,7 @@ int run_command(const RunOptions& opt) {
       std::printf(", about %.0f s left\n", per_point * static_cast<double>(total - i - 1));
       std::fflush(stdout);
     }
+    if (aborted) break;
   }
   if (rank == 0) std::printf("results in %s/summary.json\n", dir.c_str());
   return failures ? 1 : 0;

@@ -40,7 +40,14 @@ struct StepResult {
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced phases (may contain comm)
   double compute_s = 0;  // the phases less the communication the step was blocked in inside them
   MoeStepStats moe;
-  std::vector<Span> spans;                 // forward/backward/optimizer intervals of this step
+  std::vector<Span> spans;  // forward/backward/optimizer intervals of this step
+  struct CommSpan {
+    const char* axis;
+    const char* op;
+    double begin, end, exposed;
+    std::size_t bytes;
+  };
+  std::vector<CommSpan> comm_spans;        // every communication call of this step
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
   // With record_routing: the top-k experts of every token of the global batch, micro-batch
   // by micro-batch in single-rank order, MoE layers in order within each ([tokens * top_k]).
