@@ -41,10 +41,8 @@ class TrainerImpl final : public Trainer {
     model_.params().zero_grads();
     auto tok_h = Kokkos::create_mirror_view(tokens_);
     auto tgt_h = Kokkos::create_mirror_view(targets_);
-    double ce_sum = 0, aux_sum = 0;
     const int E = mcfg_.moe.experts;
-    std::vector<long> expert_tokens(E, 0);
-    long dropped = 0;
+    MicroBatchTally tally(E);
     for (int mb = 0; mb < micro; ++mb) {
       sample_micro_batch(corpus_, S,
                          static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
@@ -52,16 +50,7 @@ class TrainerImpl final : public Trainer {
                          tcfg_.micro_batch, tok_h.data(), tgt_h.data());
       Kokkos::deep_copy(tokens_, tok_h);
       Kokkos::deep_copy(targets_, tgt_h);
-      const MicroBatchResult mr = model_.forward_backward(tokens_, targets_, ce_scale, aux_scale);
-      ce_sum += mr.ce_sum;
-      aux_sum += mr.aux_sum;
-      for (const auto& st : mr.moe)
-        r.routing.insert(r.routing.end(), st.routing.begin(), st.routing.end());
-      for (const auto& st : mr.moe)
-        for (int e = 0; e < E; ++e) {
-          expert_tokens[e] += st.tokens_per_expert[e];
-          dropped += st.dropped_per_expert[e];
-        }
+      tally.add(model_.forward_backward(tokens_, targets_, ce_scale, aux_scale));
     }
     Kokkos::Profiling::pushRegion("paraxis::optimizer");
     const double opt_begin = steady_seconds();
@@ -82,10 +71,11 @@ class TrainerImpl final : public Trainer {
     r.forward_s = model_.forward_seconds() - f0;
     r.backward_s = model_.backward_seconds() - b0;
     r.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
-    r.lm_loss = ce_sum * ce_scale;
-    r.aux_loss = aux_sum / micro;
+    r.lm_loss = tally.ce_sum * ce_scale;
+    r.aux_loss = tally.aux_sum / micro;
+    r.routing = std::move(tally.routing);
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
-    if (E > 0) r.moe = moe_step_stats(expert_tokens, dropped);
+    if (E > 0) r.moe = moe_step_stats(tally.expert_tokens, tally.dropped);
     Kokkos::Profiling::popRegion();
     return r;
   }
@@ -149,7 +139,19 @@ MemoryReport memory_report(const MemoryLedger& l) {
   return m;
 }
 
-MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dropped) {
+void MicroBatchTally::add(const MicroBatchResult& mr) {
+  ce_sum += mr.ce_sum;
+  aux_sum += mr.aux_sum;
+  for (const auto& st : mr.moe) {
+    routing.insert(routing.end(), st.routing.begin(), st.routing.end());
+    for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
+      expert_tokens[e] += st.tokens_per_expert[e];
+      dropped += st.dropped_per_expert[e];
+    }
+  }
+}
+
+MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert, long long dropped) {
   MoeStepStats m;
   if (tokens_per_expert.empty()) return m;
   const auto [mn, mx] = std::minmax_element(tokens_per_expert.begin(), tokens_per_expert.end());

@@ -80,8 +80,18 @@ class Trainer {
 void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_t first_sample,
                         int sequences, int* tokens, int* targets);
 
+// What a step keeps of its micro-batches: loss sums, routing and tokens per expert.
+struct MicroBatchTally {
+  explicit MicroBatchTally(int experts) : expert_tokens(static_cast<std::size_t>(experts), 0) {}
+  void add(const MicroBatchResult& mr);
+  double ce_sum = 0, aux_sum = 0;
+  std::vector<long long> expert_tokens;
+  long long dropped = 0;
+  std::vector<int> routing;
+};
+
 // Min/mean/max/imbalance of tokens per expert from per-expert totals.
-MoeStepStats moe_step_stats(const std::vector<long>& tokens_per_expert, long dropped);
+MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert, long long dropped);
 
 std::unique_ptr<Trainer> make_trainer(const ModelConfig& model, const TrainConfig& train);
 

@@ -67,9 +67,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     begin_step_buffers();
     auto tok_h = Kokkos::create_mirror_view(tokens_);
     auto tgt_h = Kokkos::create_mirror_view(targets_);
-    double ce_sum = 0, aux_sum = 0;
     const int E = mcfg_.moe.experts;
-    std::vector<long long> moe_counts(static_cast<std::size_t>(E) + 1, 0);  // + dropped
+    model::MicroBatchTally tally(E);
     const std::uint64_t first =
         static_cast<std::uint64_t>(r.step) * tcfg_.global_batch +
         static_cast<std::uint64_t>(dp_rank_) * (tcfg_.global_batch / dp_size_);
@@ -80,16 +79,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
                                 tcfg_.micro_batch, tok_h.data(), tgt_h.data());
       Kokkos::deep_copy(tokens_, tok_h);
       Kokkos::deep_copy(targets_, tgt_h);
-      const auto mr = model_.forward_backward(tokens_, targets_, ce_scale, aux_scale);
-      ce_sum += mr.ce_sum;
-      aux_sum += mr.aux_sum;
-      for (const auto& st : mr.moe)
-        r.routing.insert(r.routing.end(), st.routing.begin(), st.routing.end());
-      for (const auto& st : mr.moe)
-        for (int e = 0; e < E; ++e) {
-          moe_counts[e] += st.tokens_per_expert[e];
-          moe_counts[E] += st.dropped_per_expert[e];
-        }
+      tally.add(model_.forward_backward(tokens_, targets_, ce_scale, aux_scale));
       if (opt_.zero == 2 && !opt_.overlap) reduce_scatter_all_units(/*accumulate=*/true);
       if (opt_.zero >= 2 && opt_.overlap) {
         complete_pending();
@@ -119,7 +109,10 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     end_step_buffers();
 
     // Metrics: the loss of the whole global batch, the same on every rank.
-    double sums[2] = {ce_sum, aux_sum};
+    double sums[2] = {tally.ce_sum, tally.aux_sum};
+    std::vector<long long> moe_counts = tally.expert_tokens;  // + dropped, reduced together
+    moe_counts.push_back(tally.dropped);
+    r.routing = std::move(tally.routing);
     metrics_->all_reduce(sums, sums, 2, DType::f64);
     metrics_->all_reduce(moe_counts.data(), moe_counts.data(), moe_counts.size(), DType::i64);
     if (record_routing_ && !r.routing.empty()) {
@@ -139,8 +132,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     r.aux_loss = sums[1] / total_micro;
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
     if (E > 0) {
-      std::vector<long> per_expert(moe_counts.begin(), moe_counts.begin() + E);
-      r.moe = model::moe_step_stats(per_expert, static_cast<long>(moe_counts[E]));
+      std::vector<long long> per_expert(moe_counts.begin(), moe_counts.begin() + E);
+      r.moe = model::moe_step_stats(per_expert, moe_counts[E]);
     }
     // Compute: the fenced phases less the communication they waited for inside them.
     double blocked_inside = 0;
