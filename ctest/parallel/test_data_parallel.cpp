@@ -117,17 +117,24 @@ TEST(data_parallel, reruns_are_bitwise_identical) {
   }
 }
 
-TEST(data_parallel, overlap_gives_the_same_bits_and_bytes_at_every_stage) {
+TEST(data_parallel, overlap_matches_and_moves_the_same_bytes_at_every_stage) {
   const auto c = config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero) {
     // ~10 KB buckets: several reductions in flight during the backward.
     const TrainedRun plain = run_parallel(c, zero, false, 0.01);
     const TrainedRun overlapped = run_parallel(c, zero, true, 0.01);
+    const TrainedRun again = run_parallel(c, zero, true, 0.01);
     expect_matches(overlapped, ref, 1e-9, "overlap zero " + std::to_string(zero));
-    EXPECT_EQ(overlapped.loss, plain.loss) << "zero " << zero;
-    EXPECT_EQ(overlapped.params, plain.params) << "zero " << zero;
     EXPECT_EQ(overlapped.dp_bytes, plain.dp_bytes) << "zero " << zero;
+    EXPECT_EQ(overlapped.params, again.params) << "zero " << zero << ": overlapped reruns differ";
+    // The accumulation order is the same with and without overlap, but MPI may reduce a
+    // non-blocking collective with another algorithm than the blocking one; with two ranks
+    // each element is a + b either way, so the bits must agree.
+    if (world_size() == 2) {
+      EXPECT_EQ(overlapped.loss, plain.loss) << "zero " << zero;
+      EXPECT_EQ(overlapped.params, plain.params) << "zero " << zero;
+    }
   }
 }
 
