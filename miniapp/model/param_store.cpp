@@ -2,6 +2,7 @@
 #include "param_store.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 #include "init_rng.hpp"
@@ -39,8 +40,32 @@ template <class T, class Space>
 int ParamStore<T, Space>::add(std::string name, int rows, int cols, Init init, double stddev,
                               bool decay) {
   if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
+  return add_shard(std::move(name), rows, cols, rows, cols, 0, 0, init, stddev, decay);
+}
+
+template <class T, class Space>
+int ParamStore<T, Space>::add_shard(std::string name, int rows, int cols, int logical_rows,
+                                    int logical_cols, int row_offset, int col_offset, Init init,
+                                    double stddev, bool decay) {
+  if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
+  const bool vector = cols == 0;
+  const bool bad = rows < 0 || cols < 0 || logical_rows < 0 || logical_cols < 0 || row_offset < 0 ||
+                   col_offset < 0 || vector != (logical_cols == 0) || (vector && col_offset != 0);
+  if (bad) {
+    std::ostringstream os;
+    os << "ParamStore::add_shard: tensor " << name << ": block " << rows << " x " << cols << " at ("
+       << row_offset << ", " << col_offset << ") of logical " << logical_rows << " x "
+       << logical_cols
+       << ", expected non-negative extents and offsets (cols = logical_cols = col_offset = 0 "
+          "for a vector)";
+    throw std::invalid_argument(os.str());
+  }
   TensorSpec s{std::move(name), rows,  cols,   init,
                stddev,          decay, total_, static_cast<int>(units_.size()) - 1};
+  s.logical_rows = logical_rows;
+  s.logical_cols = logical_cols;
+  s.row_offset = row_offset;
+  s.col_offset = col_offset;
   total_ += (s.size() + kAlign - 1) / kAlign * kAlign;
   specs_.push_back(std::move(s));
   return static_cast<int>(specs_.size()) - 1;
@@ -81,11 +106,15 @@ std::vector<typename ParamStore<T, Space>::G> ParamStore<T, Space>::initial_valu
     const std::size_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.size());
     if (lo >= hi) continue;
     const auto key = stream_key(seed, s.name);
+    const std::size_t cols = s.cols ? s.cols : 1, lcols = s.logical_cols ? s.logical_cols : 1;
     for (std::size_t f = lo; f < hi; ++f) {
-      const std::size_t i = f - s.offset;
+      const std::size_t r = (f - s.offset) / cols + s.row_offset;
+      const std::size_t c = (f - s.offset) % cols + s.col_offset;
       G v = G(0);
-      if (s.init == Init::ones) v = G(1);
-      if (s.init == Init::normal) v = static_cast<G>(s.stddev * normal01(key, i));
+      if (r < static_cast<std::size_t>(s.logical_rows) && c < lcols) {  // else padding
+        if (s.init == Init::ones) v = G(1);
+        if (s.init == Init::normal) v = static_cast<G>(s.stddev * normal01(key, r * lcols + c));
+      }
       out[f - begin] = v;
     }
   }

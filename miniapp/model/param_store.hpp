@@ -30,7 +30,17 @@ struct TensorSpec {
   bool weight_decay = false;
   std::size_t offset = 0;  // in the flat layout
   int unit = 0;
+  // Shard geometry: this tensor is the block [row_offset, row_offset + rows) x
+  // [col_offset, col_offset + cols) of the logical (unsharded) tensor logical_rows x
+  // logical_cols (a vector: logical_cols = cols = col_offset = 0). ParamStore::add sets the
+  // tensor itself. Elements outside the logical tensor are padding (the vocabulary rounded up
+  // to a multiple of tp): initialised to 0 whatever `init` says.
+  int logical_rows = 0, logical_cols = 0;
+  int row_offset = 0, col_offset = 0;
   std::size_t size() const { return static_cast<std::size_t>(rows) * (cols ? cols : 1); }
+  std::size_t logical_size() const {
+    return static_cast<std::size_t>(logical_rows) * (logical_cols ? logical_cols : 1);
+  }
 };
 
 struct UnitSpec {
@@ -58,6 +68,15 @@ class ParamStore {
   void begin_unit(std::string name);
   void end_unit();
   int add(std::string name, int rows, int cols, Init init, double stddev, bool decay);
+  // A shard of the logical tensor `name` (logical_rows x logical_cols; logical_cols = 0 for a
+  // vector): the rows x cols block at (row_offset, col_offset). Any block is accepted, so
+  // uneven splits work too; the part of it past the logical tensor is padding (zero). The
+  // split rule is the caller's (tensor_parallel.hpp: Megatron's even splits, heads and ffn
+  // divisible by tp, the vocabulary padded to a multiple of tp). Throws
+  // std::invalid_argument naming the tensor and the values on a negative extent or offset or
+  // a mix of vector and matrix shapes.
+  int add_shard(std::string name, int rows, int cols, int logical_rows, int logical_cols,
+                int row_offset, int col_offset, Init init, double stddev, bool decay);
 
   // The single-rank layout: flat parameters, gradients and AdamW state, all resident.
   void allocate(MemoryLedger& ledger);
@@ -67,7 +86,9 @@ class ParamStore {
   void release_grads(MemoryLedger& ledger);
 
   // Fills every tensor from the counter-based generator (init_rng.hpp), keyed by name and by
-  // the element's index in the logical tensor.
+  // the element's index in the logical tensor: (row_offset + r) * logical_cols +
+  // (col_offset + c) for element (r, c) of a shard, so a shard holds exactly its slice of
+  // the single-rank values.
   void initialize(std::uint64_t seed);
   // Initial values of the flat range [begin, end) (padding is 0), on the host, in type G.
   std::vector<G> initial_values(std::uint64_t seed, std::size_t begin, std::size_t end) const;
