@@ -169,3 +169,35 @@ TEST(deck, auto_degrees_enumerate_the_factorisations_of_the_rank_count) {
   EXPECT_TRUE(has_error(d, "sweep.train.steps", "--set", "auto applies to parallel"))
       << all_errors(d);
 }
+
+TEST(deck, degrees_the_model_cannot_take_are_named) {
+  const std::string deck = PARAXIS_INPUTS_DIR "/tiny.yaml";  // heads 4, ffn 128, layers 2
+  Deck d = load_deck(deck, {"parallel.tp=3", "parallel.dp=1"}, 3);
+  EXPECT_TRUE(has_error(d, "parallel.tp", "tiny.yaml", "tp = 3 does not divide model.heads = 4"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.tp", "tiny.yaml", "does not divide model.ffn = 128"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=33"}, 2);
+  EXPECT_TRUE(
+      has_error(d, "parallel.sequence_parallel", "tiny.yaml", "does not divide model.seq_len = 33"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.pp=4"}, 4);
+  EXPECT_TRUE(has_error(d, "parallel.pp", "tiny.yaml", "exceeds model.layers = 2"))
+      << all_errors(d);
+  d = load_deck(deck,
+                {"parallel.pp=2", "parallel.schedule=interleaved", "model.layers=4",
+                 "train.global_batch=6", "train.micro_batch=2"},
+                2);
+  EXPECT_TRUE(has_error(d, "train.micro_batch", "tiny.yaml", "divisible by parallel.pp = 2"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.virtual_stages=2"}, 1);
+  EXPECT_TRUE(
+      has_error(d, "parallel.virtual_stages", "tiny.yaml", "needs parallel.schedule: interleaved"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.dp=3", "parallel.ep=3", "train.global_batch=12"}, 3);
+  EXPECT_TRUE(has_error(d, "parallel.ep", "tiny.yaml", "does not divide model.moe.experts = 4"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.pp=2", "parallel.stage_layers=[1,2]"}, 2);
+  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "summing to model.layers = 2"))
+      << all_errors(d);
+}

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -356,6 +357,43 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
     err("train.global_batch", "global_batch = " + std::to_string(t.global_batch) +
                                   " is not a multiple of parallel.dp * train.micro_batch = " +
                                   std::to_string(p.dp) + " * " + std::to_string(t.micro_batch));
+  // What each axis needs of the model and the batch (checked even for axes not built yet, so
+  // a deck learns everything that is wrong with it at once).
+  auto num = [](long long v) { return std::to_string(v); };
+  if (p.tp > 1) {
+    if (m.heads % p.tp != 0)
+      err("parallel.tp", "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
+    if (m.ffn % p.tp != 0)
+      err("parallel.tp", "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
+    if (p.sequence_parallel && m.seq_len % p.tp != 0)
+      err("parallel.sequence_parallel", "tp = " + num(p.tp) + " does not divide model.seq_len = " +
+                                            num(m.seq_len) + " (sequence parallelism shards it)");
+  }
+  if (p.pp > 1) {
+    const long long micro =
+        t.global_batch / std::max(1LL, static_cast<long long>(p.dp) * t.micro_batch);
+    const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;
+    if (m.layers < chunks)
+      err("parallel.pp",
+          "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
+    if (p.schedule == "interleaved" && micro % p.pp != 0)
+      err("train.micro_batch",
+          "the interleaved schedule needs micro-batches per replica (" + num(micro) +
+              " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
+    if (!p.stage_layers.empty()) {
+      long long sum = 0;
+      for (int l : p.stage_layers) sum += l;
+      if (static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers)
+        err("parallel.stage_layers", "needs pp * virtual_stages = " + num(chunks) +
+                                         " entries summing to model.layers = " + num(m.layers));
+    }
+  }
+  if (p.schedule != "interleaved" && p.virtual_stages != 1)
+    err("parallel.virtual_stages",
+        "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
+  if (m.moe.experts > 0 && m.moe.experts % p.ep != 0)
+    err("parallel.ep",
+        "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
   // Axes not built yet: refuse them plainly rather than run something else.
   if (p.tp > 1)
     err("parallel.tp",
