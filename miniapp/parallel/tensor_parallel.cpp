@@ -1,0 +1,53 @@
+// Tensor-parallel split rules and Megatron's traffic formulae (the layers are templates in the
+// header).
+#include "parallel/tensor_parallel.hpp"
+
+namespace paraxis::parallel {
+
+ShardRange even_shard(const std::string& what, int n, int tp, int rank) {
+  if (tp < 1 || rank < 0 || rank >= tp || n < 1 || n % tp != 0) {
+    std::ostringstream os;
+    os << what << " = " << n << " cannot be split evenly across parallel.tp = " << tp
+       << " ranks (rank " << rank << "): expected a positive multiple of " << tp;
+    throw std::invalid_argument(os.str());
+  }
+  const int size = n / tp;
+  return {rank * size, size};
+}
+
+int padded_vocab(int vocab, int tp) {
+  if (vocab < 1 || tp < 1) {
+    std::ostringstream os;
+    os << "padded_vocab: model.vocab = " << vocab << ", parallel.tp = " << tp
+       << ", expected both >= 1";
+    throw std::invalid_argument(os.str());
+  }
+  return (vocab + tp - 1) / tp * tp;
+}
+
+ShardRange vocab_shard(int vocab, int tp, int rank) {
+  return even_shard("padded model.vocab", padded_vocab(vocab, tp), tp, rank);
+}
+
+std::size_t tp_pair_all_reduce_bytes(std::size_t tokens, int hidden, std::size_t elem_bytes) {
+  return tokens * static_cast<std::size_t>(hidden) * elem_bytes;
+}
+
+std::size_t vocab_parallel_ce_max_bytes(std::size_t tokens, std::size_t acc_bytes) {
+  return tokens * acc_bytes;
+}
+
+std::size_t vocab_parallel_ce_sum_bytes(std::size_t tokens, std::size_t acc_bytes) {
+  return 2 * tokens * acc_bytes;
+}
+
+namespace detail {
+void require_contiguous(const char* what, bool contiguous) {
+  if (!contiguous)
+    throw std::invalid_argument(std::string(what) +
+                                ": the View is not contiguous; expected a contiguous buffer "
+                                "(the communicator reduces span() elements from data())");
+}
+}  // namespace detail
+
+}  // namespace paraxis::parallel
