@@ -208,3 +208,22 @@ TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
     EXPECT_EQ(b.routing, a.routing) << "step " << s;
   }
 }
+
+#ifdef PARAXIS_ENABLE_NCCL
+// CUDA builds: the NCCL backend (device buffers, the Kokkos stream) reproduces the
+// single-rank run too. Runs wherever a GPU per rank exists.
+TEST(data_parallel, nccl_backend_matches_single_rank_fp64) {
+  const auto c = config("fp64");
+  const TrainedRun ref = run_reference(c);
+  for (int zero : {0, 1, 2, 3}) {
+    parallel::ProcessGrid grid(MPI_COMM_WORLD,
+                               parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
+    auto t = parallel::make_data_parallel_trainer(
+        c.model, c.train, grid, parallel::DataParallelOptions{zero, 25, true, "nccl"});
+    TrainedRun r;
+    for (int s = 0; s < c.train.steps; ++s) r.loss.push_back(t->step().loss);
+    r.params = t->parameters();
+    expect_matches(r, ref, 1e-9, "nccl zero " + std::to_string(zero));
+  }
+}
+#endif

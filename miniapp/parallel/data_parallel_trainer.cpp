@@ -184,7 +184,11 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
         if (opt_.zero == 0) {
           Kokkos::deep_copy(full, mine);  // unsharded: every rank holds the whole unit
         } else {
-          self.metrics_->all_gather(mine.data(), full.data(), shard_[u], dtype_of<G>());
+          // Through host memory: the metrics communicator is plain MPI, which need not be
+          // GPU-aware. This runs once per point, for --verify and tests.
+          auto mine_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mine);
+          self.metrics_->all_gather(mine_h.data(), flat.data() + U.begin, shard_[u], dtype_of<G>());
+          continue;
         }
       }
       auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
