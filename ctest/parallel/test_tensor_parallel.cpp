@@ -1,7 +1,8 @@
 // Tensor-parallel layers on 2 and 4 ranks in fp64: every rank cuts its shard out of the same
 // random full tensors (same seed) and the results must match a single-rank computation of
 // the full layer done in this process with the same kernels: forward output, input gradient,
-// weight and bias gradient shards. Also the Megatron MLP pair (column then row), the deferred
+// weight and bias gradient shards. Also the Megatron MLP pair (column then row), plain and
+// with sequence parallelism (all-gather + reduce-scatter instead of all-reduce), the deferred
 // reduction of Q, K, V sharing one input, the vocabulary-parallel embedding + LM head +
 // cross-entropy with a padded vocabulary, and the CommLog against Megatron's traffic: one
 // all-reduce of tokens x hidden elements forward and one backward per column/row pair.
@@ -78,6 +79,16 @@ void full_backward(const V2& dy, const V2& x, const V2& w, const V2& dx, const V
   pk::gemm(Space(), Trans::N, Trans::T, 1.0, dy, w, 0.0, dx);
   pk::gemm(Space(), Trans::T, Trans::N, 1.0, x, dy, 1.0, dw);
   if (db.data()) pk::bias_grad_accumulate(Space(), dy, db);
+}
+
+template <class F>
+void expect_shape_error_contains(const F& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 void expect_events(const CommLog& log, std::size_t from, const std::vector<std::size_t>& bytes,
@@ -192,6 +203,66 @@ TEST(tensor_parallel, mlp_pair_matches_unsharded_mlp_with_one_all_reduce_each_wa
   expect_close(to_host(DW2l), row_block(to_host(DW2), kF, kH, sh.offset, sh.size), kTol, kTol,
                "dw2");
   expect_close(to_host(DB2t), to_host(DB2), kTol, kTol, "db2");
+}
+
+// The same MLP with sequence parallelism: each rank holds its block of 16 / tp tokens outside
+// the pair; all-gather in front of w1, reduce-scatter behind w2, and the reverse backward.
+TEST(tensor_parallel, sequence_parallel_mlp_pair_matches_unsharded_mlp_fp64) {
+  Tp tp;
+  const int n = 16;  // 2 sequences of 8: divisible by tp = 2 and 4
+  const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
+  const auto sq = even_shard("model.seq_len", n, tp.n, tp.r);
+  const auto x = random_vec(n * kH, 61), w1 = random_vec(kH * kF, 62), b1 = random_vec(kF, 63);
+  const auto w2 = random_vec(kF * kH, 64), b2 = random_vec(kH, 65), dy = random_vec(n * kH, 66);
+  V2 X = make2<double>(n, kH, x), W1 = make2<double>(kH, kF, w1), W2 = make2<double>(kF, kH, w2);
+  V1 B1 = make1<double>(b1), B2 = make1<double>(b2);
+  V2 U("u", n, kF), G("g", n, kF), Y("y", n, kH), DY = make2<double>(n, kH, dy);
+  V2 DG("dg", n, kF), DU("du", n, kF), DX("dx", n, kH), DW1("dw1", kH, kF), DW2("dw2", kF, kH);
+  V1 DB1("db1", kF), DB2("db2", kH);
+  full_forward(X, W1, B1, U);
+  pk::gelu_forward(Space(), U, G);
+  full_forward(G, W2, B2, Y);
+  full_backward(DY, G, W2, DG, DW2, DB2);
+  pk::gelu_backward(Space(), U, DG, DU);
+  full_backward(DU, X, W1, DX, DW1, DB1);
+
+  V2 Xs = make2<double>(sq.size, kH, row_block(x, n, kH, sq.offset, sq.size));
+  V2 DYs = make2<double>(sq.size, kH, row_block(dy, n, kH, sq.offset, sq.size));
+  V2 W1l = make2<double>(kH, sh.size, col_block(w1, kH, kF, sh.offset, sh.size));
+  V1 B1l = make1<double>(vec_block(b1, sh.offset, sh.size));
+  V2 W2l = make2<double>(sh.size, kH, row_block(w2, kF, kH, sh.offset, sh.size));
+  V2 Xf("x_full", n, kH), Ul("ul", n, sh.size), Gl("gl", n, sh.size), Yp("y_partial", n, kH);
+  V2 Ys("y_seq", sq.size, kH), DYf("dy_full", n, kH), DGl("dgl", n, sh.size);
+  V2 DUl("dul", n, sh.size), DXp("dx_partial", n, kH), DXs("dx_seq", sq.size, kH);
+  V2 DW1l("dw1l", kH, sh.size), DW2l("dw2l", sh.size, kH);
+  V1 DB1l("db1l", sh.size), DB2t("db2_tp", kH);
+  column_parallel_forward_sp(Space(), *tp.c, Xs, Xf, W1l, B1l, Ul);
+  pk::gelu_forward(Space(), Ul, Gl);
+  row_parallel_forward_sp(Space(), *tp.c, Gl, W2l, B2, Yp, Ys);
+  row_parallel_backward_sp(Space(), *tp.c, DYs, DYf, Gl, W2l, DGl, 0.0, DW2l, DB2t);
+  pk::gelu_backward(Space(), Ul, DGl, DUl);
+  column_parallel_backward_sp(Space(), *tp.c, DUl, Xf, W1l, DXp, 0.0, DXs, DW1l, DB1l);
+
+  // Same bytes as the two all-reduces of the plain pair, as gather + scatter pairs.
+  const std::size_t s = tp_pair_all_reduce_bytes(n, kH, 8);
+  const char* ops[] = {"all_gather", "reduce_scatter", "all_gather", "reduce_scatter"};
+  const auto& e = tp.log.events();
+  ASSERT_EQ(e.size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_STREQ(e[k].op, ops[k]) << "call " << k;
+    EXPECT_EQ(e[k].bytes, s) << "call " << k;
+  }
+  expect_close(to_host(Ys), row_block(to_host(Y), n, kH, sq.offset, sq.size), kTol, kTol, "y");
+  expect_close(to_host(DXs), row_block(to_host(DX), n, kH, sq.offset, sq.size), kTol, kTol, "dx");
+  expect_close(to_host(DW1l), col_block(to_host(DW1), kH, kF, sh.offset, sh.size), kTol, kTol,
+               "dw1");
+  expect_close(to_host(DB1l), vec_block(to_host(DB1), sh.offset, sh.size), kTol, kTol, "db1");
+  expect_close(to_host(DW2l), row_block(to_host(DW2), kF, kH, sh.offset, sh.size), kTol, kTol,
+               "dw2");
+  EXPECT_EQ(to_host(DB2t), to_host(DB2)) << "db2 from the gathered gradient: the single-rank sum";
+  V2 too_short("too_short", 3, kH);  // rejected on every rank before any communication
+  expect_shape_error_contains([&] { tp_all_gather(Space(), *tp.c, Xs, too_short); },
+                              "tokens divisible by tp");
 }
 
 // Q, K, V: three column-parallel linears (heads split: hidden / tp columns each) reading the

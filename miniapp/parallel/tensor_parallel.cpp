@@ -48,6 +48,15 @@ void require_contiguous(const char* what, bool contiguous) {
                                 ": the View is not contiguous; expected a contiguous buffer "
                                 "(the communicator reduces span() elements from data())");
 }
+
+void require_blocks(const char* what, std::size_t block, std::size_t full, int tp) {
+  if (full != block * static_cast<std::size_t>(tp)) {
+    std::ostringstream os;
+    os << what << ": the full View has " << full << " elements, expected parallel.tp = " << tp
+       << " blocks of " << block << " (tokens divisible by tp with sequence parallelism)";
+    throw std::invalid_argument(os.str());
+  }
+}
 }  // namespace detail
 
 }  // namespace paraxis::parallel

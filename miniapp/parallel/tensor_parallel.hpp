@@ -1,7 +1,8 @@
 // Megatron-LM tensor-parallel building blocks over one tensor-parallel group (a Communicator
-// on the tp axis): column- and row-parallel linear layers, the vocabulary-parallel embedding
-// and the vocabulary-parallel cross-entropy, forward and backward, for Views in any memory
-// space the communicator can read (host; device with a GPU-aware MPI or NCCL).
+// on the tp axis): column- and row-parallel linear layers (plain, and with sequence
+// parallelism), the vocabulary-parallel embedding and the vocabulary-parallel cross-entropy,
+// forward and backward, for Views in any memory space the communicator can read (host;
+// device with a GPU-aware MPI or NCCL).
 //
 // Layout (Shoeybi et al. 2019): a column-parallel linear holds W[:, cols of this rank] and
 // its bias slice; its input is replicated, its output is this rank's columns, and only the
@@ -45,6 +46,8 @@ ShardRange vocab_shard(int vocab, int tp, int rank);
 
 // Megatron's traffic, as the CommLog records it (nccl-tests S, bytes per call):
 //   a column/row pair: one all-reduce of tokens x hidden elements forward, one backward;
+//   with sequence parallelism an all-gather and a reduce-scatter each way instead, each of
+//   the same S (all-gather: the gathered output; reduce-scatter: the full input);
 //   the vocabulary-parallel embedding: one all-reduce of tokens x hidden elements forward;
 //   the vocabulary-parallel cross-entropy: a max all-reduce of tokens accumulators and one
 //   sum all-reduce of 2 x tokens (the sum of exponentials and the target logit, fused).
@@ -54,7 +57,9 @@ std::size_t vocab_parallel_ce_sum_bytes(std::size_t tokens, std::size_t acc_byte
 
 namespace detail {
 void require_contiguous(const char* what, bool contiguous);
-}
+// full == tp * block elements (sequence-parallel blocks of tokens).
+void require_blocks(const char* what, std::size_t block, std::size_t full, int tp);
+}  // namespace detail
 
 // In-place sum over the tp group of a contiguous View, after the work queued on `space`.
 template <class ExecSpace, class V>
@@ -63,6 +68,31 @@ void tp_all_reduce(const ExecSpace& space, Communicator& tp, const V& v,
   detail::require_contiguous("paraxis::tp_all_reduce", v.span_is_contiguous());
   space.fence();  // the communicator reads the buffer directly
   tp.all_reduce_inplace(v, op);
+}
+
+// full = all-gather_tp(block): rank r's block lands at rows [r * n, (r + 1) * n) of the
+// contiguous [tp * n, ...] full View.
+template <class ExecSpace, class BV, class FV>
+void tp_all_gather(const ExecSpace& space, Communicator& tp, const BV& block, const FV& full) {
+  using T = kernels::value_t<FV>;
+  static_assert(std::is_same_v<kernels::value_t<BV>, T>, "tp_all_gather: one value type");
+  detail::require_contiguous("paraxis::tp_all_gather",
+                             block.span_is_contiguous() && full.span_is_contiguous());
+  detail::require_blocks("paraxis::tp_all_gather", block.span(), full.span(), tp.size());
+  space.fence();
+  tp.all_gather(block.data(), full.data(), block.span(), dtype_of<T>());
+}
+
+// block = rank r's rows [r * n, (r + 1) * n) of the sum over tp of the contiguous full View.
+template <class ExecSpace, class FV, class BV>
+void tp_reduce_scatter(const ExecSpace& space, Communicator& tp, const FV& full, const BV& block) {
+  using T = kernels::value_t<FV>;
+  static_assert(std::is_same_v<kernels::value_t<BV>, T>, "tp_reduce_scatter: one value type");
+  detail::require_contiguous("paraxis::tp_reduce_scatter",
+                             block.span_is_contiguous() && full.span_is_contiguous());
+  detail::require_blocks("paraxis::tp_reduce_scatter", block.span(), full.span(), tp.size());
+  space.fence();
+  tp.reduce_scatter(full.data(), block.data(), block.span(), dtype_of<T>());
 }
 
 // Whether a backward input gradient is all-reduced now, or left as this rank's partial sum so
@@ -122,6 +152,68 @@ void row_parallel_backward(const ExecSpace& space, const DY& dy, const X& x_loca
     kernels::gemm(space, Trans::N, Trans::T, 1.0, dy, w_local, dx_beta, dx_local);
   kernels::gemm(space, Trans::T, Trans::N, 1.0, x_local, dy, 1.0, dw_local);
   if (db.data()) kernels::bias_grad_accumulate(space, dy, db);
+  Kokkos::Profiling::popRegion();
+}
+
+// Sequence parallelism (Korthikanti et al. 2022): outside the column/row pairs (LayerNorm,
+// dropout, residual) each rank keeps only its block of tokens, rows [rank * N / tp,
+// (rank + 1) * N / tp) of the [N, hidden] activations, so N must be divisible by tp. The
+// pair's all-reduce becomes an all-gather in front of the column-parallel linear and a
+// reduce-scatter behind the row-parallel one (forward), and the same two the other way round
+// (backward): the same bytes as the all-reduces, a tp-th of the activations outside.
+
+// x_full = all-gather_tp(x_seq) (kept for the weight gradient), then
+// y_local = x_full w_local (+ b_local).
+template <class ExecSpace, class XS, class XF, class W, class B, class Y>
+void column_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const XS& x_seq,
+                                const XF& x_full, const W& w_local, const B& b_local,
+                                const Y& y_local) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_sp_column_fwd");
+  tp_all_gather(space, tp, x_seq, x_full);
+  column_parallel_forward(space, x_full, w_local, b_local, y_local);
+  Kokkos::Profiling::popRegion();
+}
+
+// dx_partial = dx_beta * dx_partial + dy_local w_local^T ([N, hidden], this rank's partial),
+// then (reduce == now) dx_seq = reduce-scatter_tp(dx_partial): this rank's tokens of the
+// full input gradient. dw_local += x_full^T dy_local; db_local += colsum(dy_local).
+template <class ExecSpace, class DY, class XF, class W, class DXP, class DXS, class DW, class DB>
+void column_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const DY& dy_local,
+                                 const XF& x_full, const W& w_local, const DXP& dx_partial,
+                                 double dx_beta, const DXS& dx_seq, const DW& dw_local,
+                                 const DB& db_local, TpReduce reduce = TpReduce::now) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_sp_column_bwd");
+  using kernels::Trans;
+  kernels::gemm(space, Trans::N, Trans::T, 1.0, dy_local, w_local, dx_beta, dx_partial);
+  kernels::gemm(space, Trans::T, Trans::N, 1.0, x_full, dy_local, 1.0, dw_local);
+  if (db_local.data()) kernels::bias_grad_accumulate(space, dy_local, db_local);
+  if (reduce == TpReduce::now) tp_reduce_scatter(space, tp, dx_partial, dx_seq);
+  Kokkos::Profiling::popRegion();
+}
+
+// y_seq = reduce-scatter_tp(x_local w_local) (+ b on this rank's tokens). y_partial: an
+// [N, hidden] workspace for the unreduced product.
+template <class ExecSpace, class X, class W, class B, class YP, class YS>
+void row_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const X& x_local,
+                             const W& w_local, const B& b, const YP& y_partial, const YS& y_seq) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_sp_row_fwd");
+  kernels::gemm(space, kernels::Trans::N, kernels::Trans::N, 1.0, x_local, w_local, 0.0, y_partial);
+  tp_reduce_scatter(space, tp, y_partial, y_seq);
+  if (b.data()) kernels::bias_add(space, y_seq, b);
+  Kokkos::Profiling::popRegion();
+}
+
+// dy_full = all-gather_tp(dy_seq); dx_local = dx_beta * dx_local + dy_full w_local^T;
+// dw_local += x_local^T dy_full; db += colsum(dy_full): the gathered gradient is the same on
+// every rank, so the replicated bias gets the single-rank gradient with no extra reduction.
+template <class ExecSpace, class DYS, class DYF, class X, class W, class DX, class DW, class DB>
+void row_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const DYS& dy_seq,
+                              const DYF& dy_full, const X& x_local, const W& w_local,
+                              const DX& dx_local, double dx_beta, const DW& dw_local,
+                              const DB& db) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_sp_row_bwd");
+  tp_all_gather(space, tp, dy_seq, dy_full);
+  row_parallel_backward(space, dy_full, x_local, w_local, dx_local, dx_beta, dw_local, db);
   Kokkos::Profiling::popRegion();
 }
 
