@@ -370,6 +370,52 @@ TEST(tensor_parallel, vocab_parallel_embedding_head_and_cross_entropy_match_unsh
   EXPECT_EQ(again.dwte_local, got.dwte_local);
 }
 
+// fp32 storage (fp32 accumulators, fp32 collectives): the row-parallel output and the
+// vocabulary-parallel loss and logit gradients agree with the unsharded fp32 kernels loosely.
+TEST(tensor_parallel, row_parallel_and_vocab_cross_entropy_match_unsharded_fp32) {
+  using F2 = ktest::V2<float>;
+  using F1 = ktest::V1<float>;
+  Tp tp;
+  const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
+  const auto x = random_vec(kN * kF, 71), w = random_vec(kF * kH, 72), b = random_vec(kH, 73);
+  F2 X = make2<float>(kN, kF, x), W = make2<float>(kF, kH, w), Y("y", kN, kH), Yt("yt", kN, kH);
+  F1 B = make1<float>(b);
+  pk::gemm(Space(), Trans::N, Trans::N, 1.0, X, W, 0.0, Y);
+  pk::bias_add(Space(), Y, B);
+  F2 Xl = make2<float>(kN, sh.size, col_block(x, kN, kF, sh.offset, sh.size));
+  F2 Wl = make2<float>(sh.size, kH, row_block(w, kF, kH, sh.offset, sh.size));
+  row_parallel_forward(Space(), *tp.c, Xl, Wl, B, Yt);
+  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 4)}, "row forward fp32");
+  expect_close(to_host(Yt), to_host(Y), 2e-6, 2e-6, "y fp32");
+
+  const auto vs = vocab_shard(kV, tp.n, tp.r);
+  const int vp = padded_vocab(kV, tp.n);
+  const auto l = random_vec(kN * kV, 74, -6, 6);
+  ktest::Rng rng(75);
+  std::vector<int> targets(kN);
+  for (auto& t : targets) t = rng.integer(kV);
+  targets[0] = kV - 1;
+  auto tgt = int_view(targets);
+  F2 L = make2<float>(kN, kV, l), DL("dl", kN, kV);
+  F1 lse("lse", kN), lse_tp("lse_tp", kN);
+  const float loss = pk::cross_entropy_forward(Space(), L, tgt, kV, lse);
+  pk::cross_entropy_backward(Space(), L, tgt, lse, kV, 1.0 / kN, DL);
+  F2 Ll = make2<float>(kN, vs.size, col_block(l, kN, kV, vs.offset, vs.size));
+  F2 DLl("dll", kN, vs.size);
+  VocabParallelCrossEntropy<float> ce(kN);
+  const std::size_t before = tp.log.events().size();
+  const float loss_tp = ce.forward(Space(), *tp.c, Ll, tgt, vs.offset, kV, lse_tp);
+  ce.backward(Space(), Ll, tgt, lse_tp, vs.offset, kV, 1.0 / kN, DLl);
+  expect_events(tp.log, before,
+                {vocab_parallel_ce_max_bytes(kN, 4), vocab_parallel_ce_sum_bytes(kN, 4)},
+                "cross-entropy fp32");
+  EXPECT_LE(vs.offset + vs.size, vp);
+  EXPECT_NEAR(loss_tp, loss, 2e-6 * loss);
+  expect_close(to_host(lse_tp), to_host(lse), 0, 2e-6, "lse fp32");
+  expect_close(to_host(DLl), col_block(to_host(DL), kN, kV, vs.offset, vs.size), 2e-8, 0,
+               "dlogits fp32 (padding columns 0)");
+}
+
 TEST(tensor_parallel, split_rules_name_the_key_and_values) {
   try {
     even_shard("model.heads", 6, 4, 1);
