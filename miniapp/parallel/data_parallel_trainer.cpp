@@ -307,7 +307,7 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
       // Overlapped: two gradient workspaces, so one unit's reduce-scatter can run while the
       // next unit's backward writes the other.
       for (int k = 0; k < (opt_.overlap ? 2 : 1); ++k)
-        grad_ws_[k] = led.track(MemCategory::grads, GView("paraxis::grad_unit", max_unit_));
+        grad_ws_.push_back(led.track(MemCategory::grads, GView("paraxis::grad_unit", max_unit_)));
     }
     if (opt_.zero <= 1) ps.zero_grads();
     if (opt_.zero >= 1) Kokkos::deep_copy(grad_c_, G(0));
@@ -323,10 +323,8 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
     if (opt_.zero == 3) {
       led.release(MemCategory::params, param_ws_.span() * sizeof(T));
       param_ws_ = TView();
-      for (auto& ws : grad_ws_) {
-        led.release(MemCategory::grads, ws.span() * sizeof(G));
-        ws = GView();
-      }
+      for (auto& ws : grad_ws_) led.release(MemCategory::grads, ws.span() * sizeof(G));
+      grad_ws_.clear();
     }
   }
 
@@ -537,7 +535,11 @@ class DataParallelTrainer final : public model::Trainer, private model::UnitHook
   std::size_t compact_total_ = 0, max_unit_ = 0, max_shard_ = 0;
   std::vector<Bucket> buckets_;
   GView grad_c_, tmp_c_, m_c_, v_c_, master_c_;
-  GView grad_ws_[2];
+  // ZeRO-3 gradient workspaces of the step (one, or two when overlapped). A vector, not an
+  // array of default-constructed Views: with the Kokkos 4.6.99 develop snapshot tested, array
+  // elements of View were left with an uninitialised reference-count tracker, and assigning to
+  // or destroying them crashed (docs/portability.md).
+  std::vector<GView> grad_ws_;
   int ws_slot_ = 0;
   std::vector<PendingScatter> pending_;
   TView param_c_, param_ws_;
