@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "driver/commands.hpp"
 
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
       // An error only some ranks may have seen: abort the job rather than hang the rest.
       std::fprintf(stderr, "paraxis: error (rank %d): %s\n", rank, e.what());
       std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let mpiexec forward it
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }

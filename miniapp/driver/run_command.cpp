@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
@@ -308,7 +309,12 @@ int run_command(const RunOptions& opt) {
         std::fprintf(stderr, "paraxis: error: rank %d failed in point %zu/%zu (%s): %s\n", rank,
                      i + 1, total, settings_text(r.point).c_str(), ex.what());
         std::fflush(stderr);
-        if (world > 1) MPI_Abort(MPI_COMM_WORLD, 3);
+        // mpiexec forwards output asynchronously and MPI_Abort tears the job down at once:
+        // give the message a moment to reach the user's terminal or batch log first.
+        if (world > 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          MPI_Abort(MPI_COMM_WORLD, 3);
+        }
         r.status = std::string("failed: ") + ex.what();
         aborted = true;
       }
