@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "driver/deck.hpp"
 
@@ -200,4 +201,18 @@ TEST(deck, degrees_the_model_cannot_take_are_named) {
   d = load_deck(deck, {"parallel.pp=2", "parallel.stage_layers=[1,2]"}, 2);
   EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "summing to model.layers = 2"))
       << all_errors(d);
+}
+
+TEST(deck, every_key_is_documented_in_the_deck_reference) {
+  std::ifstream in(PARAXIS_DOCS_DIR "/deck.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const auto keys = deck_key_reference();
+  EXPECT_GT(keys.size(), 30u);
+  for (const auto& entry : keys) {
+    const std::string key = entry.substr(0, entry.find(':'));
+    EXPECT_NE(doc.find(key), std::string::npos) << "docs/deck.md does not document " << key;
+  }
 }

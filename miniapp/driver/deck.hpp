@@ -34,7 +34,8 @@ struct Deck {
 // a run on `world` ranks (0: skip the world-size checks, as `check` does without mpiexec).
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world);
 
-// The keys a deck may contain, with their type and allowed range, for docs and `check`.
+// Every key a deck may contain, as "key: type (range)" (the test that keeps docs/deck.md
+// complete reads it).
 std::vector<std::string> deck_key_reference();
 
 }  // namespace paraxis::driver
