@@ -8,27 +8,16 @@
 #include <Kokkos_Core.hpp>
 #include <string>
 
+#include "bench_util.hpp"
 #include "paraxis/kernels/layernorm.hpp"
 
 namespace pk = paraxis::kernels;
+using paraxis::bench::fill_formula;
+using paraxis::bench::set_bytes;
 
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
-
-template <class V>
-void fill_formula(const V& v, int salt) {
-  using T = typename V::non_const_value_type;
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t k = 0; k < h.span(); ++k)
-    h.data()[k] = T(static_cast<float>((k * 7 + salt) % 29) / 14.0f - 1.0f);
-  Kokkos::deep_copy(v, h);
-}
-
-void set_bytes(benchmark::State& state, double bytes) {
-  state.counters["bytes/s"] = benchmark::Counter(
-      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
-}
 
 template <class T>
 struct LnData {

@@ -9,27 +9,16 @@
 #include <Kokkos_Core.hpp>
 #include <string>
 
+#include "bench_util.hpp"
 #include "paraxis/kernels/softmax.hpp"
 
 namespace pk = paraxis::kernels;
+using paraxis::bench::fill_formula;
+using paraxis::bench::set_bytes;
 
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
-
-template <class V>
-void fill_formula(const V& v, int salt) {
-  using T = typename V::non_const_value_type;
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t k = 0; k < h.span(); ++k)
-    h.data()[k] = T(static_cast<float>((k * 11 + salt) % 31) / 8.0f - 2.0f);
-  Kokkos::deep_copy(v, h);
-}
-
-void set_bytes(benchmark::State& state, double bytes) {
-  state.counters["bytes/s"] = benchmark::Counter(
-      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
-}
 
 void bench_rows(benchmark::State& state, int r, int c, bool backward) {
   pk::View2<float, Exec> S("S", r, c), P("P", r, c), dP("dP", r, c), dS("dS", r, c);

@@ -152,4 +152,13 @@ void expect_shape_error(const F& f, std::initializer_list<std::string> parts) {
   }
 }
 
+// A device View of the given integers (token ids, targets).
+inline paraxis::kernels::View1<int, Space> int_view(const std::vector<int>& t) {
+  paraxis::kernels::View1<int, Space> v("ktest::ints", t.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
 }  // namespace ktest

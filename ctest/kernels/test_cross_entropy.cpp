@@ -21,14 +21,6 @@ std::vector<int> make_targets(int n, int valid, std::uint64_t seed) {
   return t;
 }
 
-pk::View1<int, Space> targets_view(const std::vector<int>& t) {
-  pk::View1<int, Space> v("targets", t.size());
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];
-  Kokkos::deep_copy(v, h);
-  return v;
-}
-
 // Padding columns hold huge values: any leak into the softmax dominates the result.
 std::vector<double> make_logits(std::uint64_t seed) {
   auto l = random_vec(kN * kV, seed, -6, 6);
@@ -59,7 +51,7 @@ void check_forward_backward(double loss_rtol, double grad_atol) {
   const auto l0 = rounded<T>(make_logits(61));
   const auto t = make_targets(kN, kValid, 62);
   auto L = make2<T>(kN, kV, l0);
-  auto tv = targets_view(t);
+  auto tv = int_view(t);
   pk::View1<A, Space> lse("lse", kN);
   const A loss = pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
   const auto ref = ce_ref(l0, t);
@@ -99,7 +91,7 @@ TEST(cross_entropy, matches_host_and_excludes_padding_bf16) {
 TEST(cross_entropy, backward_matches_finite_differences_fp64) {
   const auto l0 = make_logits(63);
   const auto t = make_targets(kN, kValid, 64);
-  auto tv = targets_view(t);
+  auto tv = int_view(t);
   auto loss = [&](const std::vector<double>& l) {
     pk::View1<double, Space> lse("lse", kN);
     return pk::cross_entropy_forward(Space(), make2<double>(kN, kV, l), tv, kValid, lse);
@@ -116,7 +108,7 @@ TEST(cross_entropy, backward_matches_finite_differences_fp64) {
 
 TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
   auto L = make2<float>(kN, kV, make_logits(66));
-  auto tv = targets_view(make_targets(kN, kValid, 67));
+  auto tv = int_view(make_targets(kN, kValid, 67));
   pk::View1<float, Space> lse1("l1", kN), lse2("l2", kN);
   const float a = pk::cross_entropy_forward(Space(), L, tv, kValid, lse1);
   const float b = pk::cross_entropy_forward(Space(), L, tv, kValid, lse2);
@@ -133,17 +125,16 @@ TEST(cross_entropy, bad_targets_and_shapes_throw) {
   auto t = make_targets(kN, kValid, 69);
   t[5] = kValid;  // a padding column is not a valid target
   pk::View1<float, Space> lse("lse", kN), lse_bad("lb", kN + 1);
-  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kValid, lse); },
+  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kValid, lse); },
                      {"cross_entropy_forward", "1 target", "129"});
   t[5] = 0;
-  expect_shape_error(
-      [&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kValid, lse_bad); },
-      {"lse", "[38]", "[37]"});
-  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, targets_view(t), kV + 1, lse); },
+  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kValid, lse_bad); },
+                     {"lse", "[38]", "[37]"});
+  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kV + 1, lse); },
                      {"vocab_valid = 137", "[37,136]"});
   pk::View2<float, Space> dbad("db", kN, kV - 1);
   expect_shape_error(
-      [&] { pk::cross_entropy_backward(Space(), L, targets_view(t), lse, kValid, 1.0, dbad); },
+      [&] { pk::cross_entropy_backward(Space(), L, int_view(t), lse, kValid, 1.0, dbad); },
       {"dlogits", "[37,135]", "[37,136]"});
 }
 

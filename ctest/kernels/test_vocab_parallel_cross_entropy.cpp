@@ -33,14 +33,6 @@ std::vector<int> make_targets(int n, int vocab, int vl_last_begin, std::uint64_t
   return t;
 }
 
-pk::View1<int, Space> targets_view(const std::vector<int>& t) {
-  pk::View1<int, Space> v("targets", t.size());
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];
-  Kokkos::deep_copy(v, h);
-  return v;
-}
-
 std::vector<double> make_logits(int vp, int vocab, std::uint64_t seed) {
   auto l = random_vec(static_cast<std::size_t>(kN) * vp, seed, -6, 6);
   for (int i = 0; i < kN; ++i)
@@ -67,7 +59,7 @@ Sharded run_sharded(const std::vector<double>& l, const std::vector<int>& t, int
                     int tp, double scale) {
   using A = pk::acc_t<T>;
   const int vl = vp / tp;
-  auto tv = targets_view(t);
+  auto tv = int_view(t);
   std::vector<V2<T>> shard;
   std::vector<V1<A>> mx, se, tl;
   for (int r = 0; r < tp; ++r) {
@@ -126,7 +118,7 @@ void check_against_single_shard(int tp, double loss_rtol, double grad_atol) {
   const double scale = 1.0 / kN;
 
   auto L = make2<T>(kN, vp, l);
-  auto tv = targets_view(t);
+  auto tv = int_view(t);
   V1<A> lse("lse", kN);
   const double ref_loss = pk::cross_entropy_forward(Space(), L, tv, kV, lse);
   V2<T> dref("dref", kN, vp);
@@ -160,7 +152,7 @@ TEST(vocab_parallel_cross_entropy, shard_of_padding_only_contributes_nothing_fp6
   for (auto& x : t) x = r.integer(vocab);
   t[0] = vocab - 1;
   auto L = make2<double>(kN, vp, l);
-  auto tv = targets_view(t);
+  auto tv = int_view(t);
   V1<double> lse("lse", kN);
   const double ref_loss = pk::cross_entropy_forward(Space(), L, tv, vocab, lse);
   V2<double> dref("dref", kN, vp);
@@ -193,7 +185,7 @@ TEST(vocab_parallel_cross_entropy, bad_targets_and_shapes_throw) {
   pk::vocab_parallel_ce_local_max(Space(), L, 27, kV, mx);
   t[4] = kV;  // a padding column is not a valid target
   expect_shape_error(
-      [&] { pk::vocab_parallel_ce_local_sumexp(Space(), L, targets_view(t), 27, kV, mx, se, tl); },
+      [&] { pk::vocab_parallel_ce_local_sumexp(Space(), L, int_view(t), 27, kV, mx, se, tl); },
       {"vocab_parallel_ce_local_sumexp", "1 target", "53"});
   t[4] = 0;
   expect_shape_error([&] { pk::vocab_parallel_ce_local_max(Space(), L, 27, kV, bad); },
@@ -202,7 +194,7 @@ TEST(vocab_parallel_cross_entropy, bad_targets_and_shapes_throw) {
                      {"vocab_offset = -1"});
   V2<double> dbad("db", kN, 26);
   expect_shape_error(
-      [&] { pk::vocab_parallel_ce_backward(Space(), L, targets_view(t), mx, 27, kV, 1.0, dbad); },
+      [&] { pk::vocab_parallel_ce_backward(Space(), L, int_view(t), mx, 27, kV, 1.0, dbad); },
       {"dlogits", "[37,26]", "[37,27]"});
 }
 

@@ -1,0 +1,29 @@
+// Helpers shared by the kernel benchmarks: deterministic inputs and the bytes/s counter.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstddef>
+
+namespace paraxis::bench {
+
+// Fills v (any rank, any storage type) from a formula of the element index: values in
+// [-1, 1), never from the clock, different per salt.
+template <class V>
+void fill_formula(const V& v, int salt) {
+  using T = typename V::non_const_value_type;
+  auto h = Kokkos::create_mirror_view(v);
+  for (std::size_t k = 0; k < h.span(); ++k)
+    h.data()[k] =
+        T(static_cast<float>((k * 7 + static_cast<std::size_t>(salt)) % 29) / 14.0f - 1.0f);
+  Kokkos::deep_copy(v, h);
+}
+
+// GB/s as Google Benchmark reports rates: bytes moved per iteration (1 KiB = 1024 B).
+inline void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes/s"] = benchmark::Counter(
+      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
+}
+
+}  // namespace paraxis::bench
