@@ -11,7 +11,7 @@
 #include "driver/deck.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
-#include "parallel/data_parallel_trainer.hpp"
+#include "parallel/parallel_trainer.hpp"
 
 using namespace paraxis;
 
@@ -35,6 +35,16 @@ driver::RunConfig config(const std::string& precision, int micro_batch = 1) {
   return deck.points.at(0).config;
 }
 
+parallel::ParallelOptions dp_options(int zero, double bucket_mb, bool overlap,
+                                     const std::string& backend) {
+  parallel::ParallelOptions o;
+  o.zero = zero;
+  o.bucket_mb = bucket_mb;
+  o.overlap = overlap;
+  o.backend = backend;
+  return o;
+}
+
 struct TrainedRun {
   std::vector<double> loss, params;
   model::MemoryReport memory;
@@ -45,8 +55,8 @@ TrainedRun run_parallel(const driver::RunConfig& c, int zero, bool overlap = fal
                         double bucket_mb = 25) {
   parallel::ProcessGrid grid(MPI_COMM_WORLD,
                              parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-  auto t = parallel::make_data_parallel_trainer(
-      c.model, c.train, grid, parallel::DataParallelOptions{zero, bucket_mb, overlap, "mpi"});
+  auto t = parallel::make_parallel_trainer(c.model, c.train, grid,
+                                           dp_options(zero, bucket_mb, overlap, "mpi"));
   TrainedRun r;
   for (int s = 0; s < c.train.steps; ++s) {
     const auto st = t->step();
@@ -198,8 +208,8 @@ TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
   ref->record_routing(true);
   parallel::ProcessGrid grid(MPI_COMM_WORLD,
                              parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-  auto par = parallel::make_data_parallel_trainer(
-      c.model, c.train, grid, parallel::DataParallelOptions{1, 25, false, "mpi"});
+  auto par =
+      parallel::make_parallel_trainer(c.model, c.train, grid, dp_options(1, 25, false, "mpi"));
   par->record_routing(true);
   const std::size_t tokens = static_cast<std::size_t>(c.train.global_batch) * c.model.seq_len;
   for (int s = 0; s < 2; ++s) {
@@ -218,8 +228,8 @@ TEST(data_parallel, nccl_backend_matches_single_rank_fp64) {
   for (int zero : {0, 1, 2, 3}) {
     parallel::ProcessGrid grid(MPI_COMM_WORLD,
                                parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-    auto t = parallel::make_data_parallel_trainer(
-        c.model, c.train, grid, parallel::DataParallelOptions{zero, 25, true, "nccl"});
+    auto t =
+        parallel::make_parallel_trainer(c.model, c.train, grid, dp_options(zero, 25, true, "nccl"));
     TrainedRun r;
     for (int s = 0; s < c.train.steps; ++s) r.loss.push_back(t->step().loss);
     r.params = t->parameters();

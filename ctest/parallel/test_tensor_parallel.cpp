@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "../kernels/kernel_test_util.hpp"
+#include "model/tensor_parallel.hpp"
 #include "parallel/communicator.hpp"
-#include "parallel/tensor_parallel.hpp"
 #include "paraxis/kernels/cross_entropy.hpp"
 
 using namespace paraxis::parallel;
+using namespace paraxis::model;
 namespace pk = paraxis::kernels;
 using ktest::expect_close;
 using ktest::make1;

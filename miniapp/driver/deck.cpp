@@ -394,18 +394,6 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
   if (m.moe.experts > 0 && m.moe.experts % p.ep != 0)
     err("parallel.ep",
         "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
-  // Axes not built yet: refuse them plainly rather than run something else.
-  if (p.tp > 1)
-    err("parallel.tp",
-        "tensor parallelism is not implemented yet (tp = " + std::to_string(p.tp) + ")");
-  if (p.pp > 1)
-    err("parallel.pp",
-        "pipeline parallelism is not implemented yet (pp = " + std::to_string(p.pp) + ")");
-  if (p.ep > 1)
-    err("parallel.ep",
-        "expert parallelism is not implemented yet (ep = " + std::to_string(p.ep) + ")");
-  if (p.sequence_parallel)
-    err("parallel.sequence_parallel", "sequence parallelism is not implemented yet");
   return e;
 }
 

@@ -20,7 +20,7 @@
 #include "driver/results.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
-#include "parallel/data_parallel_trainer.hpp"
+#include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
@@ -77,12 +77,22 @@ Tolerance tolerance_for(model::Precision p) {
 std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int world,
                                                    std::unique_ptr<parallel::ProcessGrid>& grid) {
   const auto& p = cfg.parallel;
-  if (world == 1 && p.dp == 1 && p.zero == 0 && cfg.comm.backend == "mpi")
+  // One rank, nothing to shard: the single-rank reference trainer itself.
+  if (world == 1 && p.dp == 1 && p.zero == 0 && p.pp == 1 && cfg.comm.backend == "mpi" &&
+      p.schedule != "gpipe")
     return model::make_trainer(cfg.model, cfg.train);
   parallel::GridShape shape{p.tp, p.pp, p.dp, p.ep, p.order};
   grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
-  parallel::DataParallelOptions o{p.zero, cfg.comm.bucket_mb, cfg.comm.overlap, cfg.comm.backend};
-  return parallel::make_data_parallel_trainer(cfg.model, cfg.train, *grid, o);
+  parallel::ParallelOptions o;
+  o.zero = p.zero;
+  o.bucket_mb = cfg.comm.bucket_mb;
+  o.overlap = cfg.comm.overlap;
+  o.backend = cfg.comm.backend;
+  o.schedule = p.schedule;
+  o.virtual_stages = p.virtual_stages;
+  o.stage_layers = p.stage_layers;
+  o.sequence_parallel = p.sequence_parallel;
+  return parallel::make_parallel_trainer(cfg.model, cfg.train, *grid, o);
 }
 
 void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size_t i,

@@ -1,22 +1,34 @@
-// GPT decoder on one rank: token + learned position embeddings, `layers` pre-LayerNorm blocks
-// (causal multi-head attention + residual, then a GELU MLP or an MoE layer + residual), final
-// LayerNorm, untied LM head, cross-entropy. Forward and backward of one micro-batch at a
-// time; gradients accumulate in the ParamStore until the optimizer step.
+// GPT decoder: token + learned position embeddings, `layers` pre-LayerNorm blocks (causal
+// multi-head attention + residual, then a GELU MLP or an MoE layer + residual), final
+// LayerNorm, untied LM head, cross-entropy.
+//
+// A GptModel is one rank's shard of it (shard_layout.hpp): its tensor-parallel slice
+// (Megatron-LM's column/row splits, vocabulary-parallel embedding, head and loss, optionally
+// sequence parallelism), its experts (expert parallelism: tokens travel to their experts by
+// all-to-all), and its pipeline chunks. The collectives go through CommGroup (collectives.hpp):
+// the model never sees MPI, and with no group given (one rank) it makes no call at all.
+//
+// Forward and backward run per (model chunk, micro-batch): each pair's activations live from
+// its forward to its backward, so a pipeline schedule may keep several micro-batches in flight.
+// Gradients accumulate in the ParamStore until the optimizer step.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 #include <memory>
 #include <vector>
 
-#include "memory_ledger.hpp"
-#include "model_config.hpp"
-#include "param_store.hpp"
+#include "model/collectives.hpp"
+#include "model/memory_ledger.hpp"
+#include "model/model_config.hpp"
+#include "model/param_store.hpp"
+#include "model/shard_layout.hpp"
 
 namespace paraxis::model {
 
-// Routing statistics of one MoE layer for one micro-batch.
+// Routing statistics of one MoE layer for one micro-batch, at the source (this rank's tokens).
 struct MoeLayerStats {
-  std::vector<int> tokens_per_expert;  // kept assignments
+  int layer = 0;                       // block index in the model
+  std::vector<int> tokens_per_expert;  // kept assignments, every expert of the layer
   std::vector<int> dropped_per_expert;
   double aux_loss = 0;       // L_aux of this micro-batch (before the coefficient)
   std::vector<int> routing;  // [tokens * top_k] chosen experts, when routing is recorded
@@ -26,17 +38,19 @@ struct MoeLayerStats {
 struct Span {
   const char* name;
   double begin, end;
+  int micro_batch = -1, chunk = -1;  // -1: not a per-micro-batch action
 };
 
 struct MicroBatchResult {
-  double ce_sum = 0;               // sum of token cross-entropies of the micro-batch
-  double aux_sum = 0;              // sum over MoE layers of L_aux (before the coefficient)
-  std::vector<MoeLayerStats> moe;  // one entry per MoE layer
+  double ce_sum = 0;               // sum of token cross-entropies (chunks with the head)
+  double aux_sum = 0;              // sum over this chunk's MoE layers of L_aux
+  std::vector<MoeLayerStats> moe;  // one entry per MoE layer of the chunk
 };
 
-// Called around each unit's compute (unit 0: embedding, 1..layers: the blocks, layers+1:
-// final LayerNorm and head). The model knows nothing of ranks; a data-parallel trainer uses
-// these to gather ZeRO-3 parameters and to reduce gradients as soon as they are final.
+// Called around each unit's compute (units of the ParamStore: the embedding, each block's
+// dense part and, for MoE blocks, its experts, and the final LayerNorm + head). A
+// data-parallel trainer uses these to gather ZeRO-3 parameters and to reduce gradients as
+// soon as they are final. Both units of an MoE block are open at the same time.
 class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
@@ -46,29 +60,62 @@ class UnitHooks {
   virtual void after_backward(int /*unit*/) {}
 };
 
+// The groups a shard exchanges with; null (or a group of one) means none.
+struct ShardComms {
+  CommGroup* tp = nullptr;
+  CommGroup* ep = nullptr;
+};
+
 template <class T>
 class GptModel {
  public:
   using Space = Kokkos::DefaultExecutionSpace;
   using G = kernels::acc_t<T>;
   using Tokens = Kokkos::View<int*, Kokkos::LayoutRight, Space::memory_space>;
+  using Act = Kokkos::View<T**, Kokkos::LayoutRight, Space::memory_space>;
 
   // unit_multiple: pad every unit of the flat layout to a multiple of it (ZeRO shards).
   // allocate_store: false leaves parameters, gradients and optimizer state to the caller.
+  // Throws std::invalid_argument naming the deck key when the layout does not fit the model.
+  GptModel(const ModelConfig& cfg, int micro_batch, const ShardLayout& layout,
+           ShardComms comms = {}, int unit_multiple = 1, bool allocate_store = true);
+  // The whole model on one rank.
   GptModel(const ModelConfig& cfg, int micro_batch, int unit_multiple = 1,
-           bool allocate_store = true);
+           bool allocate_store = true)
+      : GptModel(cfg, micro_batch, ShardLayout::whole(cfg), {}, unit_multiple, allocate_store) {}
   ~GptModel();
   GptModel(const GptModel&) = delete;
   GptModel& operator=(const GptModel&) = delete;
 
   void initialize(std::uint64_t seed);
 
-  // Forward and backward of one micro-batch of `micro_batch` sequences (tokens and targets
-  // of micro_batch * seq_len entries). ce_scale scales d(loss)/d(CE sum), aux_scale the
-  // gradient of each layer's L_aux. Gradients accumulate.
+  // ---- per (chunk, micro-batch): `chunk` indexes this shard's chunks, `mb` is any key.
+  // Rows of the residual stream on this rank: micro_batch * seq_len, divided by tp with
+  // sequence parallelism. Chunk inputs, outputs and their gradients have this many rows.
+  int local_tokens() const;
+  int chunks() const { return static_cast<int>(layout_.chunks.size()); }
+  // Where forward_chunk reads a chunk's input (chunks without the embedding): receive into it.
+  Act chunk_input(int chunk, int mb);
+  // Forward of one chunk: tokens are read by the embedding, targets by the loss (either may be
+  // empty where the chunk has neither). ce_sum is set on the chunk with the head.
+  MicroBatchResult forward_chunk(int chunk, int mb, const Tokens& tokens, const Tokens& targets);
+  // The chunk's output after forward_chunk (chunks without the head): send it on.
+  Act chunk_output(int chunk, int mb);
+  // Backward of one chunk: grad_output is the gradient of the chunk's output (empty on the
+  // chunk with the head, whose backward starts at the loss); grad_input receives the
+  // gradient of its input (empty on the chunk with the embedding). ce_scale scales
+  // d(loss)/d(CE sum), aux_scale each layer's L_aux. Frees the pair's activations.
+  void backward_chunk(int chunk, int mb, const Act& grad_output, const Act& grad_input,
+                      double ce_scale, double aux_scale);
+  // Drops a pair's activations without a backward (forward-only evaluation).
+  void discard(int chunk, int mb);
+  int live_activation_sets() const;
+  int peak_activation_sets() const { return peak_sets_; }
+
+  // ---- the whole shard, one micro-batch: every chunk forward in order, then backward
+  // (chunk outputs copied to the next chunk's input: one rank holding several chunks).
   MicroBatchResult forward_backward(const Tokens& tokens, const Tokens& targets, double ce_scale,
                                     double aux_scale);
-  // Forward only (no activations kept for backward are needed afterwards).
   MicroBatchResult forward(const Tokens& tokens, const Tokens& targets);
 
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
@@ -79,6 +126,7 @@ class GptModel {
   const ParamStore<T>& params() const { return params_; }
   const MemoryLedger& ledger() const { return ledger_; }
   const ModelConfig& config() const { return cfg_; }
+  const ShardLayout& layout() const { return layout_; }
 
   // Fenced compute time spent in forward and backward since construction.
   double forward_seconds() const { return fwd_s_; }
@@ -90,6 +138,7 @@ class GptModel {
   struct Impl;
   ModelConfig cfg_;
   int micro_batch_;
+  ShardLayout layout_;
   MemoryLedger ledger_;
   ParamStore<T> params_;
   std::unique_ptr<Impl> impl_;
@@ -97,6 +146,7 @@ class GptModel {
   bool record_routing_ = false;
   double fwd_s_ = 0, bwd_s_ = 0;
   std::vector<Span> spans_;
+  int peak_sets_ = 0;
 };
 
 // Model FLOPs of one forward pass per token, derived from the kernels paraxis runs (matmuls

@@ -2,6 +2,7 @@
 #include "param_store.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -16,11 +17,11 @@ constexpr std::size_t kAlign = 16;  // elements: keeps every tensor's start vect
 }
 
 template <class T, class Space>
-void ParamStore<T, Space>::begin_unit(std::string name) {
+void ParamStore<T, Space>::begin_unit(std::string name, bool expert) {
   if (in_unit_) throw std::logic_error("ParamStore::begin_unit inside unit " + units_.back().name);
   if (param.data() || grad.data()) throw std::logic_error("ParamStore::begin_unit after allocate");
   in_unit_ = true;
-  units_.push_back({std::move(name), total_, 0, static_cast<int>(specs_.size()), 0});
+  units_.push_back({std::move(name), total_, 0, static_cast<int>(specs_.size()), 0, expert});
 }
 
 template <class T, class Space>
@@ -114,6 +115,8 @@ std::vector<typename ParamStore<T, Space>::G> ParamStore<T, Space>::initial_valu
       if (r < static_cast<std::size_t>(s.logical_rows) && c < lcols) {  // else padding
         if (s.init == Init::ones) v = G(1);
         if (s.init == Init::normal) v = static_cast<G>(s.stddev * normal01(key, r * lcols + c));
+        if (s.init == Init::zipf_logit)
+          v = static_cast<G>(-s.stddev * std::log(static_cast<double>(r * lcols + c + 1)));
       }
       out[f - begin] = v;
     }

@@ -19,7 +19,9 @@
 
 namespace paraxis::model {
 
-enum class Init { normal, ones, zeros };
+// normal: stddev * N(0, 1); zipf_logit: -stddev * ln(i + 1) for element i (a logit bias whose
+// softmax is a Zipf distribution of exponent stddev: the router skew for benchmarking).
+enum class Init { normal, ones, zeros, zipf_logit };
 
 struct TensorSpec {
   std::string name;
@@ -37,6 +39,11 @@ struct TensorSpec {
   // to a multiple of tp): initialised to 0 whatever `init` says.
   int logical_rows = 0, logical_cols = 0;
   int row_offset = 0, col_offset = 0;
+  // Tensor parallelism: the same tensor on every rank of the tensor-parallel group (LayerNorm,
+  // replicated biases, positions, router) rather than a slice of it; and, with sequence
+  // parallelism, whose gradient each rank holds only part of (the sum over its tokens: the
+  // LayerNorms), to be summed over the group once per step.
+  bool tp_replicated = false, sp_partial = false;
   std::size_t size() const { return static_cast<std::size_t>(rows) * (cols ? cols : 1); }
   std::size_t logical_size() const {
     return static_cast<std::size_t>(logical_rows) * (logical_cols ? logical_cols : 1);
@@ -47,6 +54,7 @@ struct UnitSpec {
   std::string name;
   std::size_t begin = 0, size = 0;  // flat range, size padded to a multiple of unit_multiple
   int first_tensor = 0, end_tensor = 0;
+  bool expert = false;  // expert weights: reduced over the expert-data-parallel group
 };
 
 template <class T, class Space = Kokkos::DefaultExecutionSpace>
@@ -65,7 +73,7 @@ class ParamStore {
   // Pad every unit to a multiple of this many elements (the data-parallel degree for ZeRO).
   explicit ParamStore(int unit_multiple = 1) : unit_multiple_(unit_multiple) {}
 
-  void begin_unit(std::string name);
+  void begin_unit(std::string name, bool expert = false);
   void end_unit();
   int add(std::string name, int rows, int cols, Init init, double stddev, bool decay);
   // A shard of the logical tensor `name` (logical_rows x logical_cols; logical_cols = 0 for a
@@ -92,6 +100,11 @@ class ParamStore {
   void initialize(std::uint64_t seed);
   // Initial values of the flat range [begin, end) (padding is 0), on the host, in type G.
   std::vector<G> initial_values(std::uint64_t seed, std::size_t begin, std::size_t end) const;
+
+  void set_tp_flags(int i, bool replicated, bool sp_partial) {
+    specs_[i].tp_replicated = replicated;
+    specs_[i].sp_partial = sp_partial;
+  }
 
   const std::vector<TensorSpec>& specs() const { return specs_; }
   const TensorSpec& spec(int i) const { return specs_[i]; }

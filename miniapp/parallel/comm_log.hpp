@@ -11,6 +11,8 @@ namespace paraxis::parallel {
 
 enum class Axis { tp, pp, dp, ep, edp, world, count };
 const char* to_string(Axis a);
+// recv / irecv: the other end of a send.
+bool is_receive(const char* op);
 
 struct CommEvent {
   Axis axis;
@@ -32,7 +34,8 @@ class CommLog {
   const std::vector<CommEvent>& events() const { return events_; }
   std::vector<CommEvent> take() { return std::move(events_); }
   void clear() { events_.clear(); }
-  // Totals per axis of the recorded events (edp is reported under dp).
+  // Totals per axis of the recorded events (edp is reported under dp). Bytes: what this rank
+  // sent; receives are recorded (their time, their size in the trace) but not added again.
   std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> totals() const;
 
  private:

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -34,32 +35,21 @@ const char* to_string(Axis a) {
   return "unknown";
 }
 
+bool is_receive(const char* op) {
+  return std::strcmp(op, "recv") == 0 || std::strcmp(op, "irecv") == 0;
+}
+
 std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> CommLog::totals() const {
   std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> t{};
   for (const auto& e : events_) {
     auto& a = t[static_cast<std::size_t>(e.axis == Axis::edp ? Axis::dp : e.axis)];
     a.time_s += e.end - e.begin;
     a.exposed_s += e.exposed;
-    a.bytes += e.bytes;
+    // A transfer's bytes are counted once, by its sender.
+    if (!is_receive(e.op)) a.bytes += e.bytes;
     a.calls += 1;
   }
   return t;
-}
-
-std::size_t size_of(DType t) {
-  switch (t) {
-    case DType::f64:
-      return 8;
-    case DType::f32:
-      return 4;
-    case DType::bf16:
-      return 2;
-    case DType::i32:
-      return 4;
-    case DType::i64:
-      return 8;
-  }
-  return 0;
 }
 
 Request::Request() = default;
@@ -69,7 +59,8 @@ Request::~Request() = default;
 
 void Communicator::record(const char* op, std::size_t bytes, double begin, double end,
                           double exposed) {
-  if (log_) log_->add({axis_, op, bytes, begin, end, exposed});
+  // A group of one moves nothing (its collectives are local copies): nothing to record.
+  if (log_ && size_ > 1) log_->add({axis_, op, bytes, begin, end, exposed});
 }
 
 Request Communicator::start(Request r, const char* op, std::size_t bytes) {

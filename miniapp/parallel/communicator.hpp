@@ -10,31 +10,15 @@
 #include <memory>
 #include <string>
 
+#include "model/collectives.hpp"
 #include "parallel/comm_log.hpp"
-#include "paraxis/kernels/bf16.hpp"
 
 namespace paraxis::parallel {
 
-enum class DType { f64, f32, bf16, i32, i64 };
-std::size_t size_of(DType t);
-
-template <class T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, double>)
-    return DType::f64;
-  else if constexpr (std::is_same_v<T, float>)
-    return DType::f32;
-  else if constexpr (std::is_same_v<T, paraxis::bf16>)
-    return DType::bf16;
-  else if constexpr (std::is_same_v<T, int>)
-    return DType::i32;
-  else {
-    static_assert(std::is_same_v<T, long long> || std::is_same_v<T, long>, "unsupported type");
-    return DType::i64;
-  }
-}
-
-enum class ReduceOp { sum, max };
+using model::DType;
+using model::dtype_of;
+using model::ReduceOp;
+using model::size_of;
 
 // A non-blocking operation in flight. wait() completes it (and records its event).
 class Request {
@@ -48,26 +32,25 @@ class Request {
   std::unique_ptr<Impl> impl_;
 };
 
-class Communicator {
+class Communicator : public model::CommGroup {
  public:
-  virtual ~Communicator() = default;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const final { return rank_; }
+  int size() const final { return size_; }
   Axis axis() const { return axis_; }
   const char* backend() const { return backend_name(); }
 
   // In place when send == recv. count: elements of each rank's buffer.
   void all_reduce(const void* send, void* recv, std::size_t count, DType t,
-                  ReduceOp op = ReduceOp::sum);
+                  ReduceOp op = ReduceOp::sum) final;
   // send: size() * recv_count elements; rank r receives block r, reduced.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType t,
-                      ReduceOp op = ReduceOp::sum);
+                      ReduceOp op = ReduceOp::sum) final;
   // recv: size() * send_count elements, block r from rank r. In place when send is
   // recv + rank() * send_count.
-  void all_gather(const void* send, void* recv, std::size_t send_count, DType t);
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType t) final;
   // Counts and displacements in elements, one per rank.
   void all_to_all_v(const void* send, const int* send_counts, const int* send_displs, void* recv,
-                    const int* recv_counts, const int* recv_displs, DType t);
+                    const int* recv_counts, const int* recv_displs, DType t) final;
   void broadcast(void* buf, std::size_t count, DType t, int root);
   void send(const void* buf, std::size_t count, DType t, int peer, int tag);
   void recv(void* buf, std::size_t count, DType t, int peer, int tag);

@@ -34,6 +34,34 @@ struct AttentionWorkspace {
         dk(alloc("paraxis::attention_dk", head_dim_)),
         dv(alloc("paraxis::attention_dv", head_dim_)) {}
 
+  // Saved buffers of its own, scratch shared with `other` (the same shape): the workspaces of
+  // several layers or micro-batches in flight each need only their saved q, k, v, probs.
+  AttentionWorkspace(const AttentionWorkspace& other, bool share_scratch)
+      : batch(other.batch),
+        seq(other.seq),
+        heads(other.heads),
+        head_dim(other.head_dim),
+        q(alloc("paraxis::attention_q", other.head_dim)),
+        k(alloc("paraxis::attention_k", other.head_dim)),
+        v(alloc("paraxis::attention_v", other.head_dim)),
+        probs(alloc("paraxis::attention_probs", other.seq)) {
+    if (share_scratch) {
+      ctx = other.ctx;
+      dctx = other.dctx;
+      dprobs = other.dprobs;
+      dq = other.dq;
+      dk = other.dk;
+      dv = other.dv;
+    } else {
+      ctx = alloc("paraxis::attention_ctx", head_dim);
+      dctx = alloc("paraxis::attention_dctx", head_dim);
+      dprobs = alloc("paraxis::attention_dprobs", seq);
+      dq = alloc("paraxis::attention_dq", head_dim);
+      dk = alloc("paraxis::attention_dk", head_dim);
+      dv = alloc("paraxis::attention_dv", head_dim);
+    }
+  }
+
   int batch, seq, heads, head_dim;
   // Saved by attention_forward for attention_backward.
   View3<T, Space> q, k, v, probs;
@@ -44,12 +72,12 @@ struct AttentionWorkspace {
   std::size_t saved_bytes() const {
     return (q.span() + k.span() + v.span() + probs.span()) * sizeof(T);
   }
-  // Everything the workspace allocates.
-  std::size_t bytes() const {
-    return saved_bytes() +
-           (ctx.span() + dctx.span() + dprobs.span() + dq.span() + dk.span() + dv.span()) *
-               sizeof(T);
+  std::size_t scratch_bytes() const {
+    return (ctx.span() + dctx.span() + dprobs.span() + dq.span() + dk.span() + dv.span()) *
+           sizeof(T);
   }
+  // Everything the workspace refers to (scratch included, even when shared).
+  std::size_t bytes() const { return saved_bytes() + scratch_bytes(); }
 
  private:
   View3<T, Space> alloc(const char* label, int last) const {

@@ -116,6 +116,35 @@ void scale_inplace(const ExecSpace& space, const XV& X, double alpha) {
       });
 }
 
+// Y(i, :) = X(index(i), :) for i < rows: a row permutation (expert-parallel dispatch between
+// source order and expert order). Rows of Y at and beyond `rows` are untouched; every output
+// row has one owner, so the copy is exact and deterministic.
+template <class ExecSpace, class XV, class IV, class YV>
+void gather_rows(const ExecSpace& space, const XV& X, const IV& index, int rows, const YV& Y) {
+  static_assert(XV::rank == 2 && IV::rank == 1 && YV::rank == 2,
+                "gather_rows: X[R,C], index[>=rows], Y[>=rows,C]");
+  static_assert(std::is_same_v<value_t<IV>, int>, "gather_rows: int index");
+  assert_accessible<ExecSpace, XV, IV, YV>();
+  const char* k = "paraxis::gather_rows";
+  if (rows < 0 || index.extent(0) < static_cast<std::size_t>(rows) ||
+      Y.extent(0) < static_cast<std::size_t>(rows) || Y.extent(1) != X.extent(1)) {
+    std::ostringstream os;
+    os << k << ": rows = " << rows << ", index has " << index.extent(0) << " entries, Y is "
+       << shape_string(Y) << ", X is " << shape_string(X)
+       << "; expected index and Y with at least `rows` rows and Y as wide as X";
+    throw std::invalid_argument(os.str());
+  }
+  using A = acc_t<value_t<XV>>;
+  using TY = value_t<YV>;
+  const int C = static_cast<int>(X.extent(1));
+  if (rows == 0 || C == 0) return;
+  Kokkos::parallel_for(
+      k, Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {rows, C}),
+      KOKKOS_LAMBDA(const int i, const int j) {
+        Y(i, j) = static_cast<TY>(static_cast<A>(X(index(i), j)));
+      });
+}
+
 // dst = src converted to dst's storage type (rounding to nearest even into bf16).
 template <class ExecSpace, class SV, class DV>
 void convert(const ExecSpace& space, const SV& src, const DV& dst) {

@@ -1,8 +1,8 @@
 // Tensor-parallel split rules and Megatron's traffic formulae (the layers are templates in the
 // header).
-#include "parallel/tensor_parallel.hpp"
+#include "model/tensor_parallel.hpp"
 
-namespace paraxis::parallel {
+namespace paraxis::model {
 
 ShardRange even_shard(const std::string& what, int n, int tp, int rank) {
   if (tp < 1 || rank < 0 || rank >= tp || n < 1 || n % tp != 0) {
@@ -59,4 +59,4 @@ void require_blocks(const char* what, std::size_t block, std::size_t full, int t
 }
 }  // namespace detail
 
-}  // namespace paraxis::parallel
+}  // namespace paraxis::model

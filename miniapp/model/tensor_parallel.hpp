@@ -1,8 +1,8 @@
-// Megatron-LM tensor-parallel building blocks over one tensor-parallel group (a Communicator
-// on the tp axis): column- and row-parallel linear layers (plain, and with sequence
-// parallelism), the vocabulary-parallel embedding and the vocabulary-parallel cross-entropy,
-// forward and backward, for Views in any memory space the communicator can read (host;
-// device with a GPU-aware MPI or NCCL).
+// Megatron-LM tensor-parallel building blocks over one tensor-parallel group (a CommGroup:
+// parallel::Communicator on the tp axis, or anything with the same calls): column- and row-parallel
+// linear layers (plain, and with sequence parallelism), the vocabulary-parallel embedding and the
+// vocabulary-parallel cross-entropy, forward and backward, for Views in any memory space the
+// communicator can read (host; device with a GPU-aware MPI or NCCL).
 //
 // Layout (Shoeybi et al. 2019): a column-parallel linear holds W[:, cols of this rank] and
 // its bias slice; its input is replicated, its output is this rank's columns, and only the
@@ -22,14 +22,14 @@
 #include <stdexcept>
 #include <string>
 
-#include "parallel/communicator.hpp"
+#include "model/collectives.hpp"
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 #include "paraxis/kernels/embedding.hpp"
 #include "paraxis/kernels/gemm.hpp"
 #include "paraxis/kernels/vocab_parallel_cross_entropy.hpp"
 
-namespace paraxis::parallel {
+namespace paraxis::model {
 
 // This rank's block [offset, offset + size) of an extent cut across a tensor-parallel group.
 struct ShardRange {
@@ -62,18 +62,18 @@ void require_blocks(const char* what, std::size_t block, std::size_t full, int t
 }  // namespace detail
 
 // In-place sum over the tp group of a contiguous View, after the work queued on `space`.
-template <class ExecSpace, class V>
-void tp_all_reduce(const ExecSpace& space, Communicator& tp, const V& v,
-                   ReduceOp op = ReduceOp::sum) {
+template <class ExecSpace, class Group, class V>
+void tp_all_reduce(const ExecSpace& space, Group& tp, const V& v, ReduceOp op = ReduceOp::sum) {
   detail::require_contiguous("paraxis::tp_all_reduce", v.span_is_contiguous());
+  using T = kernels::value_t<V>;
   space.fence();  // the communicator reads the buffer directly
-  tp.all_reduce_inplace(v, op);
+  tp.all_reduce(v.data(), v.data(), v.span(), dtype_of<T>(), op);
 }
 
 // full = all-gather_tp(block): rank r's block lands at rows [r * n, (r + 1) * n) of the
 // contiguous [tp * n, ...] full View.
-template <class ExecSpace, class BV, class FV>
-void tp_all_gather(const ExecSpace& space, Communicator& tp, const BV& block, const FV& full) {
+template <class ExecSpace, class Group, class BV, class FV>
+void tp_all_gather(const ExecSpace& space, Group& tp, const BV& block, const FV& full) {
   using T = kernels::value_t<FV>;
   static_assert(std::is_same_v<kernels::value_t<BV>, T>, "tp_all_gather: one value type");
   detail::require_contiguous("paraxis::tp_all_gather",
@@ -84,8 +84,8 @@ void tp_all_gather(const ExecSpace& space, Communicator& tp, const BV& block, co
 }
 
 // block = rank r's rows [r * n, (r + 1) * n) of the sum over tp of the contiguous full View.
-template <class ExecSpace, class FV, class BV>
-void tp_reduce_scatter(const ExecSpace& space, Communicator& tp, const FV& full, const BV& block) {
+template <class ExecSpace, class Group, class FV, class BV>
+void tp_reduce_scatter(const ExecSpace& space, Group& tp, const FV& full, const BV& block) {
   using T = kernels::value_t<FV>;
   static_assert(std::is_same_v<kernels::value_t<BV>, T>, "tp_reduce_scatter: one value type");
   detail::require_contiguous("paraxis::tp_reduce_scatter",
@@ -115,11 +115,10 @@ void column_parallel_forward(const ExecSpace& space, const X& x, const W& w_loca
 // input gradient on every rank. With dx_beta = 1, dx must hold this rank's unreduced partial.
 // dw_local += x^T dy_local; db_local += colsum(dy_local) (db_local may be empty). No
 // communication for the weights: each rank owns its columns' gradients.
-template <class ExecSpace, class DY, class X, class W, class DX, class DW, class DB>
-void column_parallel_backward(const ExecSpace& space, Communicator& tp, const DY& dy_local,
-                              const X& x, const W& w_local, const DX& dx, double dx_beta,
-                              const DW& dw_local, const DB& db_local,
-                              TpReduce reduce = TpReduce::now) {
+template <class ExecSpace, class Group, class DY, class X, class W, class DX, class DW, class DB>
+void column_parallel_backward(const ExecSpace& space, Group& tp, const DY& dy_local, const X& x,
+                              const W& w_local, const DX& dx, double dx_beta, const DW& dw_local,
+                              const DB& db_local, TpReduce reduce = TpReduce::now) {
   Kokkos::Profiling::pushRegion("paraxis::tp_column_bwd");
   using kernels::Trans;
   kernels::gemm(space, Trans::N, Trans::T, 1.0, dy_local, w_local, dx_beta, dx);
@@ -130,9 +129,9 @@ void column_parallel_backward(const ExecSpace& space, Communicator& tp, const DY
 }
 
 // y = all-reduce_tp(x_local w_local) (+ b, added once after the reduction: b is replicated).
-template <class ExecSpace, class X, class W, class B, class Y>
-void row_parallel_forward(const ExecSpace& space, Communicator& tp, const X& x_local,
-                          const W& w_local, const B& b, const Y& y) {
+template <class ExecSpace, class Group, class X, class W, class B, class Y>
+void row_parallel_forward(const ExecSpace& space, Group& tp, const X& x_local, const W& w_local,
+                          const B& b, const Y& y) {
   Kokkos::Profiling::pushRegion("paraxis::tp_row_fwd");
   kernels::gemm(space, kernels::Trans::N, kernels::Trans::N, 1.0, x_local, w_local, 0.0, y);
   tp_all_reduce(space, tp, y);
@@ -164,8 +163,8 @@ void row_parallel_backward(const ExecSpace& space, const DY& dy, const X& x_loca
 
 // x_full = all-gather_tp(x_seq) (kept for the weight gradient), then
 // y_local = x_full w_local (+ b_local).
-template <class ExecSpace, class XS, class XF, class W, class B, class Y>
-void column_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const XS& x_seq,
+template <class ExecSpace, class Group, class XS, class XF, class W, class B, class Y>
+void column_parallel_forward_sp(const ExecSpace& space, Group& tp, const XS& x_seq,
                                 const XF& x_full, const W& w_local, const B& b_local,
                                 const Y& y_local) {
   Kokkos::Profiling::pushRegion("paraxis::tp_sp_column_fwd");
@@ -177,8 +176,9 @@ void column_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const 
 // dx_partial = dx_beta * dx_partial + dy_local w_local^T ([N, hidden], this rank's partial),
 // then (reduce == now) dx_seq = reduce-scatter_tp(dx_partial): this rank's tokens of the
 // full input gradient. dw_local += x_full^T dy_local; db_local += colsum(dy_local).
-template <class ExecSpace, class DY, class XF, class W, class DXP, class DXS, class DW, class DB>
-void column_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const DY& dy_local,
+template <class ExecSpace, class Group, class DY, class XF, class W, class DXP, class DXS, class DW,
+          class DB>
+void column_parallel_backward_sp(const ExecSpace& space, Group& tp, const DY& dy_local,
                                  const XF& x_full, const W& w_local, const DXP& dx_partial,
                                  double dx_beta, const DXS& dx_seq, const DW& dw_local,
                                  const DB& db_local, TpReduce reduce = TpReduce::now) {
@@ -193,9 +193,9 @@ void column_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const
 
 // y_seq = reduce-scatter_tp(x_local w_local) (+ b on this rank's tokens). y_partial: an
 // [N, hidden] workspace for the unreduced product.
-template <class ExecSpace, class X, class W, class B, class YP, class YS>
-void row_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const X& x_local,
-                             const W& w_local, const B& b, const YP& y_partial, const YS& y_seq) {
+template <class ExecSpace, class Group, class X, class W, class B, class YP, class YS>
+void row_parallel_forward_sp(const ExecSpace& space, Group& tp, const X& x_local, const W& w_local,
+                             const B& b, const YP& y_partial, const YS& y_seq) {
   Kokkos::Profiling::pushRegion("paraxis::tp_sp_row_fwd");
   kernels::gemm(space, kernels::Trans::N, kernels::Trans::N, 1.0, x_local, w_local, 0.0, y_partial);
   tp_reduce_scatter(space, tp, y_partial, y_seq);
@@ -206,8 +206,9 @@ void row_parallel_forward_sp(const ExecSpace& space, Communicator& tp, const X& 
 // dy_full = all-gather_tp(dy_seq); dx_local = dx_beta * dx_local + dy_full w_local^T;
 // dw_local += x_local^T dy_full; db += colsum(dy_full): the gathered gradient is the same on
 // every rank, so the replicated bias gets the single-rank gradient with no extra reduction.
-template <class ExecSpace, class DYS, class DYF, class X, class W, class DX, class DW, class DB>
-void row_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const DYS& dy_seq,
+template <class ExecSpace, class Group, class DYS, class DYF, class X, class W, class DX, class DW,
+          class DB>
+void row_parallel_backward_sp(const ExecSpace& space, Group& tp, const DYS& dy_seq,
                               const DYF& dy_full, const X& x_local, const W& w_local,
                               const DX& dx_local, double dx_beta, const DW& dw_local,
                               const DB& db) {
@@ -221,8 +222,8 @@ void row_parallel_backward_sp(const ExecSpace& space, Communicator& tp, const DY
 // wpe(n % seq_len). Tokens outside the shard contribute 0; tp rank 0 adds the positions
 // before the reduction and the others add zeros, so X equals the single-rank embedding
 // exactly. wpe is read on tp rank 0 only.
-template <class ExecSpace, class TV, class WV, class PV, class XV>
-void vocab_parallel_embedding_forward(const ExecSpace& space, Communicator& tp, const TV& tokens,
+template <class ExecSpace, class Group, class TV, class WV, class PV, class XV>
+void vocab_parallel_embedding_forward(const ExecSpace& space, Group& tp, const TV& tokens,
                                       const WV& wte_local, const PV& wpe, int seq_len,
                                       int vocab_offset, const XV& X) {
   Kokkos::Profiling::pushRegion("paraxis::tp_embedding_fwd");
@@ -257,8 +258,8 @@ class VocabParallelCrossEntropy {
 
   // lse(i) (written) and the summed loss sum_i (lse(i) - logit(i, target(i))), identical on
   // every tp rank. logits_local holds the vocabulary columns [vocab_offset, vocab_offset + Vl).
-  template <class ExecSpace, class LV, class TV, class SV>
-  A forward(const ExecSpace& space, Communicator& tp, const LV& logits_local, const TV& targets,
+  template <class ExecSpace, class Group, class LV, class TV, class SV>
+  A forward(const ExecSpace& space, Group& tp, const LV& logits_local, const TV& targets,
             int vocab_offset, int vocab, const SV& lse) const {
     static_assert(std::is_same_v<kernels::acc_t<kernels::value_t<LV>>, A>,
                   "VocabParallelCrossEntropy: A must be the accumulation type of the logits");
@@ -291,4 +292,4 @@ class VocabParallelCrossEntropy {
   V1 max_, sums_;  // sums_: [sum of exponentials (N) | target logit (N)], reduced in one call
 };
 
-}  // namespace paraxis::parallel
+}  // namespace paraxis::model

@@ -1,0 +1,506 @@
+// ParallelTrainer: one rank's shard, its pipeline schedule and the engine that runs it, the
+// data it reads, and the step's metrics reduced over the grid.
+#include "parallel/parallel_trainer.hpp"
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "model/gpt_model.hpp"
+#include "model/shard_layout.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/zero_optimizer.hpp"
+
+namespace paraxis::parallel {
+
+namespace {
+
+template <class T>
+class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
+ public:
+  using Space = Kokkos::DefaultExecutionSpace;
+  using G = kernels::acc_t<T>;
+  using Model = model::GptModel<T>;
+  using Tokens = typename Model::Tokens;
+  using Act = typename Model::Act;
+
+  ParallelTrainer(const model::ModelConfig& m, const model::TrainConfig& t, const ProcessGrid& grid,
+                  const ParallelOptions& opt)
+      : mcfg_(m),
+        tcfg_(t),
+        opt_(opt),
+        shape_g_(grid.shape()),
+        coords_(grid.coords()),
+        corpus_(m.vocab, t.corpus_branching, t.seed),
+        tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
+        targets_("paraxis::targets", tokens_.extent(0)) {
+    const auto& g = shape_g_;
+    if (t.global_batch % (g.dp * t.micro_batch) != 0)
+      throw std::invalid_argument("train.global_batch = " + std::to_string(t.global_batch) +
+                                  " is not a multiple of parallel.dp * train.micro_batch = " +
+                                  std::to_string(g.dp) + " * " + std::to_string(t.micro_batch));
+    log_ = std::make_unique<CommLog>();
+    tp_ = make_communicator(opt.backend, grid.tp(), Axis::tp, log_.get());
+    pp_ = make_communicator(opt.backend, grid.pp(), Axis::pp, log_.get());
+    dp_ = make_communicator(opt.backend, grid.dp(), Axis::dp, log_.get());
+    if (g.ep > 1) {
+      ep_ = make_communicator(opt.backend, grid.ep(), Axis::ep, log_.get());
+      edp_ = make_communicator(opt.backend, grid.edp(), Axis::edp, log_.get());
+    }
+    metrics_ = make_communicator("mpi", grid.world(), Axis::world, nullptr);
+    if (g.pp > 1) pp_sync_ = make_communicator("mpi", grid.pp(), Axis::world, nullptr);
+    world_ = grid.world();
+
+    // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
+    shape_.stages = g.pp;
+    shape_.micro_batches = t.global_batch / (g.dp * t.micro_batch);
+    shape_.virtual_stages = opt.virtual_stages;
+    kind_ = parse_schedule(opt.schedule);
+    const auto chunks = model::split_layers(m, shape_.chunks(), opt.stage_layers);
+    model::ShardLayout layout;
+    layout.tp = g.tp;
+    layout.tp_rank = coords_.tp;
+    layout.sequence_parallel = opt.sequence_parallel;
+    layout.ep = g.ep;
+    layout.ep_rank = coords_.ep;
+    local_of_.assign(chunks.size(), -1);
+    for (int c = 0; c < shape_.chunks(); ++c)
+      if (chunk_stage(shape_, c) == coords_.pp) {
+        local_of_[c] = static_cast<int>(layout.chunks.size());
+        layout.chunks.push_back(chunks[c]);
+      }
+    const Schedule sched = make_schedule(kind_, shape_);
+    const std::string problem = validate_schedule(sched, shape_);
+    if (!problem.empty())
+      throw std::logic_error("pipeline schedule " + opt.schedule + ": " + problem);
+    actions_ = sched[coords_.pp];
+    int tag_ub = 32767, flag = 0;
+    int* attr = nullptr;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+    if (flag && attr) tag_ub = *attr;
+    if (2L * shape_.micro_batches * shape_.chunks() > tag_ub)
+      throw std::invalid_argument("pipeline: " + std::to_string(shape_.micro_batches) +
+                                  " micro-batches x " + std::to_string(shape_.chunks()) +
+                                  " chunks exceed the MPI tag range (" + std::to_string(tag_ub) +
+                                  ")");
+
+    model::ShardComms comms;
+    if (g.tp > 1) comms.tp = tp_.get();
+    if (g.ep > 1) comms.ep = ep_.get();
+    model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, opt.zero >= 1 ? g.dp : 1,
+                                     /*allocate_store=*/false);
+    zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
+                                               ZeroOptions{opt.zero, opt.bucket_mb, opt.overlap},
+                                               *dp_, edp_.get(), grid.dp(), grid.edp());
+    model_->set_hooks(this);
+    ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
+  }
+
+  model::StepResult step() override {
+    Kokkos::Profiling::pushRegion("paraxis::step");
+    model::StepResult r;
+    r.step = step_++;
+    const int S = mcfg_.seq_len;
+    const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
+    ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
+    aux_scale_ = mcfg_.moe.aux_loss_coef / total_micro;
+    const double f0 = model_->forward_seconds(), b0 = model_->backward_seconds();
+    Kokkos::fence();
+    const double t0 = model::steady_seconds();
+    zero_->begin_step();
+    tally_ = Tally(mcfg_.moe.experts);
+    backwards_done_.assign(model_->chunks(), 0);
+    live_peak_ = 0;
+
+    // ---- the pipelined part: every action of this stage's schedule.
+    if (pp_sync_) pp_sync_->barrier();
+    const double pipe_begin = model::steady_seconds();
+    for (const Action& a : actions_) {
+      run(a);
+      progress_transfers();
+    }
+    for (auto& s : sends_) pp_->wait(s.request);
+    for (auto& s : sends_)
+      if (s.buffer >= 0) free_buffers_.push_back(s.buffer);
+    sends_.clear();
+    if (pp_sync_) pp_sync_->barrier();
+    const double pipe_end = model::steady_seconds();
+
+    Kokkos::Profiling::pushRegion("paraxis::grad_sync");
+    zero_->finish_gradients();
+    if (shape_g_.tp > 1 && opt_.sequence_parallel) zero_->sum_sequence_parallel_gradients(*tp_);
+    Kokkos::Profiling::popRegion();
+
+    Kokkos::Profiling::pushRegion("paraxis::optimizer");
+    const double opt_begin = model::steady_seconds();
+    // Each rank's share counts every element once over the grid; summed over tp, pp, dp.
+    double ss = zero_->grad_sq_norm_share(coords_.tp);
+    if (shape_g_.tp > 1) ss = tp_->all_reduce_sum(ss);
+    if (shape_g_.pp > 1) ss = pp_->all_reduce_sum(ss);
+    if (shape_g_.dp > 1 && zero_->norm_sums_over_dp()) ss = dp_->all_reduce_sum(ss);
+    r.grad_norm = std::sqrt(ss);
+    double scale = 1.0;
+    if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
+      scale = tcfg_.grad_clip / (r.grad_norm + 1e-6);
+    zero_->apply(r.step + 1, scale);
+    Kokkos::fence();
+    const double opt_end = model::steady_seconds();
+    Kokkos::Profiling::popRegion();
+    zero_->end_step();
+
+    finish_metrics(r);
+    r.optimizer_s = opt_end - opt_begin;
+    r.time_s = model::steady_seconds() - t0;
+    r.forward_s = model_->forward_seconds() - f0;
+    r.backward_s = model_->backward_seconds() - b0;
+    r.spans = model_->take_spans();
+    for (const auto& sp : r.spans) {
+      if (sp.begin >= pipe_begin && sp.end <= pipe_end) r.pipeline_busy_s += sp.end - sp.begin;
+      if (std::string(sp.name) == "forward") ++r.forward_actions;
+      if (std::string(sp.name) == "backward") ++r.backward_actions;
+    }
+    if (shape_g_.pp > 1) {
+      r.pipeline_span_s = pipe_end - pipe_begin;
+      r.bubble_fraction = r.pipeline_span_s > 0 ? 1.0 - r.pipeline_busy_s / r.pipeline_span_s : 0.0;
+    }
+    r.peak_live_activations = live_peak_;
+    r.spans.push_back({"optimizer", opt_begin, opt_end});
+    // Compute: the fenced phases less the communication they waited for inside them.
+    double blocked_inside = 0;
+    for (const auto& e : log_->events())
+      for (const auto& sp : r.spans)
+        if (e.begin >= sp.begin && e.begin < sp.end) {
+          blocked_inside += e.exposed;
+          break;
+        }
+    r.compute_s = r.forward_s + r.backward_s + r.optimizer_s - blocked_inside;
+    for (const auto& e : log_->events())
+      r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
+                              e.end, e.exposed, e.bytes});
+    const auto totals = log_->totals();
+    for (Axis a : {Axis::tp, Axis::pp, Axis::dp, Axis::ep}) {
+      const auto& x = totals[static_cast<std::size_t>(a)];
+      r.comm[to_string(a)] = {x.time_s, x.exposed_s, x.bytes, x.calls};
+    }
+    log_->clear();
+    Kokkos::Profiling::popRegion();
+    return r;
+  }
+
+  void record_routing(bool on) override {
+    record_routing_ = on;
+    model_->set_record_routing(on);
+  }
+
+  std::vector<double> parameters() const override {
+    // Every rank's logical elements (its tensor-parallel slice, its stage, its experts; one
+    // copy of what is replicated), placed at their single-rank positions.
+    const auto flat = zero_->full_master();
+    const auto& ps = model_->params();
+    std::unordered_map<std::string, long long> base;
+    long long total = 0;
+    for (const auto& s : ref_specs_) {
+      base[s.name] = total;
+      total += static_cast<long long>(s.logical_size());
+    }
+    std::vector<long long> pos;
+    std::vector<double> val;
+    for (std::size_t i = 0; i < ps.specs().size(); ++i) {
+      const auto& s = ps.specs()[i];
+      if (zero_->group_of(s.unit).rank() != 0) continue;  // a data-parallel copy
+      if (s.tp_replicated && coords_.tp != 0) continue;   // a tensor-parallel copy
+      const std::size_t cols = s.cols ? s.cols : 1, lcols = s.logical_cols ? s.logical_cols : 1;
+      for (std::size_t f = 0; f < s.size(); ++f) {
+        const std::size_t row = f / cols + s.row_offset, col = f % cols + s.col_offset;
+        if (row >= static_cast<std::size_t>(s.logical_rows) || col >= lcols) continue;  // padding
+        pos.push_back(base.at(s.name) + static_cast<long long>(row * lcols + col));
+        val.push_back(static_cast<double>(flat[s.offset + f]));
+      }
+    }
+    std::vector<double> out(static_cast<std::size_t>(total), 0.0);
+    const auto all_pos = all_gather_v(pos, MPI_LONG_LONG);
+    const auto all_val = all_gather_v(val, MPI_DOUBLE);
+    for (std::size_t k = 0; k < all_pos.size(); ++k)
+      out[static_cast<std::size_t>(all_pos[k])] = all_val[k];
+    return out;
+  }
+
+  std::size_t parameter_count() const override {
+    std::size_t n = 0;
+    for (const auto& s : ref_specs_) n += s.logical_size();
+    return n;
+  }
+
+  model::MemoryReport memory() const override { return model::memory_report(model_->ledger()); }
+
+  const model::SyntheticCorpus& corpus() const override { return corpus_; }
+
+ private:
+  // ---- the engine
+  // A transfer's tag names its message: the micro-batch, the chunk that receives it and the
+  // direction (0: activation, 1: gradient). Sender and receiver compute the same tag.
+  int tag(int mb, int receiving_chunk, int dir) const {
+    return (mb * shape_.chunks() + receiving_chunk) * 2 + dir;
+  }
+  int model_rows() const { return model_->local_tokens() * mcfg_.hidden; }
+  int take_buffer() {
+    if (!free_buffers_.empty()) {
+      const int b = free_buffers_.back();
+      free_buffers_.pop_back();
+      return b;
+    }
+    buffers_.push_back(model_->ledger().track(
+        model::MemCategory::activations,
+        Act(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("paraxis::pp_grad")),
+            model_->local_tokens(), mcfg_.hidden)));
+    return static_cast<int>(buffers_.size()) - 1;
+  }
+  void load_data(int mb, bool tokens, bool targets) {
+    auto tok_h = Kokkos::create_mirror_view(tokens_);
+    auto tgt_h = Kokkos::create_mirror_view(targets_);
+    const std::uint64_t first =
+        static_cast<std::uint64_t>(step_ - 1) * tcfg_.global_batch +
+        static_cast<std::uint64_t>(coords_.dp) * (tcfg_.global_batch / shape_g_.dp) +
+        static_cast<std::uint64_t>(mb) * tcfg_.micro_batch;
+    model::sample_micro_batch(corpus_, mcfg_.seq_len, first, tcfg_.micro_batch, tok_h.data(),
+                              tgt_h.data());
+    if (tokens) Kokkos::deep_copy(tokens_, tok_h);
+    if (targets) Kokkos::deep_copy(targets_, tgt_h);
+  }
+  void wait_recv(int key) {
+    auto it = recvs_.find(key);
+    if (it == recvs_.end()) return;
+    pp_->wait(it->second);
+    recvs_.erase(it);
+  }
+  void run(const Action& a) {
+    const int lc = local_of_[a.chunk];
+    const auto& ch = model_->layout().chunks[lc];
+    const DType dt = dtype_of<T>();
+    switch (a.kind) {
+      case ActionKind::recv_activation: {
+        Act in = model_->chunk_input(lc, a.micro_batch);
+        const int t = tag(a.micro_batch, a.chunk, 0);
+        recvs_[t] = pp_->irecv(in.data(), in.span(), dt, chunk_stage(shape_, a.chunk - 1), t);
+        break;
+      }
+      case ActionKind::forward: {
+        wait_recv(tag(a.micro_batch, a.chunk, 0));
+        if (ch.embedding || ch.head) load_data(a.micro_batch, ch.embedding, ch.head);
+        tally_.add(model_->forward_chunk(lc, a.micro_batch, tokens_, targets_),
+                   coords_.dp * shape_.micro_batches + a.micro_batch, ch.head);
+        live_peak_ = std::max(live_peak_, model_->live_activation_sets());
+        break;
+      }
+      case ActionKind::send_activation: {
+        Act out = model_->chunk_output(lc, a.micro_batch);
+        Kokkos::fence();
+        const int t = tag(a.micro_batch, a.chunk + 1, 0);
+        sends_.push_back(
+            {pp_->isend(out.data(), out.span(), dt, chunk_stage(shape_, a.chunk + 1), t), t, -1});
+        break;
+      }
+      case ActionKind::recv_gradient: {
+        const int b = take_buffer();
+        const int t = tag(a.micro_batch, a.chunk, 1);
+        grad_in_[t] = b;
+        recvs_[t] = pp_->irecv(buffers_[b].data(), buffers_[b].span(), dt,
+                               chunk_stage(shape_, a.chunk + 1), t);
+        break;
+      }
+      case ActionKind::backward: {
+        const int t_in = tag(a.micro_batch, a.chunk, 1), t_out = tag(a.micro_batch, a.chunk - 1, 1);
+        wait_recv(t_in);
+        // The activation send of this pair reads the output that backward frees.
+        for (auto& s : sends_)
+          if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
+            pp_->wait(s.request);
+        Act dy, dx;
+        int in_buf = -1;
+        if (!ch.head) {
+          in_buf = grad_in_.at(t_in);
+          grad_in_.erase(t_in);
+          dy = buffers_[in_buf];
+        }
+        if (!ch.embedding) {
+          const int b = take_buffer();
+          grad_out_[t_out] = b;
+          dx = buffers_[b];
+        }
+        zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
+        model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+        if (in_buf >= 0) free_buffers_.push_back(in_buf);
+        break;
+      }
+      case ActionKind::send_gradient: {
+        const int t = tag(a.micro_batch, a.chunk - 1, 1);
+        const int b = grad_out_.at(t);
+        grad_out_.erase(t);
+        Kokkos::fence();
+        sends_.push_back({pp_->isend(buffers_[b].data(), buffers_[b].span(), dt,
+                                     chunk_stage(shape_, a.chunk - 1), t),
+                          t, b});
+        break;
+      }
+    }
+  }
+  // MPI progresses only inside MPI calls: test the outstanding transfers between actions and
+  // between units, and recycle the buffers of completed sends.
+  void progress_transfers() {
+    for (auto& [key, req] : recvs_)
+      if (req.active()) pp_->test(req);
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      if (!it->request.active() || pp_->test(it->request)) {
+        if (it->buffer >= 0) free_buffers_.push_back(it->buffer);
+        it = sends_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // ---- UnitHooks: ZeRO, and progress of the pipeline's transfers
+  void before_forward(int u) override { zero_->before_forward(u); }
+  void after_forward(int u) override {
+    zero_->after_forward(u);
+    if (!sends_.empty() || !recvs_.empty()) progress_transfers();
+  }
+  void before_backward(int u) override { zero_->before_backward(u); }
+  void after_backward(int u) override {
+    zero_->after_backward(u);
+    if (!sends_.empty() || !recvs_.empty()) progress_transfers();
+  }
+
+  // ---- metrics
+  struct Tally {
+    explicit Tally(int experts = 0) : expert_tokens(static_cast<std::size_t>(experts), 0) {}
+    void add(const model::MicroBatchResult& mr, int global_mb, bool head) {
+      if (head) ce_sum += mr.ce_sum;
+      aux_sum += mr.aux_sum;
+      for (const auto& st : mr.moe) {
+        for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
+          expert_tokens[e] += st.tokens_per_expert[e];
+          dropped += st.dropped_per_expert[e];
+        }
+        if (!st.routing.empty()) {
+          routing.push_back(global_mb);
+          routing.push_back(st.layer);
+          routing.push_back(static_cast<int>(st.routing.size()));
+          routing.insert(routing.end(), st.routing.begin(), st.routing.end());
+        }
+      }
+    }
+    double ce_sum = 0, aux_sum = 0;
+    std::vector<long long> expert_tokens;
+    long long dropped = 0;
+    std::vector<int> routing;  // records: global micro-batch, layer, n, n choices
+  };
+
+  template <class V>
+  std::vector<V> all_gather_v(const std::vector<V>& mine, MPI_Datatype type) const {
+    int world = 1;
+    MPI_Comm_size(world_, &world);
+    int n = static_cast<int>(mine.size());
+    std::vector<int> counts(world), displs(world, 0);
+    MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world_);
+    for (int k = 1; k < world; ++k) displs[k] = displs[k - 1] + counts[k - 1];
+    std::vector<V> all(static_cast<std::size_t>(displs[world - 1] + counts[world - 1]));
+    MPI_Allgatherv(mine.data(), n, type, all.data(), counts.data(), displs.data(), type, world_);
+    return all;
+  }
+
+  // The loss of the whole global batch and the MoE statistics, the same on every rank: each
+  // quantity summed over the ranks that own it once (tensor-parallel rank 0; the loss from the
+  // last pipeline stage).
+  void finish_metrics(model::StepResult& r) {
+    const bool counts = coords_.tp == 0;
+    const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
+    double sums[2] = {counts ? tally_.ce_sum : 0.0, counts ? tally_.aux_sum : 0.0};
+    std::vector<long long> moe = tally_.expert_tokens;
+    moe.push_back(tally_.dropped);
+    if (!counts) std::fill(moe.begin(), moe.end(), 0);
+    metrics_->all_reduce(sums, sums, 2, DType::f64);
+    metrics_->all_reduce(moe.data(), moe.data(), moe.size(), DType::i64);
+    if (record_routing_ && mcfg_.moe.experts > 0) {
+      // Records of every rank, in single-rank order: micro-batch, then layer.
+      const auto all = all_gather_v(counts ? tally_.routing : std::vector<int>{}, MPI_INT);
+      std::map<std::pair<int, int>, std::pair<std::size_t, int>> order;
+      for (std::size_t k = 0; k < all.size(); k += 3 + static_cast<std::size_t>(all[k + 2]))
+        order[{all[k], all[k + 1]}] = {k + 3, all[k + 2]};
+      for (const auto& [key, where] : order)
+        r.routing.insert(r.routing.end(), all.begin() + static_cast<std::ptrdiff_t>(where.first),
+                         all.begin() + static_cast<std::ptrdiff_t>(where.first + where.second));
+    }
+    const double ce_scale = 1.0 / (static_cast<double>(tcfg_.global_batch) * mcfg_.seq_len);
+    r.lm_loss = sums[0] * ce_scale;
+    r.aux_loss = sums[1] / total_micro;
+    r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
+    const int E = mcfg_.moe.experts;
+    if (E > 0) {
+      std::vector<long long> per_expert(moe.begin(), moe.begin() + E);
+      r.moe = model::moe_step_stats(per_expert, moe[E]);
+    }
+  }
+
+  struct Send {
+    Request request;
+    int key;
+    int buffer;  // gradient buffer to recycle, or -1 (an activation owned by the model)
+  };
+
+  model::ModelConfig mcfg_;
+  model::TrainConfig tcfg_;
+  ParallelOptions opt_;
+  GridShape shape_g_;
+  GridCoords coords_;
+  MPI_Comm world_ = MPI_COMM_NULL;
+  model::SyntheticCorpus corpus_;
+  Tokens tokens_, targets_;
+  std::unique_ptr<CommLog> log_;
+  std::unique_ptr<Communicator> tp_, pp_, dp_, ep_, edp_, metrics_, pp_sync_;
+  PipelineShape shape_;
+  ScheduleKind kind_ = ScheduleKind::one_f_one_b;
+  std::vector<int> local_of_;  // model chunk -> this rank's chunk index (-1: another stage's)
+  std::vector<Action> actions_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ZeroOptimizer<T>> zero_;
+  std::vector<model::TensorSpec> ref_specs_;  // the single-rank parameter order
+  // Engine state of one step.
+  std::map<int, Request> recvs_;
+  std::vector<Send> sends_;
+  std::vector<Act> buffers_;
+  std::vector<int> free_buffers_;
+  std::map<int, int> grad_in_, grad_out_;
+  std::vector<int> backwards_done_;
+  int live_peak_ = 0;
+  double ce_scale_ = 0, aux_scale_ = 0;
+  Tally tally_;
+  bool record_routing_ = false;
+  int step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
+                                                      const model::TrainConfig& t,
+                                                      const ProcessGrid& grid,
+                                                      const ParallelOptions& opt) {
+  switch (t.precision) {
+    case model::Precision::fp64:
+      return std::make_unique<ParallelTrainer<double>>(m, t, grid, opt);
+    case model::Precision::fp32:
+      return std::make_unique<ParallelTrainer<float>>(m, t, grid, opt);
+    case model::Precision::bf16:
+      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, grid, opt);
+  }
+  return nullptr;
+}
+
+}  // namespace paraxis::parallel

@@ -1,0 +1,113 @@
+// Pipeline schedules as data. A generator emits, for every pipeline stage, the ordered list of
+// actions that stage performs in one training step: the forward and backward of a
+// (micro-batch, model chunk) pair, and the point-to-point transfers between consecutive model
+// chunks. A validator proves a schedule complete and deadlock-free before anything runs, and a
+// replay computes the timeline a schedule gives for given action durations (the bubble model,
+// and the check that the generators reproduce the textbook bubble formulas).
+//
+// Model chunks: the model's layers are cut into p * v contiguous chunks (p stages, v virtual
+// stages per rank, v = 1 except for the interleaved schedule); chunk c lives on stage c % p
+// (Narayanan et al. 2021's interleaved assignment; for v = 1, chunk c is stage c). Chunk 0
+// holds the embedding, chunk p*v - 1 the final LayerNorm, the head and the loss.
+//
+// Transfers (what the engine does, and what the validator and replay assume):
+//   send_activation(mb, c): stage of c sends chunk c's output to chunk c + 1 (non-blocking:
+//       the sender goes on at once);
+//   recv_activation(mb, c): stage of c posts the receive of chunk c's input (non-blocking);
+//       forward(mb, c) then waits until that message has been sent;
+//   send_gradient(mb, c): stage of c sends the gradient of chunk c's input to chunk c - 1;
+//   recv_gradient(mb, c): stage of c posts the receive of the gradient of chunk c's output;
+//       backward(mb, c) waits for it.
+// Messages are matched by (kind, micro-batch, chunk), so their order on the wire is free.
+// Transfers exist only between chunks on different stages: with p = 1 every chunk is on
+// stage 0, which hands chunk c's output to chunk c + 1 in memory (so the schedule has no
+// transfer actions, and forward(mb, c + 1) must follow forward(mb, c) on the stage).
+// A stage blocks only in a compute action whose input has not been sent yet, so a schedule is
+// deadlock-free exactly when this dependency graph is acyclic; the validator checks it by
+// simulation.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace paraxis::parallel {
+
+enum class ActionKind {
+  forward,
+  backward,
+  send_activation,
+  recv_activation,
+  send_gradient,
+  recv_gradient
+};
+const char* to_string(ActionKind k);
+
+struct Action {
+  ActionKind kind = ActionKind::forward;
+  int micro_batch = 0;
+  int chunk = 0;  // model chunk, 0 .. p*v - 1
+  bool operator==(const Action& o) const {
+    return kind == o.kind && micro_batch == o.micro_batch && chunk == o.chunk;
+  }
+};
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+const char* to_string(ScheduleKind k);
+// "gpipe" | "1f1b" | "interleaved"; throws std::invalid_argument naming the value otherwise.
+ScheduleKind parse_schedule(const std::string& name);
+
+struct PipelineShape {
+  int stages = 1;          // p
+  int micro_batches = 1;   // m, per data-parallel replica and step
+  int virtual_stages = 1;  // v: model chunks per stage
+  int chunks() const { return stages * virtual_stages; }
+};
+
+// Stage holding model chunk c, and c's index among that stage's chunks (0 .. v-1).
+int chunk_stage(const PipelineShape& s, int chunk);
+int chunk_local_index(const PipelineShape& s, int chunk);
+
+// One list of actions per stage.
+using Schedule = std::vector<std::vector<Action>>;
+
+// Throws std::invalid_argument naming the problem when the shape does not suit the kind
+// (p, m, v < 1; v != 1 for gpipe/1f1b; interleaved with m not divisible by p).
+//   gpipe:       every forward (micro-batches in order), then every backward (reverse order);
+//   1f1b:        stage s runs min(p - s - 1, m) warm-up forwards, then alternates one forward
+//                and one backward, then the remaining backwards (at most p micro-batches'
+//                activations alive on any stage);
+//   interleaved: Megatron-LM's interleaved 1F1B with v chunks per stage.
+// Receives are posted right before the compute that needs them, sends right after the compute
+// that produced the data.
+Schedule make_schedule(ScheduleKind kind, const PipelineShape& shape);
+
+// "" when `sched` is a complete, deadlock-free schedule for `shape`, else a description of
+// the first problem found: a compute action missing, repeated or on the wrong stage; a
+// backward before its forward; a chunk input/gradient consumed without its receive posted
+// before it, or a send before the compute that produces its data; a send without its receive
+// (or the reverse); a deadlock (then: the action each stage is blocked in).
+std::string validate_schedule(const Schedule& sched, const PipelineShape& shape);
+
+// The timeline of a schedule for given compute durations (transfers take no time; `duration`
+// is called for forward and backward actions only): each stage runs its actions in order; a
+// compute action starts when the stage is free and its input has been sent. Throws
+// std::invalid_argument with validate_schedule's message if the schedule is not valid
+// (a deadlock included).
+struct ReplayResult {
+  double makespan = 0;                  // first action start (0) to last action end
+  std::vector<double> busy;             // per stage: sum of compute durations
+  std::vector<double> bubble_fraction;  // per stage: 1 - busy / makespan
+  double mean_bubble_fraction = 0;      // mean over stages
+  std::vector<int> peak_live;  // per stage: most (micro-batch, chunk) activation sets alive
+  std::vector<std::vector<double>> start, end;  // per stage, per action
+};
+using ActionDuration = std::function<double(int stage, const Action& a)>;
+ReplayResult replay_schedule(const Schedule& sched, const PipelineShape& shape,
+                             const ActionDuration& duration);
+
+// The textbook bubble fraction of a step: (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v*m+p-1)
+// for interleaved (Huang et al. 2019; Narayanan et al. 2021, section 2.2).
+double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape);
+
+}  // namespace paraxis::parallel
