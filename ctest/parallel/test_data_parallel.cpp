@@ -2,94 +2,37 @@
 // single-rank run of inputs/tiny.yaml: loss of every step and final parameters within 1e-9
 // (fp64) / 1e-4 (fp32), reruns bitwise identical; resident memory follows the ZeRO model;
 // data-parallel bytes per step are exactly what the stage sends.
-#include <gtest/gtest.h>
-#include <mpi.h>
+#include <string>
 
-#include <algorithm>
-#include <cmath>
-
-#include "driver/deck.hpp"
 #include "model/gpt_model.hpp"
-#include "model/trainer.hpp"
-#include "parallel/parallel_trainer.hpp"
+#include "training_run.hpp"
 
-using namespace paraxis;
+using namespace ptest;
 
 namespace {
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // tiny.yaml with 3 steps; micro_batch 1 so each rank has several micro-batches to accumulate.
 // global_batch 12 is divisible by dp in {2, 3, 4}.
 driver::RunConfig config(const std::string& precision, int micro_batch = 1) {
-  const auto deck =
-      driver::load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml",
-                        {"train.steps=3", "train.precision=" + precision, "train.global_batch=12",
-                         "train.micro_batch=" + std::to_string(micro_batch)},
-                        1);
-  for (const auto& e : deck.errors) ADD_FAILURE() << e.to_string();
-  return deck.points.at(0).config;
+  return tiny({"train.steps=3", "train.precision=" + precision, "train.global_batch=12",
+               "train.micro_batch=" + std::to_string(micro_batch)});
 }
 
-parallel::ParallelOptions dp_options(int zero, double bucket_mb, bool overlap,
-                                     const std::string& backend) {
-  parallel::ParallelOptions o;
-  o.zero = zero;
-  o.bucket_mb = bucket_mb;
-  o.overlap = overlap;
-  o.backend = backend;
-  return o;
-}
-
-struct TrainedRun {
-  std::vector<double> loss, params;
-  model::MemoryReport memory;
+struct DpRun : TrainedRun {
   std::vector<std::size_t> dp_bytes;
 };
 
-TrainedRun run_parallel(const driver::RunConfig& c, int zero, bool overlap = false,
-                        double bucket_mb = 25) {
-  parallel::ProcessGrid grid(MPI_COMM_WORLD,
-                             parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-  auto t = parallel::make_parallel_trainer(c.model, c.train, grid,
-                                           dp_options(zero, bucket_mb, overlap, "mpi"));
-  TrainedRun r;
-  for (int s = 0; s < c.train.steps; ++s) {
-    const auto st = t->step();
-    r.loss.push_back(st.loss);
-    r.dp_bytes.push_back(st.comm.at("dp").bytes);
-  }
-  r.memory = t->memory();
-  r.params = t->parameters();
+DpRun run_parallel(driver::RunConfig c, int zero, bool overlap = false, double bucket_mb = 25,
+                   const std::string& backend = "mpi") {
+  c.parallel.dp = world_size();
+  c.parallel.zero = zero;
+  c.comm.overlap = overlap;
+  c.comm.bucket_mb = bucket_mb;
+  c.comm.backend = backend;
+  DpRun r;
+  static_cast<TrainedRun&>(r) = ptest::run_parallel(c);
+  for (const auto& step : r.comm) r.dp_bytes.push_back(step.at("dp").bytes);
   return r;
-}
-
-TrainedRun run_reference(const driver::RunConfig& c) {
-  auto t = model::make_trainer(c.model, c.train);
-  TrainedRun r;
-  for (int s = 0; s < c.train.steps; ++s) r.loss.push_back(t->step().loss);
-  r.params = t->parameters();
-  return r;
-}
-
-void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol,
-                    const std::string& what) {
-  ASSERT_EQ(par.loss.size(), ref.loss.size());
-  for (std::size_t s = 0; s < ref.loss.size(); ++s)
-    EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), tol * std::fabs(ref.loss[s]))
-        << what << " step " << s;
-  ASSERT_EQ(par.params.size(), ref.params.size());
-  double pmax = 0, dmax = 0;
-  for (std::size_t i = 0; i < ref.params.size(); ++i) {
-    pmax = std::max(pmax, std::fabs(ref.params[i]));
-    dmax = std::max(dmax, std::fabs(par.params[i] - ref.params[i]));
-  }
-  EXPECT_LE(dmax, tol * pmax) << what << ": max |p - p_ref| = " << dmax;
-  EXPECT_GT(dmax + 1, 0);  // finite
 }
 
 }  // namespace
@@ -132,8 +75,8 @@ TEST(data_parallel, overlap_matches_and_moves_the_same_bytes_at_every_stage) {
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero) {
     // ~10 KB buckets: several reductions in flight during the backward.
-    const TrainedRun plain = run_parallel(c, zero, false, 0.01);
-    const TrainedRun overlapped = run_parallel(c, zero, true, 0.01);
+    const DpRun plain = run_parallel(c, zero, false, 0.01);
+    const DpRun overlapped = run_parallel(c, zero, true, 0.01);
     const TrainedRun again = run_parallel(c, zero, true, 0.01);
     expect_matches(overlapped, ref, 1e-9, "overlap zero " + std::to_string(zero));
     EXPECT_EQ(overlapped.dp_bytes, plain.dp_bytes) << "zero " << zero;
@@ -172,7 +115,7 @@ TEST(data_parallel, bytes_per_step_are_what_each_stage_sends) {
         m * (2 * Pz * t + Pz * g) +
             norm};  // 3: gather forward + backward, reduce-scatter, per micro-batch
     for (int zero = 0; zero <= 3; ++zero) {
-      const TrainedRun r = run_parallel(c, zero);
+      const DpRun r = run_parallel(c, zero);
       for (auto b : r.dp_bytes) EXPECT_EQ(b, expected[zero]) << precision << " zero " << zero;
     }
   }
@@ -203,19 +146,17 @@ TEST(data_parallel, resident_memory_follows_the_zero_model) {
 }
 
 TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
-  const auto c = config("fp64");
-  auto ref = model::make_trainer(c.model, c.train);
-  ref->record_routing(true);
-  parallel::ProcessGrid grid(MPI_COMM_WORLD,
-                             parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-  auto par =
-      parallel::make_parallel_trainer(c.model, c.train, grid, dp_options(1, 25, false, "mpi"));
-  par->record_routing(true);
+  auto c = config("fp64");
+  c.train.steps = 2;
+  c.parallel.dp = world_size();
+  c.parallel.zero = 1;
+  const auto ref = run_reference(c, /*record_routing=*/true);
+  const auto par = ptest::run_parallel(c, /*record_routing=*/true);
   const std::size_t tokens = static_cast<std::size_t>(c.train.global_batch) * c.model.seq_len;
   for (int s = 0; s < 2; ++s) {
-    const auto a = ref->step(), b = par->step();
-    ASSERT_EQ(a.routing.size(), tokens * c.model.moe.top_k * c.model.moe_layer_count());
-    EXPECT_EQ(b.routing, a.routing) << "step " << s;
+    ASSERT_EQ(ref.steps[s].routing.size(),
+              tokens * c.model.moe.top_k * c.model.moe_layer_count());
+    EXPECT_EQ(par.steps[s].routing, ref.steps[s].routing) << "step " << s;
   }
 }
 
@@ -225,15 +166,8 @@ TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
 TEST(data_parallel, nccl_backend_matches_single_rank_fp64) {
   const auto c = config("fp64");
   const TrainedRun ref = run_reference(c);
-  for (int zero : {0, 1, 2, 3}) {
-    parallel::ProcessGrid grid(MPI_COMM_WORLD,
-                               parallel::GridShape{1, 1, world_size(), 1, "tp-pp-dp"});
-    auto t =
-        parallel::make_parallel_trainer(c.model, c.train, grid, dp_options(zero, 25, true, "nccl"));
-    TrainedRun r;
-    for (int s = 0; s < c.train.steps; ++s) r.loss.push_back(t->step().loss);
-    r.params = t->parameters();
-    expect_matches(r, ref, 1e-9, "nccl zero " + std::to_string(zero));
-  }
+  for (int zero : {0, 1, 2, 3})
+    expect_matches(run_parallel(c, zero, true, 25, "nccl"), ref, 1e-9,
+                   "nccl zero " + std::to_string(zero));
 }
 #endif

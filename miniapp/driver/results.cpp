@@ -5,12 +5,15 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <set>
 #include <stdexcept>
 
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/process_grid.hpp"
 #include "paraxis/build_info.hpp"
 
 namespace paraxis::driver {
@@ -92,6 +95,73 @@ json memory_json(const model::MemoryReport& m) {
 }
 }  // namespace
 
+namespace {
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median over measured steps of a per-rank metric (rank_metric_names order).
+double rank_median(const PointResult& r, int rank, const std::string& name) {
+  const auto& names = rank_metric_names();
+  const auto k = static_cast<std::size_t>(std::find(names.begin(), names.end(), name) -
+                                          names.begin());
+  std::vector<double> v;
+  for (std::size_t s = 0; s < r.steps.size(); ++s)
+    if (r.steps[s].step >= r.point.config.train.warmup_steps)
+      v.push_back(r.rank_steps.at(rank).at(s).at(k));
+  return median_of(v);
+}
+}  // namespace
+
+PipelineFigures pipeline_figures(const PointResult& r) {
+  const auto& c = r.point.config;
+  const auto& p = c.parallel;
+  PipelineFigures f;
+  parallel::PipelineShape shape;
+  shape.stages = p.pp;
+  shape.virtual_stages = p.virtual_stages;
+  shape.micro_batches = c.train.global_batch / (p.dp * c.train.micro_batch);
+  f.micro_batches = shape.micro_batches;
+  const auto kind = parallel::parse_schedule(p.schedule);
+  f.ideal = parallel::ideal_bubble_fraction(kind, shape);
+  if (r.rank_steps.empty()) return f;
+  // Measured: each rank's bubble (median over measured steps), and their mean.
+  const parallel::GridShape g{p.tp, p.pp, p.dp, p.ep, p.order};
+  const int world = static_cast<int>(r.rank_steps.size());
+  std::vector<double> fwd_sum(p.pp, 0), bwd_sum(p.pp, 0), live(p.pp, 0);
+  std::vector<int> ranks_in(p.pp, 0);
+  double sum = 0;
+  for (int k = 0; k < world; ++k) {
+    const double b = rank_median(r, k, "bubble_fraction");
+    f.measured_per_rank.push_back(b);
+    sum += b;
+    const int st = parallel::grid_coords_of(g, k).pp;
+    const double nf = std::max(1.0, rank_median(r, k, "forward_actions"));
+    const double nb = std::max(1.0, rank_median(r, k, "backward_actions"));
+    fwd_sum[st] += rank_median(r, k, "forward_s") / nf;
+    bwd_sum[st] += rank_median(r, k, "backward_s") / nb;
+    live[st] = std::max(live[st], rank_median(r, k, "peak_live_activations"));
+    ++ranks_in[st];
+  }
+  f.measured_mean = sum / world;
+  // Model: the schedule replayed with this run's mean forward and backward action times per
+  // stage (Narayanan et al.'s formula for uniform stages; uneven stages as they ran).
+  for (int st = 0; st < p.pp; ++st) {
+    f.forward_s.push_back(fwd_sum[st] / std::max(1, ranks_in[st]));
+    f.backward_s.push_back(bwd_sum[st] / std::max(1, ranks_in[st]));
+    f.peak_live.push_back(static_cast<int>(live[st]));
+  }
+  const auto sched = parallel::make_schedule(kind, shape);
+  const auto rep = parallel::replay_schedule(
+      sched, shape, [&](int stage, const parallel::Action& a) {
+        return a.kind == parallel::ActionKind::forward ? f.forward_s[stage] : f.backward_s[stage];
+      });
+  f.model = rep.mean_bubble_fraction;
+  return f;
+}
+
 json point_to_json(const PointResult& r) {
   const auto& c = r.point.config;
   json j;
@@ -159,6 +229,20 @@ json point_to_json(const PointResult& r) {
                {"bubble_fraction_model", 0.0},
                {"bubble_fraction_ideal", 0.0},
                {"comm", comm}};
+  if (c.parallel.pp > 1) {
+    const PipelineFigures pf = pipeline_figures(r);
+    j["time"]["bubble_fraction"] = pf.measured_mean;
+    j["time"]["bubble_fraction_model"] = pf.model;
+    j["time"]["bubble_fraction_ideal"] = pf.ideal;
+    j["time"]["bubble_fraction_per_rank"] = pf.measured_per_rank;
+    j["pipeline"] = {{"stages", c.parallel.pp},
+                     {"micro_batches", pf.micro_batches},
+                     {"virtual_stages", c.parallel.virtual_stages},
+                     {"schedule", c.parallel.schedule},
+                     {"forward_action_s_per_stage", pf.forward_s},
+                     {"backward_action_s_per_stage", pf.backward_s},
+                     {"peak_live_activations_per_stage", pf.peak_live}};
+  }
   // Across ranks: min, mean and max of each per-step metric, then the median over measured steps.
   if (!r.rank_steps.empty()) {
     json ranks = json::object();
@@ -224,7 +308,10 @@ json point_to_json(const PointResult& r) {
 
 const std::vector<std::string>& rank_metric_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"step_s", "forward_s", "backward_s", "optimizer_s", "compute_s"};
+    std::vector<std::string> n{"step_s",          "forward_s",       "backward_s",
+                               "optimizer_s",     "compute_s",       "bubble_fraction",
+                               "pipeline_span_s", "pipeline_busy_s", "forward_actions",
+                               "backward_actions", "peak_live_activations"};
     for (const char* axis : {"tp", "pp", "dp", "ep"})
       for (const char* f : {"time_s", "exposed_s", "bytes", "calls"})
         n.push_back(std::string("comm.") + axis + "." + f);
@@ -234,7 +321,17 @@ const std::vector<std::string>& rank_metric_names() {
 }
 
 std::vector<double> rank_metrics(const model::StepResult& s) {
-  std::vector<double> v{s.time_s, s.forward_s, s.backward_s, s.optimizer_s, s.compute_s};
+  std::vector<double> v{s.time_s,
+                        s.forward_s,
+                        s.backward_s,
+                        s.optimizer_s,
+                        s.compute_s,
+                        s.bubble_fraction,
+                        s.pipeline_span_s,
+                        s.pipeline_busy_s,
+                        static_cast<double>(s.forward_actions),
+                        static_cast<double>(s.backward_actions),
+                        static_cast<double>(s.peak_live_activations)};
   for (const char* axis : {"tp", "pp", "dp", "ep"}) {
     const auto it = s.comm.find(axis);
     const model::CommTotals t = it == s.comm.end() ? model::CommTotals{} : it->second;
@@ -261,15 +358,25 @@ json trace_events_json(const std::vector<model::StepResult>& steps, int rank, do
                     {"tid", 1},
                     {"args", {{"name", "communication"}}}});
   for (const auto& s : steps) {
-    for (const auto& sp : s.spans)
-      events.push_back({{"name", sp.name},
+    for (const auto& sp : s.spans) {
+      // One slice per action: "F3" / "B3" (micro-batch 3), ".c1" for this rank's chunk 1.
+      std::string name = sp.name;
+      json args{{"step", s.step}};
+      if (sp.micro_batch >= 0) {
+        name = std::string(1, static_cast<char>(std::toupper(sp.name[0]))) +
+               std::to_string(sp.micro_batch) + (sp.chunk > 0 ? ".c" + std::to_string(sp.chunk) : "");
+        args["micro_batch"] = sp.micro_batch;
+        args["chunk"] = sp.chunk;
+      }
+      events.push_back({{"name", name},
                         {"cat", "compute"},
                         {"ph", "X"},
                         {"pid", rank},
                         {"tid", 0},
                         {"ts", (sp.begin - t0) * 1e6},
                         {"dur", (sp.end - sp.begin) * 1e6},
-                        {"args", {{"step", s.step}}}});
+                        {"args", args}});
+    }
     for (const auto& c : s.comm_spans)
       events.push_back(
           {{"name", std::string(c.axis) + ":" + c.op},

@@ -41,6 +41,17 @@ struct PointResult {
   nlohmann::json trace_events = nlohmann::json::array();
 };
 
+// Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over
+// measured steps) and its mean, the schedule replayed with the measured forward and backward
+// action times of each stage (model), the textbook formula (ideal).
+struct PipelineFigures {
+  int micro_batches = 0;
+  double measured_mean = 0, model = 0, ideal = 0;
+  std::vector<double> measured_per_rank, forward_s, backward_s;
+  std::vector<int> peak_live;
+};
+PipelineFigures pipeline_figures(const PointResult& r);
+
 // Names of the per-step metrics gathered from every rank.
 const std::vector<std::string>& rank_metric_names();
 std::vector<double> rank_metrics(const model::StepResult& s);

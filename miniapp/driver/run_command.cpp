@@ -125,9 +125,12 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       std::printf("  step %4d/%d  loss %.6f  lm %.6f", s + 1, cfg.train.steps, st.loss, st.lm_loss);
       if (cfg.model.moe.experts > 0)
         std::printf("  aux %.4f  imbalance %.2f", st.aux_loss, st.moe.imbalance);
-      const auto dp = st.comm.find("dp");
-      if (dp != st.comm.end() && dp->second.calls > 0)
-        std::printf("  dp %.3f MB %.4f s", dp->second.bytes / 1e6, dp->second.time_s);
+      for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+        const auto it = st.comm.find(axis);
+        if (it != st.comm.end() && it->second.calls > 0)
+          std::printf("  %s %.3f MB %.4f s", axis, it->second.bytes / 1e6, it->second.time_s);
+      }
+      if (cfg.parallel.pp > 1) std::printf("  bubble %.3f", st.bubble_fraction);
       std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
                   s < cfg.train.warmup_steps ? "  (warm-up)" : "");
       std::fflush(stdout);

@@ -1,0 +1,117 @@
+// What the multi-rank training tests share: a deck (inputs/tiny.yaml with overrides), a run of
+// the parallel trainer on a grid over MPI_COMM_WORLD, the single-rank reference run, and the
+// correctness contract's comparison (DESIGN.md): loss of every step within `tol` relative,
+// final parameters within `tol` x max|p|.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "driver/deck.hpp"
+#include "model/trainer.hpp"
+#include "parallel/parallel_trainer.hpp"
+#include "parallel/process_grid.hpp"
+
+namespace ptest {
+
+using namespace paraxis;
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// inputs/tiny.yaml with the overrides ("key=value").
+inline driver::RunConfig tiny(const std::vector<std::string>& overrides) {
+  const auto deck = driver::load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", overrides, 0);
+  for (const auto& e : deck.errors) ADD_FAILURE() << e.to_string();
+  return deck.points.at(0).config;
+}
+
+struct TrainedRun {
+  std::vector<double> loss, params;
+  std::vector<model::StepResult> steps;
+  model::MemoryReport memory;
+  // Per step and axis: bytes and calls this rank recorded.
+  std::vector<std::map<std::string, model::CommTotals>> comm;
+};
+
+inline parallel::ParallelOptions options_of(const driver::RunConfig& c) {
+  parallel::ParallelOptions o;
+  o.zero = c.parallel.zero;
+  o.bucket_mb = c.comm.bucket_mb;
+  o.overlap = c.comm.overlap;
+  o.backend = c.comm.backend;
+  o.schedule = c.parallel.schedule;
+  o.virtual_stages = c.parallel.virtual_stages;
+  o.stage_layers = c.parallel.stage_layers;
+  o.sequence_parallel = c.parallel.sequence_parallel;
+  return o;
+}
+
+// The parallel run of `c` (its parallel section must fit the world size).
+inline TrainedRun run_parallel(const driver::RunConfig& c, bool record_routing = false) {
+  const auto& p = c.parallel;
+  parallel::ProcessGrid grid(MPI_COMM_WORLD, parallel::GridShape{p.tp, p.pp, p.dp, p.ep, p.order});
+  auto t = parallel::make_parallel_trainer(c.model, c.train, grid, options_of(c));
+  if (record_routing) t->record_routing(true);
+  TrainedRun r;
+  for (int s = 0; s < c.train.steps; ++s) {
+    r.steps.push_back(t->step());
+    r.loss.push_back(r.steps.back().loss);
+    r.comm.push_back(r.steps.back().comm);
+  }
+  r.memory = t->memory();
+  r.params = t->parameters();
+  return r;
+}
+
+inline TrainedRun run_reference(const driver::RunConfig& c, bool record_routing = false) {
+  auto t = model::make_trainer(c.model, c.train);
+  if (record_routing) t->record_routing(true);
+  TrainedRun r;
+  for (int s = 0; s < c.train.steps; ++s) {
+    r.steps.push_back(t->step());
+    r.loss.push_back(r.steps.back().loss);
+  }
+  r.params = t->parameters();
+  return r;
+}
+
+inline void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol,
+                           const std::string& what) {
+  ASSERT_EQ(par.loss.size(), ref.loss.size()) << what;
+  for (std::size_t s = 0; s < ref.loss.size(); ++s)
+    EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), tol * std::fabs(ref.loss[s]))
+        << what << " step " << s << ": " << par.loss[s] << " vs " << ref.loss[s];
+  ASSERT_EQ(par.params.size(), ref.params.size()) << what;
+  double pmax = 0, dmax = 0;
+  for (std::size_t i = 0; i < ref.params.size(); ++i) {
+    pmax = std::max(pmax, std::fabs(ref.params[i]));
+    dmax = std::max(dmax, std::fabs(par.params[i] - ref.params[i]));
+  }
+  EXPECT_LE(dmax, tol * pmax) << what << ": max |p - p_ref| = " << dmax;
+  EXPECT_GT(pmax, 0) << what;
+}
+
+// Runs `c` twice and checks both runs are bitwise identical.
+inline void expect_bitwise_rerun(const driver::RunConfig& c, const std::string& what) {
+  const TrainedRun a = run_parallel(c), b = run_parallel(c);
+  EXPECT_EQ(a.loss, b.loss) << what;
+  EXPECT_EQ(a.params, b.params) << what;
+}
+
+}  // namespace ptest

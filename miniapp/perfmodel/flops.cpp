@@ -1,0 +1,49 @@
+// Model FLOPs per token and per step, the Narayanan et al. reference counts, and MFU.
+#include "perfmodel/flops.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace paraxis::perfmodel {
+
+std::vector<double> piece_forward_flops_per_token(const model::ModelConfig& m) {
+  const double H = m.hidden, F = m.ffn, S = m.seq_len, V = m.vocab;
+  std::vector<double> cost;
+  cost.reserve(static_cast<std::size_t>(m.layers) + 2);
+  cost.push_back(0.0);
+  const double attention = 2.0 * 4 * H * H + 2.0 * 2 * S * H;
+  const double mlp = 2.0 * 2 * H * F;
+  for (int l = 0; l < m.layers; ++l)
+    cost.push_back(attention + (m.is_moe_layer(l) ? 2.0 * H * m.moe.experts + m.moe.top_k * mlp
+                                                  : mlp));
+  cost.push_back(2.0 * H * V);
+  return cost;
+}
+
+double forward_flops_per_token(const model::ModelConfig& m) {
+  double total = 0;
+  for (double c : piece_forward_flops_per_token(m)) total += c;
+  return total;
+}
+
+double step_flops(const model::ModelConfig& m, double sequences) {
+  return 3.0 * forward_flops_per_token(m) * sequences * m.seq_len;
+}
+
+double narayanan_step_flops(double B, double s, double l, double h, double V) {
+  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+double narayanan_step_flops_recompute(double B, double s, double l, double h, double V) {
+  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+double mfu(double model_flops_per_s, double peak_flops_per_device, int devices) {
+  if (!(peak_flops_per_device > 0) || devices < 1)
+    throw std::invalid_argument("mfu: peak_flops = " + std::to_string(peak_flops_per_device) +
+                                " per device on " + std::to_string(devices) +
+                                " devices; expected a positive peak and at least one device");
+  return model_flops_per_s / (peak_flops_per_device * devices);
+}
+
+}  // namespace paraxis::perfmodel

@@ -1,0 +1,42 @@
+// Model FLOPs: what paraxis's matmuls cost per token (2 FLOPs per multiply-add, full S x S
+// attention products as computed), per training step (3x the forward: the backward computes
+// the input and the weight gradients, each as costly as the forward), and model FLOPs
+// utilisation against a given dense peak.
+//
+// This duplicates miniapp/model's forward_flops_per_token and piece_costs on purpose: those
+// live in a library that needs Kokkos, and the performance models must not. A test links both
+// and checks that they agree.
+#pragma once
+
+#include <vector>
+
+#include "model/model_config.hpp"
+
+namespace paraxis::perfmodel {
+
+// Forward FLOPs per token of each piece of the model: [0] the embedding (0: a lookup),
+// [1 .. layers] the blocks, [layers + 1] the final LayerNorm + head (the LayerNorm is not a
+// matmul and is not counted).
+//   block:  2*4*H^2 (Q, K, V, output projection) + 2*2*S*H (QK^T and PV)
+//           + 2*2*H*F (dense MLP)  |  2*H*E (router) + K*2*2*H*F (top-k experts)
+//   head:   2*H*V
+std::vector<double> piece_forward_flops_per_token(const model::ModelConfig& m);
+double forward_flops_per_token(const model::ModelConfig& m);
+
+// FLOPs of one training step of `sequences` sequences (every replica together):
+// 3 * forward per token * sequences * seq_len.
+double step_flops(const model::ModelConfig& m, double sequences);
+
+// Narayanan et al. 2021 (arXiv 2104.04473), section 5.1, for a dense GPT with F = 4H:
+// with full activation recomputation 96 B s l h^2 (1 + s/(6h) + V/(16 l h)); without (paraxis
+// recomputes nothing) the same derivation gives 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+double narayanan_step_flops(double batch, double seq_len, double layers, double hidden,
+                            double vocab);
+double narayanan_step_flops_recompute(double batch, double seq_len, double layers, double hidden,
+                                      double vocab);
+
+// Model FLOPs utilisation: achieved model FLOP/s over the dense peak of all devices.
+// Throws std::invalid_argument when peak or devices is not positive.
+double mfu(double model_flops_per_s, double peak_flops_per_device, int devices);
+
+}  // namespace paraxis::perfmodel
