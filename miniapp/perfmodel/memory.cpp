@@ -1,0 +1,300 @@
+// Model state, ZeRO step buffers and activations per rank, following paraxis's allocations
+// (zero_optimizer.cpp, gpt_model.cpp allocate_set and its constructor, parallel_trainer.cpp).
+#include "perfmodel/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include "parallel/pipeline_schedule.hpp"
+
+namespace paraxis::perfmodel {
+
+namespace {
+
+void check_zero(int zero) {
+  if (zero < 0 || zero > 3)
+    throw std::invalid_argument("zero = " + std::to_string(zero) + ", expected 0, 1, 2 or 3");
+}
+
+// Rows of a grow-only buffer: paraxis allocates at least one.
+double rows_at_least_one(double r) { return std::max(r, 1.0); }
+
+struct Dims {
+  double N, Nl, H, Hl, Fl, Vl, B, S, al, E, K, e, a;
+};
+
+Dims dims(const model::ModelConfig& m, const ParallelConfig& c) {
+  const ElementBytes eb = element_bytes(c.precision);
+  Dims d;
+  d.N = static_cast<double>(c.micro_batch) * m.seq_len;
+  d.Nl = c.sp() ? d.N / c.tp : d.N;
+  d.H = m.hidden;
+  d.al = m.heads / c.tp;
+  d.Hl = d.al * m.head_dim();
+  d.Fl = m.ffn / c.tp;
+  d.Vl = (m.vocab + c.tp - 1) / c.tp;
+  d.B = c.micro_batch;
+  d.S = m.seq_len;
+  d.E = m.moe.experts;
+  d.K = m.moe.experts > 0 ? m.moe.top_k : 0;
+  d.e = eb.activation;
+  d.a = eb.accumulator;
+  return d;
+}
+
+// Rows of one MoE layer and micro-batch: kept at the source (P in gpt_model.cpp) and computed
+// by this rank's experts (R).
+std::pair<double, double> moe_rows(const model::ModelConfig& m, const ParallelConfig& c,
+                                   const ExpertRouting& r) {
+  const int N = c.micro_batch * m.seq_len;
+  const double kept = r.kept_rows >= 0 ? r.kept_rows : expected_kept_rows(m, N);
+  const double local = c.ep > 1 ? (r.local_rows >= 0 ? r.local_rows : kept) : kept;
+  return {kept, local};
+}
+
+}  // namespace
+
+ModelStateBytes model_state_bytes(int zero, double P, int dp, model::Precision precision) {
+  check_zero(zero);
+  if (dp < 1) throw std::invalid_argument("dp = " + std::to_string(dp) + ", expected >= 1");
+  const ElementBytes eb = element_bytes(precision);
+  const double C = zero >= 1 ? P / dp : P;
+  ModelStateBytes s;
+  s.params = eb.parameter * (zero == 3 ? C : P);
+  s.grads = zero == 0 ? eb.gradient * P : zero == 1 ? eb.gradient * (P + C) : eb.gradient * C;
+  s.optimizer = (2.0 + (has_master_copy(precision) ? 1.0 : 0.0)) * eb.gradient * C;
+  return s;
+}
+
+ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c) {
+  check_zero(c.zero);
+  const ElementBytes eb = element_bytes(c.precision);
+  const double P = static_cast<double>(padded_elements(units));
+  const double C = static_cast<double>(owned_elements(units, c.zero));
+  ModelStateBytes s;
+  s.params = eb.parameter * (c.zero == 3 ? C : P);
+  s.grads = c.zero == 0 ? eb.gradient * P : c.zero == 1 ? eb.gradient * (P + C) : eb.gradient * C;
+  s.optimizer = (2.0 + (has_master_copy(c.precision) ? 1.0 : 0.0)) * eb.gradient * C;
+  return s;
+}
+
+double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c) {
+  check_zero(c.zero);
+  if (c.zero < 2) return 0;
+  const ElementBytes eb = element_bytes(c.precision);
+  const double P = static_cast<double>(padded_elements(units));
+  const double C = static_cast<double>(owned_elements(units, c.zero));
+  double max_shard = 0, max_unit[2] = {0, 0};
+  for (const auto& u : units) {
+    max_shard = std::max(max_shard, static_cast<double>(u.owned(c.zero)));
+    double& mu = max_unit[u.expert ? 1 : 0];
+    mu = std::max(mu, static_cast<double>(u.padded));
+  }
+  // The reduce-scatter's receive buffer: one shard, or one per unit when several are in flight.
+  double bytes = eb.gradient * (c.overlap ? C : max_shard);
+  if (c.zero == 2) bytes += eb.gradient * P;  // the full gradient buffer of the step
+  if (c.zero == 3)
+    for (double mu : max_unit)
+      bytes += mu * (eb.parameter + (c.overlap ? 2.0 : 1.0) * eb.gradient);
+  return bytes;
+}
+
+double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c, int layer,
+                              const ExpertRouting& routing) {
+  const Dims d = dims(m, c);
+  double elems = 4 * d.Nl * d.H   // block input, LN1 out, x_mid, LN2 out
+                 + d.N * d.Hl     // attention output (input of the row-parallel projection)
+                 + 3 * d.N * d.Hl  // q, k, v as attention saved them
+                 + d.B * d.al * d.S * d.S;  // softmax probabilities
+  double bytes = 4 * d.Nl * d.a;            // LayerNorm statistics
+  if (!m.is_moe_layer(layer)) {
+    elems += 2 * d.N * d.Fl;
+  } else {
+    const auto [kept, local] = moe_rows(m, c, routing);
+    const double NK = d.N * d.K;
+    elems += d.N * d.E + NK;  // router probabilities, gate weights
+    bytes += 4 * NK;          // expert indices
+    const double blocks = std::ceil(NK / 64);  // kernels/moe.hpp routing blocks
+    bytes += 4 * (4 * d.E + 1 + 3 * NK + blocks * d.E);
+    elems += rows_at_least_one(kept) * d.H;  // expert outputs of the kept rows (source side)
+    elems += rows_at_least_one(local) * (d.H + 2 * d.Fl);  // expert inputs, u, gelu(u)
+    if (c.ep > 1) {
+      elems += rows_at_least_one(local) * d.H;          // outputs before they travel back
+      bytes += 2 * 4 * rows_at_least_one(local);  // source <-> expert order permutations
+    }
+  }
+  return bytes + elems * d.e;
+}
+
+double chunk_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c,
+                              const ChunkLayers& chunk, const ExpertRouting& routing) {
+  const Dims d = dims(m, c);
+  double bytes = d.Nl * d.H * d.e;  // the chunk's output (the last residual)
+  for (int l = chunk.first_layer; l < chunk.end_layer; ++l)
+    bytes += block_activation_bytes(m, c, l, routing);
+  if (chunk.embedding) bytes += 4 * d.N;  // tokens
+  if (chunk.head)
+    bytes += 4 * d.N                                 // targets
+             + (d.Nl * d.H + d.N * d.Vl) * d.e      // final LayerNorm output, logits
+             + (2 * d.Nl + d.N) * d.a;              // its statistics, log-sum-exp
+  return bytes;
+}
+
+double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                                const ExpertRouting& routing) {
+  const Dims d = dims(m, c);
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  bool head = false, moe = false;
+  for (int id : stage_chunk_ids(c, stage)) {
+    head = head || chunks[id].head;
+    for (int l = chunks[id].first_layer; l < chunks[id].end_layer; ++l)
+      moe = moe || m.is_moe_layer(l);
+  }
+  double elems = 7 * d.N * d.Hl    // q, k, v and their gradients, the attention gradient
+                 + 3 * d.Nl * d.H  // residual-stream gradients
+                 + d.N * d.Fl      // MLP gradient
+                 + 5 * d.N * d.Hl + d.B * d.al * d.S * d.S;  // attention kernel scratch
+  double bytes = 0;
+  if (c.sp()) elems += 3 * d.N * d.H;  // gathered input, gathered gradient, unreduced product
+  if (head) {
+    elems += d.N * d.Vl;                  // logits gradient
+    if (c.tp > 1) bytes += 3 * d.N * d.a;  // vocabulary-parallel cross-entropy statistics
+  }
+  if (d.E > 0) {  // allocated whenever the model has experts, used by MoE blocks only
+    elems += d.N * d.K + 2 * d.N * d.E;
+    bytes += 4 * d.E + d.a * d.E;
+  }
+  if (moe) {  // grow-only buffers, sized by the largest routing seen
+    const auto [kept, local] = moe_rows(m, c, routing);
+    elems += 2 * rows_at_least_one(kept) * d.H + 2 * rows_at_least_one(local) * d.Fl;
+    if (c.ep > 1)
+      elems += 2 * rows_at_least_one(local) * d.H +
+               2 * rows_at_least_one(std::max(kept, local)) * d.H;
+  }
+  return bytes + elems * d.e;
+}
+
+int peak_live_sets(const ParallelConfig& c, int stage) {
+  const auto shape = c.pipeline_shape();
+  if (stage < 0 || stage >= c.pp)
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) + " outside pp = " +
+                                std::to_string(c.pp));
+  switch (c.schedule) {
+    case parallel::ScheduleKind::gpipe:
+      return shape.micro_batches * shape.virtual_stages;
+    case parallel::ScheduleKind::one_f_one_b:
+      return std::min(c.pp - stage, shape.micro_batches);
+    case parallel::ScheduleKind::interleaved: {
+      const auto sched = parallel::make_schedule(c.schedule, shape);
+      const auto r = parallel::replay_schedule(sched, shape,
+                                               [](int, const parallel::Action&) { return 1.0; });
+      return r.peak_live[stage];
+    }
+  }
+  return 0;
+}
+
+std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage) {
+  const auto shape = c.pipeline_shape();
+  const auto sched = parallel::make_schedule(c.schedule, shape);
+  const auto ids = stage_chunk_ids(c, stage);
+  std::map<int, int> live, peak;
+  std::set<std::pair<int, int>> held;  // (chunk, micro-batch)
+  using K = parallel::ActionKind;
+  for (const auto& a : sched[stage]) {
+    const auto key = std::make_pair(a.chunk, a.micro_batch);
+    if ((a.kind == K::recv_activation || a.kind == K::forward) && !held.count(key)) {
+      held.insert(key);
+      peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
+    } else if (a.kind == K::backward) {
+      held.erase(key);
+      --live[a.chunk];
+    }
+  }
+  std::vector<int> out;
+  for (int id : ids) out.push_back(peak[id]);
+  return out;
+}
+
+int pipeline_gradient_buffers(const ParallelConfig& c, int stage) {
+  if (c.pp <= 1) return 0;
+  const auto shape = c.pipeline_shape();
+  const auto sched = parallel::make_schedule(c.schedule, shape);
+  const int last = c.chunks() - 1;
+  using K = parallel::ActionKind;
+  int held = 0, peak = 0;
+  for (const auto& a : sched[stage]) {
+    switch (a.kind) {
+      case K::recv_gradient:  // the gradient of the chunk's output lands in a buffer
+        peak = std::max(peak, ++held);
+        break;
+      case K::backward:
+        if (a.chunk > 0) peak = std::max(peak, ++held);  // the input gradient it produces
+        if (a.chunk < last) --held;                      // the received gradient, consumed
+        break;
+      case K::send_gradient:  // completes (by assumption) at the progress call after it
+        --held;
+        break;
+      default:
+        break;
+    }
+  }
+  return peak;
+}
+
+MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                               const ExpertRouting& routing) {
+  const auto units = shard_units(m, c, stage);
+  const ModelStateBytes st = model_state_bytes(units, c);
+  MemoryEstimate r;
+  r.params = st.params;
+  r.grads = st.grads;
+  r.optimizer = st.optimizer;
+  r.step_buffers = zero_step_buffer_bytes(units, c);
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  const auto ids = stage_chunk_ids(c, stage);
+  const auto live = peak_live_sets_per_chunk(c, stage);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    r.activations += live[i] * chunk_activation_bytes(m, c, chunks[ids[i]], routing);
+  r.activations += activation_scratch_bytes(m, c, stage, routing);
+  const Dims d = dims(m, c);
+  r.activations += pipeline_gradient_buffers(c, stage) * d.Nl * d.H * d.e;
+  r.peak = r.params + r.grads + r.optimizer + r.step_buffers + r.activations;
+  return r;
+}
+
+MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelConfig& c,
+                                   const ExpertRouting& routing, int* stage) {
+  MemoryEstimate best;
+  int at = 0;
+  for (int s = 0; s < c.pp; ++s) {
+    const MemoryEstimate e = memory_per_rank(m, c, s, routing);
+    if (s == 0 || e.peak > best.peak) {
+      best = e;
+      at = s;
+    }
+  }
+  if (stage) *stage = at;
+  return best;
+}
+
+double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h,
+                                          double a, double t) {
+  if (!(t >= 1)) throw std::invalid_argument("korthikanti: t = " + std::to_string(t) + " < 1");
+  const double attention = 5.0 * a * s / h;
+  switch (k) {
+    case KorthikantiCase::no_parallelism:
+      return s * b * h * (34.0 + attention);
+    case KorthikantiCase::tensor_parallel:
+      return s * b * h * (10.0 + 24.0 / t + attention / t);
+    case KorthikantiCase::tensor_sequence_parallel:
+      return s * b * h * (34.0 / t + attention / t);
+  }
+  return 0;
+}
+
+}  // namespace paraxis::perfmodel

@@ -1,0 +1,122 @@
+// Step time: the schedule replayed with modelled action times, plus the exposed communication
+// of each axis.
+#include "perfmodel/step_time.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "parallel/pipeline_schedule.hpp"
+#include "perfmodel/flops.hpp"
+#include "perfmodel/model_chunks.hpp"
+
+namespace paraxis::perfmodel {
+
+double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
+                    AllReduceAlgorithm all_reduce) {
+  double t = 0;
+  for (const auto& o : traffic.ops)
+    t += o.count * collective_time(o.op, o.group > 0 ? o.group : group, o.bytes, link, all_reduce);
+  return t;
+}
+
+StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelConfig& c,
+                                    const StepTimeInputs& in) {
+  const int C = c.chunks();
+  const auto chunks = split_layers(m, C, c.stage_layers);
+  if (!in.forward_s.empty() && static_cast<int>(in.forward_s.size()) != C)
+    throw std::invalid_argument("predict_step_time: forward_s has " +
+                                std::to_string(in.forward_s.size()) + " entries for " +
+                                std::to_string(C) + " model chunks");
+  if (!in.backward_s.empty() && static_cast<int>(in.backward_s.size()) != C)
+    throw std::invalid_argument("predict_step_time: backward_s has " +
+                                std::to_string(in.backward_s.size()) + " entries for " +
+                                std::to_string(C) + " model chunks");
+  if (in.forward_s.empty() && !(in.flops_per_s > 0))
+    throw std::invalid_argument("predict_step_time: flops_per_s = " +
+                                std::to_string(in.flops_per_s) +
+                                ", expected a positive achieved rate (or forward_s)");
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+
+  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it.
+  std::vector<double> fwd(C), bwd(C), tp_f(C), tp_b(C), ep_f(C), ep_b(C);
+  for (int k = 0; k < C; ++k) {
+    fwd[k] = in.forward_s.empty()
+                 ? chunk_forward_flops_per_token(m, chunks[k]) * tokens / c.tp / in.flops_per_s
+                 : in.forward_s[k];
+    bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] : in.backward_s[k];
+    const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
+    const PassTraffic ept = expert_chunk_traffic(m, c, chunks[k], in.routing);
+    tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce);
+    tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce);
+    ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce);
+    ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce);
+  }
+
+  const parallel::PipelineShape shape = c.pipeline_shape();
+  const auto sched = parallel::make_schedule(c.schedule, shape);
+  const auto replay =
+      parallel::replay_schedule(sched, shape, [&](int, const parallel::Action& a) {
+        const int k = a.chunk;
+        return a.kind == parallel::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
+                                                       : bwd[k] + tp_b[k] + ep_b[k];
+      });
+
+  // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
+  double pp_time = 0;
+  if (c.pp > 1) {
+    const double Nl = c.sp() ? tokens / c.tp : tokens;
+    const double message = Nl * m.hidden * element_bytes(c.precision).activation;
+    pp_time = 2.0 * (C - 1) * point_to_point_time(message, in.links.pp) +
+              collective_time(Collective::all_reduce, c.pp, 8, in.links.pp, in.all_reduce);
+  }
+
+  const double mb = c.micro_batches();
+  StepTimeBreakdown best;
+  bool first = true;
+  for (int s = 0; s < c.pp; ++s) {
+    StepTimeBreakdown r;
+    r.stage = s;
+    r.pipeline_span = replay.makespan;
+    r.bubble_fraction = replay.mean_bubble_fraction;
+    double last_backward = 0;
+    for (int k : stage_chunk_ids(c, s)) {
+      r.compute += mb * (fwd[k] + bwd[k]);
+      r.tp += mb * (tp_f[k] + tp_b[k]);
+      r.ep += mb * (ep_f[k] + ep_b[k]);
+      last_backward += bwd[k];
+    }
+    r.bubble = std::max(0.0, replay.makespan - replay.busy[s]);
+    r.tp += traffic_time(tensor_parallel_step_extras(m, c, s), c.tp, in.links.tp, in.all_reduce);
+    r.pp = pp_time;
+
+    // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
+    const AxisTraffic dpt = data_parallel_step_traffic(m, c, s);
+    double reductions = 0, rest = 0;
+    for (const auto& o : dpt.ops) {
+      const double t =
+          o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
+                                    in.all_reduce);
+      // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
+      // 16-element aligned tensor).
+      const bool gradient = o.op == Collective::reduce_scatter ||
+                            (o.op == Collective::all_reduce && o.bytes > 8);
+      (gradient ? reductions : rest) += t;
+    }
+    if (c.overlap) {
+      const double window = c.zero >= 2 ? mb * last_backward : last_backward;
+      r.dp = rest + std::max(0.0, reductions - window);
+    } else {
+      r.dp = rest + reductions;
+    }
+    r.step_time = r.compute + r.tp + r.ep + r.bubble + r.pp + r.dp;
+    // The stage that ends last sets the step; among equals, the busiest (least bubble).
+    if (first || r.step_time > best.step_time ||
+        (r.step_time == best.step_time && r.bubble < best.bubble)) {
+      best = r;
+      first = false;
+    }
+  }
+  return best;
+}
+
+}  // namespace paraxis::perfmodel

@@ -1,0 +1,67 @@
+// A predicted training-step time for one configuration, term by term.
+//
+// Assumptions (docs/perfmodel.md, "Step time"):
+//   - compute: a chunk's forward of one micro-batch costs its modelled FLOPs
+//     (chunk_forward_flops_per_token * N) / tp at the given achieved rate; backward costs
+//     backward_ratio (2) times that; measured per-chunk times may replace both;
+//   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
+//     their alpha-beta time is added to the action that makes them (fully exposed);
+//   - the pipeline: paraxis's own schedule replayed (parallel::replay_schedule) with those
+//     action times; transfers are non-blocking and overlap compute except on the pipeline's
+//     fill and drain, so 2 (pp*v - 1) point-to-point times are added (the first activation's
+//     way down and the last gradient's way up), plus the norm's all-reduce;
+//   - data parallelism: exposed in full without comm.overlap; with it the gradient
+//     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
+//     micro-batch's at 2-3) and only max(0, reduction time - that backward time) shows;
+//     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. ZeRO-3's gathers,
+//     which paraxis runs inside forward and backward, are charged after the pipeline;
+//   - per-step tensor-parallel calls (norm, sequence-parallel LayerNorm sum) after the pipeline;
+//   - the optimizer's own compute is not modelled.
+// The reported terms are those of the stage that finishes last; they sum to step_time:
+// compute + tp + ep are that stage's busy time in the pipeline, bubble the rest of the
+// replayed span, then pp, dp and the per-step tp calls.
+#pragma once
+
+#include <vector>
+
+#include "model/model_config.hpp"
+#include "perfmodel/collectives.hpp"
+#include "perfmodel/parallel_config.hpp"
+#include "perfmodel/step_traffic.hpp"
+
+namespace paraxis::perfmodel {
+
+struct AxisLinks {
+  LinkCost tp, pp, dp, ep;
+};
+
+struct StepTimeInputs {
+  double flops_per_s = 0;  // achieved per device (measured); unused when forward_s is given
+  AxisLinks links;
+  double backward_ratio = 2.0;
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring;
+  // Per model chunk (pp * v entries): compute seconds of one micro-batch's forward and
+  // backward. Empty: from FLOPs (forward) and backward_ratio (backward).
+  std::vector<double> forward_s, backward_s;
+  ExpertRouting routing;
+};
+
+struct StepTimeBreakdown {
+  double compute = 0, bubble = 0, tp = 0, pp = 0, dp = 0, ep = 0;
+  double step_time = 0;
+  double pipeline_span = 0;    // the replayed schedule's makespan
+  double bubble_fraction = 0;  // mean over stages of 1 - busy / span (the replay's)
+  int stage = 0;               // the stage the terms describe
+};
+
+// Throws std::invalid_argument when the configuration does not fit the model (divisibility,
+// chunks, schedule shape), when forward_s/backward_s have the wrong length, or when no rate
+// is given and forward_s is empty.
+StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelConfig& c,
+                                    const StepTimeInputs& in);
+
+// Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one).
+double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
+                    AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
+
+}  // namespace paraxis::perfmodel

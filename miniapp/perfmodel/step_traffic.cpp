@@ -1,0 +1,323 @@
+// Per-step communication of each axis, mirroring the calls paraxis makes (gpt_model.cpp,
+// parallel_trainer.cpp, zero_optimizer.cpp).
+#include "perfmodel/step_traffic.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+
+#include "perfmodel/shard_params.hpp"
+
+namespace paraxis::perfmodel {
+
+using C = Collective;
+
+void AxisTraffic::add(Collective op, double bytes, long count, int group) {
+  if (count == 0) return;
+  for (auto& o : ops)
+    if (o.op == op && o.bytes == bytes && o.group == group) {
+      o.count += count;
+      return;
+    }
+  ops.push_back({op, bytes, count, group});
+}
+
+void AxisTraffic::add(const AxisTraffic& other, long times) {
+  for (const auto& o : other.ops) add(o.op, o.bytes, o.count * times, o.group);
+  receives += other.receives * times;
+}
+
+double AxisTraffic::bytes() const {
+  double b = 0;
+  for (const auto& o : ops) b += o.bytes * static_cast<double>(o.count);
+  return b;
+}
+
+long AxisTraffic::calls() const {
+  long n = receives;
+  for (const auto& o : ops) n += o.count;
+  return n;
+}
+
+double AxisTraffic::bytes_of(Collective op) const {
+  double b = 0;
+  for (const auto& o : ops)
+    if (o.op == op) b += o.bytes * static_cast<double>(o.count);
+  return b;
+}
+
+long AxisTraffic::calls_of(Collective op) const {
+  long n = 0;
+  for (const auto& o : ops)
+    if (o.op == op) n += o.count;
+  return n;
+}
+
+int expert_capacity_rows(const model::ModelConfig& m, int tokens) {
+  if (m.moe.capacity_factor <= 0 || m.moe.experts == 0) return 0;
+  return static_cast<int>(
+      std::ceil(m.moe.capacity_factor * tokens * m.moe.top_k / m.moe.experts));
+}
+
+double expected_kept_rows(const model::ModelConfig& m, int tokens) {
+  const double requested = static_cast<double>(tokens) * m.moe.top_k;
+  const int cap = expert_capacity_rows(m, tokens);
+  if (cap == 0) return requested;
+  return std::min(requested, static_cast<double>(m.moe.experts) * cap);
+}
+
+namespace {
+
+int tokens_per_micro_batch(const model::ModelConfig& m, const ParallelConfig& c) {
+  return c.micro_batch * m.seq_len;
+}
+
+void check_stage(const ParallelConfig& c, int stage) {
+  if (stage < 0 || stage >= c.pp)
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) + " outside pp = " +
+                                std::to_string(c.pp));
+}
+
+}  // namespace
+
+PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                          const ChunkLayers& chunk) {
+  PassTraffic t;
+  if (c.tp <= 1) return t;
+  const ElementBytes eb = element_bytes(c.precision);
+  const double N = tokens_per_micro_batch(m, c);
+  const double rows = N * m.hidden * eb.activation;  // S of every activation collective
+  const double gate = N * m.moe.top_k * eb.activation;
+  auto& f = t.forward;
+  auto& b = t.backward;
+  int blocks = 0, moe_blocks = 0;
+  for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+    ++blocks;
+    if (m.is_moe_layer(l)) ++moe_blocks;
+  }
+  if (!c.sp()) {
+    if (chunk.embedding) f.add(C::all_reduce, rows);
+    f.add(C::all_reduce, rows, 2L * blocks);
+    b.add(C::all_reduce, rows, 2L * blocks);
+    b.add(C::all_reduce, gate, moe_blocks);
+    if (chunk.head) {
+      b.add(C::all_reduce, rows);
+    }
+  } else {
+    if (chunk.embedding) {
+      f.add(C::reduce_scatter, rows);
+      b.add(C::all_gather, rows);
+    }
+    f.add(C::all_gather, rows, 2L * blocks);
+    f.add(C::reduce_scatter, rows, 2L * blocks);
+    b.add(C::all_gather, rows, 4L * blocks);
+    b.add(C::reduce_scatter, rows, 2L * blocks);
+    b.add(C::all_reduce, gate, moe_blocks);
+    if (chunk.head) {
+      f.add(C::all_gather, rows);
+      b.add(C::all_gather, rows);
+      b.add(C::reduce_scatter, rows);
+    }
+  }
+  if (chunk.head) {  // vocabulary-parallel cross-entropy: the logits never leave the rank
+    f.add(C::all_reduce, N * eb.accumulator);
+    f.add(C::all_reduce, 2 * N * eb.accumulator);
+  }
+  return t;
+}
+
+PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                 const ChunkLayers& chunk, const ExpertRouting& routing) {
+  PassTraffic t;
+  if (c.ep <= 1 || m.moe.experts == 0) return t;
+  const ElementBytes eb = element_bytes(c.precision);
+  const int N = tokens_per_micro_batch(m, c);
+  const double kept = routing.kept_rows >= 0 ? routing.kept_rows : expected_kept_rows(m, N);
+  const double local = routing.local_rows >= 0 ? routing.local_rows : kept;
+  const double row = static_cast<double>(m.hidden) * eb.activation;
+  for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+    if (!m.is_moe_layer(l)) continue;
+    t.forward.add(C::all_to_all, 4.0 * m.moe.experts);  // rows per (rank, local expert)
+    t.forward.add(C::all_to_all, kept * row);
+    t.forward.add(C::all_to_all, local * row);
+    t.backward.add(C::all_to_all, kept * row);
+    t.backward.add(C::all_to_all, local * row);
+  }
+  return t;
+}
+
+AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                         int stage, int dp_rank) {
+  check_stage(c, stage);
+  AxisTraffic t;
+  if (c.tp <= 1) return t;
+  const long mb = c.micro_batches();
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  for (int id : stage_chunk_ids(c, stage)) {
+    const PassTraffic p = tensor_parallel_chunk_traffic(m, c, chunks[id]);
+    t.add(p.forward, mb);
+    t.add(p.backward, mb);
+  }
+  t.add(tensor_parallel_step_extras(m, c, stage, dp_rank));
+  return t;
+}
+
+AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const ParallelConfig& c,
+                                        int stage, int dp_rank) {
+  check_stage(c, stage);
+  AxisTraffic t;
+  if (c.tp <= 1) return t;
+  if (c.sp()) {
+    const auto units = shard_units(m, c, stage);
+    const std::size_t n = owned_sp_partial_elements(units, c.zero, dp_rank);
+    // paraxis skips the call when the rank owns none of the LayerNorm gradients.
+    if (n > 0)
+      t.add(C::all_reduce, static_cast<double>(n) * element_bytes(c.precision).gradient);
+  }
+  t.add(C::all_reduce, 8);  // the squared gradient norm, one double
+  return t;
+}
+
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                  int stage) {
+  check_stage(c, stage);
+  AxisTraffic t;
+  if (c.pp <= 1) return t;
+  const long mb = c.micro_batches();
+  const int Nl = tokens_per_micro_batch(m, c) / (c.sp() ? c.tp : 1);
+  const double message =
+      static_cast<double>(Nl) * m.hidden * element_bytes(c.precision).activation;
+  const int last = c.chunks() - 1;
+  for (int id : stage_chunk_ids(c, stage)) {
+    if (id < last) {  // sends its output forward, receives the gradient of it
+      t.add(C::point_to_point, message, mb);
+      t.receives += mb;
+    }
+    if (id > 0) {  // receives its input, sends the gradient of it back
+      t.add(C::point_to_point, message, mb);
+      t.receives += mb;
+    }
+  }
+  t.add(C::all_reduce, 8);  // the squared gradient norm
+  return t;
+}
+
+ZeroVolume zero_volume(int zero, double P, int m, int grad_bytes, int param_bytes) {
+  if (zero < 0 || zero > 3)
+    throw std::invalid_argument("zero_volume: zero = " + std::to_string(zero) +
+                                ", expected 0, 1, 2 or 3");
+  ZeroVolume v;
+  switch (zero) {
+    case 0:
+      v.reduce_bytes = P * grad_bytes;
+      break;
+    case 1:
+      v.reduce_bytes = P * grad_bytes;
+      v.gather_bytes = P * param_bytes;
+      break;
+    case 2:
+      v.reduce_bytes = m * P * grad_bytes;
+      v.gather_bytes = P * param_bytes;
+      break;
+    case 3:
+      v.reduce_bytes = m * P * grad_bytes;
+      v.gather_bytes = 2.0 * m * P * param_bytes;
+      break;
+  }
+  return v;
+}
+
+AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                       int stage) {
+  check_stage(c, stage);
+  if (c.zero < 0 || c.zero > 3)
+    throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
+  AxisTraffic t;
+  const auto units = shard_units(m, c, stage);
+  const ElementBytes eb = element_bytes(c.precision);
+  const long mb = c.micro_batches();
+  if (c.zero == 0) {
+    // Buckets of whole units of one group, from the last unit (its gradients are final first)
+    // to the first, each closed when the next unit would take it past bucket_mb
+    // (zero_optimizer.cpp). The flat layout is unpadded at stage 0.
+    const auto cap = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024 / eb.gradient);
+    std::vector<std::size_t> begin(units.size());
+    std::size_t at = 0;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      begin[u] = at;
+      at += units[u].padded;
+    }
+    struct Bucket {
+      std::size_t begin, end;
+      bool expert_group;
+      int group;
+    };
+    std::vector<Bucket> buckets;
+    // Expert units have a group of their own only with expert parallelism.
+    auto own_group = [&](const ParamUnit& u) { return c.ep > 1 && u.expert; };
+    for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
+      const bool g = own_group(units[u]);
+      const bool fresh = buckets.empty() || buckets.back().end - begin[u] > cap ||
+                         buckets.back().expert_group != g;
+      if (fresh) {
+        buckets.push_back({begin[u], begin[u] + units[u].padded, g, units[u].group});
+      } else {
+        buckets.back().begin = begin[u];
+      }
+    }
+    for (const auto& b : buckets)
+      if (b.group > 1)
+        t.add(C::all_reduce, static_cast<double>(b.end - b.begin) * eb.gradient, 1, b.group);
+  } else {
+    for (const auto& u : units) {
+      if (u.group <= 1) continue;  // a group of one moves nothing and logs nothing
+      const double grads = static_cast<double>(u.padded) * eb.gradient;
+      const double params = static_cast<double>(u.padded) * eb.parameter;
+      switch (c.zero) {
+        case 1:
+          t.add(C::reduce_scatter, grads, 1, u.group);
+          t.add(C::all_gather, params, 1, u.group);
+          break;
+        case 2:
+          t.add(C::reduce_scatter, grads, mb, u.group);
+          t.add(C::all_gather, params, 1, u.group);
+          break;
+        case 3:
+          t.add(C::all_gather, params, 2 * mb, u.group);
+          t.add(C::reduce_scatter, grads, mb, u.group);
+          break;
+      }
+    }
+  }
+  // The norm's all-reduce over dp: whenever ranks hold different gradient elements (sharded,
+  // or experts).
+  if (c.dp > 1 && (c.zero >= 1 || c.ep > 1)) t.add(C::all_reduce, 8, 1, c.dp);
+  return t;
+}
+
+AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                                const ExpertRouting& routing) {
+  check_stage(c, stage);
+  AxisTraffic t;
+  if (c.ep <= 1) return t;
+  const long mb = c.micro_batches();
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  for (int id : stage_chunk_ids(c, stage)) {
+    const PassTraffic p = expert_chunk_traffic(m, c, chunks[id], routing);
+    t.add(p.forward, mb);
+    t.add(p.backward, mb);
+  }
+  return t;
+}
+
+StepTraffic step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                         int dp_rank, const ExpertRouting& routing) {
+  StepTraffic s;
+  s.tp = tensor_parallel_step_traffic(m, c, stage, dp_rank);
+  s.pp = pipeline_step_traffic(m, c, stage);
+  s.dp = data_parallel_step_traffic(m, c, stage);
+  s.ep = expert_step_traffic(m, c, stage, routing);
+  return s;
+}
+
+}  // namespace paraxis::perfmodel

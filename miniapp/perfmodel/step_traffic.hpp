@@ -1,0 +1,125 @@
+// Communication per training step and axis, as paraxis implements it: every call a rank makes,
+// with nccl-tests' S per call (the bytes paraxis's CommLog records), so that the counts and
+// bytes here can be compared with a run's time.comm.<axis> {bytes, calls} exactly.
+//
+// Notation: N = micro_batch * seq_len tokens per micro-batch; H hidden; K top_k; E experts;
+// e/a/g/t the activation/accumulator/gradient/parameter element bytes (parallel_config.hpp);
+// m = global_batch / (dp * micro_batch) micro-batches per replica and step.
+//
+// Tensor parallelism (tp > 1), per micro-batch (Shoeybi et al. 2019; Korthikanti et al. 2022
+// for sequence parallelism), what gpt_model.cpp calls:
+//   without sequence parallelism
+//     embedding   forward 1 all-reduce N*H*e
+//     each block  forward 2 all-reduces N*H*e; backward 2 all-reduces N*H*e;
+//                 MoE block: backward 1 more all-reduce N*K*e (the gate gradient, partial)
+//     head        forward 2 all-reduces N*a (max) and 2*N*a (sum-exp and target logit);
+//                 backward 1 all-reduce N*H*e
+//   with sequence parallelism (every S = N*H*e)
+//     embedding   forward 1 reduce-scatter; backward 1 all-gather
+//     each block  forward 2 all-gathers + 2 reduce-scatters; backward 4 all-gathers (2 of the
+//                 incoming gradient, 2 re-gathering the LayerNorm outputs kept sharded) +
+//                 2 reduce-scatters; MoE + 1 all-reduce N*K*e
+//     head        forward 1 all-gather + the 2 loss all-reduces; backward 1 all-gather +
+//                 1 reduce-scatter
+//   per step: 1 all-reduce of 8 bytes (the gradient norm); with sequence parallelism also one
+//   all-reduce of the LayerNorm gradients this rank owns (g bytes each), if it owns any.
+// Pipeline parallelism (pp > 1), per step: each forward of a chunk with a successor sends its
+// output (N_l*H*e, N_l = N/tp with sequence parallelism, else N), each backward of a chunk
+// with a predecessor sends its input gradient (the same size); receives are calls, not bytes;
+// plus 1 all-reduce of 8 bytes (the gradient norm).
+// Data parallelism, per ZeRO stage (P: the rank's padded parameter elements,
+// shard_params.hpp): 0 all-reduce P*g in buckets of comm.bucket_mb; 1 reduce-scatter P*g +
+// all-gather P*t; 2 m*P*g + P*t; 3 m*(2*P*t + P*g); plus 8 bytes (the norm) at stages >= 1, and
+// at stage 0 with expert parallelism. Expert units are reduced over dp/ep ranks instead of dp.
+// The ZeRO paper's 2 Psi (stages 0-2) vs 3 Psi (stage 3), the 1.5x, holds for m = 1 only:
+// paraxis reduces gradients after every micro-batch at stages 2 and 3 (they are sharded, so
+// they cannot accumulate locally) and re-gathers parameters per micro-batch at stage 3, so
+// their traffic grows with m; stages 0 and 1 accumulate locally and reduce once.
+// Expert parallelism (ep > 1), per MoE layer and micro-batch: 1 all-to-all of the per-expert
+// row counts (E*4 bytes sent); forward 2 all-to-alls of rows (dispatch: the rank's kept rows
+// R_kept*H*e; return: the rows its experts computed R_local*H*e), backward the same 2.
+#pragma once
+
+#include <vector>
+
+#include "model/model_config.hpp"
+#include "perfmodel/collectives.hpp"
+#include "perfmodel/model_chunks.hpp"
+#include "perfmodel/parallel_config.hpp"
+
+namespace paraxis::perfmodel {
+
+// `count` calls of `op`, each of nccl-tests size `bytes`, over `group` ranks (0: the axis's
+// whole group; data-parallel traffic of expert units runs over dp/ep ranks).
+struct CollectiveCount {
+  Collective op = Collective::all_reduce;
+  double bytes = 0;
+  long count = 0;
+  int group = 0;
+};
+
+struct AxisTraffic {
+  std::vector<CollectiveCount> ops;  // one entry per distinct (op, bytes, group)
+  long receives = 0;  // point-to-point receives: calls in paraxis's log, their bytes not added
+  void add(Collective op, double bytes, long count = 1, int group = 0);
+  void add(const AxisTraffic& other, long times = 1);
+  double bytes() const;  // what this rank sends: sum of bytes * count
+  long calls() const;    // as the log counts them: every call, receives included
+  double bytes_of(Collective op) const;
+  long calls_of(Collective op) const;
+};
+
+struct StepTraffic {
+  AxisTraffic tp, pp, dp, ep;
+};
+
+// Rows of one MoE layer and micro-batch: kept by this rank's routing (sent out by the
+// dispatch), and computed by this rank's experts (sent back by the return). Negative: the
+// expectation under uniform routing (expected_kept_rows).
+struct ExpertRouting {
+  double kept_rows = -1, local_rows = -1;
+};
+
+// Assignments an expert may keep per micro-batch: ceil(cf * tokens * K / E); 0 = dropless
+// (model_config.cpp's expert_capacity, restated because that file's library needs Kokkos).
+int expert_capacity_rows(const model::ModelConfig& m, int tokens);
+// Kept rows under uniform routing: N*K dropless, else min(N*K, E * capacity).
+double expected_kept_rows(const model::ModelConfig& m, int tokens);
+
+// One (micro-batch, chunk) pass, split by direction.
+struct PassTraffic {
+  AxisTraffic forward, backward;
+};
+PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                          const ChunkLayers& chunk);
+PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                 const ChunkLayers& chunk, const ExpertRouting& routing = {});
+
+// Per step, for the rank at pipeline stage `stage` and data-parallel index `dp_rank` (which
+// matters only for the sequence-parallel LayerNorm sum under ZeRO >= 1: the ranks own
+// different slices).
+AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                         int stage, int dp_rank = 0);
+// Its once-per-step part alone (the norm, the sequence-parallel LayerNorm sum).
+AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const ParallelConfig& c,
+                                        int stage, int dp_rank = 0);
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                  int stage);
+AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+                                       int stage);
+AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                                const ExpertRouting& routing = {});
+StepTraffic step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                         int dp_rank = 0, const ExpertRouting& routing = {});
+
+// The ZeRO volumes alone, for P elements over one group (no norm, no buckets): what the
+// ZeRO paper's 2 Psi / 3 Psi comparison is about. P is whatever the caller passes: paraxis's
+// padded count (padded_elements) for an exact figure, or an unpadded estimate.
+struct ZeroVolume {
+  double reduce_bytes = 0;  // gradients: all-reduce (stage 0) or reduce-scatter
+  double gather_bytes = 0;  // parameters: all-gather
+  double total() const { return reduce_bytes + gather_bytes; }
+};
+ZeroVolume zero_volume(int zero, double P, int m, int grad_bytes, int param_bytes);
+
+}  // namespace paraxis::perfmodel
