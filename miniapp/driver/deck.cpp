@@ -244,6 +244,8 @@ const std::vector<KeySpec>& key_table() {
         choice_key("hardware.gemm", {"auto", "portable"},
                    [](RunConfig& c, std::size_t, const std::string& s) { c.hardware.gemm = s; }));
     t.push_back(
+        bool_key("hardware.calibrate", [](RunConfig& c) -> bool& { return c.hardware.calibrate; }));
+    t.push_back(
         string_key("output.dir", [](RunConfig& c) -> std::string& { return c.output.dir; }));
     t.push_back(bool_key("output.trace", [](RunConfig& c) -> bool& { return c.output.trace; }));
     return t;

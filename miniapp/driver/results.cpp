@@ -68,7 +68,10 @@ json config_to_json(const RunConfig& c) {
         {"order", p.order}}},
       {"comm",
        {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
-      {"hardware", {{"peak_flops", c.hardware.peak_flops}, {"gemm", c.hardware.gemm}}},
+      {"hardware",
+       {{"peak_flops", c.hardware.peak_flops},
+        {"gemm", c.hardware.gemm},
+        {"calibrate", c.hardware.calibrate}}},
       {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
 }
 
@@ -105,8 +108,8 @@ double median_of(std::vector<double> v) {
 // Median over measured steps of a per-rank metric (rank_metric_names order).
 double rank_median(const PointResult& r, int rank, const std::string& name) {
   const auto& names = rank_metric_names();
-  const auto k = static_cast<std::size_t>(std::find(names.begin(), names.end(), name) -
-                                          names.begin());
+  const auto k =
+      static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
   std::vector<double> v;
   for (std::size_t s = 0; s < r.steps.size(); ++s)
     if (r.steps[s].step >= r.point.config.train.warmup_steps)
@@ -154,8 +157,8 @@ PipelineFigures pipeline_figures(const PointResult& r) {
     f.peak_live.push_back(static_cast<int>(live[st]));
   }
   const auto sched = parallel::make_schedule(kind, shape);
-  const auto rep = parallel::replay_schedule(
-      sched, shape, [&](int stage, const parallel::Action& a) {
+  const auto rep =
+      parallel::replay_schedule(sched, shape, [&](int stage, const parallel::Action& a) {
         return a.kind == parallel::ActionKind::forward ? f.forward_s[stage] : f.backward_s[stage];
       });
   f.model = rep.mean_bubble_fraction;
@@ -271,6 +274,7 @@ json point_to_json(const PointResult& r) {
     }
     j["time"]["ranks"] = ranks;
   }
+  if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
   j["memory"] = memory_json(r.memory);
   j["memory_per_rank"] = json::array();
   for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));
@@ -308,10 +312,10 @@ json point_to_json(const PointResult& r) {
 
 const std::vector<std::string>& rank_metric_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"step_s",          "forward_s",       "backward_s",
-                               "optimizer_s",     "compute_s",       "bubble_fraction",
-                               "pipeline_span_s", "pipeline_busy_s", "forward_actions",
-                               "backward_actions", "peak_live_activations"};
+    std::vector<std::string> n{
+        "step_s",          "forward_s",        "backward_s",           "optimizer_s",
+        "compute_s",       "bubble_fraction",  "pipeline_span_s",      "pipeline_busy_s",
+        "forward_actions", "backward_actions", "peak_live_activations"};
     for (const char* axis : {"tp", "pp", "dp", "ep"})
       for (const char* f : {"time_s", "exposed_s", "bytes", "calls"})
         n.push_back(std::string("comm.") + axis + "." + f);
@@ -364,7 +368,8 @@ json trace_events_json(const std::vector<model::StepResult>& steps, int rank, do
       json args{{"step", s.step}};
       if (sp.micro_batch >= 0) {
         name = std::string(1, static_cast<char>(std::toupper(sp.name[0]))) +
-               std::to_string(sp.micro_batch) + (sp.chunk > 0 ? ".c" + std::to_string(sp.chunk) : "");
+               std::to_string(sp.micro_batch) +
+               (sp.chunk > 0 ? ".c" + std::to_string(sp.chunk) : "");
         args["micro_batch"] = sp.micro_batch;
         args["chunk"] = sp.chunk;
       }

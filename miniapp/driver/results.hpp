@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/calibration.hpp"
 #include "driver/deck.hpp"
 #include "model/trainer.hpp"
 
@@ -35,6 +36,7 @@ struct PointResult {
   double flops_per_token = 0;  // forward
   int world = 1;
   std::optional<VerifyResult> verify;
+  std::optional<Calibration> calibration;  // with hardware.calibrate
   // Per-step metrics of every rank ([rank][step][metric], metrics in rank_metric_names()),
   // and every rank's trace events (Chrome trace JSON objects, pid = rank).
   std::vector<std::vector<std::vector<double>>> rank_steps;

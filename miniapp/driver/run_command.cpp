@@ -74,15 +74,18 @@ Tolerance tolerance_for(model::Precision p) {
   return {0, 0};
 }
 
+// Builds the point's grid (several ranks), calibrates (hardware.calibrate), then the trainer.
 std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int world,
-                                                   std::unique_ptr<parallel::ProcessGrid>& grid) {
+                                                   std::unique_ptr<parallel::ProcessGrid>& grid,
+                                                   Calibrator& calibrator, PointResult& r) {
   const auto& p = cfg.parallel;
   // One rank, nothing to shard: the single-rank reference trainer itself.
-  if (world == 1 && p.dp == 1 && p.zero == 0 && p.pp == 1 && cfg.comm.backend == "mpi" &&
-      p.schedule != "gpipe")
-    return model::make_trainer(cfg.model, cfg.train);
+  const bool single = world == 1 && p.dp == 1 && p.zero == 0 && p.pp == 1 &&
+                      cfg.comm.backend == "mpi" && p.schedule != "gpipe";
   parallel::GridShape shape{p.tp, p.pp, p.dp, p.ep, p.order};
-  grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
+  if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
+  if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
+  if (single) return model::make_trainer(cfg.model, cfg.train);
   parallel::ParallelOptions o;
   o.zero = p.zero;
   o.bucket_mb = cfg.comm.bucket_mb;
@@ -96,11 +99,11 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
 }
 
 void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size_t i,
-               std::size_t total, PointResult& r) {
+               std::size_t total, Calibrator& calibrator, PointResult& r) {
   kernels::set_automatic_gemm(cfg.hardware.gemm == "portable" ? kernels::GemmVariant::portable
                                                               : kernels::GemmVariant::automatic);
   std::unique_ptr<parallel::ProcessGrid> grid;
-  auto trainer = make_point_trainer(cfg, world, grid);
+  auto trainer = make_point_trainer(cfg, world, grid, calibrator, r);
   if (verify) trainer->record_routing(true);
   r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
   r.parameters = trainer->parameter_count();
@@ -303,6 +306,7 @@ int run_command(const RunOptions& opt) {
   const double run_begin = model::steady_seconds();
   int failures = 0;
   bool aborted = false;
+  Calibrator calibrator;
   for (std::size_t i = 0; i < total; ++i) {
     PointResult r;
     r.index = static_cast<int>(i);
@@ -314,7 +318,7 @@ int run_command(const RunOptions& opt) {
       r.status = "skipped: " + r.point.skip_reason;
     } else {
       try {
-        run_point(cfg, world, rank, opt.verify, i, total, r);
+        run_point(cfg, world, rank, opt.verify, i, total, calibrator, r);
       } catch (const std::exception& ex) {
         // A rank that fails cannot tell whether the others are waiting for it in a
         // collective: with several ranks, end the job (earlier points are already written);

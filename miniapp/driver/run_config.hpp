@@ -29,6 +29,9 @@ struct CommConfig {
 struct HardwareConfig {
   double peak_flops = 0;      // per device, for MFU; 0 = unknown
   std::string gemm = "auto";  // auto (vendor GEMM where it applies) | portable
+  // Fit the collectives of the grid and time the shard's compute before the point runs
+  // (calibration.hpp), for `paraxis report`'s predictions.
+  bool calibrate = true;
 };
 
 struct OutputConfig {

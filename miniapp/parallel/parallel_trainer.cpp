@@ -63,19 +63,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     shape_.micro_batches = t.global_batch / (g.dp * t.micro_batch);
     shape_.virtual_stages = opt.virtual_stages;
     kind_ = parse_schedule(opt.schedule);
-    const auto chunks = model::split_layers(m, shape_.chunks(), opt.stage_layers);
-    model::ShardLayout layout;
-    layout.tp = g.tp;
-    layout.tp_rank = coords_.tp;
-    layout.sequence_parallel = opt.sequence_parallel;
-    layout.ep = g.ep;
-    layout.ep_rank = coords_.ep;
-    local_of_.assign(chunks.size(), -1);
-    for (int c = 0; c < shape_.chunks(); ++c)
-      if (chunk_stage(shape_, c) == coords_.pp) {
-        local_of_[c] = static_cast<int>(layout.chunks.size());
-        layout.chunks.push_back(chunks[c]);
-      }
+    std::vector<int> global_of;
+    const model::ShardLayout layout = shard_layout_of(m, g, coords_, opt, &global_of);
+    local_of_.assign(shape_.chunks(), -1);
+    for (std::size_t lc = 0; lc < global_of.size(); ++lc)
+      local_of_[global_of[lc]] = static_cast<int>(lc);
     const Schedule sched = make_schedule(kind_, shape_);
     const std::string problem = validate_schedule(sched, shape_);
     if (!problem.empty())
@@ -487,6 +479,26 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 };
 
 }  // namespace
+
+model::ShardLayout shard_layout_of(const model::ModelConfig& m, const GridShape& g,
+                                   const GridCoords& coords, const ParallelOptions& opt,
+                                   std::vector<int>* global_chunk_of) {
+  PipelineShape shape{g.pp, 1, opt.virtual_stages};
+  const auto chunks = model::split_layers(m, shape.chunks(), opt.stage_layers);
+  model::ShardLayout layout;
+  layout.tp = g.tp;
+  layout.tp_rank = coords.tp;
+  layout.sequence_parallel = opt.sequence_parallel;
+  layout.ep = g.ep;
+  layout.ep_rank = coords.ep;
+  if (global_chunk_of) global_chunk_of->clear();
+  for (int c = 0; c < shape.chunks(); ++c)
+    if (chunk_stage(shape, c) == coords.pp) {
+      layout.chunks.push_back(chunks[c]);
+      if (global_chunk_of) global_chunk_of->push_back(c);
+    }
+  return layout;
+}
 
 std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
                                                       const model::TrainConfig& t,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model/shard_layout.hpp"
 #include "model/trainer.hpp"
 #include "parallel/process_grid.hpp"
 
@@ -25,6 +26,13 @@ struct ParallelOptions {
   std::vector<int> stage_layers;   // layers per model chunk; empty: balanced by modelled cost
   bool sequence_parallel = false;  // with tp > 1
 };
+
+// What the rank at `coords` holds: its tensor-parallel slice, its experts, and the model
+// chunks of its pipeline stage (chunk c of pp * virtual_stages on stage c % pp), in model
+// order. global_chunk_of (if given) receives, per local chunk, its model chunk index.
+model::ShardLayout shard_layout_of(const model::ModelConfig& m, const GridShape& shape,
+                                   const GridCoords& coords, const ParallelOptions& opt,
+                                   std::vector<int>* global_chunk_of = nullptr);
 
 // Collective over the grid's world. Throws std::invalid_argument (the same message on every
 // rank) when the model, batch or options do not fit the grid.

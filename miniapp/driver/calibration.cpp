@@ -1,0 +1,393 @@
+// Calibration: collective size sweeps on the grid's communicators, and the shard's compute
+// with its collectives replaced by local copies.
+#include "driver/calibration.hpp"
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <sstream>
+
+#include "model/collectives.hpp"
+#include "model/gpt_model.hpp"
+#include "model/synthetic_corpus.hpp"
+#include "model/trainer.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/parallel_trainer.hpp"
+#include "perfmodel/collectives.hpp"
+
+namespace paraxis::driver {
+
+namespace {
+
+double now() {
+  return model::steady_seconds();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A group whose collectives are local copies with the shapes of the real ones: the shard's
+// kernels run at their sizes, with finite (if meaningless) values, and nothing is exchanged.
+class LocalCopyGroup final : public model::CommGroup {
+ public:
+  LocalCopyGroup(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce(const void* s, void* r, std::size_t n, model::DType t, model::ReduceOp) override {
+    copy(s, r, n * model::size_of(t));
+  }
+  void reduce_scatter(const void* s, void* r, std::size_t n, model::DType t,
+                      model::ReduceOp) override {
+    const std::size_t b = n * model::size_of(t);
+    copy(static_cast<const char*>(s) + static_cast<std::size_t>(rank_) * b, r, b);
+  }
+  void all_gather(const void* s, void* r, std::size_t n, model::DType t) override {
+    const std::size_t b = n * model::size_of(t);
+    for (int k = 0; k < size_; ++k)
+      copy(s, static_cast<char*>(r) + static_cast<std::size_t>(k) * b, b);
+  }
+  void all_to_all_v(const void*, const int*, const int*, void*, const int*, const int*,
+                    model::DType) override {
+    throw std::logic_error("calibration: the compute shard has no expert-parallel group");
+  }
+
+ private:
+  static void copy(const void* s, void* r, std::size_t bytes) {
+    if (s == r || bytes == 0) return;
+    using Bytes =
+        Kokkos::View<char*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryUnmanaged>;
+    Kokkos::deep_copy(Bytes(static_cast<char*>(r), bytes),
+                      Bytes(const_cast<char*>(static_cast<const char*>(s)), bytes));
+  }
+  int rank_, size_;
+};
+
+parallel::ParallelOptions options_of(const RunConfig& c) {
+  parallel::ParallelOptions o;
+  o.zero = c.parallel.zero;
+  o.schedule = c.parallel.schedule;
+  o.virtual_stages = c.parallel.virtual_stages;
+  o.stage_layers = c.parallel.stage_layers;
+  o.sequence_parallel = c.parallel.sequence_parallel;
+  o.backend = c.comm.backend;
+  return o;
+}
+
+// ---- communication
+std::vector<perfmodel::Collective> ops_of(const std::string& axis) {
+  using C = perfmodel::Collective;
+  if (axis == "tp" || axis == "dp") return {C::all_reduce, C::reduce_scatter, C::all_gather};
+  if (axis == "ep") return {C::all_to_all};
+  return {C::point_to_point};
+}
+
+// Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
+double time_collective(parallel::Communicator& c, MPI_Comm comm, perfmodel::Collective op,
+                       std::size_t S) {
+  using C = perfmodel::Collective;
+  const int p = c.size();
+  // fp32 elements; reduce-scatter / all-gather / all-to-all need a multiple of p.
+  std::size_t n = std::max<std::size_t>(S / 4, static_cast<std::size_t>(p));
+  n = (n + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p) *
+      static_cast<std::size_t>(p);
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("paraxis::calib_a", n),
+      b("paraxis::calib_b", n);
+  std::vector<int> counts(p, static_cast<int>(n / p)), displs(p);
+  for (int k = 0; k < p; ++k) displs[k] = k * static_cast<int>(n / p);
+  const int me = c.rank();
+  auto once = [&]() {
+    switch (op) {
+      case C::all_reduce:
+        c.all_reduce(a.data(), b.data(), n, model::DType::f32);
+        break;
+      case C::reduce_scatter:
+        c.reduce_scatter(a.data(), b.data(), n / p, model::DType::f32);
+        break;
+      case C::all_gather:
+        c.all_gather(a.data(), b.data(), n / p, model::DType::f32);
+        break;
+      case C::all_to_all:
+        c.all_to_all_v(a.data(), counts.data(), displs.data(), b.data(), counts.data(),
+                       displs.data(), model::DType::f32);
+        break;
+      default:  // ping-pong between ranks 0 and 1 of the group: half the round trip
+        if (me == 0) {
+          c.send(a.data(), n, model::DType::f32, 1, 91);
+          c.recv(b.data(), n, model::DType::f32, 1, 92);
+        } else if (me == 1) {
+          c.recv(b.data(), n, model::DType::f32, 0, 91);
+          c.send(a.data(), n, model::DType::f32, 0, 92);
+        }
+        break;
+    }
+  };
+  Kokkos::fence();
+  once();  // warm-up
+  std::vector<double> times;
+  // Small messages are latency-bound and noisy on a shared machine: more repetitions.
+  const int reps = S <= (1u << 16) ? 9 : 5;
+  for (int rep = 0; rep < reps; ++rep) {
+    MPI_Barrier(comm);
+    const double t0 = now();
+    once();
+    Kokkos::fence();
+    double t = now() - t0;
+    if (op == C::point_to_point) t *= 0.5;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    times.push_back(t);
+  }
+  return median(times);
+}
+
+std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
+                                            const std::string& backend) {
+  auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr);
+  std::vector<CommCalibration> out;
+  for (auto op : ops_of(axis)) {
+    CommCalibration cc;
+    cc.axis = axis;
+    cc.op = perfmodel::to_string(op);
+    cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
+    for (std::size_t S = 1 << 10; S <= (1u << 22); S <<= 2)
+      cc.samples.push_back({static_cast<double>(S), time_collective(*c, comm, op, S)});
+    const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
+    cc.alpha = fit.alpha;
+    cc.beta = fit.beta;
+    cc.latency = fit.latency;
+    cc.beta_eff = fit.beta_eff;
+    cc.rms_residual = fit.rms_residual;
+    out.push_back(std::move(cc));
+  }
+  return out;
+}
+
+// ---- compute
+template <class T>
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& shape,
+                              const parallel::GridCoords& coords) {
+  const auto& mc = cfg.model;
+  const auto opt = options_of(cfg);
+  std::vector<int> global_of;
+  model::ShardLayout layout = parallel::shard_layout_of(mc, shape, coords, opt, &global_of);
+  // Every expert local: a rank's experts compute, on average, the rows of its whole group's
+  // tokens that reach them — the same rows as N * top_k spread over all experts here.
+  layout.ep = 1;
+  layout.ep_rank = 0;
+  LocalCopyGroup tp(coords.tp, shape.tp);
+  model::ShardComms comms;
+  if (shape.tp > 1) comms.tp = &tp;
+  model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms);
+  m.initialize(cfg.train.seed);
+  const int N = cfg.train.micro_batch * mc.seq_len;
+  typename model::GptModel<T>::Tokens tokens("paraxis::calib_tokens", N),
+      targets("paraxis::calib_targets", N);
+  {
+    model::SyntheticCorpus corpus(mc.vocab, cfg.train.corpus_branching, cfg.train.seed);
+    auto th = Kokkos::create_mirror_view(tokens);
+    auto gh = Kokkos::create_mirror_view(targets);
+    model::sample_micro_batch(corpus, mc.seq_len, 0, cfg.train.micro_batch, th.data(), gh.data());
+    Kokkos::deep_copy(tokens, th);
+    Kokkos::deep_copy(targets, gh);
+  }
+  using Act = typename model::GptModel<T>::Act;
+  const int chunks = m.chunks();
+  Act grad_in("paraxis::calib_grad_in", m.local_tokens(), mc.hidden);
+  Act grad_out("paraxis::calib_grad_out", m.local_tokens(), mc.hidden);
+  std::vector<std::vector<double>> fwd(chunks), bwd(chunks);
+  const double ce_scale = 1.0 / (static_cast<double>(cfg.train.global_batch) * mc.seq_len);
+  for (int rep = 0; rep < 4; ++rep) {
+    m.params().zero_grads();
+    for (int c = 0; c < chunks; ++c) {
+      if (!layout.chunks[c].embedding) Kokkos::deep_copy(m.chunk_input(c, 0), T(0));
+      Kokkos::fence();
+      const double t0 = now();
+      m.forward_chunk(c, 0, tokens, targets);
+      Kokkos::fence();
+      if (rep > 0) fwd[c].push_back(now() - t0);
+    }
+    for (int c = chunks - 1; c >= 0; --c) {
+      const Act dy = layout.chunks[c].head ? Act() : grad_out;
+      const Act dx = layout.chunks[c].embedding ? Act() : grad_in;
+      Kokkos::fence();
+      const double t0 = now();
+      m.backward_chunk(c, 0, dy, dx, ce_scale, 0.0);
+      Kokkos::fence();
+      if (rep > 0) bwd[c].push_back(now() - t0);
+    }
+  }
+  ComputeCalibration out;
+  const int total = shape.pp * cfg.parallel.virtual_stages;
+  out.forward_s.assign(total, 0.0);
+  out.backward_s.assign(total, 0.0);
+  for (int c = 0; c < chunks; ++c) {
+    out.forward_s[global_of[c]] = median(fwd[c]);
+    out.backward_s[global_of[c]] = median(bwd[c]);
+  }
+  // The optimizer over the shard, scaled to the part a rank owns (ZeRO >= 1: 1/dp).
+  std::vector<double> opt_t;
+  for (int rep = 0; rep < 3; ++rep) {
+    Kokkos::fence();
+    const double t0 = now();
+    m.params().adamw_step(Kokkos::DefaultExecutionSpace(), cfg.train.lr, cfg.train.beta1,
+                          cfg.train.beta2, cfg.train.adam_eps, cfg.train.weight_decay, rep + 1,
+                          1.0);
+    Kokkos::fence();
+    opt_t.push_back(now() - t0);
+  }
+  out.optimizer_s = median(opt_t) / (cfg.parallel.zero >= 1 ? shape.dp : 1);
+  return out;
+}
+
+std::string compute_key(const RunConfig& c) {
+  std::ostringstream os;
+  const auto& m = c.model;
+  const auto& p = c.parallel;
+  os << m.vocab << ' ' << m.seq_len << ' ' << m.hidden << ' ' << m.heads << ' ' << m.layers << ' '
+     << m.ffn << ' ' << m.moe.experts << ' ' << m.moe.top_k << ' ' << m.moe.every << ' '
+     << m.moe.capacity_factor << ' ' << m.moe.router_skew << " | " << c.train.micro_batch << ' '
+     << model::to_string(c.train.precision) << ' ' << c.hardware.gemm << " | " << p.tp << ' '
+     << p.pp << ' ' << p.dp << ' ' << p.ep << ' ' << p.zero << ' ' << p.virtual_stages << ' '
+     << p.sequence_parallel << ' ' << p.order;
+  for (int l : p.stage_layers) os << ' ' << l;
+  return os.str();
+}
+
+}  // namespace
+
+Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
+  Calibration out;
+  const double t0 = now();
+  bool measured = false;
+  parallel::GridShape shape{cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp, cfg.parallel.ep,
+                            cfg.parallel.order};
+  parallel::GridCoords coords;
+  if (grid) {
+    shape = grid->shape();
+    coords = grid->coords();
+    const std::pair<const char*, MPI_Comm> axes[] = {
+        {"tp", grid->tp()}, {"pp", grid->pp()}, {"dp", grid->dp()}, {"ep", grid->ep()}};
+    const int sizes[] = {shape.tp, shape.pp, shape.dp, shape.ep};
+    for (int a = 0; a < 4; ++a) {
+      if (sizes[a] < 2) continue;
+      // The communicator's shape: its axis, size, the rank order and the backend.
+      const std::string key = std::string(axes[a].first) + ' ' + std::to_string(sizes[a]) + ' ' +
+                              std::to_string(shape.tp) + 'x' + std::to_string(shape.pp) + 'x' +
+                              std::to_string(shape.dp) + 'x' + std::to_string(shape.ep) + ' ' +
+                              shape.order + ' ' + cfg.comm.backend;
+      auto it = comm_cache_.find(key);
+      if (it == comm_cache_.end()) {
+        // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
+        // training); its fit is broadcast so every rank stores the same.
+        auto fits = calibrate_axis(axes[a].first, axes[a].second, cfg.comm.backend);
+        for (auto& f : fits) {
+          double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
+          MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+          f.alpha = v[0];
+          f.beta = v[1];
+          f.latency = v[2];
+          f.beta_eff = v[3];
+          for (auto& s : f.samples) MPI_Bcast(&s.second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+          MPI_Bcast(&f.rms_residual, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        }
+        it = comm_cache_.emplace(key, std::move(fits)).first;
+        measured = true;
+      }
+      out.comm.insert(out.comm.end(), it->second.begin(), it->second.end());
+    }
+  }
+  const std::string ckey = compute_key(cfg);
+  auto it = compute_cache_.find(ckey);
+  if (it == compute_cache_.end()) {
+    ComputeCalibration c;
+    switch (cfg.train.precision) {
+      case model::Precision::fp64:
+        c = time_shard<double>(cfg, shape, coords);
+        break;
+      case model::Precision::fp32:
+        c = time_shard<float>(cfg, shape, coords);
+        break;
+      case model::Precision::bf16:
+        c = time_shard<paraxis::bf16>(cfg, shape, coords);
+        break;
+    }
+    // Every chunk's times from the ranks that hold it, tensor-parallel rank 0 of replica 0;
+    // the optimizer's from the slowest rank.
+    const bool speaks = coords.tp == 0 && coords.dp == 0;
+    if (!speaks) {
+      std::fill(c.forward_s.begin(), c.forward_s.end(), 0.0);
+      std::fill(c.backward_s.begin(), c.backward_s.end(), 0.0);
+    }
+    if (grid) {
+      MPI_Allreduce(MPI_IN_PLACE, c.forward_s.data(), static_cast<int>(c.forward_s.size()),
+                    MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, c.backward_s.data(), static_cast<int>(c.backward_s.size()),
+                    MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    }
+    double busy = 0;
+    for (std::size_t k = 0; k < c.forward_s.size(); ++k) busy += c.forward_s[k] + c.backward_s[k];
+    const double tokens = static_cast<double>(cfg.train.micro_batch) * cfg.model.seq_len;
+    // Model FLOPs of one micro-batch's forward + backward over every chunk, per rank.
+    const double flops =
+        3.0 * model::forward_flops_per_token(cfg.model) * tokens / (static_cast<double>(shape.tp));
+    c.flops_per_s = busy > 0 ? flops / busy : 0;
+    it = compute_cache_.emplace(ckey, std::move(c)).first;
+    measured = true;
+  }
+  out.compute = it->second;
+  if (measured) out.seconds = now() - t0;
+  return out;
+}
+
+nlohmann::json calibration_to_json(const Calibration& c) {
+  nlohmann::json comm = nlohmann::json::object();
+  for (const auto& f : c.comm) {
+    nlohmann::json s = nlohmann::json::array();
+    for (const auto& [S, t] : f.samples) s.push_back({S, t});
+    comm[f.axis][f.op] = {{"ranks", f.ranks},
+                          {"alpha_s", f.alpha},
+                          {"beta_s_per_byte", f.beta},
+                          {"latency_s", f.latency},
+                          {"beta_eff_s_per_byte", f.beta_eff},
+                          {"rms_residual_s", f.rms_residual},
+                          {"samples", s}};
+  }
+  return {{"seconds", c.seconds},
+          {"comm", comm},
+          {"compute",
+           {{"forward_s_per_chunk", c.compute.forward_s},
+            {"backward_s_per_chunk", c.compute.backward_s},
+            {"optimizer_s", c.compute.optimizer_s},
+            {"flops_per_s", c.compute.flops_per_s}}}};
+}
+
+Calibration calibration_from_json(const nlohmann::json& j) {
+  Calibration c;
+  c.seconds = j.value("seconds", 0.0);
+  for (const auto& [axis, ops] : j.at("comm").items())
+    for (const auto& [op, f] : ops.items()) {
+      CommCalibration cc;
+      cc.axis = axis;
+      cc.op = op;
+      cc.ranks = f.at("ranks");
+      cc.alpha = f.at("alpha_s");
+      cc.beta = f.at("beta_s_per_byte");
+      cc.latency = f.value("latency_s", 0.0);
+      cc.beta_eff = f.value("beta_eff_s_per_byte", 0.0);
+      cc.rms_residual = f.value("rms_residual_s", 0.0);
+      for (const auto& s : f.at("samples")) cc.samples.push_back({s.at(0), s.at(1)});
+      c.comm.push_back(std::move(cc));
+    }
+  const auto& k = j.at("compute");
+  c.compute.forward_s = k.at("forward_s_per_chunk").get<std::vector<double>>();
+  c.compute.backward_s = k.at("backward_s_per_chunk").get<std::vector<double>>();
+  c.compute.optimizer_s = k.at("optimizer_s");
+  c.compute.flops_per_s = k.at("flops_per_s");
+  return c;
+}
+
+}  // namespace paraxis::driver

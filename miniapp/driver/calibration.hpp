@@ -1,0 +1,59 @@
+// In-run calibration: before a point runs, the costs its prediction (`paraxis report`) will be
+// built from, measured on this machine and never taken from the point's own steps:
+//   - alpha and beta of every communicator the grid built (tp, pp, dp, ep groups), fitted
+//     (perfmodel/collectives.hpp) to a short size sweep of the operations paraxis calls on it;
+//   - the compute time of one micro-batch's forward and backward of every model chunk, from
+//     this rank's shard run alone — its kernels at the model's shapes, every collective
+//     replaced by a local copy — and of the optimizer step.
+// Cached per communicator shape (axis, group size, rank order, backend) and per shard shape,
+// so a sweep calibrates each once.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "driver/run_config.hpp"
+#include "parallel/process_grid.hpp"
+
+namespace paraxis::driver {
+
+struct CommCalibration {
+  std::string axis, op;  // "tp" | "pp" | "dp" | "ep"; perfmodel::to_string(Collective)
+  int ranks = 0;
+  double alpha = 0, beta = 0;        // per message, per byte on the wire (gamma folded in)
+  double latency = 0, beta_eff = 0;  // the fitted line t = latency + S * beta_eff
+  double rms_residual = 0;
+  std::vector<std::pair<double, double>> samples;  // (S bytes, median seconds)
+};
+
+struct ComputeCalibration {
+  // Per model chunk (pp * virtual_stages): seconds of one micro-batch's forward / backward on
+  // the shard that holds it (tensor-parallel rank 0 of data-parallel replica 0).
+  std::vector<double> forward_s, backward_s;
+  double optimizer_s = 0;  // the AdamW step over this rank's owned parameters (max over ranks)
+  double flops_per_s = 0;  // model FLOPs of forward + backward per rank / their time
+};
+
+struct Calibration {
+  std::vector<CommCalibration> comm;
+  ComputeCalibration compute;
+  double seconds = 0;  // time the calibration took (0 when every part was cached)
+};
+
+class Calibrator {
+ public:
+  // Collective over the world (grid == nullptr: one rank, nothing to fit but compute).
+  Calibration calibrate(const RunConfig& cfg, const parallel::ProcessGrid* grid);
+
+ private:
+  std::map<std::string, std::vector<CommCalibration>> comm_cache_;
+  std::map<std::string, ComputeCalibration> compute_cache_;
+};
+
+nlohmann::json calibration_to_json(const Calibration& c);
+Calibration calibration_from_json(const nlohmann::json& j);
+
+}  // namespace paraxis::driver
