@@ -10,14 +10,19 @@ namespace paraxis::perfmodel {
 
 namespace {
 
-double ceil_lg(int p) { return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p))); }
+double ceil_lg(int p) {
+  return p <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(p)));
+}
 
 // (p-1)/p: the share of the data a rank exchanges in a ring or recursive-halving step set.
-double others(int p) { return p <= 1 ? 0.0 : static_cast<double>(p - 1) / p; }
+double others(int p) {
+  return p <= 1 ? 0.0 : static_cast<double>(p - 1) / p;
+}
 
 void require_ranks(int p, const char* what) {
-  if (p < 1) throw std::invalid_argument(std::string(what) + ": p = " + std::to_string(p) +
-                                         " ranks, expected >= 1");
+  if (p < 1)
+    throw std::invalid_argument(std::string(what) + ": p = " + std::to_string(p) +
+                                " ranks, expected >= 1");
 }
 
 }  // namespace
@@ -68,7 +73,9 @@ double pairwise_all_to_all_time(int p, double n, const LinkCost& l) {
   return (p - 1) * l.alpha + n * l.beta;
 }
 
-double point_to_point_time(double n, const LinkCost& l) { return l.alpha + n * l.beta; }
+double point_to_point_time(double n, const LinkCost& l) {
+  return l.alpha + n * l.beta;
+}
 
 double collective_time(Collective op, int p, double S, const LinkCost& l,
                        AllReduceAlgorithm all_reduce) {
@@ -176,8 +183,7 @@ AlphaBetaFit fit_alpha_beta(Collective op, int p,
   }
   if (sizes.size() < 2)
     throw std::invalid_argument("fit_alpha_beta: " + std::to_string(sizes.size()) +
-                                " distinct message size(s) in " +
-                                std::to_string(size_time.size()) +
+                                " distinct message size(s) in " + std::to_string(size_time.size()) +
                                 " samples; a latency and a bandwidth need at least 2 sizes");
   // Centred sums keep the normal equations well conditioned when S spans many decades.
   const double n = static_cast<double>(size_time.size());

@@ -66,7 +66,8 @@ double busbw(Collective op, int p, double S, double seconds);
 // 2 lg p Rabenseifner, p-1 reduce-scatter, all-gather, all-to-all, 1 point-to-point) and
 // bytes_factor what multiplies S (2(p-1)/p all-reduce, (p-1)/p reduce-scatter and all-gather,
 // 1 all-to-all and point-to-point).
-double latency_steps(Collective op, int p, AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
+double latency_steps(Collective op, int p,
+                     AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
 double bytes_factor(Collective op, int p, AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
 
 // Least-squares fit of t = latency + S * beta_eff to (S, t) samples, constrained to

@@ -14,8 +14,8 @@ std::vector<double> piece_forward_flops_per_token(const model::ModelConfig& m) {
   const double attention = 2.0 * 4 * H * H + 2.0 * 2 * S * H;
   const double mlp = 2.0 * 2 * H * F;
   for (int l = 0; l < m.layers; ++l)
-    cost.push_back(attention + (m.is_moe_layer(l) ? 2.0 * H * m.moe.experts + m.moe.top_k * mlp
-                                                  : mlp));
+    cost.push_back(attention +
+                   (m.is_moe_layer(l) ? 2.0 * H * m.moe.experts + m.moe.top_k * mlp : mlp));
   cost.push_back(2.0 * H * V);
   return cost;
 }

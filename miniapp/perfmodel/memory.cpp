@@ -21,7 +21,9 @@ void check_zero(int zero) {
 }
 
 // Rows of a grow-only buffer: paraxis allocates at least one.
-double rows_at_least_one(double r) { return std::max(r, 1.0); }
+double rows_at_least_one(double r) {
+  return std::max(r, 1.0);
+}
 
 struct Dims {
   double N, Nl, H, Hl, Fl, Vl, B, S, al, E, K, e, a;
@@ -98,16 +100,15 @@ double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Paralle
   double bytes = eb.gradient * (c.overlap ? C : max_shard);
   if (c.zero == 2) bytes += eb.gradient * P;  // the full gradient buffer of the step
   if (c.zero == 3)
-    for (double mu : max_unit)
-      bytes += mu * (eb.parameter + (c.overlap ? 2.0 : 1.0) * eb.gradient);
+    for (double mu : max_unit) bytes += mu * (eb.parameter + (c.overlap ? 2.0 : 1.0) * eb.gradient);
   return bytes;
 }
 
 double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c, int layer,
                               const ExpertRouting& routing) {
   const Dims d = dims(m, c);
-  double elems = 4 * d.Nl * d.H   // block input, LN1 out, x_mid, LN2 out
-                 + d.N * d.Hl     // attention output (input of the row-parallel projection)
+  double elems = 4 * d.Nl * d.H    // block input, LN1 out, x_mid, LN2 out
+                 + d.N * d.Hl      // attention output (input of the row-parallel projection)
                  + 3 * d.N * d.Hl  // q, k, v as attention saved them
                  + d.B * d.al * d.S * d.S;  // softmax probabilities
   double bytes = 4 * d.Nl * d.a;            // LayerNorm statistics
@@ -116,14 +117,14 @@ double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   } else {
     const auto [kept, local] = moe_rows(m, c, routing);
     const double NK = d.N * d.K;
-    elems += d.N * d.E + NK;  // router probabilities, gate weights
-    bytes += 4 * NK;          // expert indices
+    elems += d.N * d.E + NK;                   // router probabilities, gate weights
+    bytes += 4 * NK;                           // expert indices
     const double blocks = std::ceil(NK / 64);  // kernels/moe.hpp routing blocks
     bytes += 4 * (4 * d.E + 1 + 3 * NK + blocks * d.E);
     elems += rows_at_least_one(kept) * d.H;  // expert outputs of the kept rows (source side)
     elems += rows_at_least_one(local) * (d.H + 2 * d.Fl);  // expert inputs, u, gelu(u)
     if (c.ep > 1) {
-      elems += rows_at_least_one(local) * d.H;          // outputs before they travel back
+      elems += rows_at_least_one(local) * d.H;    // outputs before they travel back
       bytes += 2 * 4 * rows_at_least_one(local);  // source <-> expert order permutations
     }
   }
@@ -138,9 +139,9 @@ double chunk_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
     bytes += block_activation_bytes(m, c, l, routing);
   if (chunk.embedding) bytes += 4 * d.N;  // tokens
   if (chunk.head)
-    bytes += 4 * d.N                                 // targets
-             + (d.Nl * d.H + d.N * d.Vl) * d.e      // final LayerNorm output, logits
-             + (2 * d.Nl + d.N) * d.a;              // its statistics, log-sum-exp
+    bytes += 4 * d.N                            // targets
+             + (d.Nl * d.H + d.N * d.Vl) * d.e  // final LayerNorm output, logits
+             + (2 * d.Nl + d.N) * d.a;          // its statistics, log-sum-exp
   return bytes;
 }
 
@@ -161,7 +162,7 @@ double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfi
   double bytes = 0;
   if (c.sp()) elems += 3 * d.N * d.H;  // gathered input, gathered gradient, unreduced product
   if (head) {
-    elems += d.N * d.Vl;                  // logits gradient
+    elems += d.N * d.Vl;                   // logits gradient
     if (c.tp > 1) bytes += 3 * d.N * d.a;  // vocabulary-parallel cross-entropy statistics
   }
   if (d.E > 0) {  // allocated whenever the model has experts, used by MoE blocks only
@@ -172,8 +173,8 @@ double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfi
     const auto [kept, local] = moe_rows(m, c, routing);
     elems += 2 * rows_at_least_one(kept) * d.H + 2 * rows_at_least_one(local) * d.Fl;
     if (c.ep > 1)
-      elems += 2 * rows_at_least_one(local) * d.H +
-               2 * rows_at_least_one(std::max(kept, local)) * d.H;
+      elems +=
+          2 * rows_at_least_one(local) * d.H + 2 * rows_at_least_one(std::max(kept, local)) * d.H;
   }
   return bytes + elems * d.e;
 }
@@ -181,8 +182,8 @@ double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfi
 int peak_live_sets(const ParallelConfig& c, int stage) {
   const auto shape = c.pipeline_shape();
   if (stage < 0 || stage >= c.pp)
-    throw std::invalid_argument("pipeline stage " + std::to_string(stage) + " outside pp = " +
-                                std::to_string(c.pp));
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
+                                " outside pp = " + std::to_string(c.pp));
   switch (c.schedule) {
     case parallel::ScheduleKind::gpipe:
       return shape.micro_batches * shape.virtual_stages;
@@ -190,8 +191,8 @@ int peak_live_sets(const ParallelConfig& c, int stage) {
       return std::min(c.pp - stage, shape.micro_batches);
     case parallel::ScheduleKind::interleaved: {
       const auto sched = parallel::make_schedule(c.schedule, shape);
-      const auto r = parallel::replay_schedule(sched, shape,
-                                               [](int, const parallel::Action&) { return 1.0; });
+      const auto r =
+          parallel::replay_schedule(sched, shape, [](int, const parallel::Action&) { return 1.0; });
       return r.peak_live[stage];
     }
   }
@@ -199,8 +200,12 @@ int peak_live_sets(const ParallelConfig& c, int stage) {
 }
 
 std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage) {
-  const auto shape = c.pipeline_shape();
-  const auto sched = parallel::make_schedule(c.schedule, shape);
+  return peak_live_sets_per_chunk(c, stage,
+                                  parallel::make_schedule(c.schedule, c.pipeline_shape()));
+}
+
+std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage,
+                                          const parallel::Schedule& sched) {
   const auto ids = stage_chunk_ids(c, stage);
   std::map<int, int> live, peak;
   std::set<std::pair<int, int>> held;  // (chunk, micro-batch)
@@ -222,8 +227,12 @@ std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage) {
 
 int pipeline_gradient_buffers(const ParallelConfig& c, int stage) {
   if (c.pp <= 1) return 0;
-  const auto shape = c.pipeline_shape();
-  const auto sched = parallel::make_schedule(c.schedule, shape);
+  return pipeline_gradient_buffers(c, stage,
+                                   parallel::make_schedule(c.schedule, c.pipeline_shape()));
+}
+
+int pipeline_gradient_buffers(const ParallelConfig& c, int stage, const parallel::Schedule& sched) {
+  if (c.pp <= 1) return 0;
   const int last = c.chunks() - 1;
   using K = parallel::ActionKind;
   int held = 0, peak = 0;
@@ -246,8 +255,11 @@ int pipeline_gradient_buffers(const ParallelConfig& c, int stage) {
   return peak;
 }
 
-MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig& c, int stage,
-                               const ExpertRouting& routing) {
+namespace {
+
+MemoryEstimate stage_memory(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                            const ExpertRouting& routing, const parallel::Schedule& sched,
+                            const std::vector<ChunkLayers>& chunks) {
   const auto units = shard_units(m, c, stage);
   const ModelStateBytes st = model_state_bytes(units, c);
   MemoryEstimate r;
@@ -255,24 +267,36 @@ MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig
   r.grads = st.grads;
   r.optimizer = st.optimizer;
   r.step_buffers = zero_step_buffer_bytes(units, c);
-  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
   const auto ids = stage_chunk_ids(c, stage);
-  const auto live = peak_live_sets_per_chunk(c, stage);
+  const auto live = peak_live_sets_per_chunk(c, stage, sched);
   for (std::size_t i = 0; i < ids.size(); ++i)
     r.activations += live[i] * chunk_activation_bytes(m, c, chunks[ids[i]], routing);
   r.activations += activation_scratch_bytes(m, c, stage, routing);
   const Dims d = dims(m, c);
-  r.activations += pipeline_gradient_buffers(c, stage) * d.Nl * d.H * d.e;
+  r.activations += pipeline_gradient_buffers(c, stage, sched) * d.Nl * d.H * d.e;
   r.peak = r.params + r.grads + r.optimizer + r.step_buffers + r.activations;
   return r;
 }
 
+}  // namespace
+
+MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+                               const ExpertRouting& routing) {
+  if (stage < 0 || stage >= c.pp)
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
+                                " outside pp = " + std::to_string(c.pp));
+  return stage_memory(m, c, stage, routing, parallel::make_schedule(c.schedule, c.pipeline_shape()),
+                      split_layers(m, c.chunks(), c.stage_layers));
+}
+
 MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelConfig& c,
                                    const ExpertRouting& routing, int* stage) {
+  const auto sched = parallel::make_schedule(c.schedule, c.pipeline_shape());
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
   MemoryEstimate best;
   int at = 0;
   for (int s = 0; s < c.pp; ++s) {
-    const MemoryEstimate e = memory_per_rank(m, c, s, routing);
+    const MemoryEstimate e = stage_memory(m, c, s, routing, sched, chunks);
     if (s == 0 || e.peak > best.peak) {
       best = e;
       at = s;
@@ -282,8 +306,8 @@ MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelCo
   return best;
 }
 
-double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h,
-                                          double a, double t) {
+double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h, double a,
+                                          double t) {
   if (!(t >= 1)) throw std::invalid_argument("korthikanti: t = " + std::to_string(t) + " < 1");
   const double attention = 5.0 * a * s / h;
   switch (k) {

@@ -77,6 +77,11 @@ std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage);
 // Point-to-point gradient buffers of the pipeline engine (pp > 1): an estimate assuming each
 // send completes at the next progress point (a lower bound when the network is slow).
 int pipeline_gradient_buffers(const ParallelConfig& c, int stage);
+// The same two from a schedule already made for c (make_schedule(c.schedule,
+// c.pipeline_shape())), to avoid rebuilding it per stage.
+std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage,
+                                          const parallel::Schedule& sched);
+int pipeline_gradient_buffers(const ParallelConfig& c, int stage, const parallel::Schedule& sched);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, optimizer = 0;  // resident between steps
@@ -96,7 +101,7 @@ MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelCo
 //   tensor parallel                s b h (10 + 24/t + 5 a s / (h t))
 //   tensor + sequence parallel     s b h (34/t + 5 a s / (h t))
 enum class KorthikantiCase { no_parallelism, tensor_parallel, tensor_sequence_parallel };
-double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h,
-                                          double a, double t = 1);
+double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h, double a,
+                                          double t = 1);
 
 }  // namespace paraxis::perfmodel

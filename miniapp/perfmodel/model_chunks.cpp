@@ -2,7 +2,9 @@
 #include "perfmodel/model_chunks.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -46,6 +48,19 @@ std::vector<int> balanced_counts(const model::ModelConfig& m, int chunks) {
   return counts;
 }
 
+// The cut is O(chunks * layers^2) and every per-stage model asks for it; the planner asks
+// thousands of times for a handful of distinct cuts, so the last ones are remembered.
+std::vector<int> balanced_counts_cached(const model::ModelConfig& m, int chunks) {
+  using Key = std::array<int, 9>;
+  thread_local std::map<Key, std::vector<int>> cache;
+  const Key key{m.layers,      m.hidden,    m.ffn,       m.seq_len, m.vocab,
+                m.moe.experts, m.moe.top_k, m.moe.every, chunks};
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() > 256) cache.clear();
+  return cache[key] = balanced_counts(m, chunks);
+}
+
 }  // namespace
 
 std::vector<ChunkLayers> split_layers(const model::ModelConfig& m, int chunks,
@@ -58,7 +73,7 @@ std::vector<ChunkLayers> split_layers(const model::ModelConfig& m, int chunks,
   }
   std::vector<int> counts = stage_layers;
   if (counts.empty()) {
-    counts = balanced_counts(m, chunks);
+    counts = balanced_counts_cached(m, chunks);
   } else {
     long long sum = 0;
     for (int n : counts) sum += n;
@@ -80,8 +95,8 @@ std::vector<ChunkLayers> split_layers(const model::ModelConfig& m, int chunks,
 
 std::vector<int> stage_chunk_ids(const ParallelConfig& c, int stage) {
   if (stage < 0 || stage >= c.pp)
-    throw std::invalid_argument("pipeline stage " + std::to_string(stage) + " outside pp = " +
-                                std::to_string(c.pp));
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
+                                " outside pp = " + std::to_string(c.pp));
   std::vector<int> ids;
   for (int k = stage; k < c.chunks(); k += c.pp) ids.push_back(k);
   return ids;

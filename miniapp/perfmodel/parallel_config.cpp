@@ -17,7 +17,9 @@ ElementBytes element_bytes(model::Precision p) {
   return {};
 }
 
-bool has_master_copy(model::Precision p) { return p == model::Precision::bf16; }
+bool has_master_copy(model::Precision p) {
+  return p == model::Precision::bf16;
+}
 
 const char* precision_name(model::Precision p) {
   switch (p) {

@@ -21,8 +21,8 @@ struct ParallelConfig {
   int virtual_stages = 1;  // model chunks per pipeline stage (interleaved only)
   bool sequence_parallel = false;
   model::Precision precision = model::Precision::fp32;
-  double bucket_mb = 25;        // comm.bucket_mb: ZeRO-0 all-reduce buckets
-  bool overlap = false;         // comm.overlap
+  double bucket_mb = 25;          // comm.bucket_mb: ZeRO-0 all-reduce buckets
+  bool overlap = false;           // comm.overlap
   std::vector<int> stage_layers;  // layers per model chunk; empty: balanced by FLOPs
 
   // Sequence parallelism only changes anything with more than one tensor-parallel rank.

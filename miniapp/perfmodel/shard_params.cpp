@@ -87,8 +87,8 @@ std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelCo
         u.add(H);
         units.push_back(u.finish(multiple));
       } else {
-        u.add(H * E);                             // router
-        if (m.moe.router_skew > 0) u.add(E);      // router bias (benchmarking skew only)
+        u.add(H * E);                         // router
+        if (m.moe.router_skew > 0) u.add(E);  // router bias (benchmarking skew only)
         units.push_back(u.finish(multiple));
         UnitBuilder x(name + ".experts", true, expert_group);
         for (std::size_t e = 0; e < El; ++e) {
@@ -134,8 +134,7 @@ std::size_t estimate_rank_parameters(const model::ModelConfig& m, const Parallel
   return unpadded_elements(shard_units(m, c, stage));
 }
 
-std::size_t owned_sp_partial_elements(const std::vector<ParamUnit>& units, int zero,
-                                      int dp_rank) {
+std::size_t owned_sp_partial_elements(const std::vector<ParamUnit>& units, int zero, int dp_rank) {
   std::size_t n = 0;
   for (const auto& u : units) {
     const std::size_t shard = u.owned(zero);

@@ -18,8 +18,8 @@
 namespace paraxis::perfmodel {
 
 struct ParamUnit {
-  std::string name;     // "embedding", "layers.3", "layers.3.experts", "head"
-  bool expert = false;  // reduced over the expert-data-parallel group (dp / ep ranks)
+  std::string name;          // "embedding", "layers.3", "layers.3.experts", "head"
+  bool expert = false;       // reduced over the expert-data-parallel group (dp / ep ranks)
   std::size_t elements = 0;  // sum of the tensors' sizes: no padding
   std::size_t aligned = 0;   // with each tensor's 16-element alignment
   std::size_t padded = 0;    // `aligned` rounded up to a multiple of dp (ZeRO >= 1)
@@ -35,8 +35,7 @@ struct ParamUnit {
 // The units of the rank at pipeline stage `stage` (every tensor-parallel, expert-parallel and
 // data-parallel rank of a stage holds units of the same sizes), in flat-layout order.
 // Throws std::invalid_argument when tp does not divide heads or ffn, or ep the experts.
-std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelConfig& c,
-                                   int stage);
+std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelConfig& c, int stage);
 
 // Sums over units.
 std::size_t padded_elements(const std::vector<ParamUnit>& units);    // P of the flat layout

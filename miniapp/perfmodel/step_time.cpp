@@ -32,9 +32,9 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
                                 std::to_string(in.backward_s.size()) + " entries for " +
                                 std::to_string(C) + " model chunks");
   if (in.forward_s.empty() && !(in.flops_per_s > 0))
-    throw std::invalid_argument("predict_step_time: flops_per_s = " +
-                                std::to_string(in.flops_per_s) +
-                                ", expected a positive achieved rate (or forward_s)");
+    throw std::invalid_argument(
+        "predict_step_time: flops_per_s = " + std::to_string(in.flops_per_s) +
+        ", expected a positive achieved rate (or forward_s)");
   const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
 
   // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it.
@@ -54,12 +54,11 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
 
   const parallel::PipelineShape shape = c.pipeline_shape();
   const auto sched = parallel::make_schedule(c.schedule, shape);
-  const auto replay =
-      parallel::replay_schedule(sched, shape, [&](int, const parallel::Action& a) {
-        const int k = a.chunk;
-        return a.kind == parallel::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
-                                                       : bwd[k] + tp_b[k] + ep_b[k];
-      });
+  const auto replay = parallel::replay_schedule(sched, shape, [&](int, const parallel::Action& a) {
+    const int k = a.chunk;
+    return a.kind == parallel::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
+                                                   : bwd[k] + tp_b[k] + ep_b[k];
+  });
 
   // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
   double pp_time = 0;
@@ -93,13 +92,12 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
     const AxisTraffic dpt = data_parallel_step_traffic(m, c, s);
     double reductions = 0, rest = 0;
     for (const auto& o : dpt.ops) {
-      const double t =
-          o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
-                                    in.all_reduce);
+      const double t = o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes,
+                                                 in.links.dp, in.all_reduce);
       // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
       // 16-element aligned tensor).
-      const bool gradient = o.op == Collective::reduce_scatter ||
-                            (o.op == Collective::all_reduce && o.bytes > 8);
+      const bool gradient =
+          o.op == Collective::reduce_scatter || (o.op == Collective::all_reduce && o.bytes > 8);
       (gradient ? reductions : rest) += t;
     }
     if (c.overlap) {

@@ -53,10 +53,16 @@ long AxisTraffic::calls_of(Collective op) const {
   return n;
 }
 
+double bus_bytes(const AxisTraffic& traffic, int group) {
+  double b = 0;
+  for (const auto& o : traffic.ops)
+    b += o.bytes * static_cast<double>(o.count) * busbw_factor(o.op, o.group > 0 ? o.group : group);
+  return b;
+}
+
 int expert_capacity_rows(const model::ModelConfig& m, int tokens) {
   if (m.moe.capacity_factor <= 0 || m.moe.experts == 0) return 0;
-  return static_cast<int>(
-      std::ceil(m.moe.capacity_factor * tokens * m.moe.top_k / m.moe.experts));
+  return static_cast<int>(std::ceil(m.moe.capacity_factor * tokens * m.moe.top_k / m.moe.experts));
 }
 
 double expected_kept_rows(const model::ModelConfig& m, int tokens) {
@@ -74,8 +80,8 @@ int tokens_per_micro_batch(const model::ModelConfig& m, const ParallelConfig& c)
 
 void check_stage(const ParallelConfig& c, int stage) {
   if (stage < 0 || stage >= c.pp)
-    throw std::invalid_argument("pipeline stage " + std::to_string(stage) + " outside pp = " +
-                                std::to_string(c.pp));
+    throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
+                                " outside pp = " + std::to_string(c.pp));
 }
 
 }  // namespace
@@ -171,22 +177,19 @@ AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Paral
     const auto units = shard_units(m, c, stage);
     const std::size_t n = owned_sp_partial_elements(units, c.zero, dp_rank);
     // paraxis skips the call when the rank owns none of the LayerNorm gradients.
-    if (n > 0)
-      t.add(C::all_reduce, static_cast<double>(n) * element_bytes(c.precision).gradient);
+    if (n > 0) t.add(C::all_reduce, static_cast<double>(n) * element_bytes(c.precision).gradient);
   }
   t.add(C::all_reduce, 8);  // the squared gradient norm, one double
   return t;
 }
 
-AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                  int stage) {
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage) {
   check_stage(c, stage);
   AxisTraffic t;
   if (c.pp <= 1) return t;
   const long mb = c.micro_batches();
   const int Nl = tokens_per_micro_batch(m, c) / (c.sp() ? c.tp : 1);
-  const double message =
-      static_cast<double>(Nl) * m.hidden * element_bytes(c.precision).activation;
+  const double message = static_cast<double>(Nl) * m.hidden * element_bytes(c.precision).activation;
   const int last = c.chunks() - 1;
   for (int id : stage_chunk_ids(c, stage)) {
     if (id < last) {  // sends its output forward, receives the gradient of it

@@ -69,6 +69,11 @@ struct AxisTraffic {
   long calls_of(Collective op) const;
 };
 
+// Bytes on the bus: each call's S times its nccl-tests busbw factor on `group` ranks (a call's
+// own group when it names one) — the volume the ZeRO paper counts (an all-reduce of P
+// elements moves 2 P, a reduce-scatter or all-gather P, for large groups).
+double bus_bytes(const AxisTraffic& traffic, int group);
+
 struct StepTraffic {
   AxisTraffic tp, pp, dp, ep;
 };
@@ -103,8 +108,7 @@ AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Para
 // Its once-per-step part alone (the norm, the sequence-parallel LayerNorm sum).
 AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const ParallelConfig& c,
                                         int stage, int dp_rank = 0);
-AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                  int stage);
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage);
 AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
                                        int stage);
 AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,

@@ -1,0 +1,185 @@
+// Memory per rank: model-state bytes per parameter for each precision and ZeRO stage, the
+// activation model against Korthikanti et al. 2022, and the activation sets in flight against
+// the replayed schedules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "parallel/pipeline_schedule.hpp"
+#include "perfmodel/memory.hpp"
+#include "perfmodel_test_util.hpp"
+
+using namespace paraxis::perfmodel;
+using paraxis::model::Precision;
+using paraxis::parallel::ScheduleKind;
+using perfmodel_test::config;
+using perfmodel_test::tiny_model;
+using perfmodel_test::tiny_moe_model;
+
+TEST(memory, bytes_per_parameter_at_stage_0) {
+  // bf16: 2 (parameters) + 4 (fp32 gradients) + 12 (fp32 m, v, master) = 18, as Megatron-LM's
+  // distributed optimizer; the ZeRO paper's 16 = 2 + 2 + 12 assumes fp16 gradients.
+  const double P = 1e6;
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::bf16).total() / P, 18.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::bf16).params / P, 2.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::bf16).grads / P, 4.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::bf16).optimizer / P, 12.0);
+  // fp32: 4 + 4 + 8 (the parameters are the master copy); fp64 twice that.
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::fp32).total() / P, 16.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes(0, P, 1, Precision::fp64).total() / P, 32.0);
+}
+
+TEST(memory, zero_stages_shard_what_they_should) {
+  const double P = 8e6;
+  const int N = 8;
+  const auto s = [&](int zero) { return model_state_bytes(zero, P, N, Precision::bf16); };
+  // Stage 1: optimizer / N; paraxis keeps the full gradient buffer and the shard it receives.
+  EXPECT_DOUBLE_EQ(s(1).params, 2 * P);
+  EXPECT_DOUBLE_EQ(s(1).grads, 4 * P + 4 * P / N);
+  EXPECT_DOUBLE_EQ(s(1).optimizer, 12 * P / N);
+  // Stage 2: 2 + 16/N bytes per parameter (the paper's 2 + 14/N with fp16 gradients).
+  EXPECT_DOUBLE_EQ(s(2).total(), (2 + 16.0 / N) * P);
+  // Stage 3: everything divided by N.
+  EXPECT_DOUBLE_EQ(s(3).total(), s(0).total() / N);
+  EXPECT_DOUBLE_EQ(s(3).params, s(0).params / N);
+  EXPECT_DOUBLE_EQ(s(3).grads, s(0).grads / N);
+  EXPECT_DOUBLE_EQ(s(3).optimizer, s(0).optimizer / N);
+}
+
+TEST(memory, exact_layout_stage3_divides_everything_by_dp) {
+  const auto m = tiny_model();
+  auto c = config(1, 1, 4, 1, 8);
+  c.precision = Precision::bf16;
+  c.zero = 0;
+  const auto zero0 = memory_per_rank(m, c, 0);
+  c.zero = 3;
+  const auto zero3 = memory_per_rank(m, c, 0);
+  // The tiny model's units are multiples of 4 (no padding): exactly 1/4.
+  EXPECT_DOUBLE_EQ(zero3.params, zero0.params / 4);
+  EXPECT_DOUBLE_EQ(zero3.grads, zero0.grads / 4);
+  EXPECT_DOUBLE_EQ(zero3.optimizer, zero0.optimizer / 4);
+  EXPECT_DOUBLE_EQ(zero0.params + zero0.grads + zero0.optimizer, 18.0 * 234880);
+  // Stage 3 gathers the largest unit (a block: 49984 elements) and its gradients per step.
+  EXPECT_DOUBLE_EQ(zero3.step_buffers, 49984.0 * (2 + 4) + 4.0 * 49984 / 4);
+  EXPECT_EQ(zero0.step_buffers, 0.0);
+  EXPECT_DOUBLE_EQ(zero3.activations, zero0.activations);
+}
+
+TEST(memory, korthikanti_table2_relations) {
+  // Korthikanti et al. 2022, Table 2: tensor + sequence parallel is the no-parallelism figure
+  // divided by t, attention term included; tensor parallel alone leaves 10 s b h undivided.
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  for (double t : {2.0, 4.0, 8.0}) {
+    const double none =
+        korthikanti_layer_activation_bytes(KorthikantiCase::no_parallelism, s, b, h, a);
+    const double tp =
+        korthikanti_layer_activation_bytes(KorthikantiCase::tensor_parallel, s, b, h, a, t);
+    const double tsp = korthikanti_layer_activation_bytes(KorthikantiCase::tensor_sequence_parallel,
+                                                          s, b, h, a, t);
+    EXPECT_NEAR(tsp, none / t, 1e-9 * none);
+    EXPECT_NEAR(tp - tsp, s * b * h * 10 * (1 - 1 / t), 1e-9 * none);
+  }
+  // GPT-3 175B layer (s = 2048, h = 12288, a = 96): 34 + 5*96*2048/12288 = 114 bytes per s b h.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(KorthikantiCase::no_parallelism, s, b, h, a),
+                   s * b * h * 114);
+}
+
+TEST(memory, paraxis_block_activations_against_korthikanti) {
+  // bf16, F = 4H, no dropout: paraxis keeps e*(4 s b h residual-stream tensors + s b h
+  // attention output + 3 s b h q, k, v + a s^2 b probabilities + 8 s b h MLP) + 4 * 4 s b
+  // LayerNorm statistics = s b h (32 + 2 a s / h) + 16 s b, below the paper's
+  // s b h (34 + 5 a s / h): no dropout masks, and the attention keeps only the probabilities.
+  auto m = tiny_model();
+  m.ffn = 4 * m.hidden;
+  auto c = config(1, 1, 1, 2);
+  c.precision = Precision::bf16;
+  const double s = m.seq_len, b = 2, h = m.hidden, a = m.heads;
+  const double ours = block_activation_bytes(m, c, 0);
+  EXPECT_DOUBLE_EQ(ours, s * b * h * (32 + 2 * a * s / h) + 16 * s * b);
+  EXPECT_LT(ours, korthikanti_layer_activation_bytes(KorthikantiCase::no_parallelism, s, b, h, a));
+  // Tensor + sequence parallel: every term (statistics included) divided by t, as the paper.
+  for (int t : {2, 4}) {
+    auto sp = c;
+    sp.tp = t;
+    sp.sequence_parallel = true;
+    EXPECT_DOUBLE_EQ(block_activation_bytes(m, sp, 0), ours / t) << t;
+    // Tensor parallel alone: the 4 residual-stream tensors and the statistics stay whole.
+    auto tp = c;
+    tp.tp = t;
+    const double whole = 4 * s * b * h * 2 + 16 * s * b;
+    EXPECT_DOUBLE_EQ(block_activation_bytes(m, tp, 0), whole + (ours - whole) / t) << t;
+  }
+}
+
+TEST(memory, moe_block_activations_by_hand) {
+  // MoE block 1 of the tiny MoE model, fp32, N = 32, E = 4, K = 2, dropless R = 64, ep = 1:
+  // the dense part without the MLP, + e*(N*E + N*K) + 4*N*K + 4*(3*N*K + 4*E + 1 + E*1)
+  // + e*(2*R*H + 2*R*F).
+  const auto m = tiny_moe_model();
+  const auto c = config(1, 1, 1, 1);
+  const double N = 32, H = 64, F = 256, E = 4, K = 2, R = 64, S = 32, a = 4;
+  const double attention = 4 * N * H + N * H + 3 * N * H + 1 * a * S * S;
+  const double expected = 4 * (attention + N * E + N * K + 2 * R * H + 2 * R * F) + 4 * 4 * N +
+                          4 * N * K + 4 * (3 * N * K + 4 * E + 1 + E);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 1), expected);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 0), 4 * (attention + 2 * N * F) + 4 * 4 * N);
+}
+
+TEST(memory, chunk_sets_add_output_tokens_and_head) {
+  const auto m = tiny_model();
+  const auto c = config(1, 1, 1, 1);  // N = 32, fp32
+  const ChunkLayers whole{0, 4, true, true};
+  double blocks = 0;
+  for (int l = 0; l < 4; ++l) blocks += block_activation_bytes(m, c, l);
+  // + output N*H*e + tokens 4N + targets 4N + final LN out N*H*e + logits N*V*e + 3N*a.
+  EXPECT_DOUBLE_EQ(
+      chunk_activation_bytes(m, c, whole),
+      blocks + 32 * 64 * 4 + 4 * 32 + 4 * 32 + 32 * 64 * 4 + 32 * 256 * 4 + 3 * 32 * 4);
+}
+
+TEST(memory, live_sets_match_the_replayed_schedules) {
+  // gpipe keeps every micro-batch (m), 1f1b min(p - s, m), as replay_schedule's peak_live.
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b})
+    for (int m : {2, 4, 8}) {
+      auto c = config(1, 4, 1, 1, m);
+      c.schedule = kind;
+      const auto shape = c.pipeline_shape();
+      const auto replay = paraxis::parallel::replay_schedule(
+          paraxis::parallel::make_schedule(kind, shape), shape,
+          [](int, const paraxis::parallel::Action&) { return 1.0; });
+      for (int s = 0; s < 4; ++s) {
+        const int formula = kind == ScheduleKind::gpipe ? m : std::min(4 - s, m);
+        EXPECT_EQ(peak_live_sets(c, s), formula) << m << " stage " << s;
+        EXPECT_EQ(replay.peak_live[s], formula) << m << " stage " << s;
+        EXPECT_EQ(peak_live_sets_per_chunk(c, s), std::vector<int>{formula}) << m << " " << s;
+      }
+    }
+  // Interleaved: per-chunk pools hold at least the stage's peak between them.
+  auto c = config(1, 2, 1, 1, 8);
+  c.schedule = ScheduleKind::interleaved;
+  c.virtual_stages = 2;
+  for (int s = 0; s < 2; ++s) {
+    const auto per_chunk = peak_live_sets_per_chunk(c, s);
+    ASSERT_EQ(per_chunk.size(), 2u);
+    EXPECT_GE(per_chunk[0] + per_chunk[1], peak_live_sets(c, s));
+    EXPECT_LE(peak_live_sets(c, s), 2 * 8);
+  }
+}
+
+TEST(memory, gpipe_keeps_more_activations_than_1f1b) {
+  const auto m = tiny_model();
+  auto c = config(1, 2, 1, 1, 8);
+  c.schedule = ScheduleKind::gpipe;
+  const auto gpipe = memory_per_rank(m, c, 0);
+  c.schedule = ScheduleKind::one_f_one_b;
+  const auto one = memory_per_rank(m, c, 0);
+  EXPECT_GT(gpipe.activations, one.activations);
+  EXPECT_DOUBLE_EQ(gpipe.params, one.params);
+  EXPECT_GE(pipeline_gradient_buffers(c, 0), 1);
+  EXPECT_EQ(pipeline_gradient_buffers(config(1, 1, 1), 0), 0);
+  int stage = -1;
+  const auto largest = largest_rank_memory(m, c, {}, &stage);
+  EXPECT_GE(largest.peak, memory_per_rank(m, c, 0).peak);
+  EXPECT_GE(largest.peak, memory_per_rank(m, c, 1).peak);
+  EXPECT_TRUE(stage == 0 || stage == 1);
+}

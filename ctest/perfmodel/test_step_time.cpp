@@ -1,0 +1,147 @@
+// Step-time predictions: the replayed bubble equals the textbook formula for paraxis's own
+// schedules with unit action times, the terms add up, and each axis adds the time of its
+// traffic under the collective models.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "parallel/pipeline_schedule.hpp"
+#include "perfmodel/flops.hpp"
+#include "perfmodel/step_time.hpp"
+#include "perfmodel_test_util.hpp"
+
+using namespace paraxis::perfmodel;
+using paraxis::parallel::ideal_bubble_fraction;
+using paraxis::parallel::ScheduleKind;
+using perfmodel_test::config;
+using perfmodel_test::tiny_model;
+
+namespace {
+
+paraxis::model::ModelConfig eight_layers() {
+  auto m = tiny_model();
+  m.layers = 8;
+  return m;
+}
+
+double sum_of_terms(const StepTimeBreakdown& b) {
+  return b.compute + b.bubble + b.tp + b.pp + b.dp + b.ep;
+}
+
+}  // namespace
+
+TEST(step_time, unit_action_times_give_the_ideal_bubble) {
+  // Huang et al. 2019 / Narayanan et al. 2021: (p-1)/(m+p-1), interleaved (p-1)/(v m+p-1).
+  struct Case {
+    ScheduleKind kind;
+    int p, m, v;
+  };
+  const std::vector<Case> cases{
+      {ScheduleKind::gpipe, 4, 8, 1},       {ScheduleKind::gpipe, 2, 3, 1},
+      {ScheduleKind::one_f_one_b, 4, 8, 1}, {ScheduleKind::one_f_one_b, 4, 2, 1},
+      {ScheduleKind::interleaved, 2, 4, 2}, {ScheduleKind::interleaved, 4, 8, 2}};
+  for (const auto& k : cases) {
+    auto c = config(1, k.p, 1, 1, k.m);
+    c.schedule = k.kind;
+    c.virtual_stages = k.v;
+    StepTimeInputs in;
+    in.forward_s.assign(k.p * k.v, 1.0);
+    in.backward_s.assign(k.p * k.v, 1.0);
+    const auto b = predict_step_time(eight_layers(), c, in);
+    const double ideal = ideal_bubble_fraction(k.kind, c.pipeline_shape());
+    EXPECT_NEAR(b.bubble_fraction, ideal, 1e-12)
+        << paraxis::parallel::to_string(k.kind) << " p " << k.p << " m " << k.m;
+    EXPECT_NEAR(b.bubble / b.pipeline_span, ideal, 1e-12);
+    EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
+  }
+}
+
+TEST(step_time, gpipe_and_1f1b_bubbles_hold_with_backward_twice_forward) {
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
+    auto c = config(1, 4, 1, 1, 8);
+    c.schedule = kind;
+    StepTimeInputs in;
+    in.forward_s.assign(4, 1.0);  // backward = 2 x forward by default
+    const auto b = predict_step_time(eight_layers(), c, in);
+    EXPECT_NEAR(b.bubble_fraction, 3.0 / 11, 1e-12);
+    // Makespan (m + p - 1)(F + B) = 11 * 3; busy m (F + B) = 24.
+    EXPECT_NEAR(b.pipeline_span, 33.0, 1e-12);
+    EXPECT_NEAR(b.compute, 24.0, 1e-12);
+  }
+}
+
+TEST(step_time, one_rank_is_the_model_flops_over_the_rate) {
+  const auto m = tiny_model();
+  const auto c = config(1, 1, 1, 2, 8);
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  const auto b = predict_step_time(m, c, in);
+  EXPECT_NEAR(b.step_time, step_flops(m, 8) / 1e9, 1e-12 * b.step_time);
+  EXPECT_NEAR(b.compute, b.step_time, 1e-12 * b.step_time);
+  EXPECT_EQ(b.bubble, 0.0);
+  EXPECT_EQ(b.tp + b.pp + b.dp + b.ep, 0.0);
+}
+
+TEST(step_time, tensor_parallel_time_is_its_traffic_under_the_ring_model) {
+  const auto m = tiny_model();
+  const auto c = config(2, 1, 1, 1, 4);
+  StepTimeInputs in;
+  in.flops_per_s = 1e12;
+  in.links.tp = {1e-5, 1e-9, 0};
+  const auto b = predict_step_time(m, c, in);
+  const double expected = traffic_time(tensor_parallel_step_traffic(m, c, 0), 2, in.links.tp);
+  EXPECT_NEAR(b.tp, expected, 1e-12 * expected);
+  // By hand: 4 micro-batches x (18 all-reduces of 8192 B + 128 B + 256 B) + the 8 B norm, each
+  // ring all-reduce on 2 ranks 2 a + S b.
+  const double ar = 2 * 1e-5;  // the latency part
+  const double by_hand = 4 * (18 * (ar + 8192e-9) + (ar + 128e-9) + (ar + 256e-9)) + ar + 8e-9;
+  EXPECT_NEAR(b.tp, by_hand, 1e-15);
+  EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
+}
+
+TEST(step_time, overlap_hides_data_parallel_reductions_behind_backward) {
+  const auto m = tiny_model();
+  auto c = config(1, 1, 2, 1, 8);
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  in.links.dp = {1e-6, 1e-10, 0};
+  for (int zero = 0; zero <= 3; ++zero) {
+    c.zero = zero;
+    c.overlap = false;
+    const auto plain = predict_step_time(m, c, in);
+    const double all = traffic_time(data_parallel_step_traffic(m, c, 0), 2, in.links.dp);
+    EXPECT_NEAR(plain.dp, all, 1e-12 * all) << zero;
+    c.overlap = true;
+    const auto hidden = predict_step_time(m, c, in);
+    EXPECT_LT(hidden.dp, plain.dp) << zero;
+    // The backward is far longer than the reductions: only the gathers and the norm remain.
+    AxisTraffic rest;
+    for (const auto& o : data_parallel_step_traffic(m, c, 0).ops)
+      if (o.op == Collective::all_gather || o.bytes == 8) rest.add(o.op, o.bytes, o.count);
+    EXPECT_NEAR(hidden.dp, traffic_time(rest, 2, in.links.dp), 1e-15) << zero;
+  }
+}
+
+TEST(step_time, pipeline_transfers_pay_the_fill_and_drain) {
+  const auto m = eight_layers();
+  auto c = config(1, 4, 1, 1, 8);
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  in.links.pp = {1e-5, 1e-9, 0};
+  const auto b = predict_step_time(m, c, in);
+  // 2 (p - 1) messages of N*H*e = 8192 B, and the norm's ring all-reduce over 4 stages.
+  const double expected = 6 * (1e-5 + 8192e-9) + (6 * 1e-5 + 2 * 8 * 0.75 * 1e-9);
+  EXPECT_NEAR(b.pp, expected, 1e-15);
+}
+
+TEST(step_time, refuses_what_it_cannot_model) {
+  const auto m = tiny_model();
+  StepTimeInputs in;
+  EXPECT_THROW(predict_step_time(m, config(1, 1, 1), in), std::invalid_argument);  // no rate
+  in.forward_s = {1.0, 1.0};
+  EXPECT_THROW(predict_step_time(m, config(1, 1, 1), in), std::invalid_argument);  // 1 chunk
+  in.forward_s.clear();
+  in.flops_per_s = 1e9;
+  EXPECT_THROW(predict_step_time(m, config(1, 8, 1), in), std::invalid_argument);  // 8 > layers
+}

@@ -1,0 +1,96 @@
+// The planner behind `paraxis plan`: for a model and a machine paraxis has not run on, every
+// configuration (tp, pp, dp, ep, micro-batch, ZeRO stage, schedule, virtual stages, sequence
+// parallelism) that uses all its devices, each either ranked by predicted step time
+// (step_time.hpp) when it fits in memory (memory.hpp), or rejected with the reason.
+//
+// Rules, in the order they are checked (the first that fails is the reason given):
+//   global_batch divisible by dp;  tp divides heads and ffn;  ep divides experts (ep | dp by
+//   construction);  layers >= pp * v;  sequence parallelism needs tp | seq_len (as the deck
+//   does);  interleaved needs m % pp == 0;  the largest rank's peak memory <= the device's.
+// Network tiers: ranks are ordered tp-pp-dp (paraxis's default), so a tensor-parallel group is
+// `tp` consecutive ranks, a pipeline group spans tp*pp, a data-parallel group tp*pp*dp and an
+// expert group tp*pp*ep; a group is inside a node when that span fits a node and node
+// boundaries fall between spans (the span divides devices_per_node), else it pays the
+// inter-node tier.
+// Bounds: micro_batch takes at most max_micro_batch_values of the divisors of global_batch/dp
+// (all when there are few, else spread evenly over the sorted list, both ends included);
+// interleaved takes v = 2 .. max_virtual_stages and only with pp > 1; sequence parallelism is
+// tried only with tp > 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model_config.hpp"
+#include "perfmodel/collectives.hpp"
+#include "perfmodel/memory.hpp"
+#include "perfmodel/parallel_config.hpp"
+#include "perfmodel/step_time.hpp"
+
+namespace paraxis::perfmodel {
+
+struct Machine {
+  int devices_per_node = 8;
+  int nodes = 1;
+  double peak_flops = 0;             // per device, dense, for the training precision
+  double memory_bytes = 0;           // per device
+  double achievable_fraction = 0.5;  // of peak, for compute time
+  LinkCost intra_node, inter_node;   // alpha (s), beta (s/B), gamma (s/B)
+  int devices() const { return devices_per_node * nodes; }
+};
+
+struct PlanRequest {
+  model::ModelConfig model;
+  int global_batch = 8;
+  model::Precision precision = model::Precision::bf16;
+  std::vector<int> zero_stages = {0, 1, 2, 3};
+  std::vector<parallel::ScheduleKind> schedules = {parallel::ScheduleKind::gpipe,
+                                                   parallel::ScheduleKind::one_f_one_b,
+                                                   parallel::ScheduleKind::interleaved};
+  int max_virtual_stages = 4;
+  int max_micro_batch_values = 16;
+  bool try_sequence_parallel = true;
+  double bucket_mb = 25;
+  bool overlap = false;
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring;
+};
+
+// Per axis: whether its groups stay inside one node.
+struct AxisTiers {
+  bool tp = true, pp = true, dp = true, ep = true;
+};
+
+struct PlanEntry {
+  ParallelConfig config;
+  StepTimeBreakdown time;
+  MemoryEstimate memory;  // of the rank that needs the most
+  int memory_stage = 0;   // its pipeline stage
+  AxisTiers intra_node;
+  double tokens_per_s = 0, model_flops_per_s = 0, mfu = 0;
+};
+
+struct Rejection {
+  ParallelConfig config;  // micro_batch 0: every micro-batch size of this shape
+  std::string reason;
+};
+
+struct Plan {
+  std::vector<PlanEntry> ranked;  // ascending step time (then peak memory)
+  std::vector<Rejection> rejected;
+};
+
+// Throws std::invalid_argument on a machine or model that cannot be planned for (no devices,
+// no peak, no memory, hidden not divisible by heads, top_k > experts, global_batch < 1).
+Plan plan(const PlanRequest& request, const Machine& machine);
+
+// A group of `size` ranks `stride` apart, in blocks of stride*size consecutive ranks.
+bool group_is_intra_node(int stride, int size, int devices_per_node);
+AxisTiers axis_tiers(const ParallelConfig& c, int devices_per_node);
+// The links each axis uses on this machine.
+AxisLinks axis_links(const ParallelConfig& c, const Machine& machine);
+// The micro-batch sizes tried for `sequences_per_replica` (see the bounds above).
+std::vector<int> micro_batch_candidates(int sequences_per_replica, int max_values);
+// "93.1 GB", "80 GB": decimal gigabytes, one decimal unless whole.
+std::string format_gb(double bytes);
+
+}  // namespace paraxis::perfmodel
