@@ -2,8 +2,8 @@
 # Sets up, builds and runs the main job (the README's first command): installs the system
 # packages, builds paraxis (Release), runs the demo sweep (inputs/demo.yaml: every
 # factorisation of 4 ranks, each ZeRO stage, checked against the single-rank run with
-# --verify), then measures the kernel benchmark suite (GEMM against OpenBLAS, attention,
-# LayerNorm, softmax).
+# --verify), writes the report (measured against predicted, with plots), then measures the
+# kernel benchmark suite (GEMM against OpenBLAS, attention, LayerNorm, softmax).
 #   tools/run.sh [DECK [RANKS]]        default: inputs/demo.yaml on 4 ranks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,7 @@ cmake --preset default
 cmake --build --preset default -j "$(nproc)"
 out=runs/$(basename "$deck" .yaml)-$(date +%Y%m%d-%H%M%S)
 mpiexec -n "$ranks" build/bin/paraxis run "$deck" --verify --out "$out"
+build/bin/paraxis report "$out"
 OPENBLAS_NUM_THREADS=1 build/bin/paraxis-bench-kernels --benchmark_min_time=0.2 \
   --benchmark_out="$out/bench-kernels.json" --benchmark_out_format=json
-echo "results: $out/summary.json, $out/bench-kernels.json"
+echo "results: $out/summary.json, $out/report.md, $out/bench-kernels.json"

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -275,4 +276,85 @@ TEST(cli, shipped_decks_are_valid_for_their_rank_counts) {
     EXPECT_EQ(r.output.find("paraxis: error:"), std::string::npos) << deck << ": " << r.output;
     EXPECT_EQ(r.output.find("would be skipped:"), std::string::npos) << deck << ": " << r.output;
   }
+}
+
+TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_report";
+  std::filesystem::remove_all(out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=3 --set sweep.parallel.tp=[1,2] "
+          "--set sweep.parallel.dp=[2,1] --set parallel.zero=1 --out " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Result rep = run(exe + " report " + out);
+  ASSERT_EQ(rep.code, 0) << rep.output;
+  std::ifstream in(out + "/report.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["schema"], "paraxis.report/1");
+  ASSERT_EQ(j["points"].size(), 2u);  // tp 1 x dp 2 and tp 2 x dp 1; the others skipped
+  for (const auto& p : j["points"]) {
+    std::map<std::string, nlohmann::json> terms;
+    for (const auto& t : p["terms"]) {
+      for (const char* k : {"name", "measured", "predicted", "residual_pct"})
+        EXPECT_TRUE(t.contains(k)) << t.dump();
+      terms[t["name"]] = t;
+    }
+    // Calibrated: a positive predicted step time and its residual.
+    ASSERT_TRUE(terms.count("step_time"));
+    EXPECT_GT(terms["step_time"]["predicted"].get<double>(), 0);
+    EXPECT_TRUE(terms["step_time"]["residual_pct"].is_number());
+    // The traffic and memory models are exact for these configurations.
+    for (const char* exact : {"bytes.tp", "bytes.dp", "memory.params", "memory.grads",
+                              "memory.optimizer", "memory.activations", "memory.peak"})
+      if (terms.count(exact)) {
+        EXPECT_EQ(terms[exact]["measured"].get<double>(), terms[exact]["predicted"].get<double>())
+            << p["label"] << " " << exact;
+      }
+    EXPECT_TRUE(p.contains("rank_measured") && p.contains("rank_predicted"));
+  }
+  EXPECT_TRUE(j["accuracy"].contains("max_abs_residual_pct"));
+  EXPECT_FALSE(j["calibration"].empty());
+  std::ifstream md(out + "/report.md");
+  std::stringstream text;
+  text << md.rdbuf();
+  EXPECT_NE(text.str().find("## Step time, measured and predicted"), std::string::npos);
+  // Plots where matplotlib is there (tools/install-deps.sh installs it).
+  if (text.str().find("plots skipped") == std::string::npos) {
+    for (const char* f : {"step_breakdown", "measured_vs_predicted", "busbw"})
+      EXPECT_TRUE(std::filesystem::exists(out + "/plots/" + f + ".png")) << f;
+  }
+  // A folder without results: one message, non-zero exit.
+  const Result none = run(exe + " report " + ::testing::TempDir());
+  EXPECT_EQ(none.code, 2) << none.output;
+  EXPECT_NE(none.output.find("no summary.json"), std::string::npos) << none.output;
+}
+
+TEST(cli, plan_ranks_configurations_and_names_rejections) {
+  const std::string json = ::testing::TempDir() + "paraxis_plan.json";
+  const Result r =
+      run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " +
+          std::string(PARAXIS_INPUTS_DIR) + "/machines/cpu-node.yaml --top 5 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_FALSE(j["ranked"].empty());
+  double previous = 0;
+  for (const auto& e : j["ranked"]) {
+    EXPECT_GE(e["step_time_s"].get<double>(), previous);
+    previous = e["step_time_s"];
+    EXPECT_LE(e["peak_memory_bytes"].get<double>(), 12e9);
+  }
+  ASSERT_FALSE(j["rejected"].empty());
+  for (const auto& e : j["rejected"]) EXPECT_FALSE(e["reason"].get<std::string>().empty());
+  // A machine description without a required key: one message naming it.
+  const std::string bad = ::testing::TempDir() + "paraxis_bad_machine.yaml";
+  std::ofstream(bad) << "devices_per_node: 8\nnodes: 2\nmemory_gb: 80\n"
+                        "intra_node: {latency_us: 3, bandwidth_gbs: 450}\n"
+                        "inter_node: {latency_us: 8, bandwidth_gbs: 50}\n";
+  const Result rb = run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + bad);
+  EXPECT_EQ(rb.code, 2);
+  EXPECT_NE(rb.output.find("peak_flops"), std::string::npos) << rb.output;
 }

@@ -154,8 +154,7 @@ TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
   const auto par = ptest::run_parallel(c, /*record_routing=*/true);
   const std::size_t tokens = static_cast<std::size_t>(c.train.global_batch) * c.model.seq_len;
   for (int s = 0; s < 2; ++s) {
-    ASSERT_EQ(ref.steps[s].routing.size(),
-              tokens * c.model.moe.top_k * c.model.moe_layer_count());
+    ASSERT_EQ(ref.steps[s].routing.size(), tokens * c.model.moe.top_k * c.model.moe_layer_count());
     EXPECT_EQ(par.steps[s].routing, ref.steps[s].routing) << "step " << s;
   }
 }

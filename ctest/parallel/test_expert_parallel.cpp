@@ -34,8 +34,8 @@ TEST(expert_parallel, ep_matches_single_rank_dropless_and_with_capacity) {
   for (double cf : {0.0, kDropping}) {
     const auto c = tiny(base(ep, ep, cf));
     const auto ref = run_reference(c);
-    expect_matches(run_parallel(c), ref, 1e-9, "ep " + std::to_string(ep) + " cf " +
-                                                   std::to_string(cf));
+    expect_matches(run_parallel(c), ref, 1e-9,
+                   "ep " + std::to_string(ep) + " cf " + std::to_string(cf));
     if (cf > 0) {
       long dropped = 0;
       for (const auto& st : ref.steps) dropped += st.moe.dropped;
@@ -115,7 +115,8 @@ TEST(expert_parallel, all_to_all_bytes_follow_the_routing_that_happened) {
           const int global_mb = src * micro + local_mb;
           const int* choice =
               st.routing.data() + (static_cast<std::size_t>(global_mb) * m.moe_layer_count() +
-                                   static_cast<std::size_t>(layer)) * per;
+                                   static_cast<std::size_t>(layer)) *
+                                      per;
           for (std::size_t a = 0; a < per; ++a) {
             int& k = kept[src][choice[a]];
             if (cap == 0 || k < cap) ++k;

@@ -91,7 +91,9 @@ TEST(pipeline_parallel, transfers_activations_and_bubble_are_what_the_schedule_i
       // Activation sets alive at once: gpipe all m; 1f1b p - stage; interleaved as replayed.
       const int want = std::string(schedule) == "gpipe" ? m : replay.peak_live[stage];
       EXPECT_EQ(st.peak_live_activations, want) << schedule << " stage " << stage;
-      if (std::string(schedule) == "1f1b") EXPECT_EQ(want, std::min(pp - stage, m));
+      if (std::string(schedule) == "1f1b") {
+        EXPECT_EQ(want, std::min(pp - stage, m));
+      }
       // The bubble is measured (span minus fenced compute), so it lies strictly inside (0, 1).
       EXPECT_GT(st.bubble_fraction, 0.0) << schedule;
       EXPECT_LT(st.bubble_fraction, 1.0) << schedule;
@@ -102,10 +104,9 @@ TEST(pipeline_parallel, transfers_activations_and_bubble_are_what_the_schedule_i
 
 TEST(pipeline_parallel, three_d_tp2_pp2_dp2_zero1_matches_single_rank) {
   if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
-  std::vector<std::string> o{"train.steps=2",       "train.precision=fp64",
-                             "train.global_batch=8", "train.micro_batch=2",
-                             "parallel.tp=2",        "parallel.pp=2",
-                             "parallel.dp=2",        "parallel.zero=1"};
+  std::vector<std::string> o{"train.steps=2",       "train.precision=fp64", "train.global_batch=8",
+                             "train.micro_batch=2", "parallel.tp=2",        "parallel.pp=2",
+                             "parallel.dp=2",       "parallel.zero=1"};
   const auto c = tiny(o);
   expect_matches(run_parallel(c), run_reference(c), 1e-9, "tp 2 pp 2 dp 2 zero 1");
   o.push_back("parallel.sequence_parallel=true");

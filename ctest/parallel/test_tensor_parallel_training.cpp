@@ -77,8 +77,8 @@ TEST(tensor_parallel_training, tp_matches_single_rank_fp64_dense_and_moe_with_an
       auto o = base("fp64", tp, 1, sp);
       if (!moe) o.push_back("model.moe.experts=0");
       const auto c = tiny(o);
-      const std::string what = "tp " + std::to_string(tp) + (moe ? " moe" : " dense") +
-                               (sp ? " sp" : "");
+      const std::string what =
+          "tp " + std::to_string(tp) + (moe ? " moe" : " dense") + (sp ? " sp" : "");
       expect_matches(run_parallel(c), run_reference(c), 1e-9, what);
     }
 }

@@ -75,7 +75,10 @@ std::vector<ParallelConfig> brute_force(const PlanRequest& r, int devices) {
                 if ((kind == ScheduleKind::interleaved) != (v > 1)) continue;
                 if (kind == ScheduleKind::interleaved && (pp == 1 || micro % pp)) continue;
                 if (pp * v > m.layers) continue;
+                // Without a pipeline the schedules coincide: 1f1b stands for them all.
+                if (pp == 1 && kind != ScheduleKind::one_f_one_b) continue;
                 for (int zero = 0; zero <= 3; ++zero) {
+                  if (dp == 1 && zero != 0) continue;  // nothing to shard: stage 0
                   ParallelConfig c;
                   c.tp = tp;
                   c.pp = pp;

@@ -14,6 +14,7 @@
 #include "model/trainer.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_trainer.hpp"
+#include "parallel/pipeline_schedule.hpp"
 #include "perfmodel/collectives.hpp"
 
 namespace paraxis::driver {
@@ -28,6 +29,12 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
 // A group whose collectives are local copies with the shapes of the real ones: the shard's
@@ -195,28 +202,40 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
   }
   using Act = typename model::GptModel<T>::Act;
   const int chunks = m.chunks();
+  // This stage's actions of its own schedule, transfers left out: the chunks' compute with
+  // the memory traffic of the step (activation sets in flight, gradients accumulating), not
+  // one micro-batch in a warm cache.
+  parallel::PipelineShape pshape{shape.pp,
+                                 cfg.train.global_batch / (shape.dp * cfg.train.micro_batch),
+                                 cfg.parallel.virtual_stages};
+  const auto actions =
+      parallel::make_schedule(parallel::parse_schedule(cfg.parallel.schedule), pshape)[coords.pp];
+  std::vector<int> local_of(pshape.chunks(), -1);
+  for (int c = 0; c < chunks; ++c) local_of[global_of[c]] = c;
   Act grad_in("paraxis::calib_grad_in", m.local_tokens(), mc.hidden);
   Act grad_out("paraxis::calib_grad_out", m.local_tokens(), mc.hidden);
   std::vector<std::vector<double>> fwd(chunks), bwd(chunks);
   const double ce_scale = 1.0 / (static_cast<double>(cfg.train.global_batch) * mc.seq_len);
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < 3; ++rep) {  // the first is a warm-up
     m.params().zero_grads();
-    for (int c = 0; c < chunks; ++c) {
-      if (!layout.chunks[c].embedding) Kokkos::deep_copy(m.chunk_input(c, 0), T(0));
-      Kokkos::fence();
-      const double t0 = now();
-      m.forward_chunk(c, 0, tokens, targets);
-      Kokkos::fence();
-      if (rep > 0) fwd[c].push_back(now() - t0);
-    }
-    for (int c = chunks - 1; c >= 0; --c) {
-      const Act dy = layout.chunks[c].head ? Act() : grad_out;
-      const Act dx = layout.chunks[c].embedding ? Act() : grad_in;
-      Kokkos::fence();
-      const double t0 = now();
-      m.backward_chunk(c, 0, dy, dx, ce_scale, 0.0);
-      Kokkos::fence();
-      if (rep > 0) bwd[c].push_back(now() - t0);
+    for (const auto& a : actions) {
+      const int c = local_of[a.chunk];
+      if (a.kind == parallel::ActionKind::forward) {
+        if (!layout.chunks[c].embedding) Kokkos::deep_copy(m.chunk_input(c, a.micro_batch), T(0));
+        Kokkos::fence();
+        const double t0 = now();
+        m.forward_chunk(c, a.micro_batch, tokens, targets);
+        Kokkos::fence();
+        if (rep > 0) fwd[c].push_back(now() - t0);
+      } else if (a.kind == parallel::ActionKind::backward) {
+        const Act dy = layout.chunks[c].head ? Act() : grad_out;
+        const Act dx = layout.chunks[c].embedding ? Act() : grad_in;
+        Kokkos::fence();
+        const double t0 = now();
+        m.backward_chunk(c, a.micro_batch, dy, dx, ce_scale, 0.0);
+        Kokkos::fence();
+        if (rep > 0) bwd[c].push_back(now() - t0);
+      }
     }
   }
   ComputeCalibration out;
@@ -224,8 +243,8 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
   out.forward_s.assign(total, 0.0);
   out.backward_s.assign(total, 0.0);
   for (int c = 0; c < chunks; ++c) {
-    out.forward_s[global_of[c]] = median(fwd[c]);
-    out.backward_s[global_of[c]] = median(bwd[c]);
+    out.forward_s[global_of[c]] = mean(fwd[c]);
+    out.backward_s[global_of[c]] = mean(bwd[c]);
   }
   // The optimizer over the shard, scaled to the part a rank owns (ZeRO >= 1: 1/dp).
   std::vector<double> opt_t;
@@ -251,7 +270,7 @@ std::string compute_key(const RunConfig& c) {
      << m.moe.capacity_factor << ' ' << m.moe.router_skew << " | " << c.train.micro_batch << ' '
      << model::to_string(c.train.precision) << ' ' << c.hardware.gemm << " | " << p.tp << ' '
      << p.pp << ' ' << p.dp << ' ' << p.ep << ' ' << p.zero << ' ' << p.virtual_stages << ' '
-     << p.sequence_parallel << ' ' << p.order;
+     << p.sequence_parallel << ' ' << p.order << ' ' << p.schedule << ' ' << c.train.global_batch;
   for (int l : p.stage_layers) os << ' ' << l;
   return os.str();
 }

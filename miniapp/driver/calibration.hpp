@@ -2,9 +2,10 @@
 // built from, measured on this machine and never taken from the point's own steps:
 //   - alpha and beta of every communicator the grid built (tp, pp, dp, ep groups), fitted
 //     (perfmodel/collectives.hpp) to a short size sweep of the operations paraxis calls on it;
-//   - the compute time of one micro-batch's forward and backward of every model chunk, from
-//     this rank's shard run alone — its kernels at the model's shapes, every collective
-//     replaced by a local copy — and of the optimizer step.
+//   - the compute time of one micro-batch's forward and backward of every model chunk (the
+//     mean over the micro-batches of a step), from this rank's shard running its stage's
+//     schedule alone — its kernels at the model's shapes, every collective replaced by a local
+//     copy, no transfers — and of the optimizer step.
 // Cached per communicator shape (axis, group size, rank order, backend) and per shard shape,
 // so a sweep calibrates each once.
 #pragma once

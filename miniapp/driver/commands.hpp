@@ -18,5 +18,11 @@ struct RunOptions {
 int run_command(const RunOptions& opt);
 // ranks: the rank count to validate the grid against (0: skip the world-size checks).
 int check_command(const std::string& deck, const std::vector<std::string>& overrides, int ranks);
+// Measured against predicted for the points of one or more result folders (rank 0 writes
+// report.md, report.json and plots/ into the first).
+int report_command(const std::vector<std::string>& dirs);
+// Every configuration of a model on a machine description, ranked by predicted step time.
+int plan_command(const std::string& model_deck, const std::string& machine,
+                 const std::vector<std::string>& overrides, int top, const std::string& json_out);
 
 }  // namespace paraxis::driver

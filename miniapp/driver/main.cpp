@@ -37,12 +37,33 @@ int main(int argc, char** argv) {
         ->add_option("--ranks", check_ranks,
                      "validate the grid (and expand `auto`) for this many ranks")
         ->check(CLI::PositiveNumber);
+    std::vector<std::string> report_dirs;
+    auto* report_cmd =
+        app.add_subcommand("report", "measured against predicted, tables and plots, per point");
+    report_cmd->add_option("dirs", report_dirs, "result folders (paraxis run --out)")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    std::string plan_model, plan_machine, plan_json;
+    std::vector<std::string> plan_overrides;
+    int plan_top = 20;
+    auto* plan_cmd =
+        app.add_subcommand("plan", "rank every configuration of a model on a machine description");
+    plan_cmd->add_option("model", plan_model, "deck with the model and train sections")->required();
+    plan_cmd->add_option("machine", plan_machine, "machine description (YAML)")->required();
+    plan_cmd->add_option("--set", plan_overrides, "override a key of the deck: key=value");
+    plan_cmd->add_option("--top", plan_top, "configurations to list (default 20)")
+        ->check(CLI::PositiveNumber);
+    plan_cmd->add_option("--json", plan_json, "also write the whole plan to this JSON file");
     for (int i = 0; i < argc; ++i) run.command_line += (i ? " " : "") + std::string(argv[i]);
     try {
       app.parse(argc, argv);
       if (*run_cmd) code = paraxis::driver::run_command(run);
       if (*check_cmd)
         code = paraxis::driver::check_command(check_deck, check_overrides, check_ranks);
+      if (*report_cmd) code = paraxis::driver::report_command(report_dirs);
+      if (*plan_cmd)
+        code = paraxis::driver::plan_command(plan_model, plan_machine, plan_overrides, plan_top,
+                                             plan_json);
     } catch (const CLI::ParseError& e) {
       code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
       if (code == 0 && e.get_exit_code() != 0) code = 2;

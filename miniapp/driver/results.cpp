@@ -75,6 +75,55 @@ json config_to_json(const RunConfig& c) {
       {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
 }
 
+RunConfig config_from_json(const json& j) {
+  RunConfig c;
+  const auto& m = j.at("model");
+  c.model.vocab = m.at("vocab");
+  c.model.seq_len = m.at("seq_len");
+  c.model.hidden = m.at("hidden");
+  c.model.heads = m.at("heads");
+  c.model.layers = m.at("layers");
+  c.model.ffn = m.at("ffn");
+  const auto& e = m.at("moe");
+  c.model.moe.experts = e.at("experts");
+  c.model.moe.top_k = e.at("top_k");
+  c.model.moe.every = e.at("every");
+  c.model.moe.capacity_factor = e.at("capacity_factor");
+  c.model.moe.aux_loss_coef = e.at("aux_loss_coef");
+  c.model.moe.router_skew = e.at("router_skew");
+  const auto& t = j.at("train");
+  c.train.global_batch = t.at("global_batch");
+  c.train.micro_batch = t.at("micro_batch");
+  c.train.steps = t.at("steps");
+  c.train.warmup_steps = t.at("warmup_steps");
+  c.train.lr = t.at("lr");
+  c.train.seed = t.at("seed");
+  const std::string prec = t.at("precision");
+  c.train.precision = prec == "fp64"   ? model::Precision::fp64
+                      : prec == "bf16" ? model::Precision::bf16
+                                       : model::Precision::fp32;
+  const auto& p = j.at("parallel");
+  c.parallel.tp = p.at("tp");
+  c.parallel.pp = p.at("pp");
+  c.parallel.dp = p.at("dp");
+  c.parallel.ep = p.at("ep");
+  c.parallel.zero = p.at("zero");
+  c.parallel.schedule = p.at("schedule");
+  c.parallel.virtual_stages = p.at("virtual_stages");
+  c.parallel.stage_layers = p.at("stage_layers").get<std::vector<int>>();
+  c.parallel.sequence_parallel = p.at("sequence_parallel");
+  c.parallel.order = p.at("order");
+  const auto& cm = j.at("comm");
+  c.comm.backend = cm.at("backend");
+  c.comm.bucket_mb = cm.at("bucket_mb");
+  c.comm.overlap = cm.at("overlap");
+  const auto& h = j.at("hardware");
+  c.hardware.peak_flops = h.at("peak_flops");
+  c.hardware.gemm = h.at("gemm");
+  c.hardware.calibrate = h.value("calibrate", false);
+  return c;
+}
+
 double measured_median(const PointResult& r, double (*get)(const model::StepResult&)) {
   std::vector<double> v;
   for (const auto& s : r.steps)
@@ -193,7 +242,9 @@ json point_to_json(const PointResult& r) {
                   {"tokens_per_expert_mean", s.moe.mean_tokens},
                   {"tokens_per_expert_max", s.moe.max_tokens},
                   {"load_imbalance", s.moe.imbalance},
-                  {"tokens_dropped", s.moe.dropped}};
+                  {"tokens_dropped", s.moe.dropped},
+                  {"tokens_per_expert", s.moe.tokens_per_expert},
+                  {"dropped_per_expert", s.moe.dropped_per_expert}};
     steps.push_back(e);
   }
   j["steps"] = steps;

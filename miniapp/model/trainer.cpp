@@ -75,7 +75,7 @@ class TrainerImpl final : public Trainer {
     r.aux_loss = tally.aux_sum / micro;
     r.routing = std::move(tally.routing);
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
-    if (E > 0) r.moe = moe_step_stats(tally.expert_tokens, tally.dropped);
+    if (E > 0) r.moe = moe_step_stats(tally.expert_tokens, tally.expert_dropped);
     Kokkos::Profiling::popRegion();
     return r;
   }
@@ -146,12 +146,13 @@ void MicroBatchTally::add(const MicroBatchResult& mr) {
     routing.insert(routing.end(), st.routing.begin(), st.routing.end());
     for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
       expert_tokens[e] += st.tokens_per_expert[e];
-      dropped += st.dropped_per_expert[e];
+      expert_dropped[e] += st.dropped_per_expert[e];
     }
   }
 }
 
-MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert, long long dropped) {
+MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert,
+                            const std::vector<long long>& dropped_per_expert) {
   MoeStepStats m;
   if (tokens_per_expert.empty()) return m;
   const auto [mn, mx] = std::minmax_element(tokens_per_expert.begin(), tokens_per_expert.end());
@@ -161,7 +162,10 @@ MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert, lon
   m.max_tokens = static_cast<int>(*mx);
   m.mean_tokens = sum / static_cast<double>(tokens_per_expert.size());
   m.imbalance = m.mean_tokens > 0 ? static_cast<double>(*mx) / m.mean_tokens : 0.0;
-  m.dropped = dropped;
+  m.dropped = 0;
+  for (long long d : dropped_per_expert) m.dropped += d;
+  m.tokens_per_expert = tokens_per_expert;
+  m.dropped_per_expert = dropped_per_expert;
   return m;
 }
 

@@ -21,6 +21,8 @@ struct MoeStepStats {
   double mean_tokens = 0;
   double imbalance = 0;  // max / mean
   long dropped = 0;
+  // Summed over micro-batches and MoE layers (every rank's tokens), per expert.
+  std::vector<long long> tokens_per_expert, dropped_per_expert;
 };
 
 // Communication of one step on one axis (filled by parallel trainers).
@@ -89,16 +91,19 @@ void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_
 
 // What a step keeps of its micro-batches: loss sums, routing and tokens per expert.
 struct MicroBatchTally {
-  explicit MicroBatchTally(int experts) : expert_tokens(static_cast<std::size_t>(experts), 0) {}
+  explicit MicroBatchTally(int experts)
+      : expert_tokens(static_cast<std::size_t>(experts), 0),
+        expert_dropped(static_cast<std::size_t>(experts), 0) {}
   void add(const MicroBatchResult& mr);
   double ce_sum = 0, aux_sum = 0;
   std::vector<long long> expert_tokens;
-  long long dropped = 0;
+  std::vector<long long> expert_dropped;
   std::vector<int> routing;
 };
 
 // Min/mean/max/imbalance of tokens per expert from per-expert totals.
-MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert, long long dropped);
+MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert,
+                            const std::vector<long long>& dropped_per_expert);
 
 std::unique_ptr<Trainer> make_trainer(const ModelConfig& model, const TrainConfig& train);
 

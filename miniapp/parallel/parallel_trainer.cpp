@@ -88,9 +88,10 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     if (g.ep > 1) comms.ep = ep_.get();
     model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, opt.zero >= 1 ? g.dp : 1,
                                      /*allocate_store=*/false);
-    zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
-                                               ZeroOptions{opt.zero, opt.bucket_mb, opt.overlap},
-                                               *dp_, edp_.get(), grid.dp(), grid.edp());
+    zero_ = std::make_unique<ZeroOptimizer<T>>(
+        *model_, t, ZeroOptions{g.dp > 1 ? opt.zero : 0, opt.bucket_mb, opt.overlap}, *dp_,
+        edp_.get(), grid.dp(), grid.edp());
+    // (With one data-parallel rank there is nothing to shard: stages 1-3 run as stage 0.)
     model_->set_hooks(this);
     ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
   }
@@ -372,14 +373,16 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 
   // ---- metrics
   struct Tally {
-    explicit Tally(int experts = 0) : expert_tokens(static_cast<std::size_t>(experts), 0) {}
+    explicit Tally(int experts = 0)
+        : expert_tokens(static_cast<std::size_t>(experts), 0),
+          expert_dropped(static_cast<std::size_t>(experts), 0) {}
     void add(const model::MicroBatchResult& mr, int global_mb, bool head) {
       if (head) ce_sum += mr.ce_sum;
       aux_sum += mr.aux_sum;
       for (const auto& st : mr.moe) {
         for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
           expert_tokens[e] += st.tokens_per_expert[e];
-          dropped += st.dropped_per_expert[e];
+          expert_dropped[e] += st.dropped_per_expert[e];
         }
         if (!st.routing.empty()) {
           routing.push_back(global_mb);
@@ -390,8 +393,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       }
     }
     double ce_sum = 0, aux_sum = 0;
-    std::vector<long long> expert_tokens;
-    long long dropped = 0;
+    std::vector<long long> expert_tokens, expert_dropped;
     std::vector<int> routing;  // records: global micro-batch, layer, n, n choices
   };
 
@@ -415,8 +417,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     const bool counts = coords_.tp == 0;
     const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
     double sums[2] = {counts ? tally_.ce_sum : 0.0, counts ? tally_.aux_sum : 0.0};
-    std::vector<long long> moe = tally_.expert_tokens;
-    moe.push_back(tally_.dropped);
+    std::vector<long long> moe = tally_.expert_tokens;  // then the dropped, per expert
+    moe.insert(moe.end(), tally_.expert_dropped.begin(), tally_.expert_dropped.end());
     if (!counts) std::fill(moe.begin(), moe.end(), 0);
     metrics_->all_reduce(sums, sums, 2, DType::f64);
     metrics_->all_reduce(moe.data(), moe.data(), moe.size(), DType::i64);
@@ -436,8 +438,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
     const int E = mcfg_.moe.experts;
     if (E > 0) {
-      std::vector<long long> per_expert(moe.begin(), moe.begin() + E);
-      r.moe = model::moe_step_stats(per_expert, moe[E]);
+      r.moe = model::moe_step_stats(std::vector<long long>(moe.begin(), moe.begin() + E),
+                                    std::vector<long long>(moe.begin() + E, moe.end()));
     }
   }
 

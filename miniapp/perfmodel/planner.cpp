@@ -144,6 +144,12 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
         for (int mb : micro_batch_candidates(r.global_batch / dp, r.max_micro_batch_values))
           for (bool sp : sps)
             for (auto kind : r.schedules) {
+              // Without a pipeline the schedules coincide but for gpipe keeping every
+              // micro-batch's activations: one entry (1f1b, when asked for) is enough.
+              if (pp == 1 && kind != parallel::ScheduleKind::one_f_one_b &&
+                  std::find(r.schedules.begin(), r.schedules.end(),
+                            parallel::ScheduleKind::one_f_one_b) != r.schedules.end())
+                continue;
               std::vector<int> vs{1};
               if (kind == parallel::ScheduleKind::interleaved) {
                 vs.clear();
@@ -152,6 +158,11 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
               }
               for (int v : vs)
                 for (int zero : r.zero_stages) {
+                  // One data-parallel rank: nothing to shard, every stage runs as stage 0.
+                  if (dp == 1 && zero != 0 &&
+                      std::find(r.zero_stages.begin(), r.zero_stages.end(), 0) !=
+                          r.zero_stages.end())
+                    continue;
                   ParallelConfig c = base;
                   c.micro_batch = mb;
                   c.sequence_parallel = sp;

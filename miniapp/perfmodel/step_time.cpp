@@ -11,11 +11,20 @@
 
 namespace paraxis::perfmodel {
 
+const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op) {
+  if (per_op) {
+    const auto it = per_op->find(op);
+    if (it != per_op->end()) return it->second;
+  }
+  return link;
+}
+
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
-                    AllReduceAlgorithm all_reduce) {
+                    AllReduceAlgorithm all_reduce, const OpLinks* per_op) {
   double t = 0;
   for (const auto& o : traffic.ops)
-    t += o.count * collective_time(o.op, o.group > 0 ? o.group : group, o.bytes, link, all_reduce);
+    t += o.count * collective_time(o.op, o.group > 0 ? o.group : group, o.bytes,
+                                   link_for(o.op, link, per_op), all_reduce);
   return t;
 }
 
@@ -46,10 +55,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
     bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] : in.backward_s[k];
     const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
     const PassTraffic ept = expert_chunk_traffic(m, c, chunks[k], in.routing);
-    tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce);
-    tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce);
-    ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce);
-    ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce);
+    tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+    tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+    ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
+    ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   }
 
   const parallel::PipelineShape shape = c.pipeline_shape();
@@ -65,8 +74,12 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
   if (c.pp > 1) {
     const double Nl = c.sp() ? tokens / c.tp : tokens;
     const double message = Nl * m.hidden * element_bytes(c.precision).activation;
-    pp_time = 2.0 * (C - 1) * point_to_point_time(message, in.links.pp) +
-              collective_time(Collective::all_reduce, c.pp, 8, in.links.pp, in.all_reduce);
+    const OpLinks* ops = &in.op_links.pp;
+    pp_time =
+        2.0 * (C - 1) *
+            point_to_point_time(message, link_for(Collective::point_to_point, in.links.pp, ops)) +
+        collective_time(Collective::all_reduce, c.pp, 8,
+                        link_for(Collective::all_reduce, in.links.pp, ops), in.all_reduce);
   }
 
   const double mb = c.micro_batches();
@@ -85,15 +98,17 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
       last_backward += bwd[k];
     }
     r.bubble = std::max(0.0, replay.makespan - replay.busy[s]);
-    r.tp += traffic_time(tensor_parallel_step_extras(m, c, s), c.tp, in.links.tp, in.all_reduce);
+    r.tp += traffic_time(tensor_parallel_step_extras(m, c, s), c.tp, in.links.tp, in.all_reduce,
+                         &in.op_links.tp);
     r.pp = pp_time;
 
     // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
     const AxisTraffic dpt = data_parallel_step_traffic(m, c, s);
     double reductions = 0, rest = 0;
     for (const auto& o : dpt.ops) {
-      const double t = o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes,
-                                                 in.links.dp, in.all_reduce);
+      const double t =
+          o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes,
+                                    link_for(o.op, in.links.dp, &in.op_links.dp), in.all_reduce);
       // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
       // 16-element aligned tensor).
       const bool gradient =
@@ -106,7 +121,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
     } else {
       r.dp = rest + reductions;
     }
-    r.step_time = r.compute + r.tp + r.ep + r.bubble + r.pp + r.dp;
+    r.optimizer = in.optimizer_s;
+    r.step_time = r.compute + r.tp + r.ep + r.bubble + r.pp + r.dp + r.optimizer;
     // The stage that ends last sets the step; among equals, the busiest (least bubble).
     if (first || r.step_time > best.step_time ||
         (r.step_time == best.step_time && r.bubble < best.bubble)) {

@@ -16,12 +16,14 @@
 //     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. ZeRO-3's gathers,
 //     which paraxis runs inside forward and backward, are charged after the pipeline;
 //   - per-step tensor-parallel calls (norm, sequence-parallel LayerNorm sum) after the pipeline;
-//   - the optimizer's own compute is not modelled.
+//   - the optimizer's compute: StepTimeInputs::optimizer_s when measured (calibration), else
+//     not modelled (0).
 // The reported terms are those of the stage that finishes last; they sum to step_time:
 // compute + tp + ep are that stage's busy time in the pipeline, bubble the rest of the
 // replayed span, then pp, dp and the per-step tp calls.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "model/model_config.hpp"
@@ -35,6 +37,16 @@ struct AxisLinks {
   LinkCost tp, pp, dp, ep;
 };
 
+// Costs fitted per operation (in-run calibration): an operation listed here uses its own fit
+// instead of its axis's link (MPI implements each collective its own way, so one alpha-beta
+// pair per axis is a coarser model).
+using OpLinks = std::map<Collective, LinkCost>;
+struct AxisOpLinks {
+  OpLinks tp, pp, dp, ep;
+};
+// The cost `op` uses: its own fit when `per_op` has one, else `link`.
+const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op);
+
 struct StepTimeInputs {
   double flops_per_s = 0;  // achieved per device (measured); unused when forward_s is given
   AxisLinks links;
@@ -44,10 +56,12 @@ struct StepTimeInputs {
   // backward. Empty: from FLOPs (forward) and backward_ratio (backward).
   std::vector<double> forward_s, backward_s;
   ExpertRouting routing;
+  AxisOpLinks op_links;    // per-operation fits; empty: the axis links
+  double optimizer_s = 0;  // the optimizer step's compute, when measured (0: not modelled)
 };
 
 struct StepTimeBreakdown {
-  double compute = 0, bubble = 0, tp = 0, pp = 0, dp = 0, ep = 0;
+  double compute = 0, bubble = 0, tp = 0, pp = 0, dp = 0, ep = 0, optimizer = 0;
   double step_time = 0;
   double pipeline_span = 0;    // the replayed schedule's makespan
   double bubble_fraction = 0;  // mean over stages of 1 - busy / span (the replay's)
@@ -62,6 +76,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
 
 // Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one).
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
-                    AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
+                    AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring,
+                    const OpLinks* per_op = nullptr);
 
 }  // namespace paraxis::perfmodel

@@ -1,0 +1,585 @@
+// `paraxis report DIR [DIR ...]`: every measured point next to the performance models'
+// prediction, term by term. Predictions use only what the run calibrated before the point
+// (summary.json `calibration`: fitted collectives, the shard's compute per chunk, the
+// optimizer) and the analytic models (perfmodel/), never the point's own measured steps.
+// Several result folders (a job array, two machines) are merged: machines side by side, weak
+// and strong scaling. Writes report.md, report.json and plots/ (tools/plot_report.py, with
+// matplotlib) into the first DIR.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "driver/commands.hpp"
+#include "driver/results.hpp"
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/process_grid.hpp"
+#include "perfmodel/collectives.hpp"
+#include "perfmodel/flops.hpp"
+#include "perfmodel/memory.hpp"
+#include "perfmodel/step_time.hpp"
+#include "perfmodel/step_traffic.hpp"
+
+#ifndef PARAXIS_TOOLS_DIR
+#define PARAXIS_TOOLS_DIR ""
+#endif
+
+namespace paraxis::driver {
+
+using nlohmann::json;
+namespace pm = paraxis::perfmodel;
+
+namespace {
+
+constexpr double kEveryPointPct = 15.0, kMeanPct = 10.0;  // issue 9's accuracy target
+
+pm::ParallelConfig perf_config(const RunConfig& c) {
+  pm::ParallelConfig p;
+  p.tp = c.parallel.tp;
+  p.pp = c.parallel.pp;
+  p.dp = c.parallel.dp;
+  p.ep = c.parallel.ep;
+  p.global_batch = c.train.global_batch;
+  p.micro_batch = c.train.micro_batch;
+  p.zero = c.parallel.dp > 1 ? c.parallel.zero : 0;  // as the trainer runs it
+  p.schedule = parallel::parse_schedule(c.parallel.schedule);
+  p.virtual_stages = c.parallel.virtual_stages;
+  p.sequence_parallel = c.parallel.sequence_parallel;
+  p.precision = c.train.precision;
+  p.bucket_mb = c.comm.bucket_mb;
+  p.overlap = c.comm.overlap;
+  p.stage_layers = c.parallel.stage_layers;
+  return p;
+}
+
+pm::Collective collective_of(const std::string& op) {
+  for (auto c : {pm::Collective::all_reduce, pm::Collective::reduce_scatter,
+                 pm::Collective::all_gather, pm::Collective::all_to_all, pm::Collective::broadcast,
+                 pm::Collective::reduce, pm::Collective::point_to_point})
+    if (op == pm::to_string(c)) return c;
+  throw std::invalid_argument("calibration names an unknown collective '" + op + "'");
+}
+
+// Measured per-rank statistic (time.ranks.<name>.<field>), 0 when absent.
+double rank_stat(const json& point, const std::string& name, const char* field) {
+  const auto& ranks = point.at("time").value("ranks", json::object());
+  if (!ranks.contains(name)) return 0;
+  return ranks.at(name).value(field, 0.0);
+}
+
+json term(const std::string& name, double measured, double predicted, const std::string& unit) {
+  json t{{"name", name}, {"measured", measured}, {"predicted", predicted}, {"unit", unit}};
+  t["residual_pct"] = predicted != 0 ? json(100.0 * (measured - predicted) / predicted) : json();
+  return t;
+}
+
+std::string label_of(const RunConfig& c, const json& point) {
+  std::ostringstream os;
+  os << "tp" << c.parallel.tp << " pp" << c.parallel.pp << " dp" << c.parallel.dp;
+  if (c.parallel.ep > 1) os << " ep" << c.parallel.ep;
+  os << " z" << c.parallel.zero;
+  if (c.parallel.pp > 1)
+    os << ' ' << c.parallel.schedule << " m"
+       << c.train.global_batch / (c.parallel.dp * c.train.micro_batch);
+  if (c.parallel.sequence_parallel && c.parallel.tp > 1) os << " sp";
+  if (c.comm.overlap) os << " ov";
+  (void)point;
+  return os.str();
+}
+
+struct Analysed {
+  json point;  // the report's entry
+  double measured_step = 0, predicted_step = 0;
+  bool predicted = false;
+};
+
+Analysed analyse(const json& p, const std::string& dir, const std::string& machine) {
+  Analysed a;
+  const RunConfig c = config_from_json(p.at("config"));
+  const auto& t = p.at("time");
+  json out{{"dir", dir},
+           {"machine", machine},
+           {"index", p.at("index")},
+           {"label", label_of(c, p)},
+           {"settings", p.value("settings", json::object())},
+           {"grid", p.at("grid")},
+           {"precision", model::to_string(c.train.precision)},
+           {"global_batch", c.train.global_batch},
+           {"micro_batch", c.train.micro_batch}};
+  a.measured_step = t.at("step_median_s");
+  json terms = json::array();
+  const pm::ParallelConfig pc = perf_config(c);
+  // Measured terms (docs/report.md), each the mean over ranks: compute (fenced phases less
+  // the communication blocked in them, optimizer included); per axis the time in its calls
+  // (data parallelism: exposed time); the bubble: the pipelined span less the fenced compute
+  // actions (it includes waiting for transfers). Their sum is about the step.
+  const double m_compute = rank_stat(p, "compute_s", "mean");
+  const double m_tp = rank_stat(p, "comm.tp.time_s", "mean");
+  const double m_ep = rank_stat(p, "comm.ep.time_s", "mean");
+  const double m_dp = rank_stat(p, "comm.dp.exposed_s", "mean");
+  const double m_bubble =
+      rank_stat(p, "pipeline_span_s", "mean") - rank_stat(p, "pipeline_busy_s", "mean");
+  // Model: traffic of rank 0 (stage 0) and memory of the largest rank, always; times when the
+  // point was calibrated.
+  const auto traffic = pm::step_traffic(c.model, pc, 0);
+  const pm::MemoryEstimate mem = pm::largest_rank_memory(c.model, pc);
+  pm::StepTimeBreakdown br;
+  if (p.contains("calibration")) {
+    const Calibration cal = calibration_from_json(p.at("calibration"));
+    pm::StepTimeInputs in;
+    in.forward_s = cal.compute.forward_s;
+    in.backward_s = cal.compute.backward_s;
+    in.optimizer_s = cal.compute.optimizer_s;
+    for (const auto& f : cal.comm) {
+      const pm::LinkCost l{f.alpha, f.beta, 0.0};
+      pm::OpLinks* ops = f.axis == "tp"   ? &in.op_links.tp
+                         : f.axis == "pp" ? &in.op_links.pp
+                         : f.axis == "dp" ? &in.op_links.dp
+                                          : &in.op_links.ep;
+      pm::LinkCost* axis = f.axis == "tp"   ? &in.links.tp
+                           : f.axis == "pp" ? &in.links.pp
+                           : f.axis == "dp" ? &in.links.dp
+                                            : &in.links.ep;
+      (*ops)[collective_of(f.op)] = l;
+      if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
+    }
+    br = pm::predict_step_time(c.model, pc, in);
+    a.predicted = true;
+    a.predicted_step = br.step_time;
+    // The model's terms describe the stage that finishes last; the measured ones are means
+    // over ranks: compare compute and bubble as means over stages too.
+    double chunk_compute = 0;
+    for (std::size_t k = 0; k < in.forward_s.size(); ++k)
+      chunk_compute += in.forward_s[k] + in.backward_s[k];
+    const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
+    const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
+    terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
+    terms.push_back(term("compute", m_compute, p_compute, "s"));
+    if (pc.tp > 1) terms.push_back(term("tp", m_tp, br.tp, "s"));
+    if (pc.ep > 1) terms.push_back(term("ep", m_ep, br.ep, "s"));
+    if (pc.dp > 1) terms.push_back(term("dp", m_dp, br.dp, "s"));
+    if (pc.pp > 1) terms.push_back(term("bubble", m_bubble, p_bubble, "s"));
+  } else {
+    terms.push_back(term("step_time", a.measured_step, 0, "s"));
+  }
+  // Traffic: what rank 0 recorded against the model (exact for tp, pp, dp; ep follows the
+  // routing that happened, the model assumes uniform routing).
+  const std::pair<const char*, const pm::AxisTraffic*> axes[] = {
+      {"tp", &traffic.tp}, {"pp", &traffic.pp}, {"dp", &traffic.dp}, {"ep", &traffic.ep}};
+  for (const auto& [axis, tr] : axes) {
+    const double measured = t.at("comm").at(axis).value("bytes", 0.0);
+    if (measured > 0 || tr->bytes() > 0)
+      terms.push_back(term(std::string("bytes.") + axis, measured, tr->bytes(), "B"));
+  }
+  const auto& mm = p.at("memory");
+  terms.push_back(term("memory.params", mm.value("params_bytes", 0.0), mem.params, "B"));
+  terms.push_back(term("memory.grads", mm.value("grads_bytes", 0.0), mem.grads, "B"));
+  terms.push_back(term("memory.optimizer", mm.value("optimizer_bytes", 0.0), mem.optimizer, "B"));
+  terms.push_back(
+      term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
+  terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
+  out["terms"] = terms;
+  // The axis that costs most (measured seconds).
+  std::string costliest = "none";
+  double worst = 0;
+  for (const auto& [name, v] : std::vector<std::pair<std::string, double>>{
+           {"tp", m_tp}, {"ep", m_ep}, {"dp", m_dp}, {"pp (bubble)", m_bubble}})
+    if (v > worst) {
+      worst = v;
+      costliest = name;
+    }
+  out["costliest_axis"] = costliest;
+  out["costliest_axis_s"] = worst;
+  if (pc.pp > 1) {
+    out["pipeline"] = {{"stages", pc.pp},
+                       {"micro_batches", pc.micro_batches()},
+                       {"virtual_stages", pc.virtual_stages},
+                       {"schedule", c.parallel.schedule},
+                       {"bubble_measured", t.value("bubble_fraction", 0.0)},
+                       {"bubble_model", t.value("bubble_fraction_model", 0.0)},
+                       {"bubble_ideal", t.value("bubble_fraction_ideal", 0.0)},
+                       {"bubble_predicted", a.predicted ? json(br.bubble_fraction) : json()}};
+  }
+  // Where a prediction misses: the term whose seconds are furthest off.
+  if (a.predicted) {
+    std::string off;
+    double gap = -1;
+    for (const auto& x : terms) {
+      const std::string n = x["name"];
+      if (n == "step_time" || x["unit"] != "s") continue;
+      const double g = std::fabs(x["measured"].get<double>() - x["predicted"].get<double>());
+      if (g > gap) {
+        gap = g;
+        off = n;
+      }
+    }
+    out["term_most_off"] = off;
+    out["term_most_off_s"] = gap;
+  }
+  out["measured_step_s"] = a.measured_step;
+  out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  a.point = out;
+  return a;
+}
+
+std::string fmt(double v, int digits = 4) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*g", digits, v);
+  return b;
+}
+
+std::string find_python() {
+  if (const char* e = std::getenv("PARAXIS_PYTHON")) return e;
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0)
+      return py;
+  return "";
+}
+
+std::string find_plot_script() {
+  if (const char* e = std::getenv("PARAXIS_PLOT_SCRIPT")) return e;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) candidates.push_back(exe.parent_path() / "../share/paraxis/tools/plot_report.py");
+  candidates.push_back(fs::path(PARAXIS_TOOLS_DIR) / "plot_report.py");
+  for (const auto& c : candidates)
+    if (fs::exists(c, ec)) return c.string();
+  return "";
+}
+
+}  // namespace
+
+int report_command(const std::vector<std::string>& dirs) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return 0;
+  json report{{"schema", "paraxis.report/1"},
+              {"sources", dirs},
+              {"target", {{"every_point_pct", kEveryPointPct}, {"mean_pct", kMeanPct}}}};
+  json points = json::array(), machines = json::array(), calibration = json::array();
+  std::vector<Analysed> all;
+  for (const auto& dir : dirs) {
+    std::ifstream in(dir + "/summary.json");
+    if (!in) {
+      std::fprintf(stderr, "paraxis: error: report: no summary.json in '%s'\n", dir.c_str());
+      return 2;
+    }
+    json s;
+    try {
+      s = json::parse(in);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "paraxis: error: report: %s/summary.json: %s\n", dir.c_str(), e.what());
+      return 2;
+    }
+    if (s.value("schema", "") != "paraxis.summary/1") {
+      std::fprintf(stderr,
+                   "paraxis: error: report: %s/summary.json has schema '%s', expected "
+                   "paraxis.summary/1\n",
+                   dir.c_str(), s.value("schema", "").c_str());
+      return 2;
+    }
+    const auto& prov = s.value("provenance", json::object());
+    std::string hosts;
+    for (const auto& h : prov.value("hosts", json::array()))
+      hosts += (hosts.empty() ? "" : ",") + h.get<std::string>();
+    const std::string machine = hosts.empty() ? dir : hosts;
+    machines.push_back({{"dir", dir},
+                        {"machine", machine},
+                        {"world", prov.value("world", 0)},
+                        {"execution_space", prov.value("execution_space", "")},
+                        {"mpi_library", prov.value("mpi_library", "")},
+                        {"git_hash", prov.value("git_hash", "")},
+                        {"date", prov.value("date", "")}});
+    std::set<std::string> seen_fits;
+    for (const auto& p : s.at("points")) {
+      if (p.value("status", "") != "ok") continue;
+      try {
+        all.push_back(analyse(p, dir, machine));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "paraxis: error: report: %s point %d: %s\n", dir.c_str(),
+                     p.value("index", -1), e.what());
+        return 2;
+      }
+      if (!p.contains("calibration")) continue;
+      for (const auto& [axis, ops] : p["calibration"]["comm"].items())
+        for (const auto& [op, f] : ops.items()) {
+          const std::string key = axis + op + std::to_string(f.value("ranks", 0));
+          if (!seen_fits.insert(key).second) continue;
+          const int ranks = f.value("ranks", 0);
+          calibration.push_back({{"machine", machine},
+                                 {"dir", dir},
+                                 {"axis", axis},
+                                 {"op", op},
+                                 {"ranks", ranks},
+                                 {"alpha_s", f["alpha_s"]},
+                                 {"beta_s_per_byte", f["beta_s_per_byte"]},
+                                 {"busbw_factor", pm::busbw_factor(collective_of(op), ranks)},
+                                 {"samples", f["samples"]}});
+        }
+    }
+  }
+  // Ranks by measured and by predicted step time.
+  std::vector<std::size_t> by_m(all.size()), by_p;
+  for (std::size_t i = 0; i < all.size(); ++i) by_m[i] = i;
+  std::sort(by_m.begin(), by_m.end(),
+            [&](auto a, auto b) { return all[a].measured_step < all[b].measured_step; });
+  for (std::size_t r = 0; r < by_m.size(); ++r) all[by_m[r]].point["rank_measured"] = r + 1;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i].predicted) by_p.push_back(i);
+  std::sort(by_p.begin(), by_p.end(),
+            [&](auto a, auto b) { return all[a].predicted_step < all[b].predicted_step; });
+  for (std::size_t r = 0; r < by_p.size(); ++r) all[by_p[r]].point["rank_predicted"] = r + 1;
+  // Accuracy of the predicted step time.
+  double max_abs = 0, sum_abs = 0;
+  int n_pred = 0;
+  json misses = json::array();
+  for (const auto& a : all) {
+    points.push_back(a.point);
+    if (!a.predicted) continue;
+    const double r = 100.0 * (a.measured_step - a.predicted_step) / a.predicted_step;
+    max_abs = std::max(max_abs, std::fabs(r));
+    sum_abs += std::fabs(r);
+    ++n_pred;
+    if (std::fabs(r) > kEveryPointPct)
+      misses.push_back({{"label", a.point["label"]},
+                        {"residual_pct", r},
+                        {"term_most_off", a.point.value("term_most_off", "")}});
+  }
+  json accuracy{{"points_predicted", n_pred}};
+  if (n_pred > 0) {
+    const double mean_abs = sum_abs / n_pred;
+    accuracy["max_abs_residual_pct"] = max_abs;
+    accuracy["mean_abs_residual_pct"] = mean_abs;
+    accuracy["every_point_within_target"] = max_abs <= kEveryPointPct;
+    accuracy["mean_within_target"] = mean_abs <= kMeanPct;
+    accuracy["misses"] = misses;
+  }
+  // Scaling: points of one model and precision; strong = the same global batch over several
+  // world sizes, weak = the same global batch per rank.
+  json strong = json::array(), weak = json::array();
+  {
+    std::map<std::string, std::vector<const Analysed*>> by_model;
+    for (const auto& a : all) {
+      const auto& p = a.point;
+      by_model[p["precision"].get<std::string>() + " " +
+               std::to_string(p["micro_batch"].get<int>())]
+          .push_back(&a);
+    }
+    for (const auto& [key, v] : by_model) {
+      std::map<int, std::map<int, const Analysed*>> gb_world;  // global batch -> world -> fastest
+      std::map<int, std::map<int, const Analysed*>> per_rank;  // batch per rank -> world -> fastest
+      for (const auto* a : v) {
+        const int gb = a->point["global_batch"], w = a->point["grid"]["world"];
+        auto& s = gb_world[gb][w];
+        if (!s || a->measured_step < s->measured_step) s = a;
+        if (gb % w == 0) {
+          auto& q = per_rank[gb / w][w];
+          if (!q || a->measured_step < q->measured_step) q = a;
+        }
+      }
+      for (const auto& [gb, worlds] : gb_world) {
+        if (worlds.size() < 2) continue;
+        const auto& [w0, base] = *worlds.begin();
+        for (const auto& [w, a] : worlds) {
+          const double speedup = base->measured_step / a->measured_step;
+          strong.push_back({{"global_batch", gb},
+                            {"world", w},
+                            {"label", a->point["label"]},
+                            {"step_s", a->measured_step},
+                            {"speedup", speedup},
+                            {"efficiency", speedup * w0 / w}});
+        }
+      }
+      for (const auto& [b, worlds] : per_rank) {
+        if (worlds.size() < 2) continue;
+        const auto& [w0, base] = *worlds.begin();
+        for (const auto& [w, a] : worlds)
+          weak.push_back({{"batch_per_rank", b},
+                          {"world", w},
+                          {"label", a->point["label"]},
+                          {"step_s", a->measured_step},
+                          {"efficiency", base->measured_step / a->measured_step}});
+      }
+      (void)key;
+    }
+  }
+  // Machines side by side: the same configuration measured in several folders.
+  json side = json::array();
+  {
+    std::map<std::string, std::vector<const Analysed*>> by_label;
+    for (const auto& a : all)
+      by_label[a.point["label"].get<std::string>() + " " + a.point["precision"].get<std::string>() +
+               " gb" + std::to_string(a.point["global_batch"].get<int>())]
+          .push_back(&a);
+    for (const auto& [label, v] : by_label) {
+      std::set<std::string> ms;
+      for (const auto* a : v) ms.insert(a->point["machine"]);
+      if (ms.size() < 2) continue;
+      json row{{"configuration", label}};
+      for (const auto* a : v)
+        row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
+      side.push_back(row);
+    }
+  }
+  report["machines"] = machines;
+  report["points"] = points;
+  report["calibration"] = calibration;
+  report["accuracy"] = accuracy;
+  report["scaling"] = {{"strong", strong}, {"weak", weak}};
+  report["machines_side_by_side"] = side;
+
+  const std::string out = dirs.front();
+  {
+    std::ofstream f(out + "/report.json");
+    f << report.dump(2) << '\n';
+  }
+  // Plots.
+  std::string plots_note;
+  const std::string python = find_python(), script = find_plot_script();
+  if (python.empty() || script.empty()) {
+    plots_note = python.empty() ? "plots skipped: no python3 with matplotlib (set PARAXIS_PYTHON)"
+                                : "plots skipped: tools/plot_report.py not found (set "
+                                  "PARAXIS_PLOT_SCRIPT)";
+    std::fprintf(stderr, "paraxis: warning: %s\n", plots_note.c_str());
+  } else {
+    const std::string cmd =
+        python + " '" + script + "' '" + out + "/report.json' '" + out + "/plots' >/dev/null";
+    if (std::system(cmd.c_str()) != 0) {
+      plots_note = "plots failed: " + cmd;
+      std::fprintf(stderr, "paraxis: warning: %s\n", plots_note.c_str());
+    }
+  }
+  // Markdown.
+  std::ofstream md(out + "/report.md");
+  md << "# paraxis report\n\nSources: ";
+  for (const auto& d : dirs) md << '`' << d << "` ";
+  md << "\n\nPredictions use only the calibration each point recorded before it ran (fitted "
+        "collectives per communicator, the shard's compute per model chunk, the optimizer) and "
+        "the analytic models of `docs/perfmodel.md`; residual = (measured - predicted) / "
+        "predicted. Terms: see `docs/report.md`.\n\n";
+  md << "## Machines\n\n| folder | hosts | ranks | execution space | MPI "
+        "|\n|---|---|---|---|---|\n";
+  for (const auto& m : machines)
+    md << "| `" << m["dir"].get<std::string>() << "` | " << m["machine"].get<std::string>() << " | "
+       << m["world"] << " | " << m["execution_space"].get<std::string>() << " | "
+       << m["mpi_library"].get<std::string>() << " |\n";
+  md << "\n## Step time, measured and predicted\n\n";
+  if (n_pred > 0) {
+    md << "Largest |residual| " << fmt(max_abs, 3) << " % (target " << kEveryPointPct
+       << " %), mean " << fmt(accuracy["mean_abs_residual_pct"].get<double>(), 3) << " % (target "
+       << kMeanPct << " %): "
+       << (accuracy["every_point_within_target"].get<bool>() &&
+                   accuracy["mean_within_target"].get<bool>()
+               ? "**met**"
+               : "**missed**")
+       << ".\n\n";
+    for (const auto& miss : misses)
+      md << "- `" << miss["label"].get<std::string>() << "` is off by "
+         << fmt(miss["residual_pct"].get<double>(), 3) << " %; the term furthest from its model: `"
+         << miss["term_most_off"].get<std::string>() << "`\n";
+    if (!misses.empty()) md << '\n';
+  } else {
+    md << "No point was calibrated (`hardware.calibrate: false`): nothing to predict.\n\n";
+  }
+  md << "| point | machine | measured s | predicted s | residual % | rank (meas / pred) | "
+        "costliest axis |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& p : points) {
+    const auto& st = p["terms"][0];
+    md << "| " << p["label"].get<std::string>() << " | " << p["machine"].get<std::string>() << " | "
+       << fmt(p["measured_step_s"].get<double>()) << " | "
+       << (p["predicted_step_s"].is_null() ? "-" : fmt(p["predicted_step_s"].get<double>()))
+       << " | " << (st["residual_pct"].is_null() ? "-" : fmt(st["residual_pct"].get<double>(), 3))
+       << " | " << p["rank_measured"] << " / "
+       << (p.contains("rank_predicted") ? p["rank_predicted"].dump() : "-") << " | "
+       << p["costliest_axis"].get<std::string>() << " |\n";
+  }
+  md << "\n## Terms per point\n\n";
+  for (const auto& p : points) {
+    md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
+       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % |\n"
+       << "|---|---|---|---|\n";
+    for (const auto& t : p["terms"])
+      md << "| " << t["name"].get<std::string>() << " | " << fmt(t["measured"].get<double>()) << ' '
+         << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
+         << t["unit"].get<std::string>() << " | "
+         << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3)) << " |\n";
+    if (p.contains("pipeline")) {
+      const auto& q = p["pipeline"];
+      md << "\nBubble: measured " << fmt(q["bubble_measured"].get<double>(), 3)
+         << ", formula with measured stage times " << fmt(q["bubble_model"].get<double>(), 3)
+         << ", ideal " << fmt(q["bubble_ideal"].get<double>(), 3) << ".\n";
+    }
+    md << '\n';
+  }
+  if (!calibration.empty()) {
+    md << "## Calibrated collectives\n\n| machine | axis | op | ranks | alpha (us) | "
+          "1/beta (GB/s) |\n|---|---|---|---|---|---|\n";
+    for (const auto& c : calibration) {
+      const double beta = c["beta_s_per_byte"];
+      md << "| " << c["machine"].get<std::string>() << " | " << c["axis"].get<std::string>()
+         << " | " << c["op"].get<std::string>() << " | " << c["ranks"] << " | "
+         << fmt(c["alpha_s"].get<double>() * 1e6, 3) << " | "
+         << (beta > 0 ? fmt(1e-9 / beta, 3) : std::string("-")) << " |\n";
+    }
+    md << '\n';
+  }
+  if (!strong.empty() || !weak.empty()) {
+    md << "## Scaling\n\n";
+    if (!strong.empty()) {
+      md << "Strong (fixed global batch):\n\n| global batch | ranks | fastest configuration | "
+            "step s | speedup | efficiency |\n|---|---|---|---|---|---|\n";
+      for (const auto& s : strong)
+        md << "| " << s["global_batch"] << " | " << s["world"] << " | "
+           << s["label"].get<std::string>() << " | " << fmt(s["step_s"].get<double>()) << " | "
+           << fmt(s["speedup"].get<double>(), 3) << " | " << fmt(s["efficiency"].get<double>(), 3)
+           << " |\n";
+      md << '\n';
+    }
+    if (!weak.empty()) {
+      md << "Weak (fixed global batch per rank):\n\n| batch per rank | ranks | fastest "
+            "configuration | step s | efficiency |\n|---|---|---|---|---|\n";
+      for (const auto& s : weak)
+        md << "| " << s["batch_per_rank"] << " | " << s["world"] << " | "
+           << s["label"].get<std::string>() << " | " << fmt(s["step_s"].get<double>()) << " | "
+           << fmt(s["efficiency"].get<double>(), 3) << " |\n";
+      md << '\n';
+    }
+  }
+  if (!side.empty()) {
+    md << "## Machines side by side\n\n| configuration | step s per machine |\n|---|---|\n";
+    for (const auto& r : side) {
+      md << "| " << r["configuration"].get<std::string>() << " | ";
+      for (const auto& [m, v] : r["step_s"].items())
+        md << m << ": " << fmt(v.get<double>()) << "; ";
+      md << "|\n";
+    }
+    md << '\n';
+  }
+  md << "## Plots\n\n";
+  if (plots_note.empty()) {
+    for (const char* f :
+         {"step_breakdown", "bubble_vs_microbatches", "measured_vs_predicted", "busbw"})
+      if (std::filesystem::exists(out + "/plots/" + f + ".png"))
+        md << "![" << f << "](plots/" << f << ".png)\n\n";
+  } else {
+    md << plots_note << "\n";
+  }
+  std::printf("report: %zu point(s) from %zu folder(s)", all.size(), dirs.size());
+  if (n_pred > 0)
+    std::printf(", step time predicted within %.1f %% (max) / %.1f %% (mean)", max_abs,
+                accuracy["mean_abs_residual_pct"].get<double>());
+  std::printf(" -> %s/report.md, report.json, plots/\n", out.c_str());
+  return 0;
+}
+
+}  // namespace paraxis::driver

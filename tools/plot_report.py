@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Plots of a paraxis report (`paraxis report DIR ...` runs this on its report.json).
+
+    plot_report.py REPORT_JSON OUT_DIR
+
+Writes into OUT_DIR:
+  step_breakdown.png     measured step time per configuration, stacked by term, with the
+                         predicted step time marked on each bar;
+  bubble_vs_microbatches.png
+                         measured pipeline bubble against the micro-batch count m, with the
+                         formula's curves (p-1)/(m+p-1) and (p-1)/(v m+p-1);
+  measured_vs_predicted.png
+                         every term of every point, measured against predicted, with y = x;
+  busbw.png              bus bandwidth (nccl-tests definition) against message size for each
+                         calibrated communicator and operation.
+Only the standard library and matplotlib (Debian's python3-matplotlib).
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+TERM_COLOURS = {
+    "compute": "#4c72b0",
+    "tp": "#dd8452",
+    "pp": "#55a868",
+    "dp": "#c44e52",
+    "ep": "#8172b3",
+    "bubble": "#937860",
+    "optimizer": "#da8bc3",
+    "other": "#bbbbbb",
+}
+STACKED = ["compute", "tp", "ep", "bubble", "pp", "dp", "optimizer"]
+
+
+def term(point, name, field):
+    for t in point["terms"]:
+        if t["name"] == name:
+            return t.get(field)
+    return None
+
+
+def step_breakdown(report, out):
+    points = [p for p in report["points"] if term(p, "step_time", "measured") is not None]
+    if not points:
+        return False
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(points) + 2), 4.5))
+    labels = [p["label"] for p in points]
+    bottoms = [0.0] * len(points)
+    for name in STACKED:
+        vals = [max(0.0, term(p, name, "measured") or 0.0) for p in points]
+        if not any(vals):
+            continue
+        ax.bar(labels, vals, bottom=bottoms, color=TERM_COLOURS[name], label=name)
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    steps = [term(p, "step_time", "measured") for p in points]
+    other = [max(0.0, s - b) for s, b in zip(steps, bottoms)]
+    if any(o > 0 for o in other):
+        ax.bar(labels, other, bottom=bottoms, color=TERM_COLOURS["other"], label="other")
+    pred = [term(p, "step_time", "predicted") for p in points]
+    xs = [i for i, v in enumerate(pred) if v is not None]
+    ax.scatter(xs, [pred[i] for i in xs], marker="_", s=400, color="black", zorder=3,
+               label="predicted step")
+    ax.set_ylabel("seconds per step (measured)")
+    ax.set_title("Step time by term")
+    ax.tick_params(axis="x", labelrotation=60, labelsize=7)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "step_breakdown.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def bubble(report, out):
+    pts = [p for p in report["points"] if p.get("pipeline")]
+    if not pts:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    curves = sorted({(p["pipeline"]["stages"], p["pipeline"]["virtual_stages"]) for p in pts})
+    m_max = max(p["pipeline"]["micro_batches"] for p in pts)
+    ms = [x / 4 for x in range(4, 4 * m_max + 1)]
+    for (stages, v) in curves:
+        ax.plot(ms, [(stages - 1) / (v * m + stages - 1) for m in ms], "-", lw=1,
+                label=f"formula p={stages}" + (f" v={v}" if v > 1 else ""))
+    markers = {"gpipe": "o", "1f1b": "s", "interleaved": "^"}
+    for sched in sorted({p["pipeline"]["schedule"] for p in pts}):
+        sel = [p for p in pts if p["pipeline"]["schedule"] == sched]
+        ax.scatter([p["pipeline"]["micro_batches"] for p in sel],
+                   [p["pipeline"]["bubble_measured"] for p in sel],
+                   marker=markers.get(sched, "x"), label=f"measured {sched}", zorder=3)
+        ax.scatter([p["pipeline"]["micro_batches"] for p in sel],
+                   [p["pipeline"]["bubble_model"] for p in sel], marker="+", s=80,
+                   label=f"measured stage times {sched}", zorder=3)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("micro-batches per step m")
+    ax.set_ylabel("bubble fraction of the pipelined part")
+    ax.set_title("Pipeline bubble")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bubble_vs_microbatches.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def scatter(report, out):
+    xs, ys, cs = [], [], []
+    for p in report["points"]:
+        for t in p["terms"]:
+            m, q = t.get("measured"), t.get("predicted")
+            if m is None or q is None or m <= 0 or q <= 0 or t["name"].startswith("memory"):
+                continue
+            xs.append(q)
+            ys.append(m)
+            cs.append(TERM_COLOURS.get(t["name"], "black"))
+    if not xs:
+        return False
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.scatter(xs, ys, c=cs, s=18)
+    lo, hi = min(xs + ys) / 1.5, max(xs + ys) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted seconds")
+    ax.set_ylabel("measured seconds")
+    ax.set_title("Measured against predicted (each term, each point)")
+    for name, colour in TERM_COLOURS.items():
+        ax.scatter([], [], c=colour, label=name if name != "other" else "step_time")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "measured_vs_predicted.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def busbw(report, out):
+    cal = report.get("calibration", [])
+    if not cal:
+        return False
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for c in cal:
+        sizes = [s[0] for s in c["samples"]]
+        bw = [s[0] / s[1] * c["busbw_factor"] / 1e9 for s in c["samples"] if s[1] > 0]
+        ax.plot(sizes[: len(bw)], bw, marker="o", ms=3,
+                label=f"{c['machine']} {c['axis']} {c['op']} ({c['ranks']} ranks)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size S (bytes, nccl-tests definition)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title("Collectives per communicator (calibration)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "busbw.png"), dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        report = json.load(f)
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    made = [name for name, fn in [("step_breakdown", step_breakdown), ("bubble", bubble),
+                                  ("measured_vs_predicted", scatter), ("busbw", busbw)]
+            if fn(report, out)]
+    print("plots: " + (", ".join(made) if made else "none (no data to plot)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
