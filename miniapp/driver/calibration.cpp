@@ -301,7 +301,9 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
       if (it == comm_cache_.end()) {
         // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
         // training); its fit is broadcast so every rank stores the same.
-        auto fits = calibrate_axis(axes[a].first, axes[a].second, cfg.comm.backend);
+        // The pipeline's transfers always use MPI (parallel_trainer.cpp).
+        const std::string backend = a == 1 ? std::string("mpi") : cfg.comm.backend;
+        auto fits = calibrate_axis(axes[a].first, axes[a].second, backend);
         for (auto& f : fits) {
           double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
           MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);

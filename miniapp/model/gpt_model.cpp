@@ -208,7 +208,7 @@ std::vector<ChunkParams> declare_parameters(ParamStore<T>& ps, const ModelConfig
   return out;
 }
 
-void check_layout(const ModelConfig& c, const ShardLayout& lay, const ShardComms& comms) {
+void check_layout(const ShardLayout& lay, const ShardComms& comms) {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   if (lay.tp < 1 || lay.tp_rank < 0 || lay.tp_rank >= lay.tp)
     fail("tensor-parallel rank " + std::to_string(lay.tp_rank) + " of " + std::to_string(lay.tp));
@@ -281,7 +281,7 @@ struct GptModel<T>::Impl {
   V2 q, kk, vv, dq, dk, dv, da, dx_a, dx_b, dtmp, full, dfull, part, dff, dlogits;
   V2 dgate, dprobs, drouter;
   V2 s_stage, s_recv, s_dy, s_dx, e_dy, e_dh, e_du, e_dx;  // MoE, grown on demand
-  I1 router_requested;
+  I1 router_requested, count_send, count_recv;
   A1 router_prob_sum;
   std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
   std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;
@@ -294,7 +294,7 @@ struct GptModel<T>::Impl {
   Impl(GptModel& model, ShardComms shard_comms, bool allocate_store)
       : m(model), cfg(model.cfg_), lay(model.layout_), comms(shard_comms) {
     const ModelConfig& c = cfg;
-    check_layout(c, lay, comms);
+    check_layout(lay, comms);
     N = m.micro_batch_ * c.seq_len;
     sp = lay.sp();
     if (sp && N % lay.tp != 0)
@@ -347,6 +347,10 @@ struct GptModel<T>::Impl {
       router_requested =
           m.ledger_.track(MemCategory::activations, I1("paraxis::router_requested", E));
       router_prob_sum = vec("paraxis::router_prob_sum", E);
+      if (lay.ep > 1) {
+        count_send = m.ledger_.track(MemCategory::activations, I1("paraxis::moe_count_send", E));
+        count_recv = m.ledger_.track(MemCategory::activations, I1("paraxis::moe_count_recv", E));
+      }
     }
   }
 
@@ -578,13 +582,19 @@ struct GptModel<T>::Impl {
     } else {
       // Rows per (destination rank, its local expert), exchanged so that each expert rank
       // knows how many rows of each of its experts every source sends.
+      // (In the memory space the collectives read: device memory with NCCL or a GPU-aware MPI.)
       std::vector<int> counts(r.counts_host.data(), r.counts_host.data() + E);
       mo.recv_counts.assign(E, 0);
       {
         std::vector<int> c1(ep, El), d1(ep);
         for (int d = 0; d < ep; ++d) d1[d] = d * El;
-        comms.ep->all_to_all_v(counts.data(), c1.data(), d1.data(), mo.recv_counts.data(),
+        Kokkos::deep_copy(count_send, r.counts);
+        Kokkos::fence();
+        comms.ep->all_to_all_v(count_send.data(), c1.data(), d1.data(), count_recv.data(),
                                c1.data(), d1.data(), DType::i32);
+        Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> got(mo.recv_counts.data(),
+                                                                           E);
+        Kokkos::deep_copy(got, count_recv);
       }
       mo.send_rows.assign(ep, 0);
       mo.recv_rows.assign(ep, 0);

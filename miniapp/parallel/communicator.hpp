@@ -66,17 +66,6 @@ class Communicator : public model::CommGroup {
   void wait(Request& r);
   void barrier();
 
-  // Typed conveniences over Kokkos Views (contiguous).
-  template <class V>
-  void all_reduce_inplace(const V& v, ReduceOp op = ReduceOp::sum) {
-    using T = std::remove_cv_t<typename V::value_type>;
-    all_reduce(v.data(), v.data(), v.span(), dtype_of<T>(), op);
-  }
-  double all_reduce_sum(double x) {
-    all_reduce(&x, &x, 1, DType::f64);
-    return x;
-  }
-
   CommLog* log() const { return log_; }
   void set_log(CommLog* log) { log_ = log; }
 

@@ -48,7 +48,10 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                                   std::to_string(g.dp) + " * " + std::to_string(t.micro_batch));
     log_ = std::make_unique<CommLog>();
     tp_ = make_communicator(opt.backend, grid.tp(), Axis::tp, log_.get());
-    pp_ = make_communicator(opt.backend, grid.pp(), Axis::pp, log_.get());
+    // Pipeline transfers always go through MPI: the engine's sends must not block compute
+    // (NCCL send/recv on the compute stream would wait there for the peer's matching call,
+    // and 1F1B's crossing transfers could deadlock). With CUDA, MPI must be GPU-aware.
+    pp_ = make_communicator("mpi", grid.pp(), Axis::pp, log_.get());
     dp_ = make_communicator(opt.backend, grid.dp(), Axis::dp, log_.get());
     if (g.ep > 1) {
       ep_ = make_communicator(opt.backend, grid.ep(), Axis::ep, log_.get());
@@ -135,9 +138,9 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     const double opt_begin = model::steady_seconds();
     // Each rank's share counts every element once over the grid; summed over tp, pp, dp.
     double ss = zero_->grad_sq_norm_share(coords_.tp);
-    if (shape_g_.tp > 1) ss = tp_->all_reduce_sum(ss);
-    if (shape_g_.pp > 1) ss = pp_->all_reduce_sum(ss);
-    if (shape_g_.dp > 1 && zero_->norm_sums_over_dp()) ss = dp_->all_reduce_sum(ss);
+    if (shape_g_.tp > 1) ss = sum_over(*tp_, ss);
+    if (shape_g_.pp > 1) ss = sum_over(*pp_, ss);
+    if (shape_g_.dp > 1 && zero_->norm_sums_over_dp()) ss = sum_over(*dp_, ss);
     r.grad_norm = std::sqrt(ss);
     double scale = 1.0;
     if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
@@ -236,6 +239,17 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   const model::SyntheticCorpus& corpus() const override { return corpus_; }
 
  private:
+  // A scalar summed over a group, through the memory space its backend reads (NCCL needs
+  // device memory).
+  double sum_over(Communicator& c, double x) {
+    Kokkos::deep_copy(scalar_, x);
+    Kokkos::fence();
+    c.all_reduce(scalar_.data(), scalar_.data(), 1, DType::f64);
+    double out = 0;
+    Kokkos::deep_copy(out, scalar_);
+    return out;
+  }
+
   // ---- the engine
   // A transfer's tag names its message: the micro-batch, the chunk that receives it and the
   // direction (0: activation, 1: gradient). Sender and receiver compute the same tag.
@@ -457,6 +471,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   MPI_Comm world_ = MPI_COMM_NULL;
   model::SyntheticCorpus corpus_;
   Tokens tokens_, targets_;
+  Kokkos::View<double, Space::memory_space> scalar_{"paraxis::norm_share"};
   std::unique_ptr<CommLog> log_;
   std::unique_ptr<Communicator> tp_, pp_, dp_, ep_, edp_, metrics_, pp_sync_;
   PipelineShape shape_;
