@@ -285,7 +285,9 @@ struct GptModel<T>::Impl {
   A1 router_prob_sum;
   std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
   std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;
-  V2 chain_grad[2];  // forward_backward across several chunks of one rank
+  // forward_backward across several chunks of one rank. A vector, not an array of Views
+  // (docs/portability.md: arrays of default-constructed Views crash on a Kokkos 4 snapshot).
+  std::vector<V2> chain_grad;
   // Activation sets: a pool per chunk (reused, never shrunk: what is allocated is the peak
   // in flight) and the pairs in flight.
   std::vector<std::vector<std::unique_ptr<ActSet>>> pool;
@@ -988,8 +990,9 @@ MicroBatchResult GptModel<T>::forward_backward(const Tokens& tokens, const Token
     for (auto& s : r.moe) all.moe.push_back(std::move(s));
   }
   auto& grads = impl_->chain_grad;
-  if (chunks() > 1 && !grads[0].data())
-    for (auto& g : grads) g = impl_->mat("paraxis::chunk_grad", impl_->Nl, cfg_.hidden);
+  if (chunks() > 1 && grads.empty())
+    for (int k = 0; k < 2; ++k)
+      grads.push_back(impl_->mat("paraxis::chunk_grad", impl_->Nl, cfg_.hidden));
   for (int c = chunks() - 1; c >= 0; --c) {
     const Act out = c + 1 < chunks() ? grads[(c + 1) % 2] : Act();
     const Act in = c > 0 ? grads[c % 2] : Act();
