@@ -49,24 +49,11 @@ struct TrainedRun {
   std::vector<std::map<std::string, model::CommTotals>> comm;
 };
 
-inline parallel::ParallelOptions options_of(const driver::RunConfig& c) {
-  parallel::ParallelOptions o;
-  o.zero = c.parallel.zero;
-  o.bucket_mb = c.comm.bucket_mb;
-  o.overlap = c.comm.overlap;
-  o.backend = c.comm.backend;
-  o.schedule = c.parallel.schedule;
-  o.virtual_stages = c.parallel.virtual_stages;
-  o.stage_layers = c.parallel.stage_layers;
-  o.sequence_parallel = c.parallel.sequence_parallel;
-  return o;
-}
-
 // The parallel run of `c` (its parallel section must fit the world size).
 inline TrainedRun run_parallel(const driver::RunConfig& c, bool record_routing = false) {
   const auto& p = c.parallel;
   parallel::ProcessGrid grid(MPI_COMM_WORLD, parallel::GridShape{p.tp, p.pp, p.dp, p.ep, p.order});
-  auto t = parallel::make_parallel_trainer(c.model, c.train, grid, options_of(c));
+  auto t = parallel::make_parallel_trainer(c.model, c.train, grid, driver::parallel_options(c));
   if (record_routing) t->record_routing(true);
   TrainedRun r;
   for (int s = 0; s < c.train.steps; ++s) {

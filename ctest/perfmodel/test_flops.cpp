@@ -38,7 +38,7 @@ TEST(flops, tiny_model_by_hand) {
   // 4 blocks + head 2*64*256 = 32768: 458752. A step of 8 sequences: 3 * 458752 * 256 tokens.
   EXPECT_DOUBLE_EQ(forward_flops_per_token(tiny_model()), 458752.0);
   EXPECT_DOUBLE_EQ(step_flops(tiny_model(), 8), 3 * 458752.0 * 256);
-  const auto pieces = piece_forward_flops_per_token(tiny_model());
+  const auto pieces = paraxis::model::piece_costs(tiny_model());
   ASSERT_EQ(pieces.size(), 6u);
   EXPECT_EQ(pieces.front(), 0.0);
   EXPECT_EQ(pieces.back(), 32768.0);

@@ -147,7 +147,7 @@ TEST(step_traffic, zero_stages_move_what_the_table_says) {
       const double expected[4] = {P * g, P * g + P * t + 8, 4 * P * g + P * t + 8,
                                   4 * (2 * P * t + P * g) + 8};
       EXPECT_DOUBLE_EQ(data_parallel_step_traffic(m, c, 0).bytes(), expected[zero])
-          << paraxis::perfmodel::precision_name(p) << " zero " << zero;
+          << paraxis::model::to_string(p) << " zero " << zero;
     }
   }
 }
@@ -213,7 +213,7 @@ TEST(step_traffic, expert_all_to_alls_by_hand) {
   // Capacity factor 0.5: ceil(0.5 * 32 * 2 / 4) = 8 per expert, 32 rows kept of 64.
   auto capped = m;
   capped.moe.capacity_factor = 0.5;
-  EXPECT_EQ(expert_capacity_rows(capped, 32), 8);
+  EXPECT_EQ(paraxis::model::expert_capacity(capped, 32), 8);
   EXPECT_DOUBLE_EQ(expected_kept_rows(capped, 32), 32.0);
   EXPECT_DOUBLE_EQ(expert_step_traffic(capped, c, 0).bytes(), 2 * 4 * (16 + 4 * 8192.0));
   // Measured routing replaces the expectation.

@@ -73,17 +73,6 @@ class LocalCopyGroup final : public model::CommGroup {
   int rank_, size_;
 };
 
-parallel::ParallelOptions options_of(const RunConfig& c) {
-  parallel::ParallelOptions o;
-  o.zero = c.parallel.zero;
-  o.schedule = c.parallel.schedule;
-  o.virtual_stages = c.parallel.virtual_stages;
-  o.stage_layers = c.parallel.stage_layers;
-  o.sequence_parallel = c.parallel.sequence_parallel;
-  o.backend = c.comm.backend;
-  return o;
-}
-
 // ---- communication
 std::vector<perfmodel::Collective> ops_of(const std::string& axis) {
   using C = perfmodel::Collective;
@@ -177,7 +166,7 @@ template <class T>
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& shape,
                               const parallel::GridCoords& coords) {
   const auto& mc = cfg.model;
-  const auto opt = options_of(cfg);
+  const auto opt = parallel_options(cfg);
   std::vector<int> global_of;
   model::ShardLayout layout = parallel::shard_layout_of(mc, shape, coords, opt, &global_of);
   // Every expert local: a rank's experts compute, on average, the rows of its whole group's

@@ -86,16 +86,7 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
   if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
   if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
   if (single) return model::make_trainer(cfg.model, cfg.train);
-  parallel::ParallelOptions o;
-  o.zero = p.zero;
-  o.bucket_mb = cfg.comm.bucket_mb;
-  o.overlap = cfg.comm.overlap;
-  o.backend = cfg.comm.backend;
-  o.schedule = p.schedule;
-  o.virtual_stages = p.virtual_stages;
-  o.stage_layers = p.stage_layers;
-  o.sequence_parallel = p.sequence_parallel;
-  return parallel::make_parallel_trainer(cfg.model, cfg.train, *grid, o);
+  return parallel::make_parallel_trainer(cfg.model, cfg.train, *grid, parallel_options(cfg));
 }
 
 void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size_t i,
@@ -254,6 +245,19 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
 }
 
 }  // namespace
+
+parallel::ParallelOptions parallel_options(const RunConfig& c) {
+  parallel::ParallelOptions o;
+  o.zero = c.parallel.zero;
+  o.bucket_mb = c.comm.bucket_mb;
+  o.overlap = c.comm.overlap;
+  o.backend = c.comm.backend;
+  o.schedule = c.parallel.schedule;
+  o.virtual_stages = c.parallel.virtual_stages;
+  o.stage_layers = c.parallel.stage_layers;
+  o.sequence_parallel = c.parallel.sequence_parallel;
+  return o;
+}
 
 int check_command(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
   const Deck deck = load_deck(path, overrides, ranks);

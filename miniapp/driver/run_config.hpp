@@ -7,6 +7,10 @@
 
 #include "model/model_config.hpp"
 
+namespace paraxis::parallel {
+struct ParallelOptions;
+}
+
 namespace paraxis::driver {
 
 struct ParallelConfig {
@@ -47,5 +51,9 @@ struct RunConfig {
   HardwareConfig hardware;
   OutputConfig output;
 };
+
+// What the parallel trainer takes from a configuration (parallel_trainer.hpp; defined in
+// run_command.cpp).
+parallel::ParallelOptions parallel_options(const RunConfig& c);
 
 }  // namespace paraxis::driver

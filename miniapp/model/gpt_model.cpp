@@ -1006,18 +1006,6 @@ double steady_seconds() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-double forward_flops_per_token(const ModelConfig& c) {
-  const double H = c.hidden, F = c.ffn, V = c.vocab, S = c.seq_len;
-  const double attn = 2.0 * 4 * H * H + 2.0 * 2 * S * H;  // QKV + out proj; QK^T and PV
-  const double mlp = 2.0 * 2 * H * F;
-  double total = 0;
-  for (int l = 0; l < c.layers; ++l) {
-    total += attn;
-    total += c.is_moe_layer(l) ? 2.0 * H * c.moe.experts + c.moe.top_k * mlp : mlp;
-  }
-  return total + 2.0 * H * V;
-}
-
 template class GptModel<double>;
 template class GptModel<float>;
 template class GptModel<paraxis::bf16>;

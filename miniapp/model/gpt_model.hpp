@@ -149,11 +149,6 @@ class GptModel {
   int peak_sets_ = 0;
 };
 
-// Model FLOPs of one forward pass per token, derived from the kernels paraxis runs (matmuls
-// only: 2 FLOPs per multiply-add; full S x S attention products as computed). A training step
-// costs 3x the forward (backward = 2x forward).
-double forward_flops_per_token(const ModelConfig& cfg);
-
 // Seconds on the steady clock (the time base of Span).
 double steady_seconds();
 

@@ -6,26 +6,6 @@
 
 namespace paraxis::perfmodel {
 
-std::vector<double> piece_forward_flops_per_token(const model::ModelConfig& m) {
-  const double H = m.hidden, F = m.ffn, S = m.seq_len, V = m.vocab;
-  std::vector<double> cost;
-  cost.reserve(static_cast<std::size_t>(m.layers) + 2);
-  cost.push_back(0.0);
-  const double attention = 2.0 * 4 * H * H + 2.0 * 2 * S * H;
-  const double mlp = 2.0 * 2 * H * F;
-  for (int l = 0; l < m.layers; ++l)
-    cost.push_back(attention +
-                   (m.is_moe_layer(l) ? 2.0 * H * m.moe.experts + m.moe.top_k * mlp : mlp));
-  cost.push_back(2.0 * H * V);
-  return cost;
-}
-
-double forward_flops_per_token(const model::ModelConfig& m) {
-  double total = 0;
-  for (double c : piece_forward_flops_per_token(m)) total += c;
-  return total;
-}
-
 double step_flops(const model::ModelConfig& m, double sequences) {
   return 3.0 * forward_flops_per_token(m) * sequences * m.seq_len;
 }

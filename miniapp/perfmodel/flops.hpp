@@ -2,26 +2,22 @@
 // attention products as computed), per training step (3x the forward: the backward computes
 // the input and the weight gradients, each as costly as the forward), and model FLOPs
 // utilisation against a given dense peak.
-//
-// This duplicates miniapp/model's forward_flops_per_token and piece_costs on purpose: those
-// live in a library that needs Kokkos, and the performance models must not. A test links both
-// and checks that they agree.
+
 #pragma once
 
 #include <vector>
 
 #include "model/model_config.hpp"
+#include "model/model_pieces.hpp"
 
 namespace paraxis::perfmodel {
 
-// Forward FLOPs per token of each piece of the model: [0] the embedding (0: a lookup),
-// [1 .. layers] the blocks, [layers + 1] the final LayerNorm + head (the LayerNorm is not a
-// matmul and is not counted).
+// Forward FLOPs per token of each piece and of the whole model: model::piece_costs and
+// model::forward_flops_per_token (model/model_pieces.hpp), the one definition paraxis uses.
 //   block:  2*4*H^2 (Q, K, V, output projection) + 2*2*S*H (QK^T and PV)
 //           + 2*2*H*F (dense MLP)  |  2*H*E (router) + K*2*2*H*F (top-k experts)
 //   head:   2*H*V
-std::vector<double> piece_forward_flops_per_token(const model::ModelConfig& m);
-double forward_flops_per_token(const model::ModelConfig& m);
+using model::forward_flops_per_token;
 
 // FLOPs of one training step of `sequences` sequences (every replica together):
 // 3 * forward per token * sequences * seq_len.

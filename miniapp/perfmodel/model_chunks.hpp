@@ -1,28 +1,18 @@
-// Which layers each pipeline chunk holds and which chunks each stage runs, as paraxis cuts them
-// (model/shard_layout.cpp's split_layers: contiguous chunks minimising the most expensive one,
-// by modelled forward FLOPs, embedding on chunk 0 and head on the last; chunk c on stage
-// c % pp). Re-implemented here because shard_layout lives in a library that needs Kokkos;
-// a test links both and checks that the cuts are identical.
+// Which chunks each pipeline stage runs (chunk c on stage c % pp) and what a chunk costs; the
+// cut itself is paraxis's own (model::split_layers, model/model_pieces.hpp).
 #pragma once
 
 #include <vector>
 
 #include "model/model_config.hpp"
+#include "model/model_pieces.hpp"
 #include "perfmodel/parallel_config.hpp"
 
 namespace paraxis::perfmodel {
 
-struct ChunkLayers {
-  int first_layer = 0, end_layer = 0;  // blocks [first_layer, end_layer)
-  bool embedding = false, head = false;
-  int layers() const { return end_layer - first_layer; }
-};
-
-// `chunks` contiguous chunks, each with at least one layer. stage_layers empty: the cut that
-// minimises the most expensive chunk (ties go to the later cut, as in paraxis); else the given
-// layer counts. Throws std::invalid_argument naming the values when impossible.
-std::vector<ChunkLayers> split_layers(const model::ModelConfig& m, int chunks,
-                                      const std::vector<int>& stage_layers = {});
+// A pipeline chunk's layers (model/model_pieces.hpp).
+using ChunkLayers = model::ModelChunk;
+using model::split_layers;
 
 // Model chunk indices run by pipeline stage `stage` (c % pp == stage), in model order.
 std::vector<int> stage_chunk_ids(const ParallelConfig& c, int stage);

@@ -21,18 +21,6 @@ bool has_master_copy(model::Precision p) {
   return p == model::Precision::bf16;
 }
 
-const char* precision_name(model::Precision p) {
-  switch (p) {
-    case model::Precision::fp64:
-      return "fp64";
-    case model::Precision::fp32:
-      return "fp32";
-    case model::Precision::bf16:
-      return "bf16";
-  }
-  return "unknown";
-}
-
 std::string describe(const ParallelConfig& c) {
   std::ostringstream os;
   os << "tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp << " ep=" << c.ep

@@ -49,9 +49,6 @@ ElementBytes element_bytes(model::Precision p);
 // fp32 master copy of the parameters (bf16).
 bool has_master_copy(model::Precision p);
 
-// "fp64" | "fp32" | "bf16" (model::to_string lives in a library that needs Kokkos).
-const char* precision_name(model::Precision p);
-
 // One line naming every degree, e.g. "tp=2 pp=2 dp=2 ep=1 mb=1 zero=1 1f1b sp".
 std::string describe(const ParallelConfig& c);
 

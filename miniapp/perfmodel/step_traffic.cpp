@@ -60,14 +60,9 @@ double bus_bytes(const AxisTraffic& traffic, int group) {
   return b;
 }
 
-int expert_capacity_rows(const model::ModelConfig& m, int tokens) {
-  if (m.moe.capacity_factor <= 0 || m.moe.experts == 0) return 0;
-  return static_cast<int>(std::ceil(m.moe.capacity_factor * tokens * m.moe.top_k / m.moe.experts));
-}
-
 double expected_kept_rows(const model::ModelConfig& m, int tokens) {
   const double requested = static_cast<double>(tokens) * m.moe.top_k;
-  const int cap = expert_capacity_rows(m, tokens);
+  const int cap = model::expert_capacity(m, tokens);
   if (cap == 0) return requested;
   return std::min(requested, static_cast<double>(m.moe.experts) * cap);
 }

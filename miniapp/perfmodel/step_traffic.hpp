@@ -85,9 +85,6 @@ struct ExpertRouting {
   double kept_rows = -1, local_rows = -1;
 };
 
-// Assignments an expert may keep per micro-batch: ceil(cf * tokens * K / E); 0 = dropless
-// (model_config.cpp's expert_capacity, restated because that file's library needs Kokkos).
-int expert_capacity_rows(const model::ModelConfig& m, int tokens);
 // Kept rows under uniform routing: N*K dropless, else min(N*K, E * capacity).
 double expected_kept_rows(const model::ModelConfig& m, int tokens);
 
