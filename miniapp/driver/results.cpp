@@ -124,14 +124,19 @@ RunConfig config_from_json(const json& j) {
   return c;
 }
 
+namespace {
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+}  // namespace
+
 double measured_median(const PointResult& r, double (*get)(const model::StepResult&)) {
   std::vector<double> v;
   for (const auto& s : r.steps)
     if (s.step >= r.point.config.train.warmup_steps) v.push_back(get(s));
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return median_of(std::move(v));
 }
 
 namespace {
@@ -148,12 +153,6 @@ json memory_json(const model::MemoryReport& m) {
 }  // namespace
 
 namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 // Median over measured steps of a per-rank metric (rank_metric_names order).
 double rank_median(const PointResult& r, int rank, const std::string& name) {
   const auto& names = rank_metric_names();
@@ -263,9 +262,7 @@ json point_to_json(const PointResult& r) {
         const auto it = s.comm.find(axis);
         v.push_back(it == s.comm.end() ? 0.0 : field(it->second));
       }
-      if (v.empty()) return 0.0;
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      return median_of(std::move(v));
     };
     comm[axis] = {
         {"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
@@ -316,12 +313,8 @@ json point_to_json(const PointResult& r) {
         maxs.push_back(mx);
         means.push_back(sum / static_cast<double>(r.rank_steps.size()));
       }
-      auto median = [](std::vector<double> v) {
-        if (v.empty()) return 0.0;
-        std::sort(v.begin(), v.end());
-        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-      };
-      ranks[names[k]] = {{"min", median(mins)}, {"mean", median(means)}, {"max", median(maxs)}};
+      ranks[names[k]] = {
+          {"min", median_of(mins)}, {"mean", median_of(means)}, {"max", median_of(maxs)}};
     }
     j["time"]["ranks"] = ranks;
   }

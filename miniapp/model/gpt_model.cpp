@@ -961,9 +961,8 @@ void require_whole_chain(const ShardLayout& lay) {
 }  // namespace
 
 template <class T>
-MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& targets) {
+MicroBatchResult GptModel<T>::forward_all(int key, const Tokens& tokens, const Tokens& targets) {
   require_whole_chain(layout_);
-  constexpr int key = -1;
   MicroBatchResult all;
   for (int c = 0; c < chunks(); ++c) {
     if (c > 0) Kokkos::deep_copy(chunk_input(c, key), chunk_output(c - 1, key));
@@ -972,6 +971,13 @@ MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& target
     all.aux_sum += r.aux_sum;
     for (auto& s : r.moe) all.moe.push_back(std::move(s));
   }
+  return all;
+}
+
+template <class T>
+MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& targets) {
+  constexpr int key = -1;
+  MicroBatchResult all = forward_all(key, tokens, targets);
   for (int c = 0; c < chunks(); ++c) discard(c, key);
   return all;
 }
@@ -979,16 +985,8 @@ MicroBatchResult GptModel<T>::forward(const Tokens& tokens, const Tokens& target
 template <class T>
 MicroBatchResult GptModel<T>::forward_backward(const Tokens& tokens, const Tokens& targets,
                                                double ce_scale, double aux_scale) {
-  require_whole_chain(layout_);
   constexpr int key = -1;
-  MicroBatchResult all;
-  for (int c = 0; c < chunks(); ++c) {
-    if (c > 0) Kokkos::deep_copy(chunk_input(c, key), chunk_output(c - 1, key));
-    auto r = forward_chunk(c, key, tokens, targets);
-    all.ce_sum += r.ce_sum;
-    all.aux_sum += r.aux_sum;
-    for (auto& s : r.moe) all.moe.push_back(std::move(s));
-  }
+  MicroBatchResult all = forward_all(key, tokens, targets);
   auto& grads = impl_->chain_grad;
   if (chunks() > 1 && grads.empty())
     for (int k = 0; k < 2; ++k)

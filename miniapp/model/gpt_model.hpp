@@ -135,6 +135,8 @@ class GptModel {
   std::vector<Span> take_spans() { return std::move(spans_); }
 
  private:
+  // Every chunk's forward in order, each output copied into the next chunk's input.
+  MicroBatchResult forward_all(int key, const Tokens& tokens, const Tokens& targets);
   struct Impl;
   ModelConfig cfg_;
   int micro_batch_;
