@@ -384,10 +384,16 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
               " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
     if (!p.stage_layers.empty()) {
       long long sum = 0;
-      for (int l : p.stage_layers) sum += l;
-      if (static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers)
+      int smallest = 1;
+      for (int l : p.stage_layers) {
+        sum += l;
+        smallest = std::min(smallest, l);
+      }
+      if (static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
+          smallest < 1)
         err("parallel.stage_layers", "needs pp * virtual_stages = " + num(chunks) +
-                                         " entries summing to model.layers = " + num(m.layers));
+                                         " entries >= 1 summing to model.layers = " +
+                                         num(m.layers));
     }
   }
   if (p.schedule != "interleaved" && p.virtual_stages != 1)
