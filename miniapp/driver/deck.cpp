@@ -391,9 +391,9 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const st
       }
       if (static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
           smallest < 1)
-        err("parallel.stage_layers", "needs pp * virtual_stages = " + num(chunks) +
-                                         " entries >= 1 summing to model.layers = " +
-                                         num(m.layers));
+        err("parallel.stage_layers",
+            "needs pp * virtual_stages = " + num(chunks) +
+                " entries >= 1 summing to model.layers = " + num(m.layers));
     }
   }
   if (p.schedule != "interleaved" && p.virtual_stages != 1)

@@ -267,6 +267,7 @@ int report_command(const std::vector<std::string>& dirs) {
               {"sources", dirs},
               {"target", {{"every_point_pct", kEveryPointPct}, {"mean_pct", kMeanPct}}}};
   json points = json::array(), machines = json::array(), calibration = json::array();
+  std::vector<std::string> warnings;
   std::vector<Analysed> all;
   for (const auto& dir : dirs) {
     std::ifstream in(dir + "/summary.json");
@@ -293,6 +294,13 @@ int report_command(const std::vector<std::string>& dirs) {
     for (const auto& h : prov.value("hosts", json::array()))
       hosts += (hosts.empty() ? "" : ",") + h.get<std::string>();
     const std::string machine = hosts.empty() ? dir : hosts;
+    const int ranks_per_host = prov.value("max_ranks_per_host", 0);
+    const int cores = prov.value("cores_per_host", 0);
+    if (cores > 0 && ranks_per_host > cores)
+      warnings.push_back("`" + dir + "`: " + std::to_string(ranks_per_host) +
+                         " ranks on a host with " + std::to_string(cores) +
+                         " cores: ranks time-share cores (and MPI busy-polls), which no model "
+                         "here describes; predictions assume a core per rank");
     machines.push_back({{"dir", dir},
                         {"machine", machine},
                         {"world", prov.value("world", 0)},
@@ -437,6 +445,7 @@ int report_command(const std::vector<std::string>& dirs) {
   report["accuracy"] = accuracy;
   report["scaling"] = {{"strong", strong}, {"weak", weak}};
   report["machines_side_by_side"] = side;
+  report["warnings"] = warnings;
 
   const std::string out = dirs.front();
   {
@@ -467,6 +476,7 @@ int report_command(const std::vector<std::string>& dirs) {
         "collectives per communicator, the shard's compute per model chunk, the optimizer) and "
         "the analytic models of `docs/perfmodel.md`; residual = (measured - predicted) / "
         "predicted. Terms: see `docs/report.md`.\n\n";
+  for (const auto& w : warnings) md << "**Warning:** " << w << ".\n\n";
   md << "## Machines\n\n| folder | hosts | ranks | execution space | MPI "
         "|\n|---|---|---|---|---|\n";
   for (const auto& m : machines)
@@ -579,6 +589,7 @@ int report_command(const std::vector<std::string>& dirs) {
     std::printf(", step time predicted within %.1f %% (max) / %.1f %% (mean)", max_abs,
                 accuracy["mean_abs_residual_pct"].get<double>());
   std::printf(" -> %s/report.md, report.json, plots/\n", out.c_str());
+  for (const auto& w : warnings) std::printf("report: warning: %s\n", w.c_str());
   return 0;
 }
 

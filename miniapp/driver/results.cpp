@@ -9,8 +9,10 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_grid.hpp"
@@ -459,8 +461,14 @@ json provenance_json(int world, const std::string& command_line) {
   MPI_Gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
              MPI_CHAR, 0, MPI_COMM_WORLD);
   std::set<std::string> hosts;
-  for (int r = 0; r < world; ++r)
-    hosts.insert(std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]));
+  std::map<std::string, int> ranks_on;
+  for (int r = 0; r < world; ++r) {
+    const std::string h(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    hosts.insert(h);
+    ++ranks_on[h];
+  }
+  int most_ranks = 0;
+  for (const auto& [h, n] : ranks_on) most_ranks = std::max(most_ranks, n);
 
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char date[32];
@@ -480,6 +488,9 @@ json provenance_json(int world, const std::string& command_line) {
               {"mpi_library", mpi},
               {"world", world},
               {"hosts", hosts},
+              // More ranks than cores on a host: every figure includes time-sharing.
+              {"max_ranks_per_host", most_ranks},
+              {"cores_per_host", std::thread::hardware_concurrency()},
               {"date", date}};
 }
 
