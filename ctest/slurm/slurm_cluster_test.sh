@@ -10,7 +10,8 @@
 # starts is stopped by pid on exit, whatever happened (trap).
 #
 #   case ok:   sbatch cpu.sbatch with inputs/tiny.yaml on $PARAXIS_SLURM_RANKS ranks; the job must
-#              end COMPLETED 0:0 and its results folder must hold summary.json with status ok.
+#              end COMPLETED 0:0 and its results folder must hold summary.json with status ok
+#              and the report (report.md, report.json).
 #   case fail: sbatch cpu.sbatch with a deck that has an unknown key; the job must end FAILED with
 #              a non-zero exit code (scontrol show job, and the jobcomp/filetxt log), and its output
 #              must name the bad key.
@@ -256,6 +257,8 @@ PY
     say "FAIL: $out/summary.json missing or not ok"; ls -la "$out" 2>&1; fail=1
   fi
   grep -q "^exit_status=0$" "$out/job.txt" 2>/dev/null || { say "FAIL: job.txt has no exit_status=0"; fail=1; }
+  [ -f "$out/report.md" ] && [ -f "$out/report.json" ] ||
+    { say "FAIL: the job wrote no report (report.md, report.json) next to its results"; fail=1; }
   grep -q "loss" "$log" 2>/dev/null || { say "FAIL: the job's output $log shows no training steps"; fail=1; }
   if [ "$ranks" = 1 ] && [ "${PARAXIS_SLURM_RANKS:-2}" != 1 ]; then
     # Fallback: the launcher still has to give MPI a world of 2. A single-rank build rejects a
