@@ -375,10 +375,13 @@ TEST(pipeline_schedule, interleaved_replay_gives_bubble_p_minus_1_over_vm_plus_p
 }
 
 TEST(pipeline_schedule, replay_starts_each_compute_after_its_input_is_sent) {
-  for (auto [kind, shape] : std::vector<std::tuple<ScheduleKind, PipelineShape>>{
+  for (const auto& [kind, shape_in] : std::vector<std::tuple<ScheduleKind, PipelineShape>>{
            {ScheduleKind::gpipe, {3, 4, 1}},
            {ScheduleKind::one_f_one_b, {4, 9, 1}},
            {ScheduleKind::interleaved, {3, 6, 3}}}) {
+    // A copy the lambdas below may capture (C++17 lambdas cannot capture structured bindings;
+    // GCC accepts it, clang does not).
+    const PipelineShape shape = shape_in;
     const Schedule sched = make_schedule(kind, shape);
     // Uneven durations per stage and kind, so any missed dependency shows.
     const ReplayResult r = replay_schedule(sched, shape, [](int s, const Action& a) {
