@@ -202,8 +202,7 @@ TEST(deck, degrees_the_model_cannot_take_are_named) {
   EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "summing to model.layers = 2"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.pp=2", "parallel.stage_layers=[0,2]"}, 2);
-  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "entries >= 1"))
-      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "entries >= 1")) << all_errors(d);
 }
 
 TEST(deck, every_key_is_documented_in_the_deck_reference) {

@@ -1,6 +1,7 @@
 // Training on inputs/tiny.yaml: the loss falls, reruns are bitwise identical, bf16 tracks fp32.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -92,4 +93,20 @@ TEST(training, memory_accounting_matches_parameter_count) {
   EXPECT_GT(m.activations_peak_bytes, 0u);
   EXPECT_EQ(m.peak_bytes,
             m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.activations_peak_bytes);
+}
+
+TEST(training, router_skew_tilts_the_load_towards_the_first_experts) {
+  // A Zipf(1.5) prior over 8 experts: expert 0 gets the most tokens in the first step, and the
+  // load imbalance (max / mean) is well above the unskewed router's.
+  auto with = [](double skew) {
+    auto c = tiny({"model.moe.experts=8", "model.moe.router_skew=" + std::to_string(skew)});
+    auto t = model::make_trainer(c.model, c.train);
+    return t->step().moe;
+  };
+  const auto flat = with(0), skewed = with(1.5);
+  ASSERT_EQ(skewed.tokens_per_expert.size(), 8u);
+  EXPECT_EQ(*std::max_element(skewed.tokens_per_expert.begin(), skewed.tokens_per_expert.end()),
+            skewed.tokens_per_expert[0]);
+  EXPECT_GT(skewed.tokens_per_expert[0], 2 * skewed.tokens_per_expert[7]);
+  EXPECT_GT(skewed.imbalance, flat.imbalance + 0.5);
 }

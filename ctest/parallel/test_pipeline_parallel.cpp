@@ -51,6 +51,18 @@ TEST(pipeline_parallel, dense_and_fp32_match_single_rank) {
   expect_matches(run_parallel(cf), run_reference(cf), 1e-4, "fp32 interleaved");
 }
 
+TEST(pipeline_parallel, an_explicit_stage_split_matches_single_rank) {
+  const int pp = world_size();
+  if (pp > 4) GTEST_SKIP() << "pp = world size up to 4";
+  // One layer on every stage but the last, which takes the rest (and the head).
+  auto o = base("fp64", pp, "1f1b", pp + 2);
+  std::string split = "parallel.stage_layers=[";
+  for (int s = 0; s < pp; ++s) split += (s ? "," : "") + std::to_string(s + 1 < pp ? 1 : 3);
+  o.push_back(split + "]");
+  const auto c = tiny(o);
+  expect_matches(run_parallel(c), run_reference(c), 1e-9, split);
+}
+
 TEST(pipeline_parallel, reruns_are_bitwise_identical) {
   const int pp = world_size();
   if (pp > 4) GTEST_SKIP() << "pp = world size up to 4";

@@ -45,6 +45,7 @@ struct TrainedRun {
   std::vector<double> loss, params;
   std::vector<model::StepResult> steps;
   model::MemoryReport memory;
+  double replica_divergence = -1;
   // Per step and axis: bytes and calls this rank recorded.
   std::vector<std::map<std::string, model::CommTotals>> comm;
 };
@@ -63,6 +64,7 @@ inline TrainedRun run_parallel(const driver::RunConfig& c, bool record_routing =
   }
   r.memory = t->memory();
   r.params = t->parameters();
+  r.replica_divergence = t->replica_divergence();
   return r;
 }
 
@@ -92,6 +94,10 @@ inline void expect_matches(const TrainedRun& par, const TrainedRun& ref, double 
   }
   EXPECT_LE(dmax, tol * pmax) << what << ": max |p - p_ref| = " << dmax;
   EXPECT_GT(pmax, 0) << what;
+  // Copies of a replicated parameter on several ranks stay bitwise identical.
+  if (par.replica_divergence >= 0) {
+    EXPECT_EQ(par.replica_divergence, 0.0) << what;
+  }
 }
 
 // Runs `c` twice and checks both runs are bitwise identical.

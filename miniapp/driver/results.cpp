@@ -345,6 +345,7 @@ json point_to_json(const PointResult& r) {
         {"loss_tolerance", r.verify->loss_tolerance},
         {"param_tolerance", r.verify->param_tolerance},
         {"routing_flips", r.verify->routing_flips},
+        {"replica_divergence", r.verify->replica_divergence},
         {"first_flip_step",
          r.verify->first_flip_step < 0 ? json(nullptr) : json(r.verify->first_flip_step)},
         {"passed", r.verify->passed}};

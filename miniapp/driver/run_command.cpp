@@ -185,6 +185,7 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
   // Every rank takes part in gathering the final parameters; rank 0 compares them with the
   // single-rank reference it computes now.
   std::vector<double> params = trainer->parameters();
+  const double divergence = verify ? trainer->replica_divergence() : 0.0;
   trainer.reset();
   grid.reset();
   if (verify) {
@@ -223,7 +224,11 @@ void run_point(const RunConfig& cfg, int world, int rank, bool verify, std::size
       }
       v.param_tolerance = tol.param_rel * v.max_param_abs;
       const bool params_ok = v.first_flip_step >= 0 || v.max_param_abs_diff <= v.param_tolerance;
-      v.passed = v.max_loss_rel_diff <= v.loss_tolerance && params_ok;
+      v.replica_divergence = divergence;
+      v.passed = v.max_loss_rel_diff <= v.loss_tolerance && params_ok && divergence == 0;
+      if (divergence != 0)
+        std::printf("  verify: copies of a replicated parameter differ across ranks by %.3e\n",
+                    divergence);
       if (v.first_flip_step >= 0)
         std::printf(
             "  verify: %ld routing flip(s), the first in step %d: steps from there on and "

@@ -80,6 +80,10 @@ class Trainer {
   // All parameters (master copy) in ParamStore order, converted to double on the host.
   virtual std::vector<double> parameters() const = 0;
   virtual std::size_t parameter_count() const = 0;  // logical elements, padding excluded
+  // The largest difference between copies of one parameter held by several ranks (the
+  // tensor-parallel replicas of LayerNorms, replicated biases, positions, the router): 0 when
+  // every copy is bitwise the same, as it must be. Collective; 0 on one rank.
+  virtual double replica_divergence() const { return 0; }
   virtual MemoryReport memory() const = 0;
   virtual const SyntheticCorpus& corpus() const = 0;
 };

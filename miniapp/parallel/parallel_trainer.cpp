@@ -60,6 +60,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     metrics_ = make_communicator("mpi", grid.world(), Axis::world, nullptr);
     if (g.pp > 1) pp_sync_ = make_communicator("mpi", grid.pp(), Axis::world, nullptr);
     world_ = grid.world();
+    tp_comm_ = grid.tp();
 
     // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
     shape_.stages = g.pp;
@@ -226,6 +227,26 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     for (std::size_t k = 0; k < all_pos.size(); ++k)
       out[static_cast<std::size_t>(all_pos[k])] = all_val[k];
     return out;
+  }
+
+  double replica_divergence() const override {
+    if (shape_g_.tp == 1) return 0;
+    const auto flat = zero_->full_master();
+    const auto& ps = model_->params();
+    std::vector<double> hi, lo;
+    for (const auto& s : ps.specs())
+      if (s.tp_replicated)
+        for (std::size_t f = 0; f < s.size(); ++f)
+          hi.push_back(static_cast<double>(flat[s.offset + f]));
+    lo = hi;
+    MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(hi.size()), MPI_DOUBLE, MPI_MAX,
+                  tp_comm_);
+    MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(lo.size()), MPI_DOUBLE, MPI_MIN,
+                  tp_comm_);
+    double worst = 0;
+    for (std::size_t k = 0; k < hi.size(); ++k) worst = std::max(worst, hi[k] - lo[k]);
+    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, world_);
+    return worst;
   }
 
   std::size_t parameter_count() const override {
@@ -468,7 +489,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   ParallelOptions opt_;
   GridShape shape_g_;
   GridCoords coords_;
-  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL;
   model::SyntheticCorpus corpus_;
   Tokens tokens_, targets_;
   Kokkos::View<double, Space::memory_space> scalar_{"paraxis::norm_share"};
