@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -330,6 +331,48 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
   const Result none = run(exe + " report " + ::testing::TempDir());
   EXPECT_EQ(none.code, 2) << none.output;
   EXPECT_NE(none.output.find("no summary.json"), std::string::npos) << none.output;
+}
+
+TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
+  // The compute calibration runs the rank's shard before the trainer exists; it must fit
+  // wherever the step fits: ZeRO-3 parameters and ZeRO-2/3 gradients in one unit's workspace,
+  // only this rank's experts (ep = 2), no optimizer state beside the shard. Allocating the
+  // whole store or every expert (bf16: 18 bytes per parameter) exceeds the step here.
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_calibration_memory";
+  std::filesystem::remove_all(out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=2 --set train.precision=bf16 "
+          "--set parallel.dp=2 --set parallel.ep=2 --set model.moe.router_skew=1.5 "
+          "--set sweep.parallel.zero=[0,2,3] --set hardware.calibrate=true --out " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["points"].size(), 3u);
+  for (const auto& p : j["points"]) {
+    const auto& c = p["calibration"]["compute"];
+    const auto calib = c["peak_bytes"].get<double>();
+    double step = 0;
+    for (const auto& m : p["memory_per_rank"]) step = std::max(step, m["peak_bytes"].get<double>());
+    EXPECT_GT(calib, 0) << p["settings"];
+    EXPECT_LE(calib, step) << p["settings"];
+    // The slowest expert rank and the mean over the group, per chunk.
+    ASSERT_EQ(c["forward_s_per_chunk"].size(), c["forward_mean_s_per_chunk"].size());
+    EXPECT_GT(c["forward_mean_s_per_chunk"][0].get<double>(), 0);
+  }
+  const Result rep = run(exe + " report " + out);
+  ASSERT_EQ(rep.code, 0) << rep.output;
+  std::ifstream rin(out + "/report.json");
+  const auto rj = nlohmann::json::parse(rin);
+  for (const auto& p : rj["points"]) {
+    bool ep = false;
+    for (const auto& t : p["terms"])
+      if (t["name"] == "ep") ep = t["predicted"].get<double>() > 0;
+    EXPECT_TRUE(ep) << p["label"];
+  }
 }
 
 TEST(cli, plan_ranks_configurations_and_names_rejections) {

@@ -32,10 +32,14 @@ struct CommCalibration {
 
 struct ComputeCalibration {
   // Per model chunk (pp * virtual_stages): seconds of one micro-batch's forward / backward on
-  // the shard that holds it (tensor-parallel rank 0 of data-parallel replica 0).
+  // the shards that hold it (tensor-parallel rank 0 of the first expert-parallel group,
+  // data-parallel replica 0 without expert parallelism): the slowest of them (the step's
+  // critical path) and their mean (they differ when experts are loaded unevenly).
   std::vector<double> forward_s, backward_s;
-  double optimizer_s = 0;  // the AdamW step over this rank's owned parameters (max over ranks)
-  double flops_per_s = 0;  // model FLOPs of forward + backward per rank / their time
+  std::vector<double> forward_mean_s, backward_mean_s;
+  double optimizer_s = 0;      // the AdamW step over this rank's owned parameters (max over ranks)
+  double flops_per_s = 0;      // model FLOPs of forward + backward per rank / their time
+  std::size_t peak_bytes = 0;  // the most device memory the compute calibration held
 };
 
 struct Calibration {

@@ -155,16 +155,23 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     a.predicted = true;
     a.predicted_step = br.step_time;
     // The model's terms describe the stage that finishes last; the measured ones are means
-    // over ranks: compare compute and bubble as means over stages too.
-    double chunk_compute = 0;
-    for (std::size_t k = 0; k < in.forward_s.size(); ++k)
-      chunk_compute += in.forward_s[k] + in.backward_s[k];
+    // over ranks: compare compute and bubble as means over stages too. Experts loaded
+    // unevenly: the step follows the slowest expert rank (in.forward_s), a rank computes the
+    // mean and waits the difference in the all-to-all, so the expert-parallel term is the
+    // wire time plus that wait.
+    double chunk_compute = 0, chunk_wait = 0;
+    for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
+      chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k];
+      chunk_wait += in.forward_s[k] + in.backward_s[k] - cal.compute.forward_mean_s[k] -
+                    cal.compute.backward_mean_s[k];
+    }
     const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
+    const double p_ep = br.ep + pc.micro_batches() * chunk_wait / pc.pp;
     const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
     terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
     terms.push_back(term("compute", m_compute, p_compute, "s"));
     if (pc.tp > 1) terms.push_back(term("tp", m_tp, br.tp, "s"));
-    if (pc.ep > 1) terms.push_back(term("ep", m_ep, br.ep, "s"));
+    if (pc.ep > 1) terms.push_back(term("ep", m_ep, p_ep, "s"));
     if (pc.dp > 1) terms.push_back(term("dp", m_dp, br.dp, "s"));
     if (pc.pp > 1) terms.push_back(term("bubble", m_bubble, p_bubble, "s"));
   } else {
