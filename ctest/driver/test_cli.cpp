@@ -269,6 +269,8 @@ TEST(cli, shipped_decks_are_valid_for_their_rank_counts) {
                              {"cluster-3d.yaml", 1024},
                              {"demo.yaml", 4},
                              {"moe-sweep.yaml", 2},
+                             {"moe-report.yaml", 2},
+                             {"report-sweep.yaml", 2},
                              {"tiny.yaml", 1},
                              {"small.yaml", 1}}) {
     const Result r = run(exe + " check " + std::string(PARAXIS_INPUTS_DIR) + "/" + deck +
