@@ -310,9 +310,10 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
   const int total = shape.pp * p.virtual_stages;
   out.forward_s.assign(total, 0.0);
   out.backward_s.assign(total, 0.0);
+  const int zero = shape.dp > 1 ? p.zero : 0;  // as the trainer runs it
   std::vector<OptimizerPiece> pieces;
   {
-    model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, p.zero >= 1 ? shape.dp : 1,
+    model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, zero >= 1 ? shape.dp : 1,
                          /*allocate_store=*/false);
     auto& ps = m.params();
     const auto& units = ps.units();
@@ -332,7 +333,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
     // calibration, every unit bound to it, filled with the values of the largest unit and,
     // over its start, those of the first unit with a router (the same layout in every MoE
     // block: each router reads router weights and skew bias, so tokens route as in the step).
-    const bool unit_params = p.zero >= 3;
+    const bool unit_params = zero >= 3;
     Kokkos::View<T*, Mem> dense_pws("paraxis::calib_param_ws", unit_params ? biggest[0] : 0),
         expert_pws("paraxis::calib_param_ws_expert", unit_params ? biggest[1] : 0);
     if (unit_params) {
@@ -349,7 +350,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
       ps.allocate_params(m.ledger());
       for (const auto& u : units) fill_unit(ps, cfg.train.seed, u, ps.param.data() + u.begin);
     }
-    const bool unit_grads = p.zero >= 2;
+    const bool unit_grads = zero >= 2;
     Kokkos::View<G*, Mem> dense_ws("paraxis::calib_grad_ws", unit_grads ? biggest[0] : 0),
         expert_ws("paraxis::calib_grad_ws_expert", unit_grads ? biggest[1] : 0);
     if (unit_grads) {
@@ -415,7 +416,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
       out.backward_s[global_of[c]] = mean(bwd[c]);
     }
     out.peak_bytes = m.ledger().peak_total() + ws_bytes;
-    pieces = owned_pieces(ps, p.zero, shape.dp, layout.ep);
+    pieces = owned_pieces(ps, zero, shape.dp, layout.ep);
   }
   // The optimizer, once the shard is gone.
   std::size_t opt_bytes = 0;
