@@ -142,9 +142,10 @@ def busbw(report, out):
         return False
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for c in cal:
-        sizes = [s[0] for s in c["samples"]]
-        bw = [s[0] / s[1] * c["busbw_factor"] / 1e9 for s in c["samples"] if s[1] > 0]
-        ax.plot(sizes[: len(bw)], bw, marker="o", ms=3,
+        timed = [s for s in c["samples"] if s[1] > 0]
+        sizes = [s[0] for s in timed]
+        bw = [s[0] / s[1] * c["busbw_factor"] / 1e9 for s in timed]
+        ax.plot(sizes, bw, marker="o", ms=3,
                 label=f"{c['machine']} {c['axis']} {c['op']} ({c['ranks']} ranks)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size S (bytes, nccl-tests definition)")
