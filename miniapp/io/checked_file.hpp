@@ -1,0 +1,25 @@
+// Checked, atomic file writes: every file paraxis writes (results, traces, reports, plans)
+// goes through here. The content is written to a temporary name in the target's folder,
+// flushed, fsync'ed and closed, every step checked, then renamed over the target, and the
+// folder fsync'ed. Any failure throws WriteError naming the file and the system's reason,
+// removes the temporary file and leaves the previous target untouched, so a reader sees
+// either the old complete file or the new complete file, never a truncated one.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace paraxis::io {
+
+struct WriteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `content` to `path` atomically (see above). Throws WriteError.
+void write_file_checked(const std::string& path, const std::string& content);
+
+// Throws WriteError unless a file can be created, written and removed in `dir` (which must
+// exist): the output folder is probed before any point trains.
+void check_writable_dir(const std::string& dir);
+
+}  // namespace paraxis::io
