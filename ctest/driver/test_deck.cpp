@@ -2,10 +2,13 @@
 // expand to the cartesian product; constraints make a sweep point skipped, not fatal.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "driver/deck.hpp"
+#include "driver/results.hpp"
 
 using namespace paraxis::driver;
 
@@ -98,14 +101,13 @@ TEST(deck, set_overrides_and_names_its_origin) {
 
 TEST(deck, micro_batch_must_divide_global_batch) {
   const Deck d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"train.micro_batch=3"}, 1);
-  EXPECT_TRUE(
-      has_error(d, "train.micro_batch", "tiny.yaml", "does not divide train.global_batch = 8"))
+  EXPECT_TRUE(has_error(d, "train.micro_batch", "--set", "does not divide train.global_batch = 8"))
       << all_errors(d);
 }
 
 TEST(deck, world_size_must_match_the_grid) {
   const Deck d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {}, 2);
-  EXPECT_TRUE(has_error(d, "parallel", "tiny.yaml", "but the run has 2 ranks")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel", "tiny.yaml:20", "but the run has 2 ranks")) << all_errors(d);
 }
 
 TEST(deck, sweep_is_a_cartesian_product_with_skipped_points) {
@@ -174,35 +176,34 @@ TEST(deck, auto_degrees_enumerate_the_factorisations_of_the_rank_count) {
 TEST(deck, degrees_the_model_cannot_take_are_named) {
   const std::string deck = PARAXIS_INPUTS_DIR "/tiny.yaml";  // heads 4, ffn 128, layers 2
   Deck d = load_deck(deck, {"parallel.tp=3", "parallel.dp=1"}, 3);
-  EXPECT_TRUE(has_error(d, "parallel.tp", "tiny.yaml", "tp = 3 does not divide model.heads = 4"))
+  EXPECT_TRUE(has_error(d, "parallel.tp", "--set", "tp = 3 does not divide model.heads = 4"))
       << all_errors(d);
-  EXPECT_TRUE(has_error(d, "parallel.tp", "tiny.yaml", "does not divide model.ffn = 128"))
+  EXPECT_TRUE(has_error(d, "parallel.tp", "--set", "does not divide model.ffn = 128"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=33"}, 2);
   EXPECT_TRUE(
-      has_error(d, "parallel.sequence_parallel", "tiny.yaml", "does not divide model.seq_len = 33"))
+      has_error(d, "parallel.sequence_parallel", "--set", "does not divide model.seq_len = 33"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.pp=4"}, 4);
-  EXPECT_TRUE(has_error(d, "parallel.pp", "tiny.yaml", "exceeds model.layers = 2"))
-      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.pp", "--set", "exceeds model.layers = 2")) << all_errors(d);
   d = load_deck(deck,
                 {"parallel.pp=2", "parallel.schedule=interleaved", "model.layers=4",
                  "train.global_batch=6", "train.micro_batch=2"},
                 2);
-  EXPECT_TRUE(has_error(d, "train.micro_batch", "tiny.yaml", "divisible by parallel.pp = 2"))
+  EXPECT_TRUE(has_error(d, "train.micro_batch", "--set", "divisible by parallel.pp = 2"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.virtual_stages=2"}, 1);
   EXPECT_TRUE(
-      has_error(d, "parallel.virtual_stages", "tiny.yaml", "needs parallel.schedule: interleaved"))
+      has_error(d, "parallel.virtual_stages", "--set", "needs parallel.schedule: interleaved"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.dp=3", "parallel.ep=3", "train.global_batch=12"}, 3);
-  EXPECT_TRUE(has_error(d, "parallel.ep", "tiny.yaml", "does not divide model.moe.experts = 4"))
+  EXPECT_TRUE(has_error(d, "parallel.ep", "--set", "does not divide model.moe.experts = 4"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.pp=2", "parallel.stage_layers=[1,2]"}, 2);
-  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "summing to model.layers = 2"))
+  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "--set", "summing to model.layers = 2"))
       << all_errors(d);
   d = load_deck(deck, {"parallel.pp=2", "parallel.stage_layers=[0,2]"}, 2);
-  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "tiny.yaml", "entries >= 1")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "--set", "entries >= 1")) << all_errors(d);
 }
 
 TEST(deck, every_key_is_documented_in_the_deck_reference) {
@@ -217,4 +218,264 @@ TEST(deck, every_key_is_documented_in_the_deck_reference) {
     const std::string key = entry.substr(0, entry.find(':'));
     EXPECT_NE(doc.find(key), std::string::npos) << "docs/deck.md does not document " << key;
   }
+}
+
+// ---- Hostile decks (ctest reliability_hostile_decks runs these) ----
+
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool every_error_names_key_and_line(const Deck& d, const std::string& file) {
+  for (const auto& e : d.errors)
+    if (e.key.empty() || (e.where != "--set" && e.where.find(file + ":") == std::string::npos))
+      return false;
+  return true;
+}
+
+// 27 points: three keys of three values.
+const char* kSweep27 =
+    "model: {hidden: 64, heads: 4}\n"
+    "train: {global_batch: 8, steps: 4}\n"
+    "sweep:\n"
+    "  train.seed: [1, 2, 3]\n"
+    "  train.lr: [0.1, 0.2, 0.3]\n"
+    "  parallel.zero: [0, 1, 2]\n";
+}  // namespace
+
+TEST(DeckHostile, AnchorBombSweepIsRefusedWithCount) {
+  // 13 lines, 10 keys sharing one anchored list of 10 values: 10^10 points. Before the sweep was
+  // sized first, expanding it ended in std::bad_alloc.
+  const Deck d = load_deck(decks("anchor_bomb.yaml"), {}, 1);
+  EXPECT_TRUE(has_error(d, "sweep", "anchor_bomb.yaml:3", "asks for 10000000000 points"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "sweep", "anchor_bomb.yaml:3", "more than sweep.max_points = 4096"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "sweep", "anchor_bomb.yaml:3", "--set sweep.max_points=N"))
+      << all_errors(d);
+  EXPECT_EQ(d.errors.size(), 1u) << all_errors(d);
+  EXPECT_TRUE(d.points.empty());
+}
+
+TEST(DeckHostile, MaxPointsIsSetBySetAndIsNotSwept) {
+  const std::string path = write_temp("sweep27.yaml", kSweep27);
+  Deck d = load_deck(path, {"sweep.max_points=26"}, 1);
+  EXPECT_TRUE(has_error(d, "sweep", "sweep27.yaml:3", "27 points (3 x 3 x 3)")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "sweep", "sweep27.yaml:3", "sweep.max_points = 26")) << all_errors(d);
+  EXPECT_TRUE(d.points.empty());
+  d = load_deck(path, {"sweep.max_points=27"}, 1);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 27u);
+  for (const auto& p : d.points) {
+    ASSERT_EQ(p.settings.size(), 3u);  // max_points is a setting of the sweep, not a swept key
+    for (const auto& kv : p.settings) EXPECT_NE(kv.first, "max_points");
+  }
+  EXPECT_TRUE(has_error(load_deck(path, {"sweep.max_points=0"}, 1), "sweep.max_points", "--set",
+                        "out of range"));
+  EXPECT_TRUE(has_error(load_deck(path, {"sweep.max_points=lots"}, 1), "sweep.max_points", "--set",
+                        "expected integer"));
+  // In the deck itself, and the default 4096: 4097 = 17 x 241 points is one too many.
+  d = load_deck(write_temp("max8.yaml", std::string(kSweep27) + "  max_points: 8\n"), {}, 1);
+  EXPECT_TRUE(has_error(d, "sweep", "max8.yaml:3", "sweep.max_points = 8")) << all_errors(d);
+  std::string seeds = "[", lrs = "[";
+  for (int i = 1; i <= 17; ++i) seeds += (i > 1 ? "," : "") + std::to_string(i);
+  for (int i = 1; i <= 241; ++i) lrs += (i > 1 ? ",0." : "0.") + std::to_string(i);
+  d = load_deck(
+      path,
+      {"sweep.train.seed=" + seeds + "]", "sweep.train.lr=" + lrs + "]", "sweep.parallel.zero=[0]"},
+      1);
+  EXPECT_TRUE(has_error(d, "sweep", "sweep27.yaml:3", "4097 points (17 x 241 x 1)"))
+      << all_errors(d);
+  // Swept itself it is refused by name.
+  d = load_deck(path, {"sweep.sweep.max_points=[1,2]"}, 1);
+  EXPECT_TRUE(has_error(d, "sweep.sweep.max_points", "--set", "cannot be swept")) << all_errors(d);
+}
+
+TEST(DeckHostile, GridProductOverflowIsADeckError) {
+  const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";
+  // 65536^2 = 2^32 ranks: fits a long long, not the int every world size is.
+  Deck d = load_deck(tiny, {"parallel.tp=65536", "parallel.pp=65536"}, 0);
+  EXPECT_TRUE(has_error(d, "parallel", "--set", "65536 * 65536 * 1 exceeds the largest world size"))
+      << all_errors(d);
+  // (2^31 - 1)^3 overflows even a long long: a clear error, never a wrapped rank count.
+  const std::string big = std::to_string(INT_MAX);
+  d = load_deck(tiny, {"parallel.tp=" + big, "parallel.pp=" + big, "parallel.dp=" + big}, 8);
+  EXPECT_TRUE(has_error(d, "parallel", "--set", "exceeds the largest world size")) << all_errors(d);
+  for (const auto& e : d.errors) EXPECT_EQ(e.message.find("but the run has"), std::string::npos);
+  // The largest grid that fits is accepted as a grid (other constraints aside).
+  d = load_deck(tiny, {"parallel.dp=" + big}, 0);
+  for (const auto& e : d.errors) EXPECT_NE(e.key, "parallel") << all_errors(d);
+}
+
+TEST(DeckHostile, HugeRankCountIsExpandedWithoutOverflow) {
+  const std::string path = write_temp("auto_tp.yaml",
+                                      "model: {hidden: 64, heads: 4}\n"
+                                      "train: {global_batch: 8, steps: 2}\n"
+                                      "parallel: {tp: auto}\n");
+  // 2^31 - 1 is prime: tp = 2^31 - 1 is its only factorisation with pp = dp = 1. Enumerating
+  // divisors up to the rank count overflowed the loop counter at INT_MAX.
+  Deck d = load_deck(path, {}, INT_MAX);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 1u);
+  EXPECT_EQ(d.points[0].config.parallel.tp, INT_MAX);
+  EXPECT_NE(d.points[0].skip_reason.find("does not divide model.heads = 4"), std::string::npos);
+  // 2^30 ranks, tp and dp auto: the 31 factorisations 2^i x 2^(30-i).
+  d = load_deck(path, {"parallel.dp=auto"}, 1 << 30);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 31u);
+  for (const auto& p : d.points)
+    EXPECT_EQ(static_cast<long long>(p.config.parallel.tp) * p.config.parallel.dp, 1LL << 30);
+  d = load_deck(path, {}, -4);
+  ASSERT_EQ(d.errors.size(), 1u);
+  EXPECT_NE(d.errors[0].message.find("rank count -4"), std::string::npos) << all_errors(d);
+}
+
+TEST(DeckHostile, FaultSectionSetsEveryFieldAndSweeps) {
+  const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";
+  Deck d = load_deck(tiny, {}, 1);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  const auto& off = d.points[0].config.fault;
+  EXPECT_EQ(off.dead_rank.rank, -1);
+  EXPECT_EQ(off.dead_rank.at, "step");
+  EXPECT_EQ(off.hang.rank, -1);
+  d = load_deck(tiny,
+                {"parallel.dp=2", "fault.dead_rank.rank=1", "fault.dead_rank.step=3",
+                 "fault.dead_rank.at=save", "fault.hang.rank=0", "fault.hang.step=2"},
+                2);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  const auto& f = d.points[0].config.fault;
+  EXPECT_EQ(f.dead_rank.rank, 1);
+  EXPECT_EQ(f.dead_rank.step, 3);
+  EXPECT_EQ(f.dead_rank.at, "save");
+  EXPECT_EQ(f.hang.rank, 0);
+  EXPECT_EQ(f.hang.step, 2);
+  d = load_deck(write_temp("fault.yaml", read_text(tiny) + "fault:\n  hang: {rank: 0, step: 1}\n"),
+                {"sweep.fault.dead_rank.step=[0, 2]", "fault.dead_rank.rank=0"}, 1);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 2u);
+  EXPECT_EQ(d.points[1].config.fault.dead_rank.step, 2);
+  EXPECT_EQ(d.points[1].config.fault.hang.step, 1);
+}
+
+TEST(DeckHostile, FaultInjectionsOutsideTheRunAreErrors) {
+  const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";  // 50 steps
+  Deck d = load_deck(tiny, {"parallel.dp=2", "fault.dead_rank.rank=2"}, 2);
+  EXPECT_TRUE(has_error(d, "fault.dead_rank.rank", "--set", "not in the run (2 ranks: 0..1)"))
+      << all_errors(d);
+  d = load_deck(tiny, {"fault.hang.rank=0", "fault.hang.step=50"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.hang.step", "--set", "train.steps = 50")) << all_errors(d);
+  d = load_deck(tiny, {"fault.dead_rank.rank=0", "fault.dead_rank.at=sometimes"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.dead_rank.at", "--set", "one of step save")) << all_errors(d);
+  d = load_deck(tiny, {"fault.hang.rank=-2"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.hang.rank", "--set", "out of range")) << all_errors(d);
+  // Without a rank count (check), the grid is the run: dp = 2 has ranks 0..1.
+  d = load_deck(tiny, {"parallel.dp=2", "fault.hang.rank=3"}, 0);
+  EXPECT_TRUE(has_error(d, "fault.hang.rank", "--set", "2 ranks")) << all_errors(d);
+  // In a sweep too: an injection that cannot happen is an error, not a skipped point.
+  d = load_deck(
+      tiny, {"sweep.train.steps=[2, 10]", "fault.dead_rank.rank=0", "fault.dead_rank.step=5"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.dead_rank.step", "--set", "train.steps = 2")) << all_errors(d);
+  // Off (rank -1): the step is not judged.
+  d = load_deck(tiny, {"fault.dead_rank.step=99"}, 1);
+  EXPECT_TRUE(d.errors.empty()) << all_errors(d);
+}
+
+TEST(DeckHostile, OldFaultKeysPointToTheFaultSection) {
+  const std::string path = write_temp("old_fault.yaml",
+                                      "model: {hidden: 64, heads: 4}\n"
+                                      "train:\n"
+                                      "  steps: 4\n"
+                                      "  fault_step: 2\n");
+  Deck d = load_deck(path, {}, 1);
+  EXPECT_TRUE(has_error(d, "train.fault_step", "old_fault.yaml:4", "use fault.dead_rank.step"))
+      << all_errors(d);
+  d = load_deck(path, {"train.fault_rank=1"}, 1);
+  EXPECT_TRUE(has_error(d, "train.fault_rank", "--set", "use fault.dead_rank.rank"))
+      << all_errors(d);
+  d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"sweep.train.fault_step=[-1,1]"}, 1);
+  EXPECT_TRUE(has_error(d, "sweep.train.fault_step", "--set", "fault.dead_rank.step"))
+      << all_errors(d);
+}
+
+TEST(DeckHostile, CommTimeoutMustBePositive) {
+  const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";
+  Deck d = load_deck(tiny, {}, 1);
+  EXPECT_DOUBLE_EQ(d.points[0].config.comm.timeout_s, 600);  // PyTorch's NCCL watchdog default
+  d = load_deck(tiny, {"comm.timeout_s=0.5"}, 1);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  EXPECT_DOUBLE_EQ(d.points[0].config.comm.timeout_s, 0.5);
+  for (const char* bad : {"0", "-1", "1e7", "nan", "inf", "soon"})
+    EXPECT_TRUE(has_error(load_deck(tiny, {std::string("comm.timeout_s=") + bad}, 1),
+                          "comm.timeout_s", "--set", "number in (0, 1e+06]"))
+        << bad;
+}
+
+TEST(DeckHostile, KeyAndConstraintErrorsAreReportedInOnePass) {
+  const Deck d = load_deck(decks("key_and_constraint_errors.yaml"), {}, 0);
+  const std::string f = "key_and_constraint_errors.yaml";
+  // Key errors...
+  EXPECT_TRUE(has_error(d, "model.layers", f + ":5", "expected integer")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "model.colour", f + ":6", "unknown key")) << all_errors(d);
+  EXPECT_TRUE(has_error(d, "train.precision", f + ":10", "fp16")) << all_errors(d);
+  // ...and, in the same pass, the constraints between the keys that parsed, at their lines.
+  EXPECT_TRUE(has_error(d, "model.heads", f + ":4", "does not divide model.hidden = 30"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "train.micro_batch", f + ":9", "does not divide train.global_batch"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "train.warmup_steps", f + ":12", "leaves no measured step"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.tp", f + ":14", "tp = 3 does not divide model.heads = 4"))
+      << all_errors(d);
+  // A rule that reads a key in error is not judged (layers did not parse: pp vs layers unknown).
+  for (const auto& e : d.errors) EXPECT_NE(e.key, "parallel.pp") << e.to_string();
+  EXPECT_TRUE(every_error_names_key_and_line(d, f)) << all_errors(d);
+}
+
+TEST(DeckHostile, TextLoaderEqualsFileLoaderOnEveryInputDeck) {
+  int decks_seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(PARAXIS_INPUTS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string path = entry.path().string();
+    ++decks_seen;
+    for (int world : {0, 1, 4, 8}) {
+      const Deck a = load_deck(path, {"train.steps=7"}, world);
+      const Deck b = load_deck_text(read_text(path), path, {"train.steps=7"}, world);
+      EXPECT_EQ(all_errors(a), all_errors(b)) << path << " world " << world;
+      ASSERT_EQ(a.points.size(), b.points.size()) << path << " world " << world;
+      for (std::size_t i = 0; i < a.points.size(); ++i) {
+        EXPECT_EQ(a.points[i].settings, b.points[i].settings) << path;
+        EXPECT_EQ(a.points[i].skip_reason, b.points[i].skip_reason) << path;
+        EXPECT_EQ(config_to_json(a.points[i].config), config_to_json(b.points[i].config)) << path;
+        EXPECT_EQ(b.points[i].config.train.steps, 7);
+      }
+    }
+  }
+  EXPECT_GE(decks_seen, 8);
+}
+
+TEST(DeckHostile, MissingDeckFileNamesPathAndReason) {
+  const std::string missing = decks("no_such_deck.yaml");
+  Deck d = load_deck(missing, {}, 1);
+  ASSERT_EQ(d.errors.size(), 1u);
+  EXPECT_EQ(d.errors[0].where, missing);
+  EXPECT_NE(d.errors[0].message.find("No such file or directory"), std::string::npos)
+      << all_errors(d);
+  d = load_deck(PARAXIS_DECKS_DIR, {}, 1);  // a folder, not a file
+  ASSERT_EQ(d.errors.size(), 1u);
+  EXPECT_NE(d.errors[0].message.find("Is a directory"), std::string::npos) << all_errors(d);
+}
+
+TEST(DeckHostile, AliasedValueIsNamedAtItsKeyLineInShortText) {
+  // Each value aliases a list of 10^10 scalars, anchored lines away: the error names the line of
+  // the key that uses it (an alias's own mark is its anchor's line) and describes it briefly.
+  const Deck d = load_deck(decks("alias_bomb_value.yaml"), {}, 1);
+  EXPECT_TRUE(has_error(d, "train.precision", "alias_bomb_value.yaml:13", "expected one of"))
+      << all_errors(d);
+  EXPECT_TRUE(has_error(d, "parallel.stage_layers", "alias_bomb_value.yaml:15", "element"))
+      << all_errors(d);
+  for (const auto& e : d.errors) EXPECT_LT(e.message.size(), 400u) << e.message;
 }

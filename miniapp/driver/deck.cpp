@@ -1,19 +1,27 @@
 // Deck parsing: a table of every key (type, range, where it lands in RunConfig), a walk of
 // the YAML tree that reports unknown, duplicate and ill-typed keys with file:line, and the
-// cross-key constraints. The sweep is expanded before validation so each point is checked.
+// cross-key constraints, judged over every key that parsed so that `check` lists key errors and
+// constraint errors in one pass. The sweep is sized before it is expanded (a few YAML anchors can
+// ask for 10^10 points), then expanded so that each point is checked.
 #include "driver/deck.hpp"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include "driver/checked_product.hpp"
+#include "driver/deck_key_types.hpp"
 
 namespace paraxis::driver {
 
@@ -25,233 +33,90 @@ std::string DeckError::to_string() const {
 
 namespace {
 
-using Apply = std::function<std::optional<std::string>(RunConfig&, const YAML::Node&)>;
+using namespace deck_keys;
 
-struct KeySpec {
-  std::string key;
-  std::string type;
-  Apply apply;
-};
+constexpr long long kDefaultMaxPoints = 4096;
+// Each point holds a resolved configuration; a million is far beyond any sweep that trains.
+constexpr long long kMaxMaxPoints = 1000000;
 
-std::string scalar_text(const YAML::Node& n) {
-  if (n.IsScalar()) return n.Scalar();
-  std::ostringstream os;
-  os << YAML::Dump(n);
-  return os.str();
-}
-
-std::optional<long long> parse_int(const std::string& s) {
-  long long v = 0;
-  const char* b = s.data();
-  const char* e = s.data() + s.size();
-  if (b != e && *b == '+') ++b;
-  auto [ptr, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || ptr != e) return std::nullopt;
-  return v;
-}
-
-std::optional<double> parse_double(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-template <class Ref>
-KeySpec int_key(std::string key, long long lo, long long hi, Ref ref) {
-  std::ostringstream t;
-  t << "integer in [" << lo << ", " << hi << "]";
-  std::string type = t.str();
-  return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar())
-              return "expected " + type + ", got a " + (n.IsSequence() ? "list" : "map");
-            const std::string s = n.Scalar();
-            auto v = parse_int(s);
-            if (!v) {
-              if (parse_double(s) || s.find_first_not_of("+-0123456789") == std::string::npos)
-                return "'" + s + "' is not an integer that fits 64 bits (expected " + type + ")";
-              return "expected " + type + ", got '" + s + "'";
-            }
-            if (*v < lo || *v > hi) return "value " + s + " out of range (expected " + type + ")";
-            using Field = std::remove_reference_t<decltype(ref(c))>;
-            ref(c) = static_cast<Field>(*v);
-            return std::nullopt;
-          }};
-}
-
-template <class Ref>
-KeySpec real_key(std::string key, double lo, double hi, Ref ref) {
-  std::ostringstream t;
-  t << "number in [" << lo << ", " << hi << "]";
-  std::string type = t.str();
-  return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar()) return "expected " + type;
-            auto v = parse_double(n.Scalar());
-            if (!v) return "expected " + type + ", got '" + n.Scalar() + "'";
-            if (*v < lo || *v > hi)
-              return "value " + n.Scalar() + " out of range (expected " + type + ")";
-            ref(c) = *v;
-            return std::nullopt;
-          }};
-}
-
-template <class Ref>
-KeySpec bool_key(std::string key, Ref ref) {
-  return {key, "true or false",
-          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (n.IsScalar()) {
-              const std::string& s = n.Scalar();
-              if (s == "true" || s == "True" || s == "TRUE") return ref(c) = true, std::nullopt;
-              if (s == "false" || s == "False" || s == "FALSE") return ref(c) = false, std::nullopt;
-            }
-            return "expected true or false, got '" + scalar_text(n) + "'";
-          }};
-}
-
-template <class Ref>
-KeySpec choice_key(std::string key, std::vector<std::string> choices, Ref ref) {
-  std::string type = "one of";
-  for (auto& ch : choices) type += " " + ch;
-  return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (n.IsScalar())
-              for (std::size_t i = 0; i < choices.size(); ++i)
-                if (n.Scalar() == choices[i]) {
-                  ref(c, i, choices[i]);
-                  return std::nullopt;
-                }
-            return "expected " + type + ", got '" + scalar_text(n) + "'";
-          }};
-}
-
-template <class Ref>
-KeySpec string_key(std::string key, Ref ref) {
-  return {key, "string", [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar()) return "expected a string";
-            ref(c) = n.Scalar();
-            return std::nullopt;
-          }};
-}
-
-template <class Ref>
-KeySpec int_list_key(std::string key, long long lo, long long hi, Ref ref) {
-  return {key, "list of integers",
-          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsSequence()) return "expected a list of integers, got '" + scalar_text(n) + "'";
-            std::vector<int> out;
-            for (const auto& e : n) {
-              auto v = e.IsScalar() ? parse_int(e.Scalar()) : std::nullopt;
-              if (!v || *v < lo || *v > hi)
-                return "element '" + scalar_text(e) + "' is not an integer in [" +
-                       std::to_string(lo) + ", " + std::to_string(hi) + "]";
-              out.push_back(static_cast<int>(*v));
-            }
-            ref(c) = out;
-            return std::nullopt;
-          }};
-}
+// The RunConfig field a key sets, as a reference (one table line per key).
+#define PARAXIS_FIELD(member)  \
+  [](RunConfig & c) -> auto& { \
+    return c.member;           \
+  }
 
 const std::vector<KeySpec>& key_table() {
   static const std::vector<KeySpec> table = [] {
     constexpr long long kMaxInt = INT_MAX;
     std::vector<KeySpec> t;
+    t.push_back(int_key("model.vocab", 2, kMaxInt, PARAXIS_FIELD(model.vocab)));
+    t.push_back(int_key("model.seq_len", 1, kMaxInt, PARAXIS_FIELD(model.seq_len)));
+    t.push_back(int_key("model.hidden", 1, kMaxInt, PARAXIS_FIELD(model.hidden)));
+    t.push_back(int_key("model.heads", 1, kMaxInt, PARAXIS_FIELD(model.heads)));
+    t.push_back(int_key("model.layers", 1, kMaxInt, PARAXIS_FIELD(model.layers)));
+    t.push_back(int_key("model.ffn", 1, kMaxInt, PARAXIS_FIELD(model.ffn)));
+    t.push_back(int_key("model.moe.experts", 0, kMaxInt, PARAXIS_FIELD(model.moe.experts)));
+    t.push_back(int_key("model.moe.top_k", 1, kMaxInt, PARAXIS_FIELD(model.moe.top_k)));
+    t.push_back(int_key("model.moe.every", 1, kMaxInt, PARAXIS_FIELD(model.moe.every)));
     t.push_back(
-        int_key("model.vocab", 2, kMaxInt, [](RunConfig& c) -> int& { return c.model.vocab; }));
+        real_key("model.moe.capacity_factor", 0, 1e6, PARAXIS_FIELD(model.moe.capacity_factor)));
     t.push_back(
-        int_key("model.seq_len", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.seq_len; }));
+        real_key("model.moe.aux_loss_coef", 0, 1e6, PARAXIS_FIELD(model.moe.aux_loss_coef)));
+    t.push_back(real_key("model.moe.router_skew", 0, 1e6, PARAXIS_FIELD(model.moe.router_skew)));
+    t.push_back(int_key("train.global_batch", 1, kMaxInt, PARAXIS_FIELD(train.global_batch)));
+    t.push_back(int_key("train.micro_batch", 1, kMaxInt, PARAXIS_FIELD(train.micro_batch)));
+    t.push_back(int_key("train.steps", 1, kMaxInt, PARAXIS_FIELD(train.steps)));
+    t.push_back(int_key("train.warmup_steps", 0, kMaxInt, PARAXIS_FIELD(train.warmup_steps)));
+    t.push_back(real_key("train.lr", 0, 1e3, PARAXIS_FIELD(train.lr)));
+    t.push_back(real_key("train.beta1", 0, 0.999999, PARAXIS_FIELD(train.beta1)));
+    t.push_back(real_key("train.beta2", 0, 0.999999, PARAXIS_FIELD(train.beta2)));
+    t.push_back(real_key("train.adam_eps", 0, 1, PARAXIS_FIELD(train.adam_eps)));
+    t.push_back(real_key("train.weight_decay", 0, 1e3, PARAXIS_FIELD(train.weight_decay)));
+    t.push_back(real_key("train.grad_clip", 0, 1e30, PARAXIS_FIELD(train.grad_clip)));
+    t.push_back(int_key("train.seed", 0, LLONG_MAX, PARAXIS_FIELD(train.seed)));
     t.push_back(
-        int_key("model.hidden", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.hidden; }));
-    t.push_back(
-        int_key("model.heads", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.heads; }));
-    t.push_back(
-        int_key("model.layers", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.layers; }));
-    t.push_back(int_key("model.ffn", 1, kMaxInt, [](RunConfig& c) -> int& { return c.model.ffn; }));
-    t.push_back(int_key("model.moe.experts", 0, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.model.moe.experts; }));
-    t.push_back(int_key("model.moe.top_k", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.model.moe.top_k; }));
-    t.push_back(int_key("model.moe.every", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.model.moe.every; }));
-    t.push_back(real_key("model.moe.capacity_factor", 0, 1e6,
-                         [](RunConfig& c) -> double& { return c.model.moe.capacity_factor; }));
-    t.push_back(real_key("model.moe.aux_loss_coef", 0, 1e6,
-                         [](RunConfig& c) -> double& { return c.model.moe.aux_loss_coef; }));
-    t.push_back(real_key("model.moe.router_skew", 0, 1e6,
-                         [](RunConfig& c) -> double& { return c.model.moe.router_skew; }));
-    t.push_back(int_key("train.global_batch", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.global_batch; }));
-    t.push_back(int_key("train.micro_batch", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.micro_batch; }));
-    t.push_back(
-        int_key("train.steps", 1, kMaxInt, [](RunConfig& c) -> int& { return c.train.steps; }));
-    t.push_back(int_key("train.warmup_steps", 0, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.warmup_steps; }));
-    t.push_back(real_key("train.lr", 0, 1e3, [](RunConfig& c) -> double& { return c.train.lr; }));
-    t.push_back(real_key("train.beta1", 0, 0.999999,
-                         [](RunConfig& c) -> double& { return c.train.beta1; }));
-    t.push_back(real_key("train.beta2", 0, 0.999999,
-                         [](RunConfig& c) -> double& { return c.train.beta2; }));
-    t.push_back(
-        real_key("train.adam_eps", 0, 1, [](RunConfig& c) -> double& { return c.train.adam_eps; }));
-    t.push_back(real_key("train.weight_decay", 0, 1e3,
-                         [](RunConfig& c) -> double& { return c.train.weight_decay; }));
-    t.push_back(real_key("train.grad_clip", 0, 1e30,
-                         [](RunConfig& c) -> double& { return c.train.grad_clip; }));
-    t.push_back(int_key("train.seed", 0, LLONG_MAX,
-                        [](RunConfig& c) -> std::uint64_t& { return c.train.seed; }));
-    t.push_back(int_key("train.corpus_branching", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.corpus_branching; }));
-    t.push_back(int_key("train.fault_step", -1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.fault_step; }));
-    t.push_back(int_key("train.fault_rank", 0, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.train.fault_rank; }));
+        int_key("train.corpus_branching", 1, kMaxInt, PARAXIS_FIELD(train.corpus_branching)));
     t.push_back(choice_key("train.precision", {"fp64", "fp32", "bf16"},
                            [](RunConfig& c, std::size_t i, const std::string&) {
                              c.train.precision = static_cast<model::Precision>(i);
                            }));
+    t.push_back(int_key("parallel.tp", 1, kMaxInt, PARAXIS_FIELD(parallel.tp)));
+    t.push_back(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
+    t.push_back(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));
+    t.push_back(int_key("parallel.ep", 1, kMaxInt, PARAXIS_FIELD(parallel.ep)));
+    t.push_back(int_key("parallel.zero", 0, 3, PARAXIS_FIELD(parallel.zero)));
+    t.push_back(string_choice_key("parallel.schedule", {"gpipe", "1f1b", "interleaved"},
+                                  PARAXIS_FIELD(parallel.schedule)));
     t.push_back(
-        int_key("parallel.tp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.tp; }));
+        int_key("parallel.virtual_stages", 1, kMaxInt, PARAXIS_FIELD(parallel.virtual_stages)));
     t.push_back(
-        int_key("parallel.pp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.pp; }));
+        int_list_key("parallel.stage_layers", 0, kMaxInt, PARAXIS_FIELD(parallel.stage_layers)));
+    t.push_back(bool_key("parallel.sequence_parallel", PARAXIS_FIELD(parallel.sequence_parallel)));
+    t.push_back(string_choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
+                                  PARAXIS_FIELD(parallel.order)));
+    t.push_back(string_choice_key("comm.backend", {"mpi", "nccl"}, PARAXIS_FIELD(comm.backend)));
+    t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6, PARAXIS_FIELD(comm.bucket_mb)));
+    t.push_back(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
+    t.push_back(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
+    t.push_back(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
     t.push_back(
-        int_key("parallel.dp", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.dp; }));
-    t.push_back(
-        int_key("parallel.ep", 1, kMaxInt, [](RunConfig& c) -> int& { return c.parallel.ep; }));
-    t.push_back(
-        int_key("parallel.zero", 0, 3, [](RunConfig& c) -> int& { return c.parallel.zero; }));
-    t.push_back(choice_key(
-        "parallel.schedule", {"gpipe", "1f1b", "interleaved"},
-        [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.schedule = s; }));
-    t.push_back(int_key("parallel.virtual_stages", 1, kMaxInt,
-                        [](RunConfig& c) -> int& { return c.parallel.virtual_stages; }));
-    t.push_back(
-        int_list_key("parallel.stage_layers", 0, kMaxInt,
-                     [](RunConfig& c) -> std::vector<int>& { return c.parallel.stage_layers; }));
-    t.push_back(bool_key("parallel.sequence_parallel",
-                         [](RunConfig& c) -> bool& { return c.parallel.sequence_parallel; }));
-    t.push_back(
-        choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
-                   [](RunConfig& c, std::size_t, const std::string& s) { c.parallel.order = s; }));
-    t.push_back(
-        choice_key("comm.backend", {"mpi", "nccl"},
-                   [](RunConfig& c, std::size_t, const std::string& s) { c.comm.backend = s; }));
-    t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6,
-                         [](RunConfig& c) -> double& { return c.comm.bucket_mb; }));
-    t.push_back(bool_key("comm.overlap", [](RunConfig& c) -> bool& { return c.comm.overlap; }));
-    t.push_back(real_key("hardware.peak_flops", 0, 1e30,
-                         [](RunConfig& c) -> double& { return c.hardware.peak_flops; }));
-    t.push_back(
-        choice_key("hardware.gemm", {"auto", "portable"},
-                   [](RunConfig& c, std::size_t, const std::string& s) { c.hardware.gemm = s; }));
-    t.push_back(
-        bool_key("hardware.calibrate", [](RunConfig& c) -> bool& { return c.hardware.calibrate; }));
-    t.push_back(
-        string_key("output.dir", [](RunConfig& c) -> std::string& { return c.output.dir; }));
-    t.push_back(bool_key("output.trace", [](RunConfig& c) -> bool& { return c.output.trace; }));
+        string_choice_key("hardware.gemm", {"auto", "portable"}, PARAXIS_FIELD(hardware.gemm)));
+    t.push_back(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
+    t.push_back(string_key("output.dir", PARAXIS_FIELD(output.dir)));
+    t.push_back(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
+    // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
+    t.push_back(int_key("fault.dead_rank.rank", -1, kMaxInt, PARAXIS_FIELD(fault.dead_rank.rank)));
+    t.push_back(int_key("fault.dead_rank.step", 0, kMaxInt, PARAXIS_FIELD(fault.dead_rank.step)));
+    t.push_back(string_choice_key("fault.dead_rank.at", {"step", "save"},
+                                  PARAXIS_FIELD(fault.dead_rank.at)));
+    t.push_back(int_key("fault.hang.rank", -1, kMaxInt, PARAXIS_FIELD(fault.hang.rank)));
+    t.push_back(int_key("fault.hang.step", 0, kMaxInt, PARAXIS_FIELD(fault.hang.step)));
     return t;
   }();
   return table;
 }
+
+#undef PARAXIS_FIELD
 
 const KeySpec* find_key(const std::string& key) {
   for (const auto& k : key_table())
@@ -265,6 +130,16 @@ bool is_section_prefix(const std::string& prefix) {
   return false;
 }
 
+// An unknown key, or one that moved: a deck written for an older paraxis learns where it went.
+std::string unknown_key_message(const std::string& key) {
+  static const std::map<std::string, std::string> moved = {
+      {"train.fault_step", "fault.dead_rank.step"}, {"train.fault_rank", "fault.dead_rank.rank"}};
+  const auto it = moved.find(key);
+  if (it == moved.end()) return "unknown key";
+  return "unknown key: fault injection moved to the fault section, use " + it->second +
+         " (fault.dead_rank: {rank, step, at}; rank -1 = off; see docs/deck.md)";
+}
+
 struct Source {
   std::string path;
   std::set<std::string> overridden;  // keys whose value came from --set
@@ -276,8 +151,35 @@ struct Source {
   }
 };
 
+// Where each key (or section) got its value, and which keys are in error: a constraint is
+// judged unless a key it needs is itself in error, and names the place of its key.
+struct Located {
+  std::string path;
+  std::map<std::string, std::string> origin;
+  std::set<std::string> bad;
+  void mark_bad(const std::string& key) {
+    bad.insert(key.rfind("sweep.", 0) == 0 ? key.substr(6) : key);
+  }
+  bool is_bad(const std::string& key) const {
+    for (const auto& b : bad)
+      if (b.empty() || key == b || key.compare(0, b.size() + 1, b + ".") == 0) return true;
+    return false;
+  }
+  // The place of the first of `keys` that was given a value (a key before a section: its line
+  // is the more precise); the deck when all are defaults.
+  std::string where(std::initializer_list<const char*> keys) const;
+};
+
+std::string Located::where(std::initializer_list<const char*> keys) const {
+  for (const bool sections : {false, true})
+    for (const char* k : keys)
+      if (auto it = origin.find(k); it != origin.end() && (sections || find_key(k)))
+        return it->second;
+  return path;
+}
+
 void walk(const YAML::Node& node, const std::string& prefix, RunConfig& cfg, const Source& src,
-          std::vector<DeckError>& errors) {
+          std::vector<DeckError>& errors, Located& loc) {
   std::set<std::string> seen;
   for (const auto& kv : node) {
     const std::string name = kv.first.Scalar();
@@ -287,17 +189,20 @@ void walk(const YAML::Node& node, const std::string& prefix, RunConfig& cfg, con
       continue;
     }
     if (prefix.empty() && name == "sweep") continue;
+    // The key's own line: a value may be an alias, whose mark is its anchor's line.
+    const std::string where = src.where(key, kv.first);
     if (const KeySpec* spec = find_key(key)) {
-      if (auto err = spec->apply(cfg, kv.second))
-        errors.push_back({key, src.where(key, kv.second), *err});
+      loc.origin[key] = where;
+      if (auto err = spec->apply(cfg, kv.second)) errors.push_back({key, where, *err});
     } else if (is_section_prefix(key)) {
+      loc.origin[key] = where;
       if (kv.second.IsMap()) {
-        walk(kv.second, key, cfg, src, errors);
+        walk(kv.second, key, cfg, src, errors, loc);
       } else if (!kv.second.IsNull()) {
-        errors.push_back({key, src.where(key, kv.second), "expected a map of keys"});
+        errors.push_back({key, where, "expected a map of keys"});
       }
     } else {
-      errors.push_back({key, src.where(key, kv.first), "unknown key"});
+      errors.push_back({key, src.where(key, kv.first), unknown_key_message(key)});
     }
   }
 }
@@ -322,86 +227,131 @@ void set_path(YAML::Node root, const std::string& key, const YAML::Node& value) 
   chain.back()[parts.back()] = value;
 }
 
-// Constraints between keys for one point; world = 0 skips the world-size checks.
-std::vector<DeckError> check_constraints(const RunConfig& c, int world, const std::string& where) {
+std::string num(long long v) {
+  return std::to_string(v);
+}
+
+// tp * pp * dp when it is a possible world size (fits an int), else nullopt.
+std::optional<long long> grid_world(const ParallelConfig& p) {
+  return checked_product({p.tp, p.pp, p.dp}, INT_MAX);
+}
+
+// Constraints between keys for one point; world = 0 skips the world-size checks. A rule is
+// judged when every key it reads parsed (the others keep their defaults, which would mislead).
+std::vector<DeckError> check_constraints(const RunConfig& c, int world, const Located& loc) {
   std::vector<DeckError> e;
-  auto err = [&](const std::string& key, const std::string& msg) {
-    e.push_back({key, where, msg});
+  // keys: the key the error names first, then the others the rule reads.
+  auto rule = [&](std::initializer_list<const char*> keys, bool broken, const std::string& msg) {
+    if (!broken) return;
+    for (const char* k : keys)
+      if (loc.is_bad(k)) return;
+    e.push_back({*keys.begin(), loc.where(keys), msg});
   };
   const auto& m = c.model;
   const auto& t = c.train;
   const auto& p = c.parallel;
-  if (m.hidden % m.heads != 0)
-    err("model.heads", "heads = " + std::to_string(m.heads) +
-                           " does not divide model.hidden = " + std::to_string(m.hidden));
-  if (m.moe.experts > 0 && m.moe.top_k > m.moe.experts)
-    err("model.moe.top_k", "top_k = " + std::to_string(m.moe.top_k) +
-                               " exceeds model.moe.experts = " + std::to_string(m.moe.experts));
-  if (t.global_batch % t.micro_batch != 0)
-    err("train.micro_batch",
-        "micro_batch = " + std::to_string(t.micro_batch) +
-            " does not divide train.global_batch = " + std::to_string(t.global_batch));
-  if (t.warmup_steps >= t.steps)
-    err("train.warmup_steps",
-        "warmup_steps = " + std::to_string(t.warmup_steps) +
-            " leaves no measured step of train.steps = " + std::to_string(t.steps));
-  if (static_cast<long long>(t.micro_batch) * m.seq_len > INT_MAX / 4)
-    err("train.micro_batch", "micro_batch * seq_len overflows the token index");
-  const long long w = static_cast<long long>(p.tp) * p.pp * p.dp;
-  if (world > 0 && w != world)
-    err("parallel", "tp * pp * dp = " + std::to_string(p.tp) + " * " + std::to_string(p.pp) +
-                        " * " + std::to_string(p.dp) + " = " + std::to_string(w) +
-                        " but the run has " + std::to_string(world) + " ranks");
-  if (p.dp % p.ep != 0)
-    err("parallel.ep",
-        "ep = " + std::to_string(p.ep) + " does not divide parallel.dp = " + std::to_string(p.dp));
-  if (t.global_batch % (static_cast<long long>(p.dp) * t.micro_batch) != 0)
-    err("train.global_batch", "global_batch = " + std::to_string(t.global_batch) +
-                                  " is not a multiple of parallel.dp * train.micro_batch = " +
-                                  std::to_string(p.dp) + " * " + std::to_string(t.micro_batch));
+  rule({"model.heads", "model.hidden"}, m.hidden % m.heads != 0,
+       "heads = " + num(m.heads) + " does not divide model.hidden = " + num(m.hidden));
+  rule({"model.moe.top_k", "model.moe.experts"}, m.moe.experts > 0 && m.moe.top_k > m.moe.experts,
+       "top_k = " + num(m.moe.top_k) + " exceeds model.moe.experts = " + num(m.moe.experts));
+  rule({"train.micro_batch", "train.global_batch"}, t.global_batch % t.micro_batch != 0,
+       "micro_batch = " + num(t.micro_batch) +
+           " does not divide train.global_batch = " + num(t.global_batch));
+  rule({"train.warmup_steps", "train.steps"}, t.warmup_steps >= t.steps,
+       "warmup_steps = " + num(t.warmup_steps) +
+           " leaves no measured step of train.steps = " + num(t.steps));
+  // Token indices are ints on the device (with headroom for the kernels' index arithmetic).
+  const long long tokens = static_cast<long long>(t.micro_batch) * m.seq_len;  // < 2^62
+  rule({"train.micro_batch", "model.seq_len"}, tokens > INT_MAX / 4,
+       "micro_batch * seq_len = " + num(t.micro_batch) + " * " + num(m.seq_len) + " = " +
+           num(tokens) + " overflows the token index (at most " + num(INT_MAX / 4) + ")");
+  rule({"model.moe.top_k", "train.micro_batch", "model.seq_len", "model.moe.experts"},
+       m.moe.experts > 0 && tokens <= INT_MAX / 4 &&
+           !checked_product({tokens, m.moe.top_k}, INT_MAX / 4),
+       "micro_batch * seq_len * top_k = " + num(tokens) + " * " + num(m.moe.top_k) +
+           " overflows the routing index (at most " + num(INT_MAX / 4) + ")");
+  const auto w = grid_world(p);
+  const std::string grid_text =
+      "tp * pp * dp = " + num(p.tp) + " * " + num(p.pp) + " * " + num(p.dp);
+  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, !w,
+       grid_text + " exceeds the largest world size, " + num(INT_MAX) + " ranks");
+  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, w && world > 0 && *w != world,
+       grid_text + " = " + (w ? num(*w) : "") + " but the run has " + num(world) + " ranks");
+  rule({"parallel.ep", "parallel.dp"}, p.dp % p.ep != 0,
+       "ep = " + num(p.ep) + " does not divide parallel.dp = " + num(p.dp));
+  const long long replica_batch = static_cast<long long>(p.dp) * t.micro_batch;  // < 2^62
+  rule({"train.global_batch", "parallel.dp", "train.micro_batch"},
+       t.global_batch % replica_batch != 0,
+       "global_batch = " + num(t.global_batch) +
+           " is not a multiple of parallel.dp * train.micro_batch = " + num(p.dp) + " * " +
+           num(t.micro_batch));
   // What each axis needs of the model and the batch (checked even for axes not built yet, so
   // a deck learns everything that is wrong with it at once).
-  auto num = [](long long v) { return std::to_string(v); };
   if (p.tp > 1) {
-    if (m.heads % p.tp != 0)
-      err("parallel.tp", "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
-    if (m.ffn % p.tp != 0)
-      err("parallel.tp", "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
-    if (p.sequence_parallel && m.seq_len % p.tp != 0)
-      err("parallel.sequence_parallel", "tp = " + num(p.tp) + " does not divide model.seq_len = " +
-                                            num(m.seq_len) + " (sequence parallelism shards it)");
+    rule({"parallel.tp", "model.heads"}, m.heads % p.tp != 0,
+         "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
+    rule({"parallel.tp", "model.ffn"}, m.ffn % p.tp != 0,
+         "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
+    rule({"parallel.sequence_parallel", "parallel.tp", "model.seq_len"},
+         p.sequence_parallel && m.seq_len % p.tp != 0,
+         "tp = " + num(p.tp) + " does not divide model.seq_len = " + num(m.seq_len) +
+             " (sequence parallelism shards it)");
   }
   if (p.pp > 1) {
-    const long long micro =
-        t.global_batch / std::max(1LL, static_cast<long long>(p.dp) * t.micro_batch);
-    const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;
-    if (m.layers < chunks)
-      err("parallel.pp",
-          "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
-    if (p.schedule == "interleaved" && micro % p.pp != 0)
-      err("train.micro_batch",
-          "the interleaved schedule needs micro-batches per replica (" + num(micro) +
-              " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
+    const long long micro = t.global_batch / replica_batch;
+    const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;  // < 2^62
+    rule({"parallel.pp", "parallel.virtual_stages", "model.layers"}, m.layers < chunks,
+         "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
+    rule({"train.micro_batch", "parallel.schedule", "parallel.pp", "train.global_batch",
+          "parallel.dp"},
+         p.schedule == "interleaved" && micro % p.pp != 0,
+         "the interleaved schedule needs micro-batches per replica (" + num(micro) +
+             " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
     if (!p.stage_layers.empty()) {
-      long long sum = 0;
+      long long sum = 0;  // entries <= INT_MAX: no overflow below 2^32 entries
       int smallest = 1;
       for (int l : p.stage_layers) {
         sum += l;
         smallest = std::min(smallest, l);
       }
-      if (static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
-          smallest < 1)
-        err("parallel.stage_layers",
-            "needs pp * virtual_stages = " + num(chunks) +
-                " entries >= 1 summing to model.layers = " + num(m.layers));
+      rule({"parallel.stage_layers", "parallel.pp", "parallel.virtual_stages", "model.layers"},
+           static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
+               smallest < 1,
+           "needs pp * virtual_stages = " + num(chunks) +
+               " entries >= 1 summing to model.layers = " + num(m.layers));
     }
   }
-  if (p.schedule != "interleaved" && p.virtual_stages != 1)
-    err("parallel.virtual_stages",
-        "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
-  if (m.moe.experts > 0 && m.moe.experts % p.ep != 0)
-    err("parallel.ep",
-        "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
+  rule({"parallel.virtual_stages", "parallel.schedule"},
+       p.schedule != "interleaved" && p.virtual_stages != 1,
+       "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
+  rule({"parallel.ep", "model.moe.experts"}, m.moe.experts > 0 && m.moe.experts % p.ep != 0,
+       "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
+  return e;
+}
+
+// Fault injections outside the run are errors even in a sweep: a point that cannot inject its
+// fault would pass a fault test without testing anything.
+std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located& loc) {
+  std::vector<DeckError> e;
+  const bool grid_ok =
+      !loc.is_bad("parallel.tp") && !loc.is_bad("parallel.pp") && !loc.is_bad("parallel.dp");
+  const auto w = world > 0 ? std::optional<long long>(world)
+                 : grid_ok ? grid_world(c.parallel)
+                           : std::nullopt;
+  auto check = [&](const std::string& kind, int rank, int step) {
+    const std::string rk = "fault." + kind + ".rank", sk = "fault." + kind + ".step";
+    if (rank < 0 || loc.is_bad(rk)) return;
+    if (w && rank >= *w)
+      e.push_back({rk, loc.where({rk.c_str()}),
+                   "rank " + num(rank) + " is not in the run (" + num(*w) + " ranks: 0.." +
+                       num(*w - 1) + ")"});
+    if (step >= c.train.steps && !loc.is_bad(sk) && !loc.is_bad("train.steps"))
+      e.push_back({sk, loc.where({sk.c_str(), "train.steps"}),
+                   "step " + num(step) + " never comes: train.steps = " + num(c.train.steps) +
+                       " (steps are 0-based: 0.." + num(c.train.steps - 1) + ")"});
+  };
+  check("dead_rank", c.fault.dead_rank.rank, c.fault.dead_rank.step);
+  check("hang", c.fault.hang.rank, c.fault.hang.step);
   return e;
 }
 
@@ -428,21 +378,55 @@ void move_auto_degrees_to_sweep(YAML::Node root) {
   }
 }
 
-std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
-    const YAML::Node& root, const Source& src, int world, std::set<std::string>& auto_keys,
-    std::vector<DeckError>& errors) {
-  std::vector<std::pair<std::string, std::vector<YAML::Node>>> out;
+// Every d with n % d == 0, ascending, in O(sqrt(n)) (n may be as large as INT_MAX).
+std::vector<int> divisors(int n) {
+  std::vector<int> low, high;
+  for (long long d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      low.push_back(static_cast<int>(d));
+      if (d * d != n) high.push_back(static_cast<int>(n / d));
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// sweep.max_points: the one sweep entry that is a setting of the sweep itself, not a swept key.
+long long read_max_points(const YAML::Node& root, const Source& src,
+                          std::vector<DeckError>& errors) {
+  const YAML::Node sw = root["sweep"];
+  if (!sw || !sw.IsMap() || !sw["max_points"]) return kDefaultMaxPoints;
+  long long v = kDefaultMaxPoints;
+  if (auto err = read_int(sw["max_points"], 1, kMaxMaxPoints, v)) {
+    errors.push_back({"sweep.max_points", src.where("sweep.max_points", sw["max_points"]), *err});
+    return kDefaultMaxPoints;
+  }
+  return v;
+}
+
+using Sweep = std::vector<std::pair<std::string, std::vector<YAML::Node>>>;
+
+Sweep read_sweep(const YAML::Node& root, const Source& src, int world,
+                 std::set<std::string>& auto_keys, std::vector<DeckError>& errors) {
+  Sweep out;
   const YAML::Node sw = root["sweep"];
   if (!sw || sw.IsNull()) return out;
   if (!sw.IsMap()) {
     errors.push_back({"sweep", src.where("sweep", sw), "expected a map of dotted keys to lists"});
     return out;
   }
+  std::set<std::string> seen;
   for (const auto& kv : sw) {
     const std::string key = kv.first.Scalar();
     const std::string full = "sweep." + key;
+    if (key == "max_points") continue;  // read_max_points
+    if (!seen.insert(key).second) {
+      errors.push_back({full, src.where(full, kv.first), "duplicate key"});
+      continue;
+    }
     if (!find_key(key)) {
-      errors.push_back({full, src.where(full, kv.first), "unknown key '" + key + "'"});
+      const std::string why =
+          key == "sweep.max_points" ? "sweep.max_points cannot be swept" : unknown_key_message(key);
+      errors.push_back({full, src.where(full, kv.first), why + " ('" + key + "')"});
       continue;
     }
     std::vector<YAML::Node> values;
@@ -466,8 +450,7 @@ std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
         continue;
       }
       values.clear();
-      for (int d = 1; d <= world; ++d)
-        if (world % d == 0) values.push_back(YAML::Node(d));
+      for (int d : divisors(world)) values.push_back(YAML::Node(d));
       auto_keys.insert(key);
     }
     if (values.empty()) {
@@ -479,25 +462,87 @@ std::vector<std::pair<std::string, std::vector<YAML::Node>>> read_sweep(
   return out;
 }
 
+// The number of combinations the sweep's lists make (each `auto` list counting every divisor of
+// the rank count), computed before anything is expanded; nullopt above `limit`.
+std::optional<long long> sweep_size(const Sweep& sweep, long long limit, std::string& factors) {
+  long long n = 1;
+  bool over = false;
+  for (const auto& [key, values] : sweep) {
+    factors += (factors.empty() ? "" : " x ") + num(static_cast<long long>(values.size()));
+    const auto next = checked_product({n, static_cast<long long>(values.size())}, limit);
+    if (!next) over = true;
+    n = next.value_or(n);
+  }
+  if (over) return std::nullopt;
+  return n;
+}
+
+// Expands the cartesian product of the swept values (last key fastest) into points, checking
+// each; with `auto`, combinations that are not factorisations of the rank count are no points.
+void expand(const Sweep& sweep, const RunConfig& base, const Located& base_loc, const Source& src,
+            int world, const std::set<std::string>& auto_keys, Deck& deck) {
+  const bool auto_grid = auto_keys.count("parallel.tp") || auto_keys.count("parallel.pp") ||
+                         auto_keys.count("parallel.dp");
+  const bool swept = !sweep.empty();
+  std::vector<std::size_t> idx(sweep.size(), 0);
+  while (true) {
+    SweepPoint pt;
+    pt.config = base;
+    Located loc = base_loc;
+    std::vector<DeckError> point_errors;
+    for (std::size_t i = 0; i < sweep.size(); ++i) {
+      const auto& [key, values] = sweep[i];
+      const YAML::Node& v = values[idx[i]];
+      pt.settings.emplace_back(key, scalar_text(v));
+      loc.origin[key] = src.where("sweep." + key, v);
+      if (auto err = find_key(key)->apply(pt.config, v)) {
+        point_errors.push_back({"sweep." + key, src.where("sweep." + key, v), *err});
+        loc.mark_bad(key);
+      }
+    }
+    const auto& gp = pt.config.parallel;
+    const bool not_a_factorisation = (auto_grid && grid_world(gp) != world) ||
+                                     (auto_keys.count("parallel.ep") && gp.dp % gp.ep != 0);
+    if (!not_a_factorisation) {
+      deck.errors.insert(deck.errors.end(), point_errors.begin(), point_errors.end());
+      const auto faults = check_faults(pt.config, world, loc);
+      deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
+      for (const auto& c : check_constraints(pt.config, world, loc)) {
+        if (!swept)
+          deck.errors.push_back(c);
+        else
+          pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
+      }
+      deck.points.push_back(std::move(pt));
+    }
+    std::size_t d = sweep.size();
+    while (d > 0 && ++idx[d - 1] == sweep[d - 1].second.size()) idx[--d] = 0;
+    if (d == 0) break;  // every index wrapped (or nothing is swept): done
+  }
+}
+
 }  // namespace
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world) {
+Deck load_deck_text(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides, int world) {
   Deck deck;
-  deck.path = path;
-  Source src{path, {}};
+  deck.path = name;
+  if (world < 0) {
+    deck.errors.push_back({"", name, "rank count " + num(world) + ": expected >= 1 (0: unknown)"});
+    return deck;
+  }
+  Source src{name, {}};
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    deck.errors.push_back({"", path, "cannot open the deck"});
-    return deck;
+    root = YAML::Load(text);
   } catch (const YAML::Exception& ex) {
-    deck.errors.push_back({"", path + ":" + std::to_string(ex.mark.line + 1), ex.msg});
+    const std::string where = ex.mark.line >= 0 ? name + ":" + num(ex.mark.line + 1) : name;
+    deck.errors.push_back({"", where, ex.msg});
     return deck;
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
-    deck.errors.push_back({"", path, "a deck is a map of sections (model, train, ...)"});
+    deck.errors.push_back({"", name, "a deck is a map of sections (model, train, ...)"});
     return deck;
   }
   for (const auto& ov : overrides) {
@@ -515,69 +560,43 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
       continue;
     }
     if (!find_key(key) && key.rfind("sweep.", 0) != 0) {
-      deck.errors.push_back({key, "--set", "unknown key"});
+      deck.errors.push_back({key, "--set", unknown_key_message(key)});
       continue;
     }
     set_path(root, key, value);
     src.overridden.insert(key);
   }
   move_auto_degrees_to_sweep(root);
+  const long long max_points = read_max_points(root, src, deck.errors);
   std::set<std::string> auto_keys;
-  const auto sweep = read_sweep(root, src, world, auto_keys, deck.errors);
-  const bool auto_grid = auto_keys.count("parallel.tp") || auto_keys.count("parallel.pp") ||
-                         auto_keys.count("parallel.dp");
+  const Sweep sweep = read_sweep(root, src, world, auto_keys, deck.errors);
 
   RunConfig base;
-  walk(root, "", base, src, deck.errors);
-  // Keep going after errors so that one `check` lists every problem, but only judge the
-  // constraints between keys when every key parsed.
-  const bool keys_ok = deck.errors.empty();
+  Located loc{name, {}, {}};
+  walk(root, "", base, src, deck.errors, loc);
+  // Keep going after key errors so that one `check` lists every problem; the constraints skip
+  // only the rules that read a key in error.
+  for (const auto& e : deck.errors) loc.mark_bad(e.key);
 
-  // Cartesian product of the swept values, last key fastest.
-  std::vector<std::size_t> idx(sweep.size(), 0);
-  const bool swept = !sweep.empty();
-  while (true) {
-    SweepPoint pt;
-    pt.config = base;
-    std::vector<DeckError> point_errors;
-    for (std::size_t i = 0; i < sweep.size(); ++i) {
-      const auto& [key, values] = sweep[i];
-      const YAML::Node& v = values[idx[i]];
-      pt.settings.emplace_back(key, scalar_text(v));
-      if (auto err = find_key(key)->apply(pt.config, v))
-        point_errors.push_back({"sweep." + key, src.where("sweep." + key, v), *err});
-    }
-    const auto& gp = pt.config.parallel;
-    const bool not_a_factorisation =
-        (auto_grid && static_cast<long long>(gp.tp) * gp.pp * gp.dp != world) ||
-        (auto_keys.count("parallel.ep") && gp.dp % gp.ep != 0);
-    if (not_a_factorisation) {
-      // Not one of the factorisations `auto` stands for: not a point at all.
-    } else if (!point_errors.empty()) {
-      deck.errors.insert(deck.errors.end(), point_errors.begin(), point_errors.end());
-    } else if (keys_ok) {
-      auto cons = check_constraints(pt.config, world, path);
-      if (!cons.empty()) {
-        if (!swept) {
-          deck.errors.insert(deck.errors.end(), cons.begin(), cons.end());
-        } else {
-          for (const auto& c : cons)
-            pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
-        }
-      }
-    }
-    if (!not_a_factorisation) deck.points.push_back(std::move(pt));
-    std::size_t d = sweep.size();
-    while (d > 0) {
-      --d;
-      if (++idx[d] < sweep[d].second.size()) break;
-      idx[d] = 0;
-      if (d == 0) {
-        d = sweep.size() + 1;
-        break;
-      }
-    }
-    if (sweep.empty() || d == sweep.size() + 1) break;
+  std::string sweep_where = name;  // the line of the `sweep:` key
+  for (const auto& kv : root)
+    if (kv.first.Scalar() == "sweep") sweep_where = src.where("sweep", kv.first);
+  std::string factors;
+  const auto size = sweep_size(sweep, max_points, factors);
+  if (!size) {
+    long long n = 1;  // the count for the message, saturated at the largest long long
+    for (const auto& s : sweep)
+      n = checked_product({n, static_cast<long long>(s.second.size())}).value_or(LLONG_MAX);
+    deck.errors.push_back(
+        {"sweep", sweep_where,
+         "the sweep asks for " + (n == LLONG_MAX ? "more than " + num(n) : num(n)) + " points (" +
+             factors +
+             (auto_keys.empty() ? "" : ", before auto keeps the factorisations of the rank count") +
+             "), more than sweep.max_points = " + num(max_points) +
+             ": shorten its lists, or raise sweep.max_points (--set sweep.max_points=N, at most " +
+             num(kMaxMaxPoints) + ")"});
+  } else {
+    expand(sweep, base, loc, src, world, auto_keys, deck);
   }
   // Duplicate messages (the same bad swept value in several points) are reported once.
   std::vector<DeckError> unique;
@@ -588,9 +607,31 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   return deck;
 }
 
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world) {
+  std::string text;
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  int err = f ? 0 : errno;
+  if (f) {
+    char buf[65536];
+    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
+    if (std::ferror(f)) err = errno ? errno : EIO;
+    std::fclose(f);
+  }
+  if (err != 0) {
+    Deck deck;
+    deck.path = path;
+    deck.errors.push_back({"", path, "cannot open the deck: " + std::string(std::strerror(err))});
+    return deck;
+  }
+  return load_deck_text(text, path, overrides, world);
+}
+
 std::vector<std::string> deck_key_reference() {
   std::vector<std::string> out;
   for (const auto& k : key_table()) out.push_back(k.key + ": " + k.type);
+  out.push_back("sweep.max_points: " + int_type(1, kMaxMaxPoints) + " (default " +
+                num(kDefaultMaxPoints) + ")");
   return out;
 }
 

@@ -1,7 +1,7 @@
 // Deck parsing and validation. A deck is YAML with sections model, train, parallel, comm,
-// hardware, output and sweep; `--set a.b=c` overrides any key. Every problem is reported as a
-// DeckError naming the key and where it came from (file:line, or --set); `check` lists them
-// all, `run` refuses to start while any exists.
+// hardware, output, fault and sweep; `--set a.b=c` overrides any key. Every problem is reported as
+// a DeckError naming the key and where it came from (file:line, or --set); `check` lists them all,
+// `run` refuses to start while any exists.
 #pragma once
 
 #include <string>
@@ -30,8 +30,16 @@ struct Deck {
   std::vector<DeckError> errors;   // empty: every point is valid
 };
 
-// Loads `path`, applies overrides ("a.b=c"), expands the sweep and validates each point for
-// a run on `world` ranks (0: skip the world-size checks, as `check` does without mpiexec).
+// Parses the deck `text`, applies overrides ("a.b=c"), sizes the sweep (refused above
+// sweep.max_points), expands it and validates each point for a run on `world` ranks (0: skip
+// the world-size checks, as `check` does without --ranks; negative: an error). `name` is the
+// path used in messages (file:line). Rank 0 reads the file and broadcasts the text, so every
+// rank parses the same deck.
+Deck load_deck_text(const std::string& text, const std::string& name,
+                    const std::vector<std::string>& overrides, int world);
+
+// Reads `path` (an unreadable file is a DeckError naming the path and the system's reason) and
+// calls load_deck_text.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world);
 
 // Every key a deck may contain, as "key: type (range)" (the test that keeps docs/deck.md

@@ -21,6 +21,7 @@ struct ParallelConfig {
   std::vector<int> stage_layers;  // empty: balanced by modelled cost
   bool sequence_parallel = false;
   std::string order = "tp-pp-dp";  // tp-pp-dp | tp-dp-pp
+  // The deck guarantees tp * pp * dp fits an int (deck.cpp refuses a grid that does not).
   int world() const { return tp * pp * dp; }
 };
 
@@ -28,6 +29,9 @@ struct CommConfig {
   std::string backend = "mpi";  // mpi | nccl
   double bucket_mb = 25;
   bool overlap = false;
+  // Deadline of every blocking wait, in seconds (PyTorch's NCCL watchdog default): a rank that
+  // waits longer names the operation and ends the job instead of hanging.
+  double timeout_s = 600;
 };
 
 struct HardwareConfig {
@@ -43,6 +47,21 @@ struct OutputConfig {
   bool trace = true;
 };
 
+// Fault injection, to test how a job fails. A map keyed by kind, so that every field can be
+// `--set` and swept; rank -1 turns a kind off. Steps are 0-based: the fault strikes before that
+// step. The deck refuses injections outside the run (rank >= world, step >= train.steps).
+struct FaultConfig {
+  struct DeadRank {
+    int rank = -1;
+    int step = 0;
+    std::string at = "step";  // step: throw before `step` | save: die while results are written
+  } dead_rank;
+  struct Hang {
+    int rank = -1;
+    int step = 0;  // the rank stops responding before this step
+  } hang;
+};
+
 struct RunConfig {
   model::ModelConfig model;
   model::TrainConfig train;
@@ -50,6 +69,7 @@ struct RunConfig {
   CommConfig comm;
   HardwareConfig hardware;
   OutputConfig output;
+  FaultConfig fault;
 };
 
 // What the parallel trainer takes from a configuration (parallel_trainer.hpp; defined in

@@ -48,10 +48,6 @@ struct TrainConfig {
   std::uint64_t seed = 1234;
   Precision precision = Precision::fp32;
   int corpus_branching = 8;  // successors per token in the synthetic Markov corpus
-  // Fault injection, to test how a job fails: throw before step `fault_step` on rank
-  // `fault_rank` (-1: never). Used by the driver, not by the model.
-  int fault_step = -1;
-  int fault_rank = 0;
 };
 
 // Tokens per expert that one micro-batch may keep: ceil(cf * tokens * k / E); 0 = dropless.
