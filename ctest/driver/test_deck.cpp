@@ -295,6 +295,32 @@ TEST(DeckHostile, MaxPointsIsSetBySetAndIsNotSwept) {
   EXPECT_TRUE(has_error(d, "sweep.sweep.max_points", "--set", "cannot be swept")) << all_errors(d);
 }
 
+TEST(DeckHostile, AutoSweepIsSizedByItsFactorisations) {
+  // tp, pp, dp auto on 2^20 ranks: 21^3 = 9261 combinations of the lists, of which the
+  // C(22, 2) = 231 factorisations 2^a x 2^b x 2^c (a + b + c = 20) are the points.
+  const std::string path = write_temp("auto3.yaml",
+                                      "model: {hidden: 64, heads: 4}\n"
+                                      "train: {global_batch: 8, steps: 2}\n"
+                                      "parallel: {tp: auto, pp: auto, dp: auto}\n");
+  Deck d = load_deck(path, {}, 1 << 20);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 231u);
+  for (const auto& p : d.points)
+    EXPECT_EQ(
+        static_cast<long long>(p.config.parallel.tp) * p.config.parallel.pp * p.config.parallel.dp,
+        1LL << 20);
+  EXPECT_EQ(d.points.front().config.parallel.dp, 1 << 20);  // the sweep's order: dp fastest
+  EXPECT_EQ(d.points.back().config.parallel.tp, 1 << 20);
+  d = load_deck(path, {"sweep.max_points=230"}, 1 << 20);
+  EXPECT_TRUE(has_error(d, "sweep", "auto3.yaml:3", "asks for 231 points")) << all_errors(d);
+  // ep auto keeps the ep dividing dp: tp = 2 on 8 ranks leaves pp x dp = 1 x 4 (ep 1, 2, 4),
+  // 2 x 2 (ep 1, 2) and 4 x 1 (ep 1).
+  d = load_deck(path, {"parallel.tp=2", "parallel.ep=auto"}, 8);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 6u);
+  for (const auto& p : d.points) EXPECT_EQ(p.config.parallel.dp % p.config.parallel.ep, 0);
+}
+
 TEST(DeckHostile, GridProductOverflowIsADeckError) {
   const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";
   // 65536^2 = 2^32 ranks: fits a long long, not the int every world size is.

@@ -25,4 +25,12 @@ inline std::optional<long long> checked_product(std::initializer_list<long long>
   return p;
 }
 
+// a * b and a + b for counts (a, b >= 0) that stop at LLONG_MAX instead of wrapping.
+inline long long saturating_mul(long long a, long long b) {
+  return checked_product({a, b}).value_or(LLONG_MAX);
+}
+inline long long saturating_add(long long a, long long b) {
+  return a > LLONG_MAX - b ? LLONG_MAX : a + b;
+}
+
 }  // namespace paraxis::driver

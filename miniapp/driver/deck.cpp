@@ -22,6 +22,7 @@
 
 #include "driver/checked_product.hpp"
 #include "driver/deck_key_types.hpp"
+#include "driver/sweep_combinations.hpp"
 
 namespace paraxis::driver {
 
@@ -40,77 +41,71 @@ constexpr long long kDefaultMaxPoints = 4096;
 constexpr long long kMaxMaxPoints = 1000000;
 
 // The RunConfig field a key sets, as a reference (one table line per key).
-#define PARAXIS_FIELD(member)  \
-  [](RunConfig & c) -> auto& { \
-    return c.member;           \
-  }
+// clang-format off
+#define PARAXIS_FIELD(member) [](RunConfig& c) -> auto& { return c.member; }
+// clang-format on
 
 const std::vector<KeySpec>& key_table() {
   static const std::vector<KeySpec> table = [] {
     constexpr long long kMaxInt = INT_MAX;
     std::vector<KeySpec> t;
-    t.push_back(int_key("model.vocab", 2, kMaxInt, PARAXIS_FIELD(model.vocab)));
-    t.push_back(int_key("model.seq_len", 1, kMaxInt, PARAXIS_FIELD(model.seq_len)));
-    t.push_back(int_key("model.hidden", 1, kMaxInt, PARAXIS_FIELD(model.hidden)));
-    t.push_back(int_key("model.heads", 1, kMaxInt, PARAXIS_FIELD(model.heads)));
-    t.push_back(int_key("model.layers", 1, kMaxInt, PARAXIS_FIELD(model.layers)));
-    t.push_back(int_key("model.ffn", 1, kMaxInt, PARAXIS_FIELD(model.ffn)));
-    t.push_back(int_key("model.moe.experts", 0, kMaxInt, PARAXIS_FIELD(model.moe.experts)));
-    t.push_back(int_key("model.moe.top_k", 1, kMaxInt, PARAXIS_FIELD(model.moe.top_k)));
-    t.push_back(int_key("model.moe.every", 1, kMaxInt, PARAXIS_FIELD(model.moe.every)));
-    t.push_back(
-        real_key("model.moe.capacity_factor", 0, 1e6, PARAXIS_FIELD(model.moe.capacity_factor)));
-    t.push_back(
-        real_key("model.moe.aux_loss_coef", 0, 1e6, PARAXIS_FIELD(model.moe.aux_loss_coef)));
-    t.push_back(real_key("model.moe.router_skew", 0, 1e6, PARAXIS_FIELD(model.moe.router_skew)));
-    t.push_back(int_key("train.global_batch", 1, kMaxInt, PARAXIS_FIELD(train.global_batch)));
-    t.push_back(int_key("train.micro_batch", 1, kMaxInt, PARAXIS_FIELD(train.micro_batch)));
-    t.push_back(int_key("train.steps", 1, kMaxInt, PARAXIS_FIELD(train.steps)));
-    t.push_back(int_key("train.warmup_steps", 0, kMaxInt, PARAXIS_FIELD(train.warmup_steps)));
-    t.push_back(real_key("train.lr", 0, 1e3, PARAXIS_FIELD(train.lr)));
-    t.push_back(real_key("train.beta1", 0, 0.999999, PARAXIS_FIELD(train.beta1)));
-    t.push_back(real_key("train.beta2", 0, 0.999999, PARAXIS_FIELD(train.beta2)));
-    t.push_back(real_key("train.adam_eps", 0, 1, PARAXIS_FIELD(train.adam_eps)));
-    t.push_back(real_key("train.weight_decay", 0, 1e3, PARAXIS_FIELD(train.weight_decay)));
-    t.push_back(real_key("train.grad_clip", 0, 1e30, PARAXIS_FIELD(train.grad_clip)));
-    t.push_back(int_key("train.seed", 0, LLONG_MAX, PARAXIS_FIELD(train.seed)));
-    t.push_back(
-        int_key("train.corpus_branching", 1, kMaxInt, PARAXIS_FIELD(train.corpus_branching)));
-    t.push_back(choice_key("train.precision", {"fp64", "fp32", "bf16"},
-                           [](RunConfig& c, std::size_t i, const std::string&) {
-                             c.train.precision = static_cast<model::Precision>(i);
-                           }));
-    t.push_back(int_key("parallel.tp", 1, kMaxInt, PARAXIS_FIELD(parallel.tp)));
-    t.push_back(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
-    t.push_back(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));
-    t.push_back(int_key("parallel.ep", 1, kMaxInt, PARAXIS_FIELD(parallel.ep)));
-    t.push_back(int_key("parallel.zero", 0, 3, PARAXIS_FIELD(parallel.zero)));
-    t.push_back(string_choice_key("parallel.schedule", {"gpipe", "1f1b", "interleaved"},
-                                  PARAXIS_FIELD(parallel.schedule)));
-    t.push_back(
-        int_key("parallel.virtual_stages", 1, kMaxInt, PARAXIS_FIELD(parallel.virtual_stages)));
-    t.push_back(
-        int_list_key("parallel.stage_layers", 0, kMaxInt, PARAXIS_FIELD(parallel.stage_layers)));
-    t.push_back(bool_key("parallel.sequence_parallel", PARAXIS_FIELD(parallel.sequence_parallel)));
-    t.push_back(string_choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
-                                  PARAXIS_FIELD(parallel.order)));
-    t.push_back(string_choice_key("comm.backend", {"mpi", "nccl"}, PARAXIS_FIELD(comm.backend)));
-    t.push_back(real_key("comm.bucket_mb", 1e-6, 1e6, PARAXIS_FIELD(comm.bucket_mb)));
-    t.push_back(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
-    t.push_back(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
-    t.push_back(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
-    t.push_back(
-        string_choice_key("hardware.gemm", {"auto", "portable"}, PARAXIS_FIELD(hardware.gemm)));
-    t.push_back(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
-    t.push_back(string_key("output.dir", PARAXIS_FIELD(output.dir)));
-    t.push_back(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
+    auto add = [&t](KeySpec k) { t.push_back(std::move(k)); };
+    add(int_key("model.vocab", 2, kMaxInt, PARAXIS_FIELD(model.vocab)));
+    add(int_key("model.seq_len", 1, kMaxInt, PARAXIS_FIELD(model.seq_len)));
+    add(int_key("model.hidden", 1, kMaxInt, PARAXIS_FIELD(model.hidden)));
+    add(int_key("model.heads", 1, kMaxInt, PARAXIS_FIELD(model.heads)));
+    add(int_key("model.layers", 1, kMaxInt, PARAXIS_FIELD(model.layers)));
+    add(int_key("model.ffn", 1, kMaxInt, PARAXIS_FIELD(model.ffn)));
+    add(int_key("model.moe.experts", 0, kMaxInt, PARAXIS_FIELD(model.moe.experts)));
+    add(int_key("model.moe.top_k", 1, kMaxInt, PARAXIS_FIELD(model.moe.top_k)));
+    add(int_key("model.moe.every", 1, kMaxInt, PARAXIS_FIELD(model.moe.every)));
+    add(real_key("model.moe.capacity_factor", 0, 1e6, PARAXIS_FIELD(model.moe.capacity_factor)));
+    add(real_key("model.moe.aux_loss_coef", 0, 1e6, PARAXIS_FIELD(model.moe.aux_loss_coef)));
+    add(real_key("model.moe.router_skew", 0, 1e6, PARAXIS_FIELD(model.moe.router_skew)));
+    add(int_key("train.global_batch", 1, kMaxInt, PARAXIS_FIELD(train.global_batch)));
+    add(int_key("train.micro_batch", 1, kMaxInt, PARAXIS_FIELD(train.micro_batch)));
+    add(int_key("train.steps", 1, kMaxInt, PARAXIS_FIELD(train.steps)));
+    add(int_key("train.warmup_steps", 0, kMaxInt, PARAXIS_FIELD(train.warmup_steps)));
+    add(real_key("train.lr", 0, 1e3, PARAXIS_FIELD(train.lr)));
+    add(real_key("train.beta1", 0, 0.999999, PARAXIS_FIELD(train.beta1)));
+    add(real_key("train.beta2", 0, 0.999999, PARAXIS_FIELD(train.beta2)));
+    add(real_key("train.adam_eps", 0, 1, PARAXIS_FIELD(train.adam_eps)));
+    add(real_key("train.weight_decay", 0, 1e3, PARAXIS_FIELD(train.weight_decay)));
+    add(real_key("train.grad_clip", 0, 1e30, PARAXIS_FIELD(train.grad_clip)));
+    add(int_key("train.seed", 0, LLONG_MAX, PARAXIS_FIELD(train.seed)));
+    add(int_key("train.corpus_branching", 1, kMaxInt, PARAXIS_FIELD(train.corpus_branching)));
+    add(choice_key("train.precision", {"fp64", "fp32", "bf16"},
+                   [](RunConfig& c, std::size_t i, const std::string&) {
+                     c.train.precision = static_cast<model::Precision>(i);
+                   }));
+    add(int_key("parallel.tp", 1, kMaxInt, PARAXIS_FIELD(parallel.tp)));
+    add(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
+    add(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));
+    add(int_key("parallel.ep", 1, kMaxInt, PARAXIS_FIELD(parallel.ep)));
+    add(int_key("parallel.zero", 0, 3, PARAXIS_FIELD(parallel.zero)));
+    add(string_choice_key("parallel.schedule", {"gpipe", "1f1b", "interleaved"},
+                          PARAXIS_FIELD(parallel.schedule)));
+    add(int_key("parallel.virtual_stages", 1, kMaxInt, PARAXIS_FIELD(parallel.virtual_stages)));
+    add(int_list_key("parallel.stage_layers", 0, kMaxInt, PARAXIS_FIELD(parallel.stage_layers)));
+    add(bool_key("parallel.sequence_parallel", PARAXIS_FIELD(parallel.sequence_parallel)));
+    add(string_choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
+                          PARAXIS_FIELD(parallel.order)));
+    add(string_choice_key("comm.backend", {"mpi", "nccl"}, PARAXIS_FIELD(comm.backend)));
+    add(real_key("comm.bucket_mb", 1e-6, 1e6, PARAXIS_FIELD(comm.bucket_mb)));
+    add(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
+    add(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
+    add(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
+    add(string_choice_key("hardware.gemm", {"auto", "portable"}, PARAXIS_FIELD(hardware.gemm)));
+    add(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
+    add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
+    add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
-    t.push_back(int_key("fault.dead_rank.rank", -1, kMaxInt, PARAXIS_FIELD(fault.dead_rank.rank)));
-    t.push_back(int_key("fault.dead_rank.step", 0, kMaxInt, PARAXIS_FIELD(fault.dead_rank.step)));
-    t.push_back(string_choice_key("fault.dead_rank.at", {"step", "save"},
-                                  PARAXIS_FIELD(fault.dead_rank.at)));
-    t.push_back(int_key("fault.hang.rank", -1, kMaxInt, PARAXIS_FIELD(fault.hang.rank)));
-    t.push_back(int_key("fault.hang.step", 0, kMaxInt, PARAXIS_FIELD(fault.hang.step)));
+    add(int_key("fault.dead_rank.rank", -1, kMaxInt, PARAXIS_FIELD(fault.dead_rank.rank)));
+    add(int_key("fault.dead_rank.step", 0, kMaxInt, PARAXIS_FIELD(fault.dead_rank.step)));
+    add(string_choice_key("fault.dead_rank.at", {"step", "save"},
+                          PARAXIS_FIELD(fault.dead_rank.at)));
+    add(int_key("fault.hang.rank", -1, kMaxInt, PARAXIS_FIELD(fault.hang.rank)));
+    add(int_key("fault.hang.step", 0, kMaxInt, PARAXIS_FIELD(fault.hang.step)));
     return t;
   }();
   return table;
@@ -462,62 +457,65 @@ Sweep read_sweep(const YAML::Node& root, const Source& src, int world,
   return out;
 }
 
-// The number of combinations the sweep's lists make (each `auto` list counting every divisor of
-// the rank count), computed before anything is expanded; nullopt above `limit`.
-std::optional<long long> sweep_size(const Sweep& sweep, long long limit, std::string& factors) {
-  long long n = 1;
-  bool over = false;
-  for (const auto& [key, values] : sweep) {
-    factors += (factors.empty() ? "" : " x ") + num(static_cast<long long>(values.size()));
-    const auto next = checked_product({n, static_cast<long long>(values.size())}, limit);
-    if (!next) over = true;
-    n = next.value_or(n);
+// The sweep's lists as SweepCombinations sees them: their lengths and, with `auto`, each grid
+// degree's value at every position of its list (one value when not swept; a value that does not
+// parse counts as the deck's own, as the expansion leaves it).
+SweepCombinations combinations_of(const Sweep& sweep, const RunConfig& base, int world,
+                                  const std::set<std::string>& autos) {
+  SweepCombinations sc;
+  sc.world = world;
+  sc.auto_grid =
+      autos.count("parallel.tp") || autos.count("parallel.pp") || autos.count("parallel.dp");
+  sc.auto_ep = autos.count("parallel.ep") > 0;
+  for (const auto& e : sweep) sc.lengths.push_back(e.second.size());
+  const char* names[4] = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.ep"};
+  auto degree = [](const ParallelConfig& p, int a) {
+    return a == 0 ? p.tp : a == 1 ? p.pp : a == 2 ? p.dp : p.ep;
+  };
+  for (int a = 0; a < 4; ++a) {
+    sc.grid_values[a] = {degree(base.parallel, a)};
+    for (std::size_t i = 0; i < sweep.size() && sc.filtered(); ++i) {
+      if (sweep[i].first != names[a]) continue;
+      sc.grid_entry[a] = static_cast<int>(i);
+      sc.grid_values[a].clear();
+      for (const auto& v : sweep[i].second) {
+        RunConfig c = base;
+        find_key(names[a])->apply(c, v);
+        sc.grid_values[a].push_back(degree(c.parallel, a));
+      }
+    }
   }
-  if (over) return std::nullopt;
-  return n;
+  return sc;
 }
 
-// Expands the cartesian product of the swept values (last key fastest) into points, checking
-// each; with `auto`, combinations that are not factorisations of the rank count are no points.
-void expand(const Sweep& sweep, const RunConfig& base, const Located& base_loc, const Source& src,
-            int world, const std::set<std::string>& auto_keys, Deck& deck) {
-  const bool auto_grid = auto_keys.count("parallel.tp") || auto_keys.count("parallel.pp") ||
-                         auto_keys.count("parallel.dp");
+// Builds and checks each point. In a sweep a point whose constraints fail is skipped, not fatal.
+void expand(const Sweep& sweep, const std::vector<std::vector<std::size_t>>& combinations,
+            const RunConfig& base, const Located& base_loc, const Source& src, int world,
+            Deck& deck) {
   const bool swept = !sweep.empty();
-  std::vector<std::size_t> idx(sweep.size(), 0);
-  while (true) {
+  for (const auto& idx : combinations) {
     SweepPoint pt;
     pt.config = base;
     Located loc = base_loc;
-    std::vector<DeckError> point_errors;
     for (std::size_t i = 0; i < sweep.size(); ++i) {
       const auto& [key, values] = sweep[i];
       const YAML::Node& v = values[idx[i]];
       pt.settings.emplace_back(key, scalar_text(v));
       loc.origin[key] = src.where("sweep." + key, v);
       if (auto err = find_key(key)->apply(pt.config, v)) {
-        point_errors.push_back({"sweep." + key, src.where("sweep." + key, v), *err});
+        deck.errors.push_back({"sweep." + key, src.where("sweep." + key, v), *err});
         loc.mark_bad(key);
       }
     }
-    const auto& gp = pt.config.parallel;
-    const bool not_a_factorisation = (auto_grid && grid_world(gp) != world) ||
-                                     (auto_keys.count("parallel.ep") && gp.dp % gp.ep != 0);
-    if (!not_a_factorisation) {
-      deck.errors.insert(deck.errors.end(), point_errors.begin(), point_errors.end());
-      const auto faults = check_faults(pt.config, world, loc);
-      deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
-      for (const auto& c : check_constraints(pt.config, world, loc)) {
-        if (!swept)
-          deck.errors.push_back(c);
-        else
-          pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
-      }
-      deck.points.push_back(std::move(pt));
+    const auto faults = check_faults(pt.config, world, loc);
+    deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
+    for (const auto& c : check_constraints(pt.config, world, loc)) {
+      if (!swept)
+        deck.errors.push_back(c);
+      else
+        pt.skip_reason += (pt.skip_reason.empty() ? "" : "; ") + c.to_string();
     }
-    std::size_t d = sweep.size();
-    while (d > 0 && ++idx[d - 1] == sweep[d - 1].second.size()) idx[--d] = 0;
-    if (d == 0) break;  // every index wrapped (or nothing is swept): done
+    deck.points.push_back(std::move(pt));
   }
 }
 
@@ -578,25 +576,29 @@ Deck load_deck_text(const std::string& text, const std::string& name,
   // only the rules that read a key in error.
   for (const auto& e : deck.errors) loc.mark_bad(e.key);
 
-  std::string sweep_where = name;  // the line of the `sweep:` key
+  std::string sweep_where = name;  // the line of `sweep:`, or of its first entry (auto, --set)
   for (const auto& kv : root)
-    if (kv.first.Scalar() == "sweep") sweep_where = src.where("sweep", kv.first);
-  std::string factors;
-  const auto size = sweep_size(sweep, max_points, factors);
-  if (!size) {
-    long long n = 1;  // the count for the message, saturated at the largest long long
-    for (const auto& s : sweep)
-      n = checked_product({n, static_cast<long long>(s.second.size())}).value_or(LLONG_MAX);
+    if (kv.first.Scalar() == "sweep") {
+      sweep_where = src.where("sweep", kv.first);
+      if (kv.second.IsMap())
+        for (const auto& e : kv.second)
+          if (sweep_where == name && e.first.Scalar() != "max_points")
+            sweep_where = src.where("sweep." + e.first.Scalar(), e.second);
+    }
+  const SweepCombinations combinations = combinations_of(sweep, base, world, auto_keys);
+  if (const long long n = combinations.count(); n > max_points) {
+    std::string lists;
+    for (const auto& e : sweep) lists += (lists.empty() ? "" : " x ") + num(e.second.size());
+    if (combinations.filtered())
+      lists = "lists of " + lists + ", auto keeping the factorisations of the rank count";
     deck.errors.push_back(
         {"sweep", sweep_where,
          "the sweep asks for " + (n == LLONG_MAX ? "more than " + num(n) : num(n)) + " points (" +
-             factors +
-             (auto_keys.empty() ? "" : ", before auto keeps the factorisations of the rank count") +
-             "), more than sweep.max_points = " + num(max_points) +
+             lists + "), more than sweep.max_points = " + num(max_points) +
              ": shorten its lists, or raise sweep.max_points (--set sweep.max_points=N, at most " +
              num(kMaxMaxPoints) + ")"});
   } else {
-    expand(sweep, base, loc, src, world, auto_keys, deck);
+    expand(sweep, combinations.list(), base, loc, src, world, deck);
   }
   // Duplicate messages (the same bad swept value in several points) are reported once.
   std::vector<DeckError> unique;
