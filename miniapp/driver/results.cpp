@@ -348,7 +348,10 @@ json point_to_json(const PointResult& r) {
         {"replica_divergence", r.verify->replica_divergence},
         {"first_flip_step",
          r.verify->first_flip_step < 0 ? json(nullptr) : json(r.verify->first_flip_step)},
-        {"passed", r.verify->passed}};
+        {"steps_compared", r.verify->steps_compared},
+        {"routing_replayed", r.verify->routing_replayed},
+        {"passed", r.verify->passed},
+        {"reason", r.verify->passed ? json(nullptr) : json(r.verify->reason)}};
   }
   const auto& last = r.steps.back();
   j["final"] = {{"loss", last.loss},

@@ -10,20 +10,10 @@
 
 #include "driver/calibration.hpp"
 #include "driver/deck.hpp"
+#include "driver/verify.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {
-
-struct VerifyResult {
-  double max_loss_rel_diff = 0;
-  double max_param_abs_diff = 0;
-  double max_param_abs = 0;
-  double loss_tolerance = 0, param_tolerance = 0;
-  long routing_flips = 0;         // tokens whose top-k experts differ from the reference
-  double replica_divergence = 0;  // largest difference between copies of a replicated parameter
-  int first_flip_step = -1;       // tolerances apply to the steps before it (-1: none)
-  bool passed = false;
-};
 
 struct PointResult {
   int index = 0;

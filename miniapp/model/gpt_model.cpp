@@ -282,6 +282,7 @@ struct GptModel<T>::Impl {
   V2 dgate, dprobs, drouter;
   V2 s_stage, s_recv, s_dy, s_dx, e_dy, e_dh, e_du, e_dx;  // MoE, grown on demand
   I1 router_requested, count_send, count_recv;
+  I2 replay;  // routing replay: the forced choices of one layer
   A1 router_prob_sum;
   std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
   std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;
@@ -568,6 +569,15 @@ struct GptModel<T>::Impl {
     if (b.br >= 0) k::bias_add(space, drouter, ps.w1(b.br));
     k::softmax_forward(space, drouter, mo.probs);
     k::topk_forward(space, mo.probs, K, mo.expert_idx, mo.gate);
+    long flips = 0;
+    if (m.replay_routing_) {
+      if (!replay.data())
+        replay = m.ledger_.track(MemCategory::activations, I2("paraxis::moe_replayed", N, K));
+      Kokkos::deep_copy(replay, Kokkos::View<const int**, Kokkos::LayoutRight, Kokkos::HostSpace,
+                                             Kokkos::MemoryUnmanaged>(m.replay_routing_, N, K));
+      m.replay_routing_ += static_cast<std::size_t>(N) * K;
+      flips = k::topk_replay(space, mo.probs, replay, mo.expert_idx, mo.gate);
+    }
     auto& r = *mo.routing;
     k::moe_build_routing(space, mo.expert_idx, expert_capacity(cfg, N), r);
     const int P = r.rows;
@@ -661,6 +671,7 @@ struct GptModel<T>::Impl {
     st.aux_loss = k::moe_aux_loss_value(req_h.data(), psum.data(), N, K, E);
     st.tokens_per_expert.assign(r.counts_host.data(), r.counts_host.data() + E);
     st.dropped_per_expert.assign(r.dropped_host.data(), r.dropped_host.data() + E);
+    st.routing_flips = flips;
     if (m.record_routing_) {
       auto idx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mo.expert_idx);
       st.routing.assign(idx.data(), idx.data() + idx.size());

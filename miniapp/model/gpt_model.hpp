@@ -32,6 +32,7 @@ struct MoeLayerStats {
   std::vector<int> dropped_per_expert;
   double aux_loss = 0;       // L_aux of this micro-batch (before the coefficient)
   std::vector<int> routing;  // [tokens * top_k] chosen experts, when routing is recorded
+  long routing_flips = 0;    // replaying: tokens whose own top-k differed from the replayed
 };
 
 // A fenced compute interval, in seconds on the steady clock (for the trace).
@@ -121,6 +122,12 @@ class GptModel {
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Keep every MoE layer's top-k choices in MicroBatchResult (for --verify's routing flips).
   void set_record_routing(bool on) { record_routing_ = on; }
+  // Routing replay: the MoE layers of the following forwards take their top-k experts from
+  // `choices` instead of their router (which still gives the gate weights and the auxiliary
+  // loss's probabilities), each layer consuming the next [tokens * top_k] entries in the order
+  // MoeLayerStats::routing records them; flips are counted in MoeLayerStats::routing_flips.
+  // The caller keeps `choices` alive and long enough; nullptr: the router decides.
+  void set_replay_routing(const int* choices) { replay_routing_ = choices; }
   MemoryLedger& ledger() { return ledger_; }
   ParamStore<T>& params() { return params_; }
   const ParamStore<T>& params() const { return params_; }
@@ -146,6 +153,7 @@ class GptModel {
   std::unique_ptr<Impl> impl_;
   UnitHooks* hooks_ = nullptr;
   bool record_routing_ = false;
+  const int* replay_routing_ = nullptr;
   double fwd_s_ = 0, bwd_s_ = 0;
   std::vector<Span> spans_;
   int peak_sets_ = 0;

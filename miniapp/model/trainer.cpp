@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "gpt_model.hpp"
 
@@ -42,6 +44,14 @@ class TrainerImpl final : public Trainer {
     auto tok_h = Kokkos::create_mirror_view(tokens_);
     auto tgt_h = Kokkos::create_mirror_view(targets_);
     const int E = mcfg_.moe.experts;
+    // Routing choices per micro-batch: every MoE layer's [tokens * top_k].
+    const std::size_t per_micro = static_cast<std::size_t>(tcfg_.micro_batch) * S *
+                                  (E > 0 ? mcfg_.moe.top_k : 0) * mcfg_.moe_layer_count();
+    if (replay_ && replay_->size() != per_micro * micro)
+      throw std::invalid_argument(
+          "Trainer::replay_routing: step " + std::to_string(r.step + 1) + " was given " +
+          std::to_string(replay_->size()) + " routing choices, expected " +
+          std::to_string(per_micro * micro) + " (global_batch * seq_len * top_k * MoE layers)");
     MicroBatchTally tally(E);
     for (int mb = 0; mb < micro; ++mb) {
       sample_micro_batch(corpus_, S,
@@ -50,8 +60,10 @@ class TrainerImpl final : public Trainer {
                          tcfg_.micro_batch, tok_h.data(), tgt_h.data());
       Kokkos::deep_copy(tokens_, tok_h);
       Kokkos::deep_copy(targets_, tgt_h);
+      model_.set_replay_routing(replay_ ? replay_->data() + mb * per_micro : nullptr);
       tally.add(model_.forward_backward(tokens_, targets_, ce_scale, aux_scale));
     }
+    model_.set_replay_routing(nullptr);
     Kokkos::Profiling::pushRegion("paraxis::optimizer");
     const double opt_begin = steady_seconds();
     const Space space;
@@ -74,6 +86,7 @@ class TrainerImpl final : public Trainer {
     r.lm_loss = tally.ce_sum * ce_scale;
     r.aux_loss = tally.aux_sum / micro;
     r.routing = std::move(tally.routing);
+    r.routing_flips = tally.routing_flips;
     r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
     if (E > 0) r.moe = moe_step_stats(tally.expert_tokens, tally.expert_dropped);
     Kokkos::Profiling::popRegion();
@@ -81,6 +94,7 @@ class TrainerImpl final : public Trainer {
   }
 
   void record_routing(bool on) override { model_.set_record_routing(on); }
+  void replay_routing(const std::vector<int>* routing) override { replay_ = routing; }
 
   std::vector<double> parameters() const override {
     const auto& ps = model_.params();
@@ -110,9 +124,17 @@ class TrainerImpl final : public Trainer {
   GptModel<T> model_;
   Tokens tokens_, targets_;
   int step_ = 0;
+  const std::vector<int>* replay_ = nullptr;
 };
 
 }  // namespace
+
+void Trainer::replay_routing(const std::vector<int>* routing) {
+  if (routing)
+    throw std::logic_error(
+        "routing replay is implemented by the single-rank trainer only (the reference of "
+        "--verify), not by this trainer");
+}
 
 void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_t first_sample,
                         int sequences, int* tokens, int* targets) {
@@ -143,6 +165,7 @@ void MicroBatchTally::add(const MicroBatchResult& mr) {
   ce_sum += mr.ce_sum;
   aux_sum += mr.aux_sum;
   for (const auto& st : mr.moe) {
+    routing_flips += st.routing_flips;
     routing.insert(routing.end(), st.routing.begin(), st.routing.end());
     for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
       expert_tokens[e] += st.tokens_per_expert[e];

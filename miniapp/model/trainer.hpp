@@ -61,6 +61,9 @@ struct StepResult {
   // With record_routing: the top-k experts of every token of the global batch, micro-batch
   // by micro-batch in single-rank order, MoE layers in order within each ([tokens * top_k]).
   std::vector<int> routing;
+  // With replay_routing: tokens (of every micro-batch and MoE layer) whose own top-k, in
+  // order, differs from the replayed one.
+  long routing_flips = 0;
 };
 
 // Bytes resident between steps (params/grads/optimizer), and high-water marks during steps.
@@ -77,6 +80,13 @@ class Trainer {
   virtual ~Trainer() = default;
   virtual StepResult step() = 0;
   virtual void record_routing(bool on) = 0;
+  // Routing replay: the following steps route every token to the experts `routing` names
+  // (what StepResult::routing recorded for one step, in that order; the caller keeps it alive
+  // and calls this again before each step it replays) instead of the router's own top-k; the
+  // router's own probabilities of those experts still give the gate weights, and capacity
+  // applies as usual. nullptr: the router decides. The single-rank trainer implements it (the
+  // reference of --verify); others throw std::logic_error for a non-null routing.
+  virtual void replay_routing(const std::vector<int>* routing);
   // All parameters (master copy) in ParamStore order, converted to double on the host.
   virtual std::vector<double> parameters() const = 0;
   virtual std::size_t parameter_count() const = 0;  // logical elements, padding excluded
@@ -100,6 +110,7 @@ struct MicroBatchTally {
         expert_dropped(static_cast<std::size_t>(experts), 0) {}
   void add(const MicroBatchResult& mr);
   double ce_sum = 0, aux_sum = 0;
+  long routing_flips = 0;
   std::vector<long long> expert_tokens;
   std::vector<long long> expert_dropped;
   std::vector<int> routing;

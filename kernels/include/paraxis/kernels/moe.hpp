@@ -175,6 +175,78 @@ void topk_forward(const ExecSpace& space, const PV& probs, int k, const IV& expe
       });
 }
 
+// Routing replay (Megatron-LM's "routing replay"): follow choices made elsewhere (another run's
+// recorded routing) instead of the router's own. On entry expert_idx holds the router's own
+// top-k (topk_forward); forced[N,k] the choices to follow. Returns the number of tokens whose
+// own top-k, in order, differs from the forced one (the flips), then overwrites expert_idx
+// with forced and gate(n, j) with the router's own probability of forced(n, j), converted as
+// topk_forward converts it (so replaying a run's own choices is bitwise a no-op). Forced
+// indices must lie in [0, E) and be distinct within a row: checked on device (an integer
+// reduction) before anything is written; std::invalid_argument naming the first bad row.
+template <class ExecSpace, class PV, class FV, class IV, class GV>
+long topk_replay(const ExecSpace& space, const PV& probs, const FV& forced, const IV& expert_idx,
+                 const GV& gate) {
+  static_assert(PV::rank == 2 && FV::rank == 2 && IV::rank == 2 && GV::rank == 2,
+                "topk_replay: rank-2 Views");
+  static_assert(std::is_same_v<typename IV::value_type, int>, "topk_replay: int expert_idx");
+  assert_accessible<ExecSpace, PV, FV, IV, GV>();
+  constexpr const char* kernel = "topk_replay";
+  const int N = static_cast<int>(probs.extent(0));
+  const int E = static_cast<int>(probs.extent(1));
+  const int k = static_cast<int>(expert_idx.extent(1));
+  require_shape(kernel, "expert_idx", expert_idx, {std::size_t(N), std::size_t(k)});
+  require_shape(kernel, "forced", forced, {std::size_t(N), std::size_t(k)});
+  require_shape(kernel, "gate", gate, {std::size_t(N), std::size_t(k)});
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "paraxis::moe_topk_replay_check", Kokkos::RangePolicy<ExecSpace>(space, 0, N),
+      KOKKOS_LAMBDA(const int n, int& count) {
+        bool ok = true;
+        for (int j = 0; j < k; ++j) {
+          const int e = forced(n, j);
+          ok = ok && e >= 0 && e < E;
+          for (int i = 0; i < j; ++i) ok = ok && forced(n, i) != e;
+        }
+        if (!ok) ++count;
+      },
+      bad);
+  if (bad > 0) {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced);
+    std::ostringstream os;
+    for (int n = 0; n < N; ++n) {
+      bool ok = true;
+      for (int j = 0; j < k; ++j) {
+        ok = ok && h(n, j) >= 0 && h(n, j) < E;
+        for (int i = 0; i < j; ++i) ok = ok && h(n, i) != h(n, j);
+      }
+      if (ok) continue;
+      os << bad << " token(s) with forced experts outside [0, " << E
+         << ") or repeated; the first is token " << n << ": (";
+      for (int j = 0; j < k; ++j) os << (j ? "," : "") << h(n, j);
+      os << ')';
+      break;
+    }
+    detail::moe_fail(kernel, os.str());
+  }
+  using A = acc_t<value_t<PV>>;
+  using G = value_t<GV>;
+  long flips = 0;
+  Kokkos::parallel_reduce(
+      "paraxis::moe_topk_replay", Kokkos::RangePolicy<ExecSpace>(space, 0, N),
+      KOKKOS_LAMBDA(const int n, long& count) {
+        bool same = true;
+        for (int j = 0; j < k; ++j) {
+          const int e = forced(n, j);
+          same = same && expert_idx(n, j) == e;
+          expert_idx(n, j) = e;
+          gate(n, j) = static_cast<G>(static_cast<A>(probs(n, e)));
+        }
+        if (!same) ++count;
+      },
+      flips);
+  return flips;
+}
+
 // dprobs(n, e) = sum of dgate(n, j) over the slots j that chose e (one, for a valid top-k),
 // 0 elsewhere. Overwrites dprobs. One thread per row, slots summed in order.
 template <class ExecSpace, class GV, class IV, class PV>

@@ -1,0 +1,241 @@
+// --verify: the comparison of a parallel run with the single-rank reference (verify.hpp).
+#include "driver/verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "model/shard_layout.hpp"
+
+namespace paraxis::driver {
+
+namespace {
+
+// Three significant digits, as the "  verify:" lines print them.
+std::string sci(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3e", x);
+  return buf;
+}
+
+// max that keeps a NaN (std::max(a, NaN) drops it, which would let a NaN run pass).
+double max_keep_nan(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+
+const char* side(bool reference) {
+  return reference ? "the reference" : "the parallel run";
+}
+
+// Parameter index -> "name[i]" or "name(r,c)" in the single-rank layout.
+std::string name_in(const std::vector<model::TensorSpec>& specs, std::size_t index) {
+  std::size_t first = 0;
+  for (const auto& s : specs) {
+    if (index < first + s.size()) {
+      const std::size_t i = index - first;
+      if (s.cols == 0) return s.name + "[" + std::to_string(i) + "]";
+      return s.name + "(" + std::to_string(i / s.cols) + "," + std::to_string(i % s.cols) + ")";
+    }
+    first += s.size();
+  }
+  return "#" + std::to_string(index);
+}
+
+// Tokens whose top-k (in order) differ between two recordings of one step's routing.
+long count_flips(const std::vector<int>& a, const std::vector<int>& b, int k) {
+  long flips = 0;
+  for (std::size_t t = 0; t + k <= a.size() && t + k <= b.size(); t += k)
+    flips += std::equal(a.begin() + t, a.begin() + t + k, b.begin() + t) ? 0 : 1;
+  return flips;
+}
+
+}  // namespace
+
+VerifyTolerance verify_tolerance(model::Precision p) {
+  switch (p) {
+    case model::Precision::fp64:
+      return {1e-9, 1e-9};
+    case model::Precision::fp32:
+      return {1e-4, 1e-4};
+    case model::Precision::bf16:
+      return {2e-2, 2e-2};
+  }
+  throw std::invalid_argument("verify_tolerance: unknown precision " +
+                              std::to_string(static_cast<int>(p)));
+}
+
+VerifyResult compare_runs(model::Precision precision, const RunOutcome& reference,
+                          const RunOutcome& parallel, const std::vector<long>& flips_per_step,
+                          bool routing_replayed, double replica_divergence,
+                          const std::function<std::string(std::size_t)>& param_name) {
+  VerifyResult v;
+  std::vector<std::string> reasons;
+  const VerifyTolerance tol = verify_tolerance(precision);
+  v.loss_tolerance = tol.loss_rel;
+  v.routing_replayed = routing_replayed;
+  v.replica_divergence = replica_divergence;
+  auto name = [&](std::size_t i) { return param_name ? param_name(i) : "#" + std::to_string(i); };
+
+  // ---- losses, every step
+  if (reference.losses.size() != parallel.losses.size())
+    reasons.push_back("the parallel run has " + std::to_string(parallel.losses.size()) +
+                      " steps, the reference " + std::to_string(reference.losses.size()));
+  const std::size_t steps = std::min(reference.losses.size(), parallel.losses.size());
+  int first_bad_step = -1;
+  double first_bad_rel = 0;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const double a = parallel.losses[s], b = reference.losses[s];
+    ++v.steps_compared;
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      v.max_loss_rel_diff = std::numeric_limits<double>::quiet_NaN();
+      std::ostringstream os;
+      os << "loss of step " << s + 1 << " is " << (std::isfinite(a) ? b : a) << " in "
+         << side(std::isfinite(a));
+      reasons.push_back(os.str());
+      continue;
+    }
+    const double rel = std::fabs(a - b) / std::max(std::fabs(b), 1e-300);
+    v.max_loss_rel_diff = max_keep_nan(v.max_loss_rel_diff, rel);
+    if (!(rel <= tol.loss_rel) && first_bad_step < 0) {
+      first_bad_step = static_cast<int>(s);
+      first_bad_rel = rel;
+    }
+  }
+  if (first_bad_step >= 0)
+    reasons.push_back("loss of step " + std::to_string(first_bad_step + 1) + " differs by " +
+                      sci(first_bad_rel) + " relative > tolerance " + sci(tol.loss_rel) +
+                      " (the first such step; max " + sci(v.max_loss_rel_diff) + ")");
+
+  // ---- routing
+  for (std::size_t s = 0; s < flips_per_step.size(); ++s) {
+    if (flips_per_step[s] > 0 && v.first_flip_step < 0) v.first_flip_step = static_cast<int>(s);
+    v.routing_flips += flips_per_step[s];
+  }
+  if (precision == model::Precision::fp64 && v.routing_flips > 0)
+    reasons.push_back("routing flip in fp64 at step " + std::to_string(v.first_flip_step + 1) +
+                      " (" + std::to_string(v.routing_flips) +
+                      " token(s) in all; fp64 rounding cannot flip a routing decision)");
+
+  // ---- final parameters
+  if (reference.params.size() != parallel.params.size()) {
+    reasons.push_back("the parallel run has " + std::to_string(parallel.params.size()) +
+                      " parameters, the reference " + std::to_string(reference.params.size()));
+  } else {
+    std::size_t worst = 0;
+    long non_finite = 0;
+    std::size_t first_non_finite = 0;
+    for (std::size_t k = 0; k < reference.params.size(); ++k) {
+      const double a = parallel.params[k], b = reference.params[k];
+      if (!std::isfinite(a) || !std::isfinite(b)) {
+        if (non_finite++ == 0) first_non_finite = k;
+        v.max_param_abs_diff = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      v.max_param_abs = std::max(v.max_param_abs, std::fabs(b));
+      const double d = std::fabs(a - b);
+      if (!std::isnan(v.max_param_abs_diff) && d > v.max_param_abs_diff) {
+        v.max_param_abs_diff = d;
+        worst = k;
+      }
+    }
+    v.param_tolerance = tol.param_rel * v.max_param_abs;
+    if (non_finite > 0) {
+      const double a = parallel.params[first_non_finite], b = reference.params[first_non_finite];
+      std::ostringstream os;
+      os << non_finite << " final parameter(s) not finite; the first, " << name(first_non_finite)
+         << ", is " << (std::isfinite(a) ? b : a) << " in " << side(std::isfinite(a));
+      reasons.push_back(os.str());
+    } else if (!(v.max_param_abs_diff <= v.param_tolerance)) {
+      reasons.push_back("max param abs diff " + sci(v.max_param_abs_diff) + " at " + name(worst) +
+                        " > tolerance " + sci(v.param_tolerance) + " (" + sci(tol.param_rel) +
+                        " x max |p| " + sci(v.max_param_abs) + ")");
+    }
+  }
+
+  if (replica_divergence != 0)
+    reasons.push_back("copies of a replicated parameter differ across ranks by " +
+                      sci(replica_divergence));
+
+  v.passed = reasons.empty();
+  for (std::size_t i = 0; i < reasons.size(); ++i) v.reason += (i ? "; " : "") + reasons[i];
+  return v;
+}
+
+VerifyResult verify_against_reference(const RunConfig& cfg,
+                                      const std::vector<model::StepResult>& steps,
+                                      const std::vector<double>& params,
+                                      double replica_divergence) {
+  RunConfig ref = cfg;
+  ref.parallel = ParallelConfig{};
+  ref.comm.overlap = false;
+  auto reference = model::make_trainer(ref.model, ref.train);
+  reference->record_routing(true);
+  const auto& moe = cfg.model.moe;
+  const bool routed = moe.experts > 0 && cfg.model.moe_layer_count() > 0;
+  // In fp64 the reference routes itself and any flip fails; in fp32/bf16 it follows the run.
+  const bool replay = routed && cfg.train.precision != model::Precision::fp64;
+  const std::size_t choices = routed
+                                  ? static_cast<std::size_t>(cfg.train.global_batch) *
+                                        cfg.model.seq_len * moe.top_k * cfg.model.moe_layer_count()
+                                  : 0;
+  RunOutcome par, out;
+  std::vector<long> flips;
+  std::string record_error;
+  const int n = std::min<int>(cfg.train.steps, static_cast<int>(steps.size()));
+  for (int s = 0; s < n; ++s) {
+    if (routed && steps[s].routing.size() != choices) {
+      record_error = "the parallel run recorded " + std::to_string(steps[s].routing.size()) +
+                     " routing choices for step " + std::to_string(s + 1) + ", expected " +
+                     std::to_string(choices) + " (was routing recorded?)";
+      break;
+    }
+    reference->replay_routing(replay ? &steps[s].routing : nullptr);
+    const model::StepResult rs = reference->step();
+    par.losses.push_back(steps[s].loss);
+    out.losses.push_back(rs.loss);
+    if (routed)
+      flips.push_back(replay ? rs.routing_flips
+                             : count_flips(steps[s].routing, rs.routing, moe.top_k));
+  }
+  reference->replay_routing(nullptr);
+  if (record_error.empty() && steps.size() != static_cast<std::size_t>(cfg.train.steps))
+    record_error = "the parallel run has " + std::to_string(steps.size()) +
+                   " steps, train.steps = " + std::to_string(cfg.train.steps);
+  out.params = reference->parameters();
+  par.params = params;
+  const auto specs = model::parameter_specs(cfg.model, model::ShardLayout::whole(cfg.model));
+  VerifyResult v = compare_runs(cfg.train.precision, out, par, flips, replay, replica_divergence,
+                                [&](std::size_t i) { return name_in(specs, i); });
+  if (!record_error.empty()) {
+    // The reference stopped where the record did: the rest of the comparison means nothing.
+    v.passed = false;
+    v.reason = record_error;
+  }
+
+  if (replica_divergence != 0)
+    std::printf("  verify: copies of a replicated parameter differ across ranks by %.3e\n",
+                replica_divergence);
+  if (routed) {
+    if (v.routing_flips == 0)
+      std::printf("  verify: routing %s, no flips\n",
+                  replay ? "replayed from the parallel run" : "compared step by step");
+    else
+      std::printf("  verify: %ld routing flip(s), the first in step %d (%s)\n", v.routing_flips,
+                  v.first_flip_step + 1,
+                  replay ? "the reference replayed the parallel run's routing: near ties"
+                         : "fp64: a deviation, not rounding");
+  }
+  std::printf(
+      "  verify: %d steps, max loss rel diff %.3e (tolerance %.1e), max param abs diff %.3e "
+      "(tolerance %.3e): %s\n",
+      v.steps_compared, v.max_loss_rel_diff, v.loss_tolerance, v.max_param_abs_diff,
+      v.param_tolerance, v.passed ? "PASSED" : "FAILED");
+  if (!v.passed) std::printf("  verify: failed: %s\n", v.reason.c_str());
+  std::fflush(stdout);
+  return v;
+}
+
+}  // namespace paraxis::driver
