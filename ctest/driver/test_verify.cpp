@@ -78,6 +78,16 @@ TEST(verify_compare, tolerances_are_the_contracts_per_precision) {
   EXPECT_FALSE(v.passed);
   EXPECT_TRUE(has(v.reason, "loss of step 3 differs")) << v.reason;
   EXPECT_TRUE(compare_runs(Precision::bf16, outcome(), par, {}, true, 0).passed);
+  // bf16 is bounded on the loss (DESIGN.md); its parameters are reported, and fail only when
+  // not finite.
+  par = outcome();
+  par.params[0] += 0.1;
+  const auto b = compare_runs(Precision::bf16, outcome(), par, {}, true, 0);
+  EXPECT_TRUE(b.passed) << b.reason;
+  EXPECT_NEAR(b.max_param_abs_diff, 0.1, 1e-12);
+  EXPECT_EQ(b.param_tolerance, 0.0);
+  par.params[0] = kNaN;
+  EXPECT_FALSE(compare_runs(Precision::bf16, outcome(), par, {}, true, 0).passed);
 }
 
 TEST(verify_compare, a_nan_or_inf_loss_on_either_side_fails) {
