@@ -349,6 +349,9 @@ TEST(DeckHostile, HugeRankCountIsExpandedWithoutOverflow) {
   ASSERT_EQ(d.points.size(), 1u);
   EXPECT_EQ(d.points[0].config.parallel.tp, INT_MAX);
   EXPECT_NE(d.points[0].skip_reason.find("does not divide model.heads = 4"), std::string::npos);
+  // A value auto made is named at the line of its `auto`.
+  EXPECT_NE(d.points[0].skip_reason.find("auto_tp.yaml:3: 'parallel.tp'"), std::string::npos)
+      << d.points[0].skip_reason;
   // 2^30 ranks, tp and dp auto: the 31 factorisations 2^i x 2^(30-i).
   d = load_deck(path, {"parallel.dp=auto"}, 1 << 30);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);

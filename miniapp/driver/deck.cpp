@@ -137,11 +137,13 @@ std::string unknown_key_message(const std::string& key) {
 
 struct Source {
   std::string path;
-  std::set<std::string> overridden;  // keys whose value came from --set
+  std::set<std::string> overridden;              // keys whose value came from --set
+  std::map<std::string, std::string> generated;  // swept keys whose values auto made: its place
   std::string where(const std::string& key, const YAML::Node& n) const {
     if (overridden.count(key)) return "--set";
     const auto m = n.Mark();
     if (m.line >= 0) return path + ":" + std::to_string(m.line + 1);
+    if (auto it = generated.find(key); it != generated.end()) return it->second;
     return path;
   }
 };
@@ -400,8 +402,8 @@ long long read_max_points(const YAML::Node& root, const Source& src,
 
 using Sweep = std::vector<std::pair<std::string, std::vector<YAML::Node>>>;
 
-Sweep read_sweep(const YAML::Node& root, const Source& src, int world,
-                 std::set<std::string>& auto_keys, std::vector<DeckError>& errors) {
+Sweep read_sweep(const YAML::Node& root, Source& src, int world, std::set<std::string>& auto_keys,
+                 std::vector<DeckError>& errors) {
   Sweep out;
   const YAML::Node sw = root["sweep"];
   if (!sw || sw.IsNull()) return out;
@@ -444,6 +446,7 @@ Sweep read_sweep(const YAML::Node& root, const Source& src, int world,
              "auto needs the rank count: run under mpiexec, or `paraxis check --ranks N`"});
         continue;
       }
+      src.generated[full] = src.where(full, kv.second);
       values.clear();
       for (int d : divisors(world)) values.push_back(YAML::Node(d));
       auto_keys.insert(key);
