@@ -13,11 +13,15 @@ Writes into OUT_DIR:
                          every term of every point, measured against predicted, with y = x;
   busbw.png              bus bandwidth (nccl-tests definition) against message size for each
                          calibrated communicator and operation.
+Each PNG is written to a temporary name in OUT_DIR, flushed, fsync'ed and renamed over the
+old one, so a reader sees the previous complete plot or the new one. Any failure: a message
+naming the file and the reason on stderr, exit status 1 (`paraxis report` then fails).
 Only the standard library and matplotlib (Debian's python3-matplotlib).
 """
 import json
 import os
 import sys
+import tempfile
 
 import matplotlib
 
@@ -35,6 +39,41 @@ TERM_COLOURS = {
     "other": "#bbbbbb",
 }
 STACKED = ["compute", "tp", "ep", "bubble", "pp", "dp", "optimizer"]
+
+
+UMASK = os.umask(0)
+os.umask(UMASK)
+
+
+class PlotError(Exception):
+    """A file that could not be read or written, with the reason."""
+
+
+def save(fig, out, name):
+    """Writes fig to out/name atomically: temporary name in out, fsync, os.replace."""
+    path = os.path.join(out, name)
+    fd, tmp = -1, None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=out)
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp's 0600 would hide the plot from the group
+        with os.fdopen(fd, "wb") as f:
+            fd = -1
+            fig.savefig(f, format="png", dpi=120)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, ValueError, RuntimeError) as e:
+        raise PlotError(f"cannot write '{path}': {e}") from e
+    finally:
+        plt.close(fig)
+        if fd >= 0:
+            os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def term(point, name, field):
@@ -70,8 +109,7 @@ def step_breakdown(report, out):
     ax.tick_params(axis="x", labelrotation=60, labelsize=7)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "step_breakdown.png"), dpi=120)
-    plt.close(fig)
+    save(fig, out, "step_breakdown.png")
     return True
 
 
@@ -101,8 +139,7 @@ def bubble(report, out):
     ax.set_title("Pipeline bubble")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "bubble_vs_microbatches.png"), dpi=120)
-    plt.close(fig)
+    save(fig, out, "bubble_vs_microbatches.png")
     return True
 
 
@@ -131,8 +168,7 @@ def scatter(report, out):
         ax.scatter([], [], c=colour, label=name if name != "other" else "step_time")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "measured_vs_predicted.png"), dpi=120)
-    plt.close(fig)
+    save(fig, out, "measured_vs_predicted.png")
     return True
 
 
@@ -153,8 +189,7 @@ def busbw(report, out):
     ax.set_title("Collectives per communicator (calibration)")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "busbw.png"), dpi=120)
-    plt.close(fig)
+    save(fig, out, "busbw.png")
     return True
 
 
@@ -162,13 +197,25 @@ def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(sys.argv[1]) as f:
-        report = json.load(f)
+    try:
+        with open(sys.argv[1]) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"plot_report.py: error: cannot read '{sys.argv[1]}': {e}", file=sys.stderr)
+        return 1
     out = sys.argv[2]
-    os.makedirs(out, exist_ok=True)
-    made = [name for name, fn in [("step_breakdown", step_breakdown), ("bubble", bubble),
-                                  ("measured_vs_predicted", scatter), ("busbw", busbw)]
-            if fn(report, out)]
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        print(f"plot_report.py: error: cannot create '{out}': {e}", file=sys.stderr)
+        return 1
+    try:
+        made = [name for name, fn in [("step_breakdown", step_breakdown), ("bubble", bubble),
+                                      ("measured_vs_predicted", scatter), ("busbw", busbw)]
+                if fn(report, out)]
+    except PlotError as e:
+        print(f"plot_report.py: error: {e}", file=sys.stderr)
+        return 1
     print("plots: " + (", ".join(made) if made else "none (no data to plot)"))
     return 0
 

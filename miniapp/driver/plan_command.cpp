@@ -2,89 +2,25 @@
 // (inputs/machines/*.yaml), those that fit in memory ranked by predicted step time
 // (perfmodel/planner.hpp), each rejected one with its reason.
 //
-// A machine description (every key required unless a default is given):
-//   name: dgx-h100
-//   devices_per_node: 8
-//   nodes: 128
-//   peak_flops: 989.0e12           # dense, per device, in the training precision
-//   memory_gb: 80                  # per device
-//   achievable_fraction: 0.5       # of peak the kernels reach (default 0.5)
-//   intra_node: {latency_us: 3, bandwidth_gbs: 450}    # per rank, one direction
-//   inter_node: {latency_us: 6, bandwidth_gbs: 50}
-//   mtbf_hours_per_device: 0       # optional: failures for the checkpoint interval (0: Llama 3's)
-//   checkpoint_s: 0                # optional: the time to write a checkpoint (0: not shown)
+// The machine description format and its validation: machine_file.hpp. The whole plan
+// (--json) is written atomically (io/checked_file.hpp): a failed write exits 4, naming the file.
 #include <mpi.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
-#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
+#include "driver/machine_file.hpp"
+#include "io/checked_file.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/planner.hpp"
 
 namespace paraxis::driver {
 
 namespace pm = paraxis::perfmodel;
-
-namespace {
-
-struct MachineFile {
-  std::string name;
-  pm::Machine machine;
-  double mtbf_hours_per_device = 0, checkpoint_s = 0;
-};
-
-// One message per problem, naming the key and the file.
-MachineFile load_machine(const std::string& path) {
-  YAML::Node n;
-  try {
-    n = YAML::LoadFile(path);
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("machine description " + path + ": " + e.what());
-  }
-  auto need = [&](const char* key) {
-    if (!n[key]) throw std::invalid_argument(path + ": missing key '" + key + "'");
-    return n[key];
-  };
-  auto positive = [&](const char* key, const YAML::Node& v) {
-    double x = 0;
-    try {
-      x = v.as<double>();
-    } catch (const std::exception&) {
-      throw std::invalid_argument(path + ": '" + key + "' must be a number");
-    }
-    if (!(x > 0))
-      throw std::invalid_argument(path + ": '" + key + "' = " + v.Scalar() + ", expected > 0");
-    return x;
-  };
-  auto link = [&](const char* key) {
-    const YAML::Node l = need(key);
-    pm::LinkCost c;
-    c.alpha = positive((std::string(key) + ".latency_us").c_str(), l["latency_us"]) * 1e-6;
-    c.beta =
-        1.0 / (positive((std::string(key) + ".bandwidth_gbs").c_str(), l["bandwidth_gbs"]) * 1e9);
-    return c;
-  };
-  MachineFile m;
-  m.name = n["name"] ? n["name"].as<std::string>() : path;
-  m.machine.devices_per_node =
-      static_cast<int>(positive("devices_per_node", need("devices_per_node")));
-  m.machine.nodes = static_cast<int>(positive("nodes", need("nodes")));
-  m.machine.peak_flops = positive("peak_flops", need("peak_flops"));
-  m.machine.memory_bytes = positive("memory_gb", need("memory_gb")) * 1e9;
-  if (n["achievable_fraction"])
-    m.machine.achievable_fraction = positive("achievable_fraction", n["achievable_fraction"]);
-  m.machine.intra_node = link("intra_node");
-  m.machine.inter_node = link("inter_node");
-  if (n["mtbf_hours_per_device"]) m.mtbf_hours_per_device = n["mtbf_hours_per_device"].as<double>();
-  if (n["checkpoint_s"]) m.checkpoint_s = n["checkpoint_s"].as<double>();
-  return m;
-}
-
-}  // namespace
 
 int plan_command(const std::string& model_deck, const std::string& machine_path,
                  const std::vector<std::string>& overrides, int top, const std::string& json_out) {
@@ -99,9 +35,12 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
   }
   MachineFile mf;
   try {
-    mf = load_machine(machine_path);
+    mf = load_machine_file(machine_path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "paraxis: error: %s\n", e.what());
+    // One line per problem (the file names every one).
+    std::istringstream lines(e.what());
+    for (std::string line; std::getline(lines, line);)
+      std::fprintf(stderr, "paraxis: error: %s\n", line.c_str());
     return 2;
   }
   const RunConfig& c = deck.points.front().config;
@@ -144,16 +83,21 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
                 plan.rejected.front().reason.c_str());
   }
   // Checkpointing at this scale (Young 1974, Daly 2006).
-  const double devices = m.devices();
-  const double rate = mf.mtbf_hours_per_device > 0 ? 1.0 / (mf.mtbf_hours_per_device * 3600)
-                                                   : pm::llama3_failures_per_device_s();
-  const double mtbf = pm::system_mtbf(rate, devices);
-  std::printf("\nsystem MTBF at %d devices: %.1f h%s\n", m.devices(), mtbf / 3600,
-              mf.mtbf_hours_per_device > 0 ? "" : " (Llama 3's failure rate)");
-  if (mf.checkpoint_s > 0)
-    std::printf("checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.0f s checkpoint\n",
-                pm::young_interval(mf.checkpoint_s, mtbf), pm::daly_interval(mf.checkpoint_s, mtbf),
-                mf.checkpoint_s);
+  try {
+    const double devices = m.devices();
+    const double rate = mf.mtbf_hours_per_device > 0 ? 1.0 / (mf.mtbf_hours_per_device * 3600)
+                                                     : pm::llama3_failures_per_device_s();
+    const double mtbf = pm::system_mtbf(rate, devices);
+    std::printf("\nsystem MTBF at %d devices: %.1f h%s\n", m.devices(), mtbf / 3600,
+                mf.mtbf_hours_per_device > 0 ? "" : " (Llama 3's failure rate)");
+    if (mf.checkpoint_s > 0)
+      std::printf("checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.0f s checkpoint\n",
+                  pm::young_interval(mf.checkpoint_s, mtbf),
+                  pm::daly_interval(mf.checkpoint_s, mtbf), mf.checkpoint_s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", machine_path.c_str(), e.what());
+    return 2;
+  }
   if (!json_out.empty()) {
     nlohmann::json j{{"model", model_deck},
                      {"machine", mf.name},
@@ -175,7 +119,13 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
                              {"peak_memory_bytes", e.memory.peak}});
     for (const auto& r : plan.rejected)
       j["rejected"].push_back({{"configuration", pm::describe(r.config)}, {"reason", r.reason}});
-    std::ofstream(json_out) << j.dump(1) << '\n';
+    try {
+      io::write_file_checked(
+          json_out, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
+    } catch (const io::WriteError& e) {
+      std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
+      return 4;
+    }
     std::printf("whole plan: %s\n", json_out.c_str());
   }
   return 0;

@@ -3,23 +3,26 @@
 // (summary.json `calibration`: fitted collectives, the shard's compute per chunk, the
 // optimizer) and the analytic models (perfmodel/), never the point's own measured steps.
 // Several result folders (a job array, two machines) are merged: machines side by side, weak
-// and strong scaling. Writes report.md, report.json and plots/ (tools/plot_report.py, with
-// matplotlib) into the first DIR.
+// and strong scaling, like with like only (the same model). Every summary.json is validated
+// first (summary_reader.hpp); points that are not "ok" are listed, never analysed. Writes
+// report.json and report.md atomically (io/checked_file.hpp) and plots/ (report_plots.hpp)
+// into the first DIR; a failed write exits 4 naming the file, the previous file left in place.
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "driver/commands.hpp"
+#include "driver/report_plots.hpp"
 #include "driver/results.hpp"
+#include "driver/summary_reader.hpp"
+#include "io/checked_file.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_grid.hpp"
 #include "perfmodel/collectives.hpp"
@@ -27,10 +30,6 @@
 #include "perfmodel/memory.hpp"
 #include "perfmodel/step_time.hpp"
 #include "perfmodel/step_traffic.hpp"
-
-#ifndef PARAXIS_TOOLS_DIR
-#define PARAXIS_TOOLS_DIR ""
-#endif
 
 namespace paraxis::driver {
 
@@ -60,14 +59,6 @@ pm::ParallelConfig perf_config(const RunConfig& c) {
   return p;
 }
 
-pm::Collective collective_of(const std::string& op) {
-  for (auto c : {pm::Collective::all_reduce, pm::Collective::reduce_scatter,
-                 pm::Collective::all_gather, pm::Collective::all_to_all, pm::Collective::broadcast,
-                 pm::Collective::reduce, pm::Collective::point_to_point})
-    if (op == pm::to_string(c)) return c;
-  throw std::invalid_argument("calibration names an unknown collective '" + op + "'");
-}
-
 // Measured per-rank statistic (time.ranks.<name>.<field>), 0 when absent.
 double rank_stat(const json& point, const std::string& name, const char* field) {
   const auto& ranks = point.at("time").value("ranks", json::object());
@@ -95,8 +86,21 @@ std::string label_of(const RunConfig& c, const json& point) {
   return os.str();
 }
 
+// The model in a few words: scaling tables may hold several.
+std::string model_label_of(const RunConfig& c) {
+  const auto& m = c.model;
+  std::ostringstream os;
+  os << "L" << m.layers << " h" << m.hidden << " a" << m.heads << " f" << m.ffn << " s" << m.seq_len
+     << " V" << m.vocab;
+  if (m.moe.experts > 0) os << " E" << m.moe.experts << "k" << m.moe.top_k;
+  os << ' ' << model::to_string(c.train.precision);
+  return os.str();
+}
+
 struct Analysed {
-  json point;  // the report's entry
+  json point;         // the report's entry
+  std::string model;  // every model.* key and the precision: what scaling compares like with like
+  std::string model_label;  // the same, short, for tables
   double measured_step = 0, predicted_step = 0;
   bool predicted = false;
 };
@@ -114,6 +118,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
            {"precision", model::to_string(c.train.precision)},
            {"global_batch", c.train.global_batch},
            {"micro_batch", c.train.micro_batch}};
+  a.model = p.at("config").at("model").dump() + " " + model::to_string(c.train.precision);
+  a.model_label = model_label_of(c);
   a.measured_step = t.at("step_median_s");
   json terms = json::array();
   const pm::ParallelConfig pc = perf_config(c);
@@ -148,7 +154,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
                            : f.axis == "pp" ? &in.links.pp
                            : f.axis == "dp" ? &in.links.dp
                                             : &in.links.ep;
-      (*ops)[collective_of(f.op)] = l;
+      (*ops)[collective_named(f.op)] = l;
       if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
     }
     br = pm::predict_step_time(c.model, pc, in);
@@ -243,27 +249,6 @@ std::string fmt(double v, int digits = 4) {
   return b;
 }
 
-std::string find_python() {
-  if (const char* e = std::getenv("PARAXIS_PYTHON")) return e;
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0)
-      return py;
-  return "";
-}
-
-std::string find_plot_script() {
-  if (const char* e = std::getenv("PARAXIS_PLOT_SCRIPT")) return e;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<fs::path> candidates;
-  if (!ec) candidates.push_back(exe.parent_path() / "../share/paraxis/tools/plot_report.py");
-  candidates.push_back(fs::path(PARAXIS_TOOLS_DIR) / "plot_report.py");
-  for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return c.string();
-  return "";
-}
-
 }  // namespace
 
 int report_command(const std::vector<std::string>& dirs) {
@@ -274,26 +259,34 @@ int report_command(const std::vector<std::string>& dirs) {
               {"sources", dirs},
               {"target", {{"every_point_pct", kEveryPointPct}, {"mean_pct", kMeanPct}}}};
   json points = json::array(), machines = json::array(), calibration = json::array();
+  json not_analysed = json::array();
   std::vector<std::string> warnings;
   std::vector<Analysed> all;
+  // The same folder twice would pair every point with itself as "another machine".
+  std::map<std::string, std::string> canonical;
   for (const auto& dir : dirs) {
-    std::ifstream in(dir + "/summary.json");
-    if (!in) {
+    std::error_code ec;
+    const std::string key = std::filesystem::weakly_canonical(dir, ec).string();
+    const auto [it, fresh] = canonical.emplace(ec ? dir : key, dir);
+    if (!fresh) {
+      std::fprintf(stderr,
+                   "paraxis: error: report: folder '%s' is given twice (as '%s' and '%s')\n",
+                   it->first.c_str(), it->second.c_str(), dir.c_str());
+      return 2;
+    }
+  }
+  for (const auto& dir : dirs) {
+    const std::string file = dir + "/summary.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
       std::fprintf(stderr, "paraxis: error: report: no summary.json in '%s'\n", dir.c_str());
       return 2;
     }
     json s;
     try {
-      s = json::parse(in);
+      s = read_summary(file);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "paraxis: error: report: %s/summary.json: %s\n", dir.c_str(), e.what());
-      return 2;
-    }
-    if (s.value("schema", "") != "paraxis.summary/1") {
-      std::fprintf(stderr,
-                   "paraxis: error: report: %s/summary.json has schema '%s', expected "
-                   "paraxis.summary/1\n",
-                   dir.c_str(), s.value("schema", "").c_str());
+      std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
       return 2;
     }
     const auto& prov = s.value("provenance", json::object());
@@ -317,30 +310,36 @@ int report_command(const std::vector<std::string>& dirs) {
                         {"date", prov.value("date", "")}});
     std::set<std::string> seen_fits;
     for (const auto& p : s.at("points")) {
-      if (p.value("status", "") != "ok") continue;
+      const std::string status = p.at("status");
+      if (status != "ok") {  // diverged, failed, skipped: its figures mean nothing
+        not_analysed.push_back({{"dir", dir},
+                                {"index", p.at("index")},
+                                {"settings", p.value("settings", json::object())},
+                                {"status", status}});
+        continue;
+      }
       try {
         all.push_back(analyse(p, dir, machine));
+        if (!p.contains("calibration")) continue;
+        for (const auto& [axis, ops] : p["calibration"]["comm"].items())
+          for (const auto& [op, f] : ops.items()) {
+            const int ranks = f.at("ranks");
+            if (!seen_fits.insert(axis + op + std::to_string(ranks)).second) continue;
+            calibration.push_back({{"machine", machine},
+                                   {"dir", dir},
+                                   {"axis", axis},
+                                   {"op", op},
+                                   {"ranks", ranks},
+                                   {"alpha_s", f["alpha_s"]},
+                                   {"beta_s_per_byte", f["beta_s_per_byte"]},
+                                   {"busbw_factor", pm::busbw_factor(collective_named(op), ranks)},
+                                   {"samples", f["samples"]}});
+          }
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "paraxis: error: report: %s point %d: %s\n", dir.c_str(),
-                     p.value("index", -1), e.what());
+        std::fprintf(stderr, "paraxis: error: report: %s: point %d: %s\n", file.c_str(),
+                     p.at("index").get<int>(), e.what());
         return 2;
       }
-      if (!p.contains("calibration")) continue;
-      for (const auto& [axis, ops] : p["calibration"]["comm"].items())
-        for (const auto& [op, f] : ops.items()) {
-          const std::string key = axis + op + std::to_string(f.value("ranks", 0));
-          if (!seen_fits.insert(key).second) continue;
-          const int ranks = f.value("ranks", 0);
-          calibration.push_back({{"machine", machine},
-                                 {"dir", dir},
-                                 {"axis", axis},
-                                 {"op", op},
-                                 {"ranks", ranks},
-                                 {"alpha_s", f["alpha_s"]},
-                                 {"beta_s_per_byte", f["beta_s_per_byte"]},
-                                 {"busbw_factor", pm::busbw_factor(collective_of(op), ranks)},
-                                 {"samples", f["samples"]}});
-        }
     }
   }
   // Ranks by measured and by predicted step time.
@@ -379,35 +378,32 @@ int report_command(const std::vector<std::string>& dirs) {
     accuracy["mean_within_target"] = mean_abs <= kMeanPct;
     accuracy["misses"] = misses;
   }
-  // Scaling: points of one model and precision; strong = the same global batch over several
-  // world sizes, weak = the same global batch per rank.
+  // Scaling, like with like: points of one model (every model.* key), precision and
+  // micro-batch; strong = the same global batch over several world sizes, weak = the same batch
+  // per data-parallel replica (global_batch / dp).
   json strong = json::array(), weak = json::array();
   {
     std::map<std::string, std::vector<const Analysed*>> by_model;
-    for (const auto& a : all) {
-      const auto& p = a.point;
-      by_model[p["precision"].get<std::string>() + " " +
-               std::to_string(p["micro_batch"].get<int>())]
-          .push_back(&a);
-    }
+    for (const auto& a : all)
+      by_model[a.model + " mb" + std::to_string(a.point["micro_batch"].get<int>())].push_back(&a);
     for (const auto& [key, v] : by_model) {
       std::map<int, std::map<int, const Analysed*>> gb_world;  // global batch -> world -> fastest
-      std::map<int, std::map<int, const Analysed*>> per_rank;  // batch per rank -> world -> fastest
+      std::map<int, std::map<int, const Analysed*>> replica;   // batch per replica -> world -> ...
       for (const auto* a : v) {
         const int gb = a->point["global_batch"], w = a->point["grid"]["world"];
+        const int dp = a->point["grid"]["dp"];
         auto& s = gb_world[gb][w];
         if (!s || a->measured_step < s->measured_step) s = a;
-        if (gb % w == 0) {
-          auto& q = per_rank[gb / w][w];
-          if (!q || a->measured_step < q->measured_step) q = a;
-        }
+        auto& q = replica[gb / dp][w];
+        if (!q || a->measured_step < q->measured_step) q = a;
       }
       for (const auto& [gb, worlds] : gb_world) {
         if (worlds.size() < 2) continue;
         const auto& [w0, base] = *worlds.begin();
         for (const auto& [w, a] : worlds) {
           const double speedup = base->measured_step / a->measured_step;
-          strong.push_back({{"global_batch", gb},
+          strong.push_back({{"model", a->model_label},
+                            {"global_batch", gb},
                             {"world", w},
                             {"label", a->point["label"]},
                             {"step_s", a->measured_step},
@@ -415,32 +411,34 @@ int report_command(const std::vector<std::string>& dirs) {
                             {"efficiency", speedup * w0 / w}});
         }
       }
-      for (const auto& [b, worlds] : per_rank) {
+      for (const auto& [b, worlds] : replica) {
         if (worlds.size() < 2) continue;
         const auto& [w0, base] = *worlds.begin();
         for (const auto& [w, a] : worlds)
-          weak.push_back({{"batch_per_rank", b},
+          weak.push_back({{"model", a->model_label},
+                          {"batch_per_replica", b},
                           {"world", w},
                           {"label", a->point["label"]},
                           {"step_s", a->measured_step},
                           {"efficiency", base->measured_step / a->measured_step}});
       }
-      (void)key;
     }
   }
-  // Machines side by side: the same configuration measured in several folders.
+  // Machines side by side: the same configuration of the same model measured in several folders.
   json side = json::array();
   {
     std::map<std::string, std::vector<const Analysed*>> by_label;
     for (const auto& a : all)
-      by_label[a.point["label"].get<std::string>() + " " + a.point["precision"].get<std::string>() +
-               " gb" + std::to_string(a.point["global_batch"].get<int>())]
+      by_label[a.model + " " + a.point["label"].get<std::string>() + " gb" +
+               std::to_string(a.point["global_batch"].get<int>())]
           .push_back(&a);
     for (const auto& [label, v] : by_label) {
       std::set<std::string> ms;
       for (const auto* a : v) ms.insert(a->point["machine"]);
       if (ms.size() < 2) continue;
-      json row{{"configuration", label}};
+      const auto& first = v.front()->point;
+      json row{{"configuration", first["label"].get<std::string>() + " " + v.front()->model_label +
+                                     " gb" + std::to_string(first["global_batch"].get<int>())}};
       for (const auto* a : v)
         row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
       side.push_back(row);
@@ -454,29 +452,26 @@ int report_command(const std::vector<std::string>& dirs) {
   report["machines_side_by_side"] = side;
   report["warnings"] = warnings;
 
+  report["points_not_analysed"] = not_analysed;
+
   const std::string out = dirs.front();
-  {
-    std::ofstream f(out + "/report.json");
-    f << report.dump(2) << '\n';
+  // Strings from the summaries are written as they came; invalid UTF-8 is replaced, not thrown.
+  try {
+    io::write_file_checked(out + "/report.json",
+                           report.dump(2, ' ', false, json::error_handler_t::replace) + '\n');
+  } catch (const io::WriteError& e) {
+    std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
+    return 4;
   }
-  // Plots.
-  std::string plots_note;
-  const std::string python = find_python(), script = find_plot_script();
-  if (python.empty() || script.empty()) {
-    plots_note = python.empty() ? "plots skipped: no python3 with matplotlib (set PARAXIS_PYTHON)"
-                                : "plots skipped: tools/plot_report.py not found (set "
-                                  "PARAXIS_PLOT_SCRIPT)";
+  // Plots: a missing interpreter is a warning, a script that fails (it names the file) an error.
+  const PlotOutcome plots = make_plots(out + "/report.json", out + "/plots");
+  const std::string& plots_note = plots.note;
+  if (plots.kind == PlotOutcome::skipped)
     std::fprintf(stderr, "paraxis: warning: %s\n", plots_note.c_str());
-  } else {
-    const std::string cmd =
-        python + " '" + script + "' '" + out + "/report.json' '" + out + "/plots' >/dev/null";
-    if (std::system(cmd.c_str()) != 0) {
-      plots_note = "plots failed: " + cmd;
-      std::fprintf(stderr, "paraxis: warning: %s\n", plots_note.c_str());
-    }
-  }
+  else if (plots.kind == PlotOutcome::failed)
+    std::fprintf(stderr, "paraxis: error: report: %s\n", plots_note.c_str());
   // Markdown.
-  std::ofstream md(out + "/report.md");
+  std::ostringstream md;
   md << "# paraxis report\n\nSources: ";
   for (const auto& d : dirs) md << '`' << d << "` ";
   md << "\n\nPredictions use only the calibration each point recorded before it ran (fitted "
@@ -520,6 +515,14 @@ int report_command(const std::vector<std::string>& dirs) {
        << (p.contains("rank_predicted") ? p["rank_predicted"].dump() : "-") << " | "
        << p["costliest_axis"].get<std::string>() << " |\n";
   }
+  if (!not_analysed.empty()) {
+    md << "\n## Points not analysed\n\nTheir status is not `ok`, so their figures are not "
+          "compared with any model.\n\n| folder | point | settings | status |\n|---|---|---|---|\n";
+    for (const auto& q : not_analysed)
+      md << "| `" << q["dir"].get<std::string>() << "` | " << q["index"] << " | `"
+         << q["settings"].dump(-1, ' ', false, json::error_handler_t::replace) << "` | "
+         << q["status"].get<std::string>() << " |\n";
+  }
   md << "\n## Terms per point\n\n";
   for (const auto& p : points) {
     md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
@@ -553,22 +556,24 @@ int report_command(const std::vector<std::string>& dirs) {
   if (!strong.empty() || !weak.empty()) {
     md << "## Scaling\n\n";
     if (!strong.empty()) {
-      md << "Strong (fixed global batch):\n\n| global batch | ranks | fastest configuration | "
-            "step s | speedup | efficiency |\n|---|---|---|---|---|---|\n";
+      md << "Strong (one model, fixed global batch):\n\n| model | global batch | ranks | fastest "
+            "configuration | step s | speedup | efficiency |\n|---|---|---|---|---|---|---|\n";
       for (const auto& s : strong)
-        md << "| " << s["global_batch"] << " | " << s["world"] << " | "
-           << s["label"].get<std::string>() << " | " << fmt(s["step_s"].get<double>()) << " | "
-           << fmt(s["speedup"].get<double>(), 3) << " | " << fmt(s["efficiency"].get<double>(), 3)
-           << " |\n";
+        md << "| " << s["model"].get<std::string>() << " | " << s["global_batch"] << " | "
+           << s["world"] << " | " << s["label"].get<std::string>() << " | "
+           << fmt(s["step_s"].get<double>()) << " | " << fmt(s["speedup"].get<double>(), 3) << " | "
+           << fmt(s["efficiency"].get<double>(), 3) << " |\n";
       md << '\n';
     }
     if (!weak.empty()) {
-      md << "Weak (fixed global batch per rank):\n\n| batch per rank | ranks | fastest "
-            "configuration | step s | efficiency |\n|---|---|---|---|---|\n";
+      md << "Weak (one model, fixed batch per data-parallel replica):\n\n| model | batch per "
+            "replica | ranks | fastest configuration | step s | efficiency "
+            "|\n|---|---|---|---|---|---|\n";
       for (const auto& s : weak)
-        md << "| " << s["batch_per_rank"] << " | " << s["world"] << " | "
-           << s["label"].get<std::string>() << " | " << fmt(s["step_s"].get<double>()) << " | "
-           << fmt(s["efficiency"].get<double>(), 3) << " |\n";
+        md << "| " << s["model"].get<std::string>() << " | " << s["batch_per_replica"] << " | "
+           << s["world"] << " | " << s["label"].get<std::string>() << " | "
+           << fmt(s["step_s"].get<double>()) << " | " << fmt(s["efficiency"].get<double>(), 3)
+           << " |\n";
       md << '\n';
     }
   }
@@ -591,7 +596,15 @@ int report_command(const std::vector<std::string>& dirs) {
   } else {
     md << plots_note << "\n";
   }
+  try {
+    io::write_file_checked(out + "/report.md", md.str());
+  } catch (const io::WriteError& e) {
+    std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
+    return 4;
+  }
+  if (plots.kind == PlotOutcome::failed) return 4;
   std::printf("report: %zu point(s) from %zu folder(s)", all.size(), dirs.size());
+  if (!not_analysed.empty()) std::printf(" (%zu more not ok, listed)", not_analysed.size());
   if (n_pred > 0)
     std::printf(", step time predicted within %.1f %% (max) / %.1f %% (mean)", max_abs,
                 accuracy["mean_abs_residual_pct"].get<double>());

@@ -1,0 +1,39 @@
+// Machine descriptions for `paraxis plan` (inputs/machines/*.yaml), validated as decks are:
+// every problem is reported at once, each naming the key and file:line; values must be finite
+// and positive, integers where integers are meant, unknown keys are errors.
+//
+// Format (every key required unless a default is given):
+//   name: dgx-h100                 # optional (default: the file name)
+//   devices_per_node: 8            # integer >= 1
+//   nodes: 128                     # integer >= 1; nodes * devices_per_node must fit an int
+//   peak_flops: 989.0e12           # > 0: dense, per device, in the training precision
+//   memory_gb: 80                  # > 0: per device
+//   achievable_fraction: 0.5       # in (0, 1]: of peak the kernels reach (default 0.5)
+//   intra_node: {latency_us: 3, bandwidth_gbs: 450}    # > 0 each: per rank, one direction
+//   inter_node: {latency_us: 6, bandwidth_gbs: 50}
+//   mtbf_hours_per_device: 0       # >= 0, optional: failures for the checkpoint interval
+//                                  #   (0: Llama 3's failure rate)
+//   checkpoint_s: 0                # >= 0, optional: the time to write a checkpoint (0: not shown)
+#pragma once
+
+#include <string>
+
+#include "perfmodel/planner.hpp"
+
+namespace paraxis::driver {
+
+struct MachineFile {
+  std::string name;
+  perfmodel::Machine machine;
+  double mtbf_hours_per_device = 0, checkpoint_s = 0;
+};
+
+// Reads and validates `path`. Throws std::invalid_argument whose message lists every problem,
+// one per line, each "<path>:<line>: '<key>': <what>".
+MachineFile load_machine_file(const std::string& path);
+
+// The same for YAML text already in memory; `name` stands for the file in messages (the fuzz
+// target's entry: any bytes give a MachineFile or a std::exception, never a crash).
+MachineFile load_machine_text(const std::string& text, const std::string& name);
+
+}  // namespace paraxis::driver

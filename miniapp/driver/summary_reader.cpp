@@ -1,0 +1,412 @@
+// Validation of summary.json for the report (summary_reader.hpp). Each check names the JSON path
+// of the field, so a user can find it in the file; values are shown as JSON, shortened.
+#include "driver/summary_reader.hpp"
+
+#include <climits>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "parallel/pipeline_schedule.hpp"
+
+namespace paraxis::driver {
+
+using nlohmann::json;
+namespace pm = paraxis::perfmodel;
+
+namespace {
+
+constexpr long long kMaxInt = INT_MAX;
+constexpr double kInf = HUGE_VAL;
+
+std::string shown(const json& v) {
+  // error_handler replace: a string with invalid UTF-8 must not make the message itself throw.
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string num(long long v) {
+  return std::to_string(v);
+}
+
+std::string range_text(const char* what, double lo, double hi, bool lo_open = false) {
+  std::ostringstream os;
+  os << what;
+  if (hi >= static_cast<double>(kMaxInt))
+    os << (lo_open ? " > " : " >= ") << lo;
+  else
+    os << " in " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+  return os.str();
+}
+
+// Path-aware checks: every failure throws std::runtime_error "<file>: <path>: <what>".
+class Checker {
+ public:
+  explicit Checker(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw std::runtime_error(file_ + ": " + (path.empty() ? std::string() : path + ": ") + what);
+  }
+  static std::string at(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string at(const std::string& path, std::size_t i) {
+    return path + "[" + std::to_string(i) + "]";
+  }
+
+  const json& object(const json& v, const std::string& path) const {
+    if (!v.is_object()) fail(path, "expected an object, got " + shown(v));
+    return v;
+  }
+  const json& array(const json& v, const std::string& path) const {
+    if (!v.is_array()) fail(path, "expected an array, got " + shown(v));
+    return v;
+  }
+  // `obj` is an object (checked by the caller).
+  const json& need(const json& obj, const std::string& path, const char* key) const {
+    const auto it = obj.find(key);
+    if (it == obj.end()) fail(at(path, key), "missing");
+    return *it;
+  }
+  static const json* maybe(const json& obj, const char* key) {
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  const json& child(const json& obj, const std::string& path, const char* key) const {
+    return object(need(obj, path, key), at(path, key));
+  }
+
+  long long integer(const json& v, const std::string& path, long long lo, long long hi) const {
+    const std::string want = range_text("an integer", lo, hi);
+    if (!v.is_number_integer()) fail(path, "expected " + want + ", got " + shown(v));
+    // The parser stores every non-negative integer as unsigned: check its size before the range.
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+      fail(path, "expected " + want + ", got " + shown(v));
+    const auto x = v.get<std::int64_t>();
+    if (x < lo || x > hi) fail(path, "expected " + want + ", got " + shown(v));
+    return x;
+  }
+  long long integer(const json& obj, const std::string& path, const char* key, long long lo,
+                    long long hi) const {
+    return integer(need(obj, path, key), at(path, key), lo, hi);
+  }
+  void opt_integer(const json& obj, const std::string& path, const char* key, long long lo,
+                   long long hi) const {
+    if (maybe(obj, key)) integer(obj, path, key, lo, hi);
+  }
+
+  // A finite number in [lo, hi] ((lo, hi] with lo_open).
+  double number(const json& v, const std::string& path, double lo, double hi = kInf,
+                bool lo_open = false) const {
+    const std::string want = range_text("a finite number", lo, hi, lo_open);
+    if (!v.is_number()) fail(path, "expected " + want + ", got " + shown(v));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+      fail(path, "expected " + want + ", got " + shown(v));
+    return x;
+  }
+  double number(const json& obj, const std::string& path, const char* key, double lo,
+                double hi = kInf, bool lo_open = false) const {
+    return number(need(obj, path, key), at(path, key), lo, hi, lo_open);
+  }
+  void opt_number(const json& obj, const std::string& path, const char* key, double lo,
+                  double hi = kInf) const {
+    if (maybe(obj, key)) number(obj, path, key, lo, hi);
+  }
+
+  std::string string(const json& obj, const std::string& path, const char* key) const {
+    const json& v = need(obj, path, key);
+    if (!v.is_string()) fail(at(path, key), "expected a string, got " + shown(v));
+    return v.get<std::string>();
+  }
+  void opt_string(const json& obj, const std::string& path, const char* key) const {
+    if (maybe(obj, key)) string(obj, path, key);
+  }
+  std::string choice(const json& obj, const std::string& path, const char* key,
+                     std::initializer_list<const char*> choices) const {
+    const std::string s = string(obj, path, key);
+    std::string list;
+    for (const char* c : choices) {
+      if (s == c) return s;
+      list += std::string(list.empty() ? "" : ", ") + c;
+    }
+    fail(at(path, key), "expected one of " + list + ", got " + shown(json(s)));
+  }
+  bool boolean(const json& obj, const std::string& path, const char* key) const {
+    const json& v = need(obj, path, key);
+    if (!v.is_boolean()) fail(at(path, key), "expected true or false, got " + shown(v));
+    return v.get<bool>();
+  }
+
+  // An array of `n` finite numbers > 0 (n < 0: any length).
+  void positive_array(const json& obj, const std::string& path, const char* key,
+                      long long n) const {
+    const std::string p = at(path, key);
+    const json& a = array(need(obj, path, key), p);
+    if (n >= 0 && static_cast<long long>(a.size()) != n)
+      fail(p, "expected " + num(n) + " entries (one per model chunk: pp * virtual_stages), got " +
+                  num(static_cast<long long>(a.size())));
+    for (std::size_t i = 0; i < a.size(); ++i) number(a[i], at(p, i), 0, kInf, true);
+  }
+
+ private:
+  std::string file_;
+};
+
+// The shape of a point: what the report and the performance models divide by and index with.
+struct Shape {
+  long long tp = 1, pp = 1, dp = 1, ep = 1, v = 1, micro_batches = 1;
+};
+
+Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
+  const std::string mp = Checker::at(path, "model"), tr = Checker::at(path, "train"),
+                    pa = Checker::at(path, "parallel"), cm = Checker::at(path, "comm"),
+                    hw = Checker::at(path, "hardware");
+  const json& m = c.child(cfg, path, "model");
+  c.integer(m, mp, "vocab", 2, kMaxInt);
+  const long long seq_len = c.integer(m, mp, "seq_len", 1, kMaxInt);
+  const long long hidden = c.integer(m, mp, "hidden", 1, kMaxInt);
+  const long long heads = c.integer(m, mp, "heads", 1, kMaxInt);
+  const long long layers = c.integer(m, mp, "layers", 1, kMaxInt);
+  const long long ffn = c.integer(m, mp, "ffn", 1, kMaxInt);
+  const std::string ep_ = Checker::at(mp, "moe");
+  const json& e = c.child(m, mp, "moe");
+  const long long experts = c.integer(e, ep_, "experts", 0, kMaxInt);
+  const long long top_k = c.integer(e, ep_, "top_k", 1, kMaxInt);
+  c.integer(e, ep_, "every", 1, kMaxInt);
+  for (const char* k : {"capacity_factor", "aux_loss_coef", "router_skew"}) c.number(e, ep_, k, 0);
+  if (hidden % heads != 0)
+    c.fail(Checker::at(mp, "heads"), num(heads) + " does not divide model.hidden = " + num(hidden));
+  if (experts > 0 && top_k > experts)
+    c.fail(Checker::at(ep_, "top_k"), num(top_k) + " exceeds model.moe.experts = " + num(experts));
+
+  const json& t = c.child(cfg, path, "train");
+  const long long gb = c.integer(t, tr, "global_batch", 1, kMaxInt);
+  const long long mb = c.integer(t, tr, "micro_batch", 1, kMaxInt);
+  c.integer(t, tr, "steps", 1, kMaxInt);
+  c.integer(t, tr, "warmup_steps", 0, kMaxInt);
+  c.number(t, tr, "lr", 0);
+  c.integer(t, tr, "seed", 0, LLONG_MAX);
+  c.choice(t, tr, "precision", {"fp64", "fp32", "bf16"});
+
+  const json& p = c.child(cfg, path, "parallel");
+  Shape s;
+  s.tp = c.integer(p, pa, "tp", 1, kMaxInt);
+  s.pp = c.integer(p, pa, "pp", 1, kMaxInt);
+  s.dp = c.integer(p, pa, "dp", 1, kMaxInt);
+  s.ep = c.integer(p, pa, "ep", 1, kMaxInt);
+  c.integer(p, pa, "zero", 0, 3);
+  const std::string schedule = c.string(p, pa, "schedule");
+  try {
+    parallel::parse_schedule(schedule);
+  } catch (const std::exception& x) {
+    c.fail(Checker::at(pa, "schedule"), x.what());
+  }
+  s.v = c.integer(p, pa, "virtual_stages", 1, kMaxInt);
+  const std::string sl = Checker::at(pa, "stage_layers");
+  const json& stage_layers = c.array(c.need(p, pa, "stage_layers"), sl);
+  long long layer_sum = 0;
+  for (std::size_t i = 0; i < stage_layers.size(); ++i)
+    layer_sum += c.integer(stage_layers[i], Checker::at(sl, i), 1, kMaxInt);
+  const bool sp = c.boolean(p, pa, "sequence_parallel");
+  c.choice(p, pa, "order", {"tp-pp-dp", "tp-dp-pp"});
+
+  const json& k = c.child(cfg, path, "comm");
+  c.string(k, cm, "backend");
+  c.number(k, cm, "bucket_mb", 0, kInf, true);
+  c.boolean(k, cm, "overlap");
+  const json& h = c.child(cfg, path, "hardware");
+  c.number(h, hw, "peak_flops", 0);
+  c.string(h, hw, "gemm");
+  if (Checker::maybe(h, "calibrate")) c.boolean(h, hw, "calibrate");
+
+  // Shape rules the models rely on (the deck's constraints for a point that ran).
+  auto rule = [&](const char* key, const std::string& what) { c.fail(Checker::at(pa, key), what); };
+  if (s.tp * s.pp * s.dp > kMaxInt)
+    rule("tp", "tp * pp * dp = " + num(s.tp) + " * " + num(s.pp) + " * " + num(s.dp) + " exceeds " +
+                   num(kMaxInt) + " ranks");
+  if (s.dp % s.ep != 0) rule("ep", num(s.ep) + " does not divide parallel.dp = " + num(s.dp));
+  if (experts > 0 && experts % s.ep != 0)
+    rule("ep", num(s.ep) + " does not divide model.moe.experts = " + num(experts));
+  if (gb % (s.dp * mb) != 0)
+    c.fail(Checker::at(tr, "global_batch"), num(gb) +
+                                                " is not a multiple of parallel.dp * "
+                                                "train.micro_batch = " +
+                                                num(s.dp) + " * " + num(mb));
+  s.micro_batches = gb / (s.dp * mb);
+  if (heads % s.tp != 0) rule("tp", num(s.tp) + " does not divide model.heads = " + num(heads));
+  if (ffn % s.tp != 0) rule("tp", num(s.tp) + " does not divide model.ffn = " + num(ffn));
+  if (sp && seq_len % s.tp != 0)
+    rule("tp", num(s.tp) + " does not divide model.seq_len = " + num(seq_len) +
+                   " (sequence parallelism)");
+  const long long chunks = s.pp * s.v;  // both <= INT_MAX: no overflow in 64 bits
+  if (chunks > layers)
+    rule("pp", "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(layers));
+  if (schedule != "interleaved" && s.v != 1)
+    rule("virtual_stages", num(s.v) + " needs parallel.schedule interleaved");
+  if (schedule == "interleaved" && s.micro_batches % s.pp != 0)
+    rule("schedule", "interleaved needs micro-batches per replica (" + num(s.micro_batches) +
+                         ") divisible by parallel.pp = " + num(s.pp));
+  if (!stage_layers.empty() &&
+      (static_cast<long long>(stage_layers.size()) != chunks || layer_sum != layers))
+    c.fail(sl, "expected pp * virtual_stages = " + num(chunks) +
+                   " entries summing to model.layers = " + num(layers) + ", got " +
+                   shown(stage_layers));
+  if (chunks > kMaxReportScheduleChunks / s.micro_batches)
+    rule("pp", "pp * virtual_stages * micro-batches = " + num(chunks) + " * " +
+                   num(s.micro_batches) + " exceeds the report's limit of " +
+                   num(kMaxReportScheduleChunks));
+  return s;
+}
+
+void check_calibration(const Checker& c, const json& cal, const std::string& path, const Shape& s) {
+  c.object(cal, path);
+  c.opt_number(cal, path, "seconds", 0);
+  const std::string cp = Checker::at(path, "comm");
+  const json& comm = c.child(cal, path, "comm");
+  for (const auto& [axis, ops] : comm.items()) {
+    const std::string ap = Checker::at(cp, axis);
+    if (axis != "tp" && axis != "pp" && axis != "dp" && axis != "ep")
+      c.fail(ap, "unknown axis (expected tp, pp, dp or ep)");
+    c.object(ops, ap);
+    for (const auto& [op, f] : ops.items()) {
+      const std::string op_path = Checker::at(ap, op);
+      try {
+        collective_named(op);
+      } catch (const std::exception& x) {
+        c.fail(op_path, x.what());
+      }
+      c.object(f, op_path);
+      c.integer(f, op_path, "ranks", 1, kMaxInt);
+      c.number(f, op_path, "alpha_s", 0);
+      c.number(f, op_path, "beta_s_per_byte", 0);
+      for (const char* k : {"latency_s", "beta_eff_s_per_byte", "rms_residual_s"})
+        c.opt_number(f, op_path, k, -kInf);
+      const std::string sp = Checker::at(op_path, "samples");
+      const json& samples = c.array(c.need(f, op_path, "samples"), sp);
+      for (std::size_t i = 0; i < samples.size(); ++i) {
+        const std::string ip = Checker::at(sp, i);
+        if (!samples[i].is_array() || samples[i].size() != 2)
+          c.fail(ip, "expected [bytes, seconds], got " + shown(samples[i]));
+        c.number(samples[i][0], Checker::at(ip, 0), 0);
+        c.number(samples[i][1], Checker::at(ip, 1), 0);
+      }
+    }
+  }
+  const std::string kp = Checker::at(path, "compute");
+  const json& k = c.child(cal, path, "compute");
+  const long long chunks = s.pp * s.v;
+  c.positive_array(k, kp, "forward_s_per_chunk", chunks);
+  c.positive_array(k, kp, "backward_s_per_chunk", chunks);
+  for (const char* opt : {"forward_mean_s_per_chunk", "backward_mean_s_per_chunk"})
+    if (Checker::maybe(k, opt)) c.positive_array(k, kp, opt, chunks);
+  c.number(k, kp, "optimizer_s", 0);
+  c.number(k, kp, "flops_per_s", 0);
+  c.opt_integer(k, kp, "peak_bytes", 0, LLONG_MAX);
+}
+
+void check_ok_point(const Checker& c, const json& p, const std::string& path) {
+  const std::string cp = Checker::at(path, "config");
+  const Shape s = check_config(c, c.child(p, path, "config"), cp);
+  const std::string gp = Checker::at(path, "grid");
+  const json& g = c.child(p, path, "grid");
+  const long long world = c.integer(g, gp, "world", 1, kMaxInt);
+  const std::pair<const char*, long long> axes[] = {
+      {"tp", s.tp}, {"pp", s.pp}, {"dp", s.dp}, {"ep", s.ep}};
+  for (const auto& [axis, degree] : axes)
+    if (c.integer(g, gp, axis, 1, kMaxInt) != degree)
+      c.fail(Checker::at(gp, axis),
+             "differs from config.parallel." + std::string(axis) + " = " + num(degree));
+  if (world != s.tp * s.pp * s.dp)
+    c.fail(Checker::at(gp, "world"),
+           num(world) + " is not tp * pp * dp = " + num(s.tp * s.pp * s.dp));
+
+  const std::string tp_ = Checker::at(path, "time");
+  const json& t = c.child(p, path, "time");
+  c.number(t, tp_, "step_median_s", 0, kInf, true);
+  for (const char* k : {"bubble_fraction", "bubble_fraction_model", "bubble_fraction_ideal"})
+    c.opt_number(t, tp_, k, -kInf);
+  if (const json* ranks = Checker::maybe(t, "ranks")) {
+    const std::string rp = Checker::at(tp_, "ranks");
+    c.object(*ranks, rp);
+    for (const auto& [name, stat] : ranks->items()) {
+      const std::string sp = Checker::at(rp, name);
+      c.object(stat, sp);
+      for (const char* k : {"mean", "min", "max"}) c.opt_number(stat, sp, k, -kInf);
+    }
+  }
+  const std::string mp = Checker::at(tp_, "comm");
+  const json& comm = c.child(t, tp_, "comm");
+  for (const char* axis : {"tp", "pp", "dp", "ep"})
+    c.opt_number(c.child(comm, mp, axis), Checker::at(mp, axis), "bytes", 0);
+
+  const std::string memp = Checker::at(path, "memory");
+  const json& mem = c.child(p, path, "memory");
+  for (const char* k :
+       {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_peak_bytes", "peak_bytes"})
+    c.opt_number(mem, memp, k, 0);
+  if (const json* cal = Checker::maybe(p, "calibration"))
+    check_calibration(c, *cal, Checker::at(path, "calibration"), s);
+}
+
+void check_provenance(const Checker& c, const json& prov) {
+  const std::string path = "provenance";
+  c.object(prov, path);
+  if (const json* hosts = Checker::maybe(prov, "hosts")) {
+    const std::string hp = Checker::at(path, "hosts");
+    c.array(*hosts, hp);
+    for (std::size_t i = 0; i < hosts->size(); ++i)
+      if (!(*hosts)[i].is_string())
+        c.fail(Checker::at(hp, i), "expected a string, got " + shown((*hosts)[i]));
+  }
+  for (const char* k : {"world", "max_ranks_per_host", "cores_per_host"})
+    c.opt_integer(prov, path, k, 0, kMaxInt);
+  for (const char* k : {"execution_space", "mpi_library", "git_hash", "date"})
+    c.opt_string(prov, path, k);
+}
+
+}  // namespace
+
+pm::Collective collective_named(const std::string& op) {
+  for (auto k : {pm::Collective::all_reduce, pm::Collective::reduce_scatter,
+                 pm::Collective::all_gather, pm::Collective::all_to_all, pm::Collective::broadcast,
+                 pm::Collective::reduce, pm::Collective::point_to_point})
+    if (op == pm::to_string(k)) return k;
+  throw std::invalid_argument("unknown collective '" + op + "'");
+}
+
+void validate_summary(const json& j, const std::string& name) {
+  const Checker c(name);
+  if (!j.is_object()) c.fail("", "expected a JSON object, got " + shown(j));
+  const std::string schema = c.string(j, "", "schema");
+  if (schema != "paraxis.summary/1")
+    c.fail("schema", shown(json(schema)) + ", expected \"paraxis.summary/1\"");
+  if (const json* prov = Checker::maybe(j, "provenance")) check_provenance(c, *prov);
+  const json& points = c.array(c.need(j, "", "points"), "points");
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const std::string path = Checker::at("points", i);
+    const json& p = c.object(points[i], path);
+    c.integer(p, path, "index", 0, kMaxInt);
+    const std::string status = c.string(p, path, "status");
+    if (const json* settings = Checker::maybe(p, "settings"))
+      c.object(*settings, Checker::at(path, "settings"));
+    if (status == "ok") check_ok_point(c, p, path);
+  }
+}
+
+json read_summary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot be read");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  validate_summary(j, path);
+  return j;
+}
+
+}  // namespace paraxis::driver
