@@ -2,6 +2,8 @@
 // key (on every rank, no hang); a run of the tiny deck writes a summary that follows the schema.
 #include <gtest/gtest.h>
 
+#include "cli_harness.hpp"
+
 #include <sys/wait.h>
 #include <algorithm>
 #include <cstdio>
@@ -16,20 +18,8 @@
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string log = ::testing::TempDir() + "paraxis_cli.log";
-  const std::string cmd = args + " > " + log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
-}
+using paraxis_test::Result;
+using paraxis_test::run;
 
 const std::string exe = PARAXIS_EXE;
 std::string deck(const char* f) {
@@ -241,8 +231,8 @@ TEST(cli, a_failing_point_ends_the_job_and_keeps_earlier_points) {
   std::filesystem::remove_all(out);
   const Result r =
       run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
-          "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set train.fault_rank=1"
-          " --set sweep.train.fault_step=[-1,1,-1] --out " +
+          "/tiny.yaml --set train.steps=3 --set parallel.dp=2 --set fault.dead_rank.step=1"
+          " --set sweep.fault.dead_rank.rank=[-1,1,-1] --out " +
           out);
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 124) << "timed out: a rank hung";
@@ -254,8 +244,8 @@ TEST(cli, a_failing_point_ends_the_job_and_keeps_earlier_points) {
   // On one rank the failed point is recorded too, and the sweep stops there.
   const std::string out1 = out + "1";
   const Result r1 = run(exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
-                        "/tiny.yaml --set train.steps=3 --set train.fault_rank=0"
-                        " --set sweep.train.fault_step=[-1,1,-1] --out " +
+                        "/tiny.yaml --set train.steps=3 --set fault.dead_rank.step=1"
+                        " --set sweep.fault.dead_rank.rank=[-1,0,-1] --out " +
                         out1);
   EXPECT_NE(r1.code, 0) << r1.output;
   std::ifstream in1(out1 + "/summary.json");

@@ -382,8 +382,9 @@ TEST(DeckHostile, FaultSectionSetsEveryFieldAndSweeps) {
   EXPECT_EQ(f.dead_rank.at, "save");
   EXPECT_EQ(f.hang.rank, 0);
   EXPECT_EQ(f.hang.step, 2);
-  d = load_deck(write_temp("fault.yaml", read_text(tiny) + "fault:\n  hang: {rank: 0, step: 1}\n"),
-                {"sweep.fault.dead_rank.step=[0, 2]", "fault.dead_rank.rank=0"}, 1);
+  d = load_deck(write_temp("fault.yaml", read_text(tiny) + "fault:\n  hang: {rank: 1, step: 1}\n"),
+                {"parallel.dp=2", "sweep.fault.dead_rank.step=[0, 2]", "fault.dead_rank.rank=0"},
+                2);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   ASSERT_EQ(d.points.size(), 2u);
   EXPECT_EQ(d.points[1].config.fault.dead_rank.step, 2);
@@ -408,6 +409,9 @@ TEST(DeckHostile, FaultInjectionsOutsideTheRunAreErrors) {
   d = load_deck(
       tiny, {"sweep.train.steps=[2, 10]", "fault.dead_rank.rank=0", "fault.dead_rank.step=5"}, 1);
   EXPECT_TRUE(has_error(d, "fault.dead_rank.step", "--set", "train.steps = 2")) << all_errors(d);
+  // A hang on a lone rank: nobody would notice it.
+  d = load_deck(tiny, {"fault.hang.rank=0"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.hang.rank", "--set", "needs at least 2 ranks")) << all_errors(d);
   // Off (rank -1): the step is not judged.
   d = load_deck(tiny, {"fault.dead_rank.step=99"}, 1);
   EXPECT_TRUE(d.errors.empty()) << all_errors(d);

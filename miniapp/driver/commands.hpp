@@ -12,6 +12,7 @@ struct RunOptions {
   std::vector<std::string> overrides;
   std::string out_dir;
   bool verify = false;
+  bool force = false;        // replace earlier results in out_dir (removed first, never mixed)
   std::string command_line;  // recorded in provenance
 };
 

@@ -349,6 +349,11 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
   };
   check("dead_rank", c.fault.dead_rank.rank, c.fault.dead_rank.step);
   check("hang", c.fault.hang.rank, c.fault.hang.step);
+  // A hang is found by the other ranks' watchdog: a lone rank would wait for ever.
+  if (c.fault.hang.rank >= 0 && w && *w < 2 && !loc.is_bad("fault.hang.rank"))
+    e.push_back({"fault.hang.rank", loc.where({"fault.hang.rank"}),
+                 "a hang needs at least 2 ranks (the others' watchdog ends the job); the run "
+                 "has 1"});
   return e;
 }
 

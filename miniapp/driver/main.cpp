@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "driver/commands.hpp"
+#include "driver/rank_agreement.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--set", run.overrides, "override a deck key: key=value (repeatable)");
     run_cmd->add_option("--out", run.out_dir, "output directory (default: a new timestamped one)");
     run_cmd->add_flag("--verify", run.verify, "compare with the single-rank reference");
+    run_cmd->add_flag("--force", run.force,
+                      "remove earlier results in the output directory first (never mixed)");
     std::string check_deck;
     std::vector<std::string> check_overrides;
     auto* check_cmd = app.add_subcommand("check", "validate a deck and report every error");
@@ -55,13 +58,20 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     plan_cmd->add_option("--json", plan_json, "also write the whole plan to this JSON file");
     for (int i = 0; i < argc; ++i) run.command_line += (i ? " " : "") + std::string(argv[i]);
+    // Every rank must run the same command (an MPMD launch with different arguments would
+    // otherwise hang in mismatched collectives): checked before anything else.
+    const std::string disagreement = paraxis::driver::command_line_disagreement(argc, argv);
+    if (!disagreement.empty()) {
+      if (rank == 0) std::fprintf(stderr, "paraxis: error: %s\n", disagreement.c_str());
+      code = 2;
+    }
     try {
-      app.parse(argc, argv);
-      if (*run_cmd) code = paraxis::driver::run_command(run);
-      if (*check_cmd)
+      if (code == 0) app.parse(argc, argv);
+      if (code == 0 && *run_cmd) code = paraxis::driver::run_command(run);
+      if (code == 0 && *check_cmd)
         code = paraxis::driver::check_command(check_deck, check_overrides, check_ranks);
-      if (*report_cmd) code = paraxis::driver::report_command(report_dirs);
-      if (*plan_cmd)
+      if (code == 0 && *report_cmd) code = paraxis::driver::report_command(report_dirs);
+      if (code == 0 && *plan_cmd)
         code = paraxis::driver::plan_command(plan_model, plan_machine, plan_overrides, plan_top,
                                              plan_json);
     } catch (const CLI::ParseError& e) {

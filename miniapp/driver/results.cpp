@@ -11,9 +11,11 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "io/checked_file.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_grid.hpp"
 #include "paraxis/build_info.hpp"
@@ -54,8 +56,6 @@ json config_to_json(const RunConfig& c) {
         {"grad_clip", t.grad_clip},
         {"seed", t.seed},
         {"corpus_branching", t.corpus_branching},
-        {"fault_step", t.fault_step},
-        {"fault_rank", t.fault_rank},
         {"precision", model::to_string(t.precision)}}},
       {"parallel",
        {{"tp", p.tp},
@@ -69,12 +69,21 @@ json config_to_json(const RunConfig& c) {
         {"sequence_parallel", p.sequence_parallel},
         {"order", p.order}}},
       {"comm",
-       {{"backend", c.comm.backend}, {"bucket_mb", c.comm.bucket_mb}, {"overlap", c.comm.overlap}}},
+       {{"backend", c.comm.backend},
+        {"bucket_mb", c.comm.bucket_mb},
+        {"overlap", c.comm.overlap},
+        {"timeout_s", c.comm.timeout_s}}},
       {"hardware",
        {{"peak_flops", c.hardware.peak_flops},
         {"gemm", c.hardware.gemm},
         {"calibrate", c.hardware.calibrate}}},
-      {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}}};
+      {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}},
+      {"fault",
+       {{"dead_rank",
+         {{"rank", c.fault.dead_rank.rank},
+          {"step", c.fault.dead_rank.step},
+          {"at", c.fault.dead_rank.at}}},
+        {"hang", {{"rank", c.fault.hang.rank}, {"step", c.fault.hang.step}}}}}};
 }
 
 RunConfig config_from_json(const json& j) {
@@ -499,21 +508,16 @@ json provenance_json(int world, const std::string& command_line) {
 }
 
 void write_summary(const std::string& dir, const std::string& deck_path, const json& provenance,
-                   const std::vector<PointResult>& points) {
+                   const std::vector<PointResult>& points,
+                   const std::function<void()>& before_rename) {
   json j{{"schema", "paraxis.summary/1"}, {"deck", deck_path}, {"provenance", provenance}};
   j["points"] = json::array();
   for (const auto& p : points) j["points"].push_back(point_to_json(p));
-  const std::string tmp = dir + "/summary.json.tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << j.dump(2) << '\n';
-  }
-  std::rename(tmp.c_str(), (dir + "/summary.json").c_str());
+  io::write_file_checked(dir + "/summary.json", j.dump(2) + '\n', before_rename);
 }
 
 void write_points_csv(const std::string& dir, const std::vector<PointResult>& points) {
-  std::ofstream out(dir + "/points.csv");
+  std::ostringstream out;
   out << "index,status,world,tp,pp,dp,ep,zero,schedule,precision,global_batch,micro_batch,"
          "step_median_s,tokens_per_s,model_flops_per_s,final_loss,peak_bytes\n";
   for (const auto& r : points) {
@@ -531,12 +535,14 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
         << 3.0 * r.flops_per_token * tps << ',' << (r.steps.empty() ? 0.0 : r.steps.back().loss)
         << ',' << r.memory.peak_bytes << '\n';
   }
+  io::write_file_checked(dir + "/points.csv", out.str());
 }
 
 void write_trace(const std::string& dir, const PointResult& r) {
   if (r.trace_events.empty()) return;
-  std::ofstream out(dir + "/trace-" + std::to_string(r.index) + ".json");
-  out << json{{"traceEvents", r.trace_events}, {"displayTimeUnit", "ms"}}.dump() << '\n';
+  io::write_file_checked(
+      dir + "/trace-" + std::to_string(r.index) + ".json",
+      json{{"traceEvents", r.trace_events}, {"displayTimeUnit", "ms"}}.dump() + '\n');
 }
 
 }  // namespace paraxis::driver

@@ -3,6 +3,7 @@
 // sweep keeps the points it finished.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -60,8 +61,11 @@ nlohmann::json provenance_json(int world, const std::string& command_line);
 // Median over the measured (post-warm-up) steps of a per-step quantity.
 double measured_median(const PointResult& r, double (*get)(const model::StepResult&));
 
+// Each written atomically through io::write_file_checked (a failure throws io::WriteError and
+// leaves the previous file in place); before_rename: see write_file_checked.
 void write_summary(const std::string& dir, const std::string& deck_path,
-                   const nlohmann::json& provenance, const std::vector<PointResult>& points);
+                   const nlohmann::json& provenance, const std::vector<PointResult>& points,
+                   const std::function<void()>& before_rename = nullptr);
 void write_points_csv(const std::string& dir, const std::vector<PointResult>& points);
 void write_trace(const std::string& dir, const PointResult& r);
 

@@ -57,7 +57,8 @@ void sync_dir(const std::string& dir, const std::string& path) {
 
 }  // namespace
 
-void write_file_checked(const std::string& path, const std::string& content) {
+void write_file_checked(const std::string& path, const std::string& content,
+                        const std::function<void()>& before_rename) {
   const std::string tmp = temporary_name(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create " + tmp, path, errno);
@@ -74,6 +75,7 @@ void write_file_checked(const std::string& path, const std::string& content) {
     ::unlink(tmp.c_str());
     fail("close", path, err);
   }
+  if (before_rename) before_rename();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());

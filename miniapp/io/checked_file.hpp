@@ -6,6 +6,7 @@
 // either the old complete file or the new complete file, never a truncated one.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -15,8 +16,11 @@ struct WriteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Writes `content` to `path` atomically (see above). Throws WriteError.
-void write_file_checked(const std::string& path, const std::string& content);
+// Writes `content` to `path` atomically (see above). Throws WriteError. `before_rename`, when
+// given, runs once the temporary file is complete and synced, just before the rename (fault
+// injection: a rank that dies there must leave the previous file intact).
+void write_file_checked(const std::string& path, const std::string& content,
+                        const std::function<void()>& before_rename = nullptr);
 
 // Throws WriteError unless a file can be created, written and removed in `dir` (which must
 // exist): the output folder is probed before any point trains.
