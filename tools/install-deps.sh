@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev libgtest-dev googletest                 # Google Benchmark, GoogleTest
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
   python3 python3-matplotlib                               # report plots
+  clang libclang-rt-dev                                    # libFuzzer targets (ctest -L fuzz)
   slurm-wlm munge                                          # ctest -L slurm: a one-node Slurm cluster
 )
 
