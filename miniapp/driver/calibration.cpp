@@ -17,6 +17,7 @@
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/pipeline_schedule.hpp"
+#include "parallel/watchdog.hpp"
 #include "paraxis/kernels/adamw.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 #include "perfmodel/collectives.hpp"
@@ -124,8 +125,8 @@ std::vector<perfmodel::Collective> ops_of(const std::string& axis) {
 }
 
 // Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
-double time_collective(parallel::Communicator& c, MPI_Comm comm, perfmodel::Collective op,
-                       std::size_t S) {
+double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                       perfmodel::Collective op, std::size_t S) {
   using C = perfmodel::Collective;
   const int p = c.size();
   // fp32 elements; reduce-scatter / all-gather / all-to-all need a multiple of p.
@@ -169,13 +170,14 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, perfmodel::Coll
   // Small messages are latency-bound and noisy on a shared machine: more repetitions.
   const int reps = S <= (1u << 16) ? 9 : 5;
   for (int rep = 0; rep < reps; ++rep) {
-    MPI_Barrier(comm);
+    parallel::watchdog::barrier(comm, "calibration: barrier before a repetition", axis);
     const double t0 = now();
     once();
     Kokkos::fence();
     double t = now() - t0;
     if (op == C::point_to_point) t *= 0.5;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    parallel::watchdog::all_reduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm,
+                                   "calibration: slowest rank's time", axis);
     times.push_back(t);
   }
   return median(times);
@@ -191,7 +193,8 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
     cc.op = perfmodel::to_string(op);
     cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
     for (std::size_t S = 1 << 10; S <= (1u << 22); S <<= 2)
-      cc.samples.push_back({static_cast<double>(S), time_collective(*c, comm, op, S)});
+      cc.samples.push_back(
+          {static_cast<double>(S), time_collective(*c, comm, axis.c_str(), op, S)});
     const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
     cc.alpha = fit.alpha;
     cc.beta = fit.beta;
@@ -470,13 +473,17 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
         auto fits = calibrate_axis(axes[a].first, axes[a].second, backend);
         for (auto& f : fits) {
           double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
-          MPI_Bcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+          parallel::watchdog::broadcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                        "calibration: broadcast a fit");
           f.alpha = v[0];
           f.beta = v[1];
           f.latency = v[2];
           f.beta_eff = v[3];
-          for (auto& s : f.samples) MPI_Bcast(&s.second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-          MPI_Bcast(&f.rms_residual, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+          for (auto& s : f.samples)
+            parallel::watchdog::broadcast(&s.second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                          "calibration: broadcast a sample");
+          parallel::watchdog::broadcast(&f.rms_residual, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                        "calibration: broadcast a fit's residual");
         }
         it = comm_cache_.emplace(key, std::move(fits)).first;
         measured = true;
@@ -513,17 +520,25 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
     c.backward_mean_s = c.backward_s;
     if (grid) {
       const int n = static_cast<int>(c.forward_s.size());
-      MPI_Allreduce(MPI_IN_PLACE, c.forward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, c.backward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, c.forward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, c.backward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      namespace wd = parallel::watchdog;
+      const char* what = "calibration: reduce the chunk times";
+      wd::all_reduce(MPI_IN_PLACE, c.forward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                     what);
+      wd::all_reduce(MPI_IN_PLACE, c.backward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                     what);
+      wd::all_reduce(MPI_IN_PLACE, c.forward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                     what);
+      wd::all_reduce(MPI_IN_PLACE, c.backward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                     what);
       for (int k = 0; k < n; ++k) {
         c.forward_mean_s[k] /= shape.ep;
         c.backward_mean_s[k] /= shape.ep;
       }
-      MPI_Allreduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      wd::all_reduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                     "calibration: slowest optimizer time");
       unsigned long long peak = c.peak_bytes;
-      MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+      wd::all_reduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD,
+                     "calibration: largest peak memory");
       c.peak_bytes = static_cast<std::size_t>(peak);
     }
     double busy = 0;

@@ -1,4 +1,5 @@
-// Communicator: event recording around every call, and the MPI backend.
+// Communicator: event recording around every call, and the MPI backend (its waits under the
+// watchdog's deadline).
 #include "parallel/communicator.hpp"
 
 #include <chrono>
@@ -56,6 +57,30 @@ Request::Request() = default;
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&&) noexcept = default;
 Request::~Request() = default;
+
+Communicator::Communicator(Axis axis, MPI_Comm comm, CommLog* log)
+    : axis_(axis), mpi_comm_(comm), log_(log) {
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
+}
+
+watchdog::Wait Communicator::collective(const char* op) const {
+  watchdog::Wait w;
+  w.op = op;
+  w.axis = to_string(axis_);
+  w.comm = mpi_comm_;
+  w.seq = watchdog::next_seq(mpi_comm_);
+  return w;
+}
+
+watchdog::Wait Communicator::point_to_point(const char* op, int peer) const {
+  watchdog::Wait w;
+  w.op = op;
+  w.axis = to_string(axis_);
+  w.comm = mpi_comm_;
+  w.peer = peer;
+  return w;
+}
 
 void Communicator::record(const char* op, std::size_t bytes, double begin, double end,
                           double exposed) {
@@ -269,57 +294,69 @@ int as_int(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// Every operation is the non-blocking MPI-3 call completed by the watchdog's polling wait, so
+// no wait outlives comm.timeout_s (an MPI blocking call cannot be given a deadline).
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, Axis axis, CommLog* log)
-      : Communicator(axis, rank_of(comm), size_of_comm(comm), log), comm_(comm) {}
+      : Communicator(axis, comm, log), comm_(comm) {}
 
  private:
-  static int rank_of(MPI_Comm c) {
-    int r = 0;
-    MPI_Comm_rank(c, &r);
-    return r;
-  }
-  static int size_of_comm(MPI_Comm c) {
-    int n = 0;
-    MPI_Comm_size(c, &n);
-    return n;
-  }
   const char* backend_name() const override { return "mpi"; }
 
   void do_all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
-    check(MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
-                        mpi_op(t, op), comm_),
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("all_reduce");
+    check(MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
+                         mpi_op(t, op), comm_, &q),
           "all_reduce");
+    watchdog::wait_all(1, &q, w);
   }
   void do_reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
-    check(MPI_Reduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
-                                   mpi_type(t), mpi_op(t, op), comm_),
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("reduce_scatter");
+    check(MPI_Ireduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
+                                    mpi_type(t), mpi_op(t, op), comm_, &q),
           "reduce_scatter");
+    watchdog::wait_all(1, &q, w);
   }
   void do_all_gather(const void* s, void* r, std::size_t n, DType t) override {
     const bool in_place = s == static_cast<const char*>(r) + n * parallel::size_of(t) * rank();
-    check(MPI_Allgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
-                        as_int(n, "all_gather"), mpi_type(t), comm_),
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("all_gather");
+    check(MPI_Iallgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
+                         as_int(n, "all_gather"), mpi_type(t), comm_, &q),
           "all_gather");
+    watchdog::wait_all(1, &q, w);
   }
   void do_all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
                        const int* rd, DType t) override {
-    check(MPI_Alltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_), "all_to_all_v");
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("all_to_all_v");
+    check(MPI_Ialltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_, &q),
+          "all_to_all_v");
+    watchdog::wait_all(1, &q, w);
   }
   void do_broadcast(void* buf, std::size_t n, DType t, int root) override {
-    check(MPI_Bcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_), "broadcast");
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("broadcast");
+    check(MPI_Ibcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_, &q), "broadcast");
+    watchdog::wait_all(1, &q, w);
   }
   void do_send(const void* buf, std::size_t n, DType t, int peer, int tag) override {
-    check(MPI_Send(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_), "send");
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Isend(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_, &q), "send");
+    watchdog::wait_all(1, &q, point_to_point("send", peer));
   }
   void do_recv(void* buf, std::size_t n, DType t, int peer, int tag) override {
-    check(MPI_Recv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, MPI_STATUS_IGNORE),
-          "recv");
+    MPI_Request q = MPI_REQUEST_NULL;
+    check(MPI_Irecv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, &q), "recv");
+    watchdog::wait_all(1, &q, point_to_point("recv", peer));
   }
   Request do_isend(const void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
+    r.impl_->wait = point_to_point("isend", peer);
     check(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
           "isend");
     return r;
@@ -327,6 +364,7 @@ class MpiCommunicator final : public Communicator {
   Request do_irecv(void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
+    r.impl_->wait = point_to_point("irecv", peer);
     check(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
           "irecv");
     return r;
@@ -334,6 +372,7 @@ class MpiCommunicator final : public Communicator {
   Request do_iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
+    r.impl_->wait = collective("all_reduce");
     check(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
                          mpi_op(t, op), comm_, &r.impl_->mpi),
           "iall_reduce");
@@ -343,6 +382,7 @@ class MpiCommunicator final : public Communicator {
                              ReduceOp op) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
+    r.impl_->wait = collective("reduce_scatter");
     check(MPI_Ireduce_scatter_block(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "ireduce_scatter"),
                                     mpi_type(t), mpi_op(t, op), comm_, &r.impl_->mpi),
           "ireduce_scatter");
@@ -353,8 +393,13 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Test(&r.impl_->mpi, &flag, MPI_STATUS_IGNORE), "test");
     return flag != 0;
   }
-  void do_wait(Request& r) override { check(MPI_Wait(&r.impl_->mpi, MPI_STATUS_IGNORE), "wait"); }
-  void do_barrier() override { check(MPI_Barrier(comm_), "barrier"); }
+  void do_wait(Request& r) override { watchdog::wait_all(1, &r.impl_->mpi, r.impl_->wait); }
+  void do_barrier() override {
+    MPI_Request q = MPI_REQUEST_NULL;
+    const watchdog::Wait w = collective("barrier");
+    check(MPI_Ibarrier(comm_, &q), "barrier");
+    watchdog::wait_all(1, &q, w);
+  }
 
   MPI_Comm comm_;
 };

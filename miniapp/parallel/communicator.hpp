@@ -2,6 +2,9 @@
 // Backends: MPI (host buffers, or device buffers with a GPU-aware MPI) and NCCL (CUDA builds
 // with PARAXIS_ENABLE_NCCL, on the Kokkos CUDA stream). The public calls are non-virtual:
 // they record a CommEvent and dispatch to the backend, so every backend is measured alike.
+// Every blocking wait has the watchdog's deadline (watchdog.hpp): a collective is numbered on
+// its communicator when it starts, and a wait that outlives comm.timeout_s ends the job with a
+// diagnosis.
 #pragma once
 
 #include <mpi.h>
@@ -12,6 +15,7 @@
 
 #include "model/collectives.hpp"
 #include "parallel/comm_log.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace paraxis::parallel {
 
@@ -38,6 +42,8 @@ class Communicator : public model::CommGroup {
   int size() const final { return size_; }
   Axis axis() const { return axis_; }
   const char* backend() const { return backend_name(); }
+  // The MPI communicator of the group (NCCL: the one its unique id travelled over).
+  MPI_Comm mpi_comm() const { return mpi_comm_; }
 
   // In place when send == recv. count: elements of each rank's buffer.
   void all_reduce(const void* send, void* recv, std::size_t count, DType t,
@@ -70,8 +76,7 @@ class Communicator : public model::CommGroup {
   void set_log(CommLog* log) { log_ = log; }
 
  protected:
-  Communicator(Axis axis, int rank, int size, CommLog* log)
-      : axis_(axis), rank_(rank), size_(size), log_(log) {}
+  Communicator(Axis axis, MPI_Comm comm, CommLog* log);
   virtual const char* backend_name() const = 0;
   virtual void do_all_reduce(const void*, void*, std::size_t, DType, ReduceOp) = 0;
   virtual void do_reduce_scatter(const void*, void*, std::size_t, DType, ReduceOp) = 0;
@@ -90,11 +95,16 @@ class Communicator : public model::CommGroup {
   virtual void do_barrier() = 0;
 
   Request start(Request r, const char* op, std::size_t bytes);
+  // What a backend's wait tells the watchdog. collective() numbers the operation: call it when
+  // the operation starts, once per collective.
+  watchdog::Wait collective(const char* op) const;
+  watchdog::Wait point_to_point(const char* op, int peer) const;
   void record(const char* op, std::size_t bytes, double begin, double end, double exposed);
 
  private:
   Axis axis_;
-  int rank_, size_;
+  MPI_Comm mpi_comm_;
+  int rank_ = 0, size_ = 1;
   CommLog* log_;
 };
 

@@ -16,6 +16,7 @@
 #include "model/shard_layout.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/pipeline_schedule.hpp"
+#include "parallel/watchdog.hpp"
 #include "parallel/zero_optimizer.hpp"
 
 namespace paraxis::parallel {
@@ -104,6 +105,9 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     Kokkos::Profiling::pushRegion("paraxis::step");
     model::StepResult r;
     r.step = step_++;
+    // Where this rank is, for a watchdog diagnosis (micro-batch: set per pipeline action).
+    watchdog::set_step(r.step);
+    watchdog::set_micro_batch(-1);
     const int S = mcfg_.seq_len;
     const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
     ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
@@ -120,9 +124,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     if (pp_sync_) pp_sync_->barrier();
     const double pipe_begin = model::steady_seconds();
     for (const Action& a : actions_) {
+      watchdog::set_micro_batch(a.micro_batch);
       run(a);
       progress_transfers();
     }
+    watchdog::set_micro_batch(-1);
     for (auto& s : sends_) pp_->wait(s.request);
     for (auto& s : sends_)
       if (s.buffer >= 0) free_buffers_.push_back(s.buffer);
@@ -187,6 +193,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       r.comm[to_string(a)] = {x.time_s, x.exposed_s, x.bytes, x.calls};
     }
     log_->clear();
+    watchdog::set_step(-1);
     Kokkos::Profiling::popRegion();
     return r;
   }
@@ -239,13 +246,14 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
         for (std::size_t f = 0; f < s.size(); ++f)
           hi.push_back(static_cast<double>(flat[s.offset + f]));
     lo = hi;
-    MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(hi.size()), MPI_DOUBLE, MPI_MAX,
-                  tp_comm_);
-    MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(lo.size()), MPI_DOUBLE, MPI_MIN,
-                  tp_comm_);
+    watchdog::all_reduce(MPI_IN_PLACE, hi.data(), static_cast<int>(hi.size()), MPI_DOUBLE, MPI_MAX,
+                         tp_comm_, "all_reduce (replica divergence, max)", "tp");
+    watchdog::all_reduce(MPI_IN_PLACE, lo.data(), static_cast<int>(lo.size()), MPI_DOUBLE, MPI_MIN,
+                         tp_comm_, "all_reduce (replica divergence, min)", "tp");
     double worst = 0;
     for (std::size_t k = 0; k < hi.size(); ++k) worst = std::max(worst, hi[k] - lo[k]);
-    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, world_);
+    watchdog::all_reduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, world_,
+                         "all_reduce (replica divergence, worst)");
     return worst;
   }
 
@@ -438,10 +446,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     MPI_Comm_size(world_, &world);
     int n = static_cast<int>(mine.size());
     std::vector<int> counts(world), displs(world, 0);
-    MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world_);
+    watchdog::all_gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world_, "all_gather (counts)");
     for (int k = 1; k < world; ++k) displs[k] = displs[k - 1] + counts[k - 1];
     std::vector<V> all(static_cast<std::size_t>(displs[world - 1] + counts[world - 1]));
-    MPI_Allgatherv(mine.data(), n, type, all.data(), counts.data(), displs.data(), type, world_);
+    watchdog::all_gather_v(mine.data(), n, type, all.data(), counts.data(), displs.data(), type,
+                           world_, "all_gather_v (parameters / routing)");
     return all;
   }
 

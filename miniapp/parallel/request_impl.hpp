@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "parallel/communicator.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace paraxis::parallel {
 
@@ -14,6 +15,7 @@ struct Request::Impl {
   double exposed = 0;  // time spent blocked in test/wait
   bool done = false;
   MPI_Request mpi = MPI_REQUEST_NULL;
+  watchdog::Wait wait;      // what wait() waits for, under the watchdog's deadline
   void* backend = nullptr;  // backend-specific completion handle (NCCL: a cudaEvent_t)
 };
 
