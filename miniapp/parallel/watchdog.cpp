@@ -3,6 +3,7 @@
 #include "parallel/watchdog.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,10 +43,13 @@ void check(int rc, const char* what) {
   }
 }
 
+// mpiexec forwards output asynchronously and MPI_Abort tears the job down at once: the message
+// gets a moment to reach the terminal or batch log first (as the driver's own end of a job).
 [[noreturn]] void print_and_abort(const Diagnosis& d) {
   std::fflush(stdout);
   std::fputs(d.message().c_str(), stderr);
   std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   MPI_Abort(MPI_COMM_WORLD, kExitCode);
   std::_Exit(kExitCode);  // MPI_Abort does not return; in case an implementation does
 }
