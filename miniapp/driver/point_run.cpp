@@ -17,7 +17,7 @@
 #include "model/trainer.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"
-#include "driver/watchdog_shim.hpp"
+#include "parallel/watchdog.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
 namespace paraxis::driver {
@@ -210,7 +210,10 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   MPI_Bcast(&verdict, 1, MPI_INT, 0, MPI_COMM_WORLD);
   v.passed = verdict == 1;
   r.verify = v;
-  if (!v.passed) r.status = "failed: --verify found deviations beyond tolerance";
+  // Only rank 0 knows the reason; only rank 0 writes the results.
+  if (!v.passed)
+    r.status = "failed: --verify: " + (v.reason.empty() ? std::string("deviations beyond tolerance")
+                                                         : v.reason);
 }
 
 }  // namespace paraxis::driver

@@ -21,7 +21,7 @@
 #include "driver/results.hpp"
 #include "io/checked_file.hpp"
 #include "parallel/parallel_trainer.hpp"
-#include "driver/watchdog_shim.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace paraxis::driver {
 
@@ -221,10 +221,8 @@ int run_command(const RunOptions& opt) {
                          per_point * static_cast<double>(total - i - 1));
     }
     // Every rank learns whether the results were saved: a run that cannot write them stops.
-    MPI_Request req;
-    MPI_Ibcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    parallel::watchdog::wait_all(1, &req, "broadcast the results' write status", "world",
-                                 MPI_COMM_WORLD);
+    parallel::watchdog::broadcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD,
+                                  "broadcast the results' write status");
     if (written) return written;
   }
   if (rank == 0)
