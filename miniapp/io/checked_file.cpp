@@ -75,7 +75,14 @@ void write_file_checked(const std::string& path, const std::string& content,
     ::unlink(tmp.c_str());
     fail("close", path, err);
   }
-  if (before_rename) before_rename();
+  if (before_rename) {
+    try {
+      before_rename();
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
+    }
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
