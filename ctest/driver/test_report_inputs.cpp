@@ -385,6 +385,7 @@ TEST(machine_file, bad_values_and_unknown_keys_name_key_and_line) {
        "'nodes': nodes * devices_per_node = 1000000000 * 8 exceeds"},
       {std::string(kMachine) + "nodes: 2\n", "m.yaml:8: 'nodes': duplicate key"},
       {"devices_per_node: [8\n", "m.yaml"},
+      {replaced("nodes: 4", "nodes:"), "m.yaml:3: 'nodes': has no value"},
   };
   for (const auto& c : cases) {
     const std::string e = machine_error(c.text);

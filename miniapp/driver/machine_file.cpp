@@ -35,6 +35,10 @@ std::string list_of(const char* const (&keys)[N]) {
   return s;
 }
 
+const char* kind_of(const YAML::Node& n) {
+  return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
+}
+
 class Loader {
  public:
   explicit Loader(std::string name) : name_(std::move(name)) {}
@@ -67,6 +71,13 @@ class Loader {
   std::optional<YAML::Node> find(const YAML::Node& n, const std::string& prefix, const char* key,
                                  bool required) {
     const YAML::Node v = n[key];
+    if (v && v.IsNull()) {
+      // A null value's mark points past it: name the line of its key.
+      for (const auto& kv : n)
+        if (kv.first.IsScalar() && kv.first.Scalar() == key)
+          error(kv.first.Mark(), prefix.empty() ? key : prefix + "." + key, "has no value");
+      return std::nullopt;
+    }
     if (v) return v;
     if (required) error(n.Mark(), prefix.empty() ? key : prefix + "." + key, "missing");
     return std::nullopt;
@@ -79,7 +90,7 @@ class Loader {
     want << "a finite number " << (closed ? ">= " : "> ") << lo;
     if (hi < HUGE_VAL) want << " and <= " << hi;
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want.str() + ", got a " + (v.IsMap() ? "map" : "list"));
+      error(v.Mark(), key, "expected " + want.str() + ", got " + kind_of(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();
@@ -96,7 +107,7 @@ class Loader {
   std::optional<long long> integer(const YAML::Node& v, const std::string& key) {
     const std::string want = "an integer in [1, " + std::to_string(INT_MAX) + "]";
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want + ", got a " + (v.IsMap() ? "map" : "list"));
+      error(v.Mark(), key, "expected " + want + ", got " + kind_of(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();
