@@ -24,8 +24,7 @@ inline Result run(const std::string& args) {
   const std::string cmd = args + " > " + log + " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   const int status = std::system(cmd.c_str());
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -42,8 +42,8 @@ bool has_temporary_files(const std::string& dir) {
 }  // namespace
 
 // A full disk, emulated with the file-size limit (RLIMIT_FSIZE: writes past it fail with
-// EFBIG, which root cannot bypass, unlike permissions; no mount needed): the summary that no longer fits is an
-// error naming the file, the run exits 4, and the previous complete summary stays.
+// EFBIG, which root cannot bypass, unlike permissions; no mount needed): the summary that no longer
+// fits is an error naming the file, the run exits 4, and the previous complete summary stays.
 TEST(checked_writes, a_failed_write_is_an_error_and_keeps_the_previous_file) {
   const std::string probe = fresh_dir("paraxis_write_probe");
   Result r = run(exe + " run " + tiny + quick +
@@ -63,9 +63,8 @@ TEST(checked_writes, a_failed_write_is_an_error_and_keeps_the_previous_file) {
   // UCX_TLS: MPICH's UCX transport maps shared-memory files larger than the limit; TCP loopback
   // needs none (other MPI libraries ignore the variable).
   r = run("bash -c \"trap '' XFSZ; ulimit -f " + std::to_string(limit_kb) +
-          "; UCX_TLS=self,tcp exec " + exe +
-          " run " + tiny + quick + " --set output.trace=false --set sweep.train.seed=[1,2] --out " +
-          out + "\"");
+          "; UCX_TLS=self,tcp exec " + exe + " run " + tiny + quick +
+          " --set output.trace=false --set sweep.train.seed=[1,2] --out " + out + "\"");
   EXPECT_EQ(r.code, 4) << r.output;
   EXPECT_NE(r.output.find(out + "/summary.json"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("File too large"), std::string::npos) << r.output;
@@ -190,8 +189,7 @@ TEST(watchdog_run, a_hung_rank_ends_the_job_naming_it) {
                        " --set sweep.fault.hang.rank=[-1,1] --out " +
                        out);
   EXPECT_EQ(r.code, 5) << r.output;
-  EXPECT_NE(r.output.find("rank 1 stops responding before step 2"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("rank 1 stops responding before step 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 1"), r.output.rfind("rank 1")) << r.output;
   EXPECT_NE(r.output.find("not answering"), std::string::npos) << r.output;
   // Two points' start-up, one hang: well under the 120 s guard (generous: shared machine).

@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool starts_with(const std::string& s, const char* p) {
+  return s.rfind(p, 0) == 0;
+}
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
 }

@@ -32,7 +32,10 @@ std::string settings_text(const SweepPoint& p) {
 
 std::string divergence_of(const model::StepResult& s) {
   auto bad = [&](const char* what, double v) {
-    return std::string(what) + " is " + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") +
+    return std::string(what) + " is " +
+           (std::isnan(v) ? "nan"
+            : v > 0       ? "inf"
+                          : "-inf") +
            " at step " + std::to_string(s.step + 1);
   };
   if (!std::isfinite(s.loss)) return bad("loss", s.loss);
@@ -212,8 +215,8 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   r.verify = v;
   // Only rank 0 knows the reason; only rank 0 writes the results.
   if (!v.passed)
-    r.status = "failed: --verify: " + (v.reason.empty() ? std::string("deviations beyond tolerance")
-                                                         : v.reason);
+    r.status = "failed: --verify: " +
+               (v.reason.empty() ? std::string("deviations beyond tolerance") : v.reason);
 }
 
 }  // namespace paraxis::driver

@@ -54,8 +54,7 @@ std::string command_line_disagreement(int argc, char** argv) {
     return s;
   };
   std::ostringstream msg;
-  msg << "rank" << (count > 1 ? "s " : " ") << ranks.str()
-      << (count > 1 ? " were" : " was")
+  msg << "rank" << (count > 1 ? "s " : " ") << ranks.str() << (count > 1 ? " were" : " was")
       << " started with arguments different from rank 0's (an MPMD launch mistake?); rank 0: '"
       << printable(reference) << "'";
   // Name the first differing rank's own arguments too: rank 0 cannot see them otherwise.

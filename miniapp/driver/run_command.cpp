@@ -108,8 +108,8 @@ void print_point_line(const PointResult& r, std::size_t i, std::size_t total, do
   const auto& cfg = r.point.config;
   const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
   const double tokens = static_cast<double>(cfg.train.global_batch) * cfg.model.seq_len;
-  std::printf("point %zu/%zu [%s] done in %.2f s: %s", i + 1, total,
-              settings_text(r.point).c_str(), point_s, r.status.c_str());
+  std::printf("point %zu/%zu [%s] done in %.2f s: %s", i + 1, total, settings_text(r.point).c_str(),
+              point_s, r.status.c_str());
   if (r.status == "ok")
     std::printf(", step %.4f s, %.0f tokens/s, final loss %.6f", step_s,
                 step_s > 0 ? tokens / step_s : 0.0, r.steps.back().loss);
