@@ -5,7 +5,7 @@
 // direction; activations alive per stage: gpipe m, 1f1b at most p; the bubble is measured.
 #include <string>
 
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 #include "training_run.hpp"
 
 using namespace ptest;

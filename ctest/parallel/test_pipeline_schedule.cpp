@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 using namespace paraxis::parallel;
 

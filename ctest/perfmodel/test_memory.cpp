@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "parallel/pipeline_schedule.hpp"
 #include "perfmodel/memory.hpp"
 #include "perfmodel_test_util.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 using namespace paraxis::perfmodel;
 using paraxis::model::Precision;

@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "parallel/pipeline_schedule.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/step_time.hpp"
 #include "perfmodel_test_util.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 using namespace paraxis::perfmodel;
 using paraxis::parallel::ideal_bubble_fraction;

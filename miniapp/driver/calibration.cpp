@@ -16,11 +16,11 @@
 #include "model/trainer.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/parallel_trainer.hpp"
-#include "parallel/pipeline_schedule.hpp"
 #include "parallel/watchdog.hpp"
 #include "paraxis/kernels/adamw.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 #include "perfmodel/collectives.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
 

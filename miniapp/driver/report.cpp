@@ -23,13 +23,13 @@
 #include "driver/results.hpp"
 #include "driver/summary_reader.hpp"
 #include "io/checked_file.hpp"
-#include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_grid.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/memory.hpp"
 #include "perfmodel/step_time.hpp"
 #include "perfmodel/step_traffic.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
 

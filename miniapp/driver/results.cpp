@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "io/checked_file.hpp"
-#include "parallel/pipeline_schedule.hpp"
 #include "parallel/process_grid.hpp"
 #include "paraxis/build_info.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
 

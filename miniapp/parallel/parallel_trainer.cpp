@@ -15,9 +15,9 @@
 #include "model/gpt_model.hpp"
 #include "model/shard_layout.hpp"
 #include "parallel/communicator.hpp"
-#include "parallel/pipeline_schedule.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/zero_optimizer.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::parallel {
 

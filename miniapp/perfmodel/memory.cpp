@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/model_config.hpp"
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "parallel/pipeline_schedule.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/model_chunks.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 

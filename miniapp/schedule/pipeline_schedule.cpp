@@ -1,7 +1,7 @@
 // Pipeline schedule generators (GPipe, 1F1B, Megatron-LM's interleaved 1F1B), the validator
 // that proves a schedule complete and deadlock-free, and the replay that turns a schedule and
 // compute durations into a timeline. Plain C++17: no MPI, no Kokkos, deterministic.
-#include "parallel/pipeline_schedule.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 #include <algorithm>
 #include <sstream>
