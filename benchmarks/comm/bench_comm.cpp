@@ -4,7 +4,9 @@
 // so machine noise and cache state hit both sides alike; the ratio paraxis/raw is the figure.
 // Sizes, algbw and busbw follow nccl-tests doc/PERFORMANCE.md; inputs are small integers so
 // every result is exact and checked element by element (#wrong). Exit status 1 if any
-// result or logged event is wrong.
+// result or logged event is wrong. Each operation is one entry of collective_table.cpp (its
+// calls, buffer layout and expected values); this file is the generic sweep over entries and
+// sizes, with busbw from perfmodel::busbw_factor.
 //
 //   mpiexec -n 2 build/bin/paraxis-bench-comm [--min-bytes 8] [--max-bytes 64M] [--op all]
 //       [--dtype float|double|bf16] [--iters N] [--warmup N] [--blocks N] [--json FILE]
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "collective_table.hpp"
 #include "parallel/comm_log.hpp"
 #include "parallel/communicator.hpp"
 #include "paraxis/build_info.hpp"
@@ -35,62 +38,10 @@
 namespace {
 
 namespace px = paraxis::parallel;
+namespace bc = paraxis::bench_comm;
+using Entry = bc::CollectiveEntry;
+using bc::span_for;
 using json = nlohmann::json;
-
-enum class Op { all_reduce, reduce_scatter, all_gather, all_to_all_v, broadcast };
-constexpr Op kAllOps[] = {Op::all_reduce, Op::reduce_scatter, Op::all_gather, Op::all_to_all_v,
-                          Op::broadcast};
-
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::all_reduce:
-      return "all_reduce";
-    case Op::reduce_scatter:
-      return "reduce_scatter";
-    case Op::all_gather:
-      return "all_gather";
-    case Op::all_to_all_v:
-      return "all_to_all_v";
-    case Op::broadcast:
-      return "broadcast";
-  }
-  return "?";
-}
-
-const char* raw_name(Op op) {
-  switch (op) {
-    case Op::all_reduce:
-      return "MPI_Allreduce";
-    case Op::reduce_scatter:
-      return "MPI_Reduce_scatter_block";
-    case Op::all_gather:
-      return "MPI_Allgather";
-    case Op::all_to_all_v:
-      return "MPI_Alltoallv";
-    case Op::broadcast:
-      return "MPI_Bcast";
-  }
-  return "?";
-}
-
-// nccl-tests doc/PERFORMANCE.md: busbw = algbw * factor.
-double busbw_factor(Op op, int n) {
-  switch (op) {
-    case Op::all_reduce:
-      return 2.0 * (n - 1) / n;
-    case Op::reduce_scatter:
-    case Op::all_gather:
-    case Op::all_to_all_v:
-      return static_cast<double>(n - 1) / n;
-    case Op::broadcast:
-      return 1.0;
-  }
-  return 1.0;
-}
-
-bool reduces(Op op) {
-  return op == Op::all_reduce || op == Op::reduce_scatter;
-}
 
 struct Options {
   std::size_t min_bytes = 8, max_bytes = std::size_t(64) << 20;
@@ -140,17 +91,6 @@ std::string human_bytes(std::size_t b) {
   else
     std::snprintf(buf, sizeof(buf), "%zu B", b);
   return buf;
-}
-
-// The input element i of `rank`: a small integer, so every sum over ranks is exact in bf16
-// (integers up to 256), fp32 and fp64. `span` keeps |sum| <= 256 for up to 256 ranks.
-int span_for(int ranks) {
-  return ranks <= 32 ? 8 : 1;
-}
-inline double input_value(int rank, std::size_t i, int span) {
-  const std::size_t m = static_cast<std::size_t>(2 * span + 1);
-  return static_cast<double>(static_cast<long>((i * 7 + static_cast<std::size_t>(rank) * 3) % m) -
-                             span);
 }
 
 template <class T>
@@ -219,7 +159,7 @@ struct SideResult {
 };
 
 struct Row {
-  Op op;
+  const Entry* op;
   std::size_t bytes, count;
   int iters, warmup, blocks;
   SideResult paraxis, raw;
@@ -242,6 +182,12 @@ double Row::pair_ratio() const {
   return median(r);
 }
 
+// nccl-tests doc/PERFORMANCE.md: busbw = algbw * the operation's factor, from the
+// performance model so measured and modelled bandwidths share one definition.
+double busbw_factor(const Entry& op, int ranks) {
+  return paraxis::perfmodel::busbw_factor(op.collective, ranks);
+}
+
 std::string load_average() {
   std::ifstream f("/proc/loadavg");
   std::string a, b, c;
@@ -249,46 +195,48 @@ std::string load_average() {
   return a.empty() ? "unknown" : a + " " + b + " " + c;
 }
 
+// The generic sweep step: one table entry at one size, both sides, timed and checked.
 template <class T>
 class Bench {
  public:
   Bench(const Options& o, px::Communicator& comm, px::CommLog& log)
-      : o_(o),
-        comm_(comm),
-        log_(log),
-        rank_(comm.rank()),
-        n_(comm.size()),
-        span_(span_for(comm.size())) {
-    const std::size_t cap = o.max_bytes / sizeof(T) + static_cast<std::size_t>(n_);
+      : o_(o), comm_(comm), log_(log) {
+    shape_.rank = comm.rank();
+    shape_.ranks = comm.size();
+    shape_.span = span_for(comm.size());
+    const std::size_t cap = o.max_bytes / sizeof(T) + static_cast<std::size_t>(shape_.ranks);
     send_ = Kokkos::View<T*, Kokkos::HostSpace>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "send"), cap);
     recv_ = Kokkos::View<T*, Kokkos::HostSpace>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "recv"), cap);
-    counts_.assign(static_cast<std::size_t>(n_), 0);
-    displs_.assign(static_cast<std::size_t>(n_), 0);
+    counts_.assign(static_cast<std::size_t>(shape_.ranks), 0);
+    displs_.assign(static_cast<std::size_t>(shape_.ranks), 0);
   }
 
   // count: total elements as nccl-tests prints it (S / sizeof(T)); 0 when S is too small.
-  std::size_t count_for(Op op, std::size_t bytes) const {
+  std::size_t count_for(const Entry& op, std::size_t bytes) const {
     std::size_t c = bytes / sizeof(T);
-    if (op == Op::reduce_scatter || op == Op::all_gather || op == Op::all_to_all_v)
-      c -= c % static_cast<std::size_t>(n_);
+    if (op.split_over_ranks) c -= c % static_cast<std::size_t>(shape_.ranks);
     return c;
   }
 
-  Row run(Op op, std::size_t bytes_requested, int iters, int warmup, int blocks) {
-    Row row{op, 0, count_for(op, bytes_requested), iters, warmup, blocks, {}, {}, 0};
+  Row run(const Entry& op, std::size_t bytes_requested, int iters, int warmup, int blocks) {
+    Row row{&op, 0, count_for(op, bytes_requested), iters, warmup, blocks, {}, {}, 0};
     row.bytes = row.count * sizeof(T);
-    count_ = row.count;
-    per_rank_ = (op == Op::all_reduce || op == Op::broadcast) ? count_ : count_ / n_;
-    if (count_ > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw std::invalid_argument(std::string(op_name(op)) + " of " + std::to_string(row.bytes) +
-                                  " B: " + std::to_string(count_) +
+    const int n = shape_.ranks;
+    shape_.count = row.count;
+    shape_.per_rank = op.split_over_ranks ? row.count / static_cast<std::size_t>(n) : row.count;
+    if (row.count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument(std::string(op.name) + " of " + std::to_string(row.bytes) +
+                                  " B: " + std::to_string(row.count) +
                                   " elements exceed the MPI int count; lower --max-bytes");
-    for (int p = 0; p < n_; ++p) {
-      counts_[p] = static_cast<int>(per_rank_);
-      displs_[p] = static_cast<int>(per_rank_ * static_cast<std::size_t>(p));
+    for (int p = 0; p < n; ++p) {
+      counts_[p] = static_cast<int>(shape_.per_rank);
+      displs_[p] = static_cast<int>(shape_.per_rank * static_cast<std::size_t>(p));
     }
+    args_ = bc::CallArgs{send_.data(),      recv_.data(),         shape_.count,
+                         shape_.per_rank,   counts_.data(),       displs_.data(),
+                         px::dtype_of<T>(), TypeTraits<T>::mpi(), TypeTraits<T>::sum()};
     fill_inputs(op);
     blocks = std::min(blocks, iters);
     row.blocks = blocks;
@@ -333,152 +281,71 @@ class Bench {
   }
 
  private:
-  void fill_inputs(Op op) {
-    const std::size_t n_send = (op == Op::all_gather) ? per_rank_ : count_;
-    if (op == Op::broadcast) {
-      for (std::size_t i = 0; i < count_; ++i) send_(i) = from_double<T>(input_value(0, i, span_));
-      return;
-    }
-    for (std::size_t i = 0; i < n_send; ++i)
-      send_(i) = from_double<T>(input_value(rank_, i, span_));
+  // The output buffer: the send buffer for an in-place entry, else the receive buffer.
+  Kokkos::View<T*, Kokkos::HostSpace>& out(const Entry& op) { return op.in_place ? send_ : recv_; }
+
+  // A rooted entry starts every rank from the root's data (in place, so the check's refill
+  // restores the root's input everywhere); the others from each rank's own.
+  void fill_inputs(const Entry& op) {
+    const int from = op.root >= 0 ? op.root : shape_.rank;
+    const std::size_t n_send = op.send_elems(shape_);
+    for (std::size_t i = 0; i < n_send; ++i) send_(i) = from_double<T>(shape_.input(from, i));
   }
 
-  void poison_output(Op op) {
-    // broadcast works in place on send_: non-roots poison the buffer, the root keeps its input.
-    if (op == Op::broadcast) {
-      if (rank_ != 0)
-        for (std::size_t i = 0; i < count_; ++i) send_(i) = sentinel<T>();
-      return;
-    }
-    const std::size_t n_recv = (op == Op::reduce_scatter) ? per_rank_ : count_;
-    for (std::size_t i = 0; i < n_recv; ++i) recv_(i) = sentinel<T>();
+  // In place, the root keeps its input and only the other ranks' buffers are poisoned.
+  void poison_output(const Entry& op) {
+    if (op.in_place && shape_.rank == op.root) return;
+    auto& o = out(op);
+    const std::size_t n_out = op.out_elems(shape_);
+    for (std::size_t i = 0; i < n_out; ++i) o(i) = sentinel<T>();
   }
 
-  void call(Op op, bool paraxis) {
-    const void* s = send_.data();
-    void* r = recv_.data();
-    const px::DType dt = px::dtype_of<T>();
-    const MPI_Datatype mt = TypeTraits<T>::mpi();
-    const int pr = static_cast<int>(per_rank_);
-    switch (op) {
-      case Op::all_reduce:
-        if (paraxis)
-          comm_.all_reduce(s, r, count_, dt);
-        else
-          MPI_Allreduce(s, r, pr, mt, TypeTraits<T>::sum(), MPI_COMM_WORLD);
-        break;
-      case Op::reduce_scatter:
-        if (paraxis)
-          comm_.reduce_scatter(s, r, per_rank_, dt);
-        else
-          MPI_Reduce_scatter_block(s, r, pr, mt, TypeTraits<T>::sum(), MPI_COMM_WORLD);
-        break;
-      case Op::all_gather:
-        if (paraxis)
-          comm_.all_gather(s, r, per_rank_, dt);
-        else
-          MPI_Allgather(s, pr, mt, r, pr, mt, MPI_COMM_WORLD);
-        break;
-      case Op::all_to_all_v:
-        if (paraxis)
-          comm_.all_to_all_v(s, counts_.data(), displs_.data(), r, counts_.data(), displs_.data(),
-                             dt);
-        else
-          MPI_Alltoallv(s, counts_.data(), displs_.data(), mt, r, counts_.data(), displs_.data(),
-                        mt, MPI_COMM_WORLD);
-        break;
-      case Op::broadcast:
-        if (paraxis)
-          comm_.broadcast(send_.data(), count_, dt, 0);
-        else
-          MPI_Bcast(send_.data(), pr, mt, 0, MPI_COMM_WORLD);
-        break;
-    }
+  void call(const Entry& op, bool paraxis) {
+    if (paraxis)
+      op.paraxis(comm_, args_);
+    else
+      op.raw(args_);
   }
 
-  double time_block(Op op, bool paraxis, int iters) {
+  double time_block(const Entry& op, bool paraxis, int iters) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     for (int i = 0; i < iters; ++i) call(op, paraxis);
     return MPI_Wtime() - t0;
   }
 
-  double expected(Op op, std::size_t i) const {
-    switch (op) {
-      case Op::all_reduce: {
-        double sum = 0;
-        for (int q = 0; q < n_; ++q) sum += input_value(q, i, span_);
-        return sum;
-      }
-      case Op::reduce_scatter: {
-        double sum = 0;
-        for (int q = 0; q < n_; ++q)
-          sum += input_value(q, static_cast<std::size_t>(rank_) * per_rank_ + i, span_);
-        return sum;
-      }
-      case Op::all_gather:
-        return input_value(static_cast<int>(i / per_rank_), i % per_rank_, span_);
-      case Op::all_to_all_v:
-        return input_value(static_cast<int>(i / per_rank_),
-                           static_cast<std::size_t>(rank_) * per_rank_ + i % per_rank_, span_);
-      case Op::broadcast:
-        return input_value(0, i, span_);
-    }
-    return 0;
-  }
-
-  long check(Op op, bool paraxis, Row& row) {
+  long check(const Entry& op, bool paraxis, Row& row) {
     poison_output(op);
     log_.clear();
     call(op, paraxis);
     if (paraxis) {
       // The layer's event must carry the nccl-tests S of the call.
       const auto& ev = log_.events();
-      if (ev.size() != 1 || std::string(ev[0].op) != op_name(op) || ev[0].bytes != row.bytes)
+      if (ev.size() != 1 || std::string(ev[0].op) != op.name || ev[0].bytes != row.bytes)
         ++row.log_errors;
       log_.clear();
     }
-    const bool in_send = op == Op::broadcast;
-    const std::size_t n_out = (op == Op::reduce_scatter) ? per_rank_ : count_;
-    if (paraxis && o_.corrupt_for_test && rank_ == n_ - 1 && n_out > 0)
-      (in_send ? send_ : recv_)(0) = sentinel<T>();
+    auto& o = out(op);
+    const std::size_t n_out = op.out_elems(shape_);
+    if (paraxis && o_.corrupt_for_test && shape_.rank == shape_.ranks - 1 && n_out > 0)
+      o(0) = sentinel<T>();
     long wrong = 0;
     for (std::size_t i = 0; i < n_out; ++i) {
-      const double got = static_cast<double>(in_send ? send_(i) : recv_(i));
-      if (!(got == expected(op, i))) ++wrong;
+      const double got = static_cast<double>(o(i));
+      if (!(got == op.expected(shape_, i))) ++wrong;
     }
-    if (op == Op::broadcast) fill_inputs(op);  // restore root's data on every rank
+    if (op.in_place) fill_inputs(op);  // the output overwrote the input
     return wrong;
   }
 
   const Options& o_;
   px::Communicator& comm_;
   px::CommLog& log_;
-  int rank_, n_, span_;
+  bc::Shape shape_;
+  bc::CallArgs args_;
   Kokkos::View<T*, Kokkos::HostSpace> send_, recv_;
   std::vector<int> counts_, displs_;
-  std::size_t count_ = 0, per_rank_ = 0;
 };
-
-std::vector<Op> parse_ops(const std::string& s) {
-  if (s == "all") return {std::begin(kAllOps), std::end(kAllOps)};
-  std::vector<Op> ops;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    bool found = false;
-    for (Op op : kAllOps)
-      if (item == op_name(op)) {
-        ops.push_back(op);
-        found = true;
-      }
-    if (!found)
-      throw std::invalid_argument("--op '" + item +
-                                  "': expected all or a comma-separated list of all_reduce, "
-                                  "reduce_scatter, all_gather, all_to_all_v, broadcast");
-  }
-  return ops;
-}
 
 json provenance(int world, const std::string& cmdline, const std::string& load) {
   char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -548,33 +415,32 @@ void print_header(const char* type, int ranks) {
 }
 
 template <class T>
-int run_all(const Options& o, const std::vector<Op>& ops, px::Communicator& comm, px::CommLog& log,
-            const json& prov) {
+int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communicator& comm,
+            px::CommLog& log, const json& prov) {
   const int rank = comm.rank(), n = comm.size();
   Bench<T> bench(o, comm, log);
   std::vector<Row> rows;
   if (rank == 0) print_header(TypeTraits<T>::name, n);
-  for (Op op : ops) {
+  for (const Entry* op : ops) {
     for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes;
          bytes *= static_cast<std::size_t>(o.step_factor)) {
-      if (bench.count_for(op, bytes) == 0) continue;
+      if (bench.count_for(*op, bytes) == 0) continue;
       const int iters = o.iters > 0 ? o.iters : default_iters(bytes);
       const int warmup = o.warmup >= 0 ? o.warmup : default_warmup(iters);
-      Row row = bench.run(op, bytes, iters, warmup, o.blocks);
+      Row row = bench.run(*op, bytes, iters, warmup, o.blocks);
       if (rank == 0) {
-        const double f = busbw_factor(op, n);
+        const double f = busbw_factor(*op, n);
         const double alg_p = row.bytes / row.paraxis.time_s / 1e9;
         const double alg_r = row.bytes / row.raw.time_s / 1e9;
         std::printf(
             "  %14zu %12zu %7s %15s %6s %5d %9.2f %7.3f %7.3f %6ld %9.2f %7.3f %7.3f %6ld %6.3f "
             "%6.3f\n",
-            row.bytes, row.count, TypeTraits<T>::name, op_name(op), reduces(op) ? "sum" : "none",
-            op == Op::broadcast ? 0 : -1, row.paraxis.time_s * 1e6, alg_p, alg_p * f,
-            row.paraxis.wrong, row.raw.time_s * 1e6, alg_r, alg_r * f, row.raw.wrong, row.ratio(),
-            row.pair_ratio());
+            row.bytes, row.count, TypeTraits<T>::name, op->name, op->redop, op->root,
+            row.paraxis.time_s * 1e6, alg_p, alg_p * f, row.paraxis.wrong, row.raw.time_s * 1e6,
+            alg_r, alg_r * f, row.raw.wrong, row.ratio(), row.pair_ratio());
         if (row.log_errors)
           std::printf("# %s %zu B: %ld CommLog events with a wrong op, count or byte total\n",
-                      op_name(op), row.bytes, row.log_errors);
+                      op->name, row.bytes, row.log_errors);
         std::fflush(stdout);
       }
       rows.push_back(std::move(row));
@@ -590,7 +456,8 @@ int run_all(const Options& o, const std::vector<Op>& ops, px::Communicator& comm
     // The figure: all-reduce through the layer vs the raw loop at >= 1 MiB.
     std::vector<double> big, big_pairs;
     for (const auto& r : rows)
-      if (r.op == Op::all_reduce && r.bytes >= (std::size_t(1) << 20)) {
+      if (r.op->collective == paraxis::perfmodel::Collective::all_reduce &&
+          r.bytes >= (std::size_t(1) << 20)) {
         big.push_back(r.ratio());
         big_pairs.push_back(r.pair_ratio());
       }
@@ -619,7 +486,7 @@ int run_all(const Options& o, const std::vector<Op>& ops, px::Communicator& comm
                       {"dtype", TypeTraits<T>::name}, {"ops", o.ops}};
       j["results"] = json::array();
       for (const auto& r : rows) {
-        const double f = busbw_factor(r.op, n);
+        const double f = busbw_factor(*r.op, n);
         auto side = [&](const SideResult& s) {
           std::vector<double> us;
           for (double b : s.block_s) us.push_back(b / (r.iters / r.blocks) * 1e6);
@@ -630,11 +497,11 @@ int run_all(const Options& o, const std::vector<Op>& ops, px::Communicator& comm
                       {"wrong", s.wrong},
                       {"block_time_us", us}};
         };
-        j["results"].push_back({{"op", op_name(r.op)},
-                                {"raw_call", raw_name(r.op)},
+        j["results"].push_back({{"op", r.op->name},
+                                {"raw_call", r.op->raw_call},
                                 {"dtype", TypeTraits<T>::name},
-                                {"redop", reduces(r.op) ? "sum" : "none"},
-                                {"root", r.op == Op::broadcast ? 0 : -1},
+                                {"redop", r.op->redop},
+                                {"root", r.op->root},
                                 {"bytes", r.bytes},
                                 {"count", r.count},
                                 {"iters", r.iters},
@@ -698,7 +565,7 @@ int main(int argc, char** argv) {
       o.max_bytes = parse_bytes(max_b);
       if (o.min_bytes > o.max_bytes)
         throw std::invalid_argument("--min-bytes " + min_b + " exceeds --max-bytes " + max_b);
-      const std::vector<Op> ops = parse_ops(o.ops);
+      const std::vector<const Entry*> ops = bc::select_collectives(o.ops);
 
       // Iteration counts decide who waits for whom: make sure every rank uses rank 0's.
       long sched[6] = {static_cast<long>(o.min_bytes),
