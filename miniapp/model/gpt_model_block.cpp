@@ -1,0 +1,99 @@
+// GptModel's transformer block, forward and backward: LayerNorm, attention and its output
+// projection, LayerNorm, then the GELU MLP (or the MoE layer, gpt_model_moe.cpp), with the
+// residual adds and the tensor/sequence-parallel exchanges around each linear.
+#include "model/gpt_model_impl.hpp"
+#include "paraxis/kernels/layernorm.hpp"
+
+namespace paraxis::model {
+
+using namespace detail;
+
+template <class T>
+void GptModel<T>::Impl::block_forward(const BlockParams& b, LayerActs& A, const V2& x,
+                                      const V2& out, MicroBatchResult& res) {
+  const Space space;
+  auto& ps = m.params_;
+  k::layernorm_forward(space, x, ps.w1(b.ln1_g), ps.w1(b.ln1_b), kLayerNormEps, A.h1, A.ln1_mean,
+                       A.ln1_rstd);
+  const V2 h1 = gathered(A.h1, full);
+  linear_forward(h1, ps.w2(b.wq), ps.w1(b.bq), q);
+  linear_forward(h1, ps.w2(b.wk), ps.w1(b.bk), kk);
+  linear_forward(h1, ps.w2(b.wv), ps.w1(b.bv), vv);
+  k::attention_forward(space, q, kk, vv, *A.attn, A.a);
+  {
+    const V2 t = partial_target(A.x_mid);
+    k::gemm(space, Trans::N, Trans::N, 1.0, A.a, ps.w2(b.wo), 0.0, t);
+    finish_rows(t, A.x_mid);
+  }
+  k::bias_add(space, A.x_mid, ps.w1(b.bo));
+  k::add_inplace(space, A.x_mid, x);
+  k::layernorm_forward(space, A.x_mid, ps.w1(b.ln2_g), ps.w1(b.ln2_b), kLayerNormEps, A.h2,
+                       A.ln2_mean, A.ln2_rstd);
+  const V2 h2 = gathered(A.h2, full);
+  const V2 t = partial_target(out);
+  if (!b.moe) {
+    linear_forward(h2, ps.w2(b.w1), ps.w1(b.b1), A.u);
+    k::gelu_forward(space, A.u, A.g);
+    k::gemm(space, Trans::N, Trans::N, 1.0, A.g, ps.w2(b.w2), 0.0, t);
+    finish_rows(t, out);
+    k::bias_add(space, out, ps.w1(b.b2));
+  } else {
+    res.moe.push_back(moe_forward(b, A.moe, h2, t));
+    res.aux_sum += res.moe.back().aux_loss;
+    finish_rows(t, out);
+  }
+  k::add_inplace(space, out, A.x_mid);
+}
+
+// dx_a: in, the gradient of the block's output; out, the gradient of its input x.
+template <class T>
+void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const V2& x,
+                                       double aux_scale) {
+  const Space space;
+  auto& ps = m.params_;
+  // MLP / MoE branch: out = x_mid + f(ln2(x_mid)) (+ b2).
+  {
+    const V2 dy = gathered(dx_a, dfull);
+    const V2 dp = partial_target(dtmp);
+    if (!b.moe) {
+      linear_backward(dy, A.g, ps.w2(b.w2), dff, 0.0, ps.g2(b.w2), ps.g1(b.b2));
+      k::gelu_backward(space, A.u, dff, dff);
+      const V2 h2 = gathered(A.h2, full);
+      linear_backward(dff, h2, ps.w2(b.w1), dp, 0.0, ps.g2(b.w1), ps.g1(b.b1));
+    } else {
+      const V2 h2 = gathered(A.h2, full);
+      moe_backward(b, A.moe, h2, dy, dp, aux_scale);
+    }
+    finish_rows(dp, dtmp);
+  }
+  k::layernorm_backward(space, dtmp, A.x_mid, ps.w1(b.ln2_g), A.ln2_mean, A.ln2_rstd, dx_b,
+                        ps.g1(b.ln2_g), ps.g1(b.ln2_b));
+  k::add_inplace(space, dx_b, dx_a);  // dx_b: gradient w.r.t. x_mid
+  // Attention branch: x_mid = x + Wo attn(ln1(x)) + bo.
+  {
+    const V2 dy = gathered(dx_b, dfull);
+    linear_backward(dy, A.a, ps.w2(b.wo), da, 0.0, ps.g2(b.wo), ps.g1(b.bo));
+    k::attention_backward(space, da, *A.attn, dq, dk, dv);
+    const V2 h1 = gathered(A.h1, full);
+    const V2 dp = partial_target(dtmp);
+    linear_backward(dq, h1, ps.w2(b.wq), dp, 0.0, ps.g2(b.wq), ps.g1(b.bq));
+    linear_backward(dk, h1, ps.w2(b.wk), dp, 1.0, ps.g2(b.wk), ps.g1(b.bk));
+    linear_backward(dv, h1, ps.w2(b.wv), dp, 1.0, ps.g2(b.wv), ps.g1(b.bv));
+    finish_rows(dp, dtmp);
+  }
+  k::layernorm_backward(space, dtmp, x, ps.w1(b.ln1_g), A.ln1_mean, A.ln1_rstd, dx_a,
+                        ps.g1(b.ln1_g), ps.g1(b.ln1_b));
+  k::add_inplace(space, dx_a, dx_b);  // dx_a: gradient w.r.t. the block's input
+}
+
+#define PARAXIS_GPT_MODEL_BLOCK(T)                                                           \
+  template void GptModel<T>::Impl::block_forward(const BlockParams&, LayerActs&, const V2&,  \
+                                                 const V2&, MicroBatchResult&);              \
+  template void GptModel<T>::Impl::block_backward(const BlockParams&, LayerActs&, const V2&, \
+                                                  double);
+PARAXIS_GPT_MODEL_BLOCK(double)
+PARAXIS_GPT_MODEL_BLOCK(float)
+PARAXIS_GPT_MODEL_BLOCK(paraxis::bf16)
+#undef PARAXIS_GPT_MODEL_BLOCK
+
+}  // namespace paraxis::model

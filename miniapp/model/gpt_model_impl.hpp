@@ -1,0 +1,250 @@
+// Internal to the gpt_model*.cpp files: GptModel<T>::Impl, the state one shard keeps (its
+// parameter indices, scratch, activation pool, groups) with the small helpers every part uses,
+// and the shared pieces (linear layers, parameter indices of a block and a chunk). The parts:
+// gpt_model_params.cpp (parameter declaration), gpt_model_activations.cpp (scratch and the
+// activation pool), gpt_model_block.cpp (one block: attention + MLP with their tensor/sequence-
+// parallel exchanges), gpt_model_moe.cpp (the MoE layer and its all-to-all), gpt_model.cpp
+// (chunks: embedding, blocks, head and loss; the public members).
+//
+// Tensor parallelism (Shoeybi et al. 2019): Q, K, V and the MLP's first linear are
+// column-parallel (this rank's heads / ffn columns), the attention output projection and the
+// MLP's second linear row-parallel, so each block does one reduction after attention and one
+// after the MLP, forward and backward. Embedding and head are vocabulary-parallel (padded to a
+// multiple of tp); the loss never needs the full logits.
+// Sequence parallelism (Korthikanti et al. 2022): the residual stream, LayerNorms and dropout-
+// free residual adds hold 1/tp of the tokens; each reduction becomes a reduce-scatter and the
+// input of each column-parallel linear is all-gathered. Only the sequence shard of a LayerNorm
+// output is kept: backward gathers it again (the extra all-gather of Korthikanti et al.), so
+// every activation of a block is divided by tp. Biases after a reduction get their gradient
+// from the gathered output gradient (the same on every rank); the LayerNorms' gradients are
+// partial sums (TensorSpec::sp_partial) the trainer sums over the group once per step.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/gpt_model.hpp"
+#include "model/tensor_parallel.hpp"
+#include "paraxis/kernels/attention.hpp"
+#include "paraxis/kernels/elementwise.hpp"
+#include "paraxis/kernels/gemm.hpp"
+#include "paraxis/kernels/moe.hpp"
+
+namespace paraxis::model {
+
+namespace k = paraxis::kernels;
+using k::Trans;
+
+// Shared by the gpt_model*.cpp files only.
+namespace detail {
+constexpr double kLayerNormEps = 1e-5;
+constexpr double kInitStd = 0.02;
+
+// y = x w (+ b)
+template <class X, class W, class B, class Y>
+void linear_forward(const X& x, const W& w, const B& b, const Y& y) {
+  k::gemm(Kokkos::DefaultExecutionSpace(), Trans::N, Trans::N, 1.0, x, w, 0.0, y);
+  if (b.data()) k::bias_add(Kokkos::DefaultExecutionSpace(), y, b);
+}
+
+// dx (= or +=, by dx_beta) dy w^T;  dw += x^T dy;  db += colsum(dy)
+template <class DY, class X, class W, class DX, class DW, class DB>
+void linear_backward(const DY& dy, const X& x, const W& w, const DX& dx, double dx_beta,
+                     const DW& dw, const DB& db) {
+  const Kokkos::DefaultExecutionSpace space;
+  if (dx.data()) k::gemm(space, Trans::N, Trans::T, 1.0, dy, w, dx_beta, dx);
+  k::gemm(space, Trans::T, Trans::N, 1.0, x, dy, 1.0, dw);
+  if (db.data()) k::bias_grad_accumulate(space, dy, db);
+}
+
+// Parameter indices of one block in the ParamStore (-1: not held / not present).
+struct BlockParams {
+  int layer = 0;
+  bool moe = false;
+  int unit = -1, expert_unit = -1;
+  int ln1_g, ln1_b, wq, bq, wk, bk, wv, bv, wo, bo, ln2_g, ln2_b;
+  int w1 = -1, b1 = -1, w2 = -1, b2 = -1;  // dense MLP
+  int wr = -1, br = -1;                    // MoE router (bias only with router_skew)
+  std::vector<int> ew1, eb1, ew2, eb2;     // this rank's experts
+};
+
+struct ChunkParams {
+  ModelChunk spec;
+  int emb_unit = -1, head_unit = -1;
+  int wte = -1, wpe = -1, lnf_g = -1, lnf_b = -1, head = -1;
+  std::vector<BlockParams> blocks;
+};
+
+// Declares the shard's parameters into `ps` (gpt_model_params.cpp).
+template <class T>
+std::vector<ChunkParams> declare_parameters(ParamStore<T>& ps, const ModelConfig& c,
+                                            const ShardLayout& lay);
+// Throws std::invalid_argument when the layout or the groups do not fit together.
+void check_layout(const ShardLayout& lay, const ShardComms& comms);
+
+}  // namespace detail
+
+template <class T>
+struct GptModel<T>::Impl {
+  using BlockParams = detail::BlockParams;
+  using ChunkParams = detail::ChunkParams;
+  using V1 = k::View1<T, Space>;
+  using V2 = k::View2<T, Space>;
+  using A1 = k::View1<G, Space>;
+  using I1 = k::View1<int, Space>;
+  using I2 = k::View2<int, Space>;
+
+  // Saved by one MoE layer's forward for its backward.
+  struct MoeActs {
+    V2 probs, gate;
+    I2 expert_idx;
+    std::unique_ptr<k::MoeRouting<Space>> routing;
+    V2 xe, ue, ge;  // expert side: the rows this rank's experts computed, expert-major
+    V2 ye;          // source side: expert outputs of this rank's kept rows, expert-major
+    V2 ye_local;    // ep > 1: the expert side's outputs, before they travel back
+    // ep > 1: rows to / from each rank, rows per (source rank, local expert), and the
+    // permutations between the received (source-major) and expert-major orders.
+    std::vector<int> send_rows, recv_rows, recv_counts, expert_offsets;
+    I1 to_expert_order, to_source_order;
+    int local_rows = 0;
+  };
+  struct LayerActs {
+    V2 h1, a, x_mid, h2, u, g;
+    A1 ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;
+    std::unique_ptr<k::AttentionWorkspace<T, Space>> attn;
+    MoeActs moe;
+  };
+  // Everything one (chunk, micro-batch) pair keeps from its forward to its backward.
+  struct ActSet {
+    int chunk = -1;
+    bool in_use = false;
+    std::vector<V2> xs;  // residual stream: input of each block, then the last block's output
+    std::vector<LayerActs> layers;
+    Tokens tokens, targets;
+    V2 xf, logits;
+    A1 lnf_mean, lnf_rstd, lse;
+  };
+
+  GptModel& m;
+  const ModelConfig& cfg;
+  const ShardLayout& lay;
+  ShardComms comms;
+  int N, Nl, Hl, Fl, Vl, voff;  // tokens, local tokens, local hidden/ffn/vocab, vocab offset
+  bool sp;
+  std::vector<ChunkParams> chunk_params;
+  // Scratch (not kept across micro-batches).
+  V2 q, kk, vv, dq, dk, dv, da, dx_a, dx_b, dtmp, full, dfull, part, dff, dlogits;
+  V2 dgate, dprobs, drouter;
+  V2 s_stage, s_recv, s_dy, s_dx, e_dy, e_dh, e_du, e_dx;  // MoE, grown on demand
+  I1 router_requested, count_send, count_recv;
+  I2 replay;  // routing replay: the forced choices of one layer
+  A1 router_prob_sum;
+  std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
+  std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;
+  // forward_backward across several chunks of one rank. A vector, not an array of Views
+  // (docs/portability.md: arrays of default-constructed Views crash on a Kokkos 4 snapshot).
+  std::vector<V2> chain_grad;
+  // Activation sets: a pool per chunk (reused, never shrunk: what is allocated is the peak
+  // in flight) and the pairs in flight.
+  std::vector<std::vector<std::unique_ptr<ActSet>>> pool;
+  std::map<std::pair<int, int>, ActSet*> live;
+
+  // Scratch, sized once for the shard (gpt_model_activations.cpp).
+  Impl(GptModel& model, ShardComms shard_comms, bool allocate_store);
+
+  V2 mat(const char* label, int r, int cols) {
+    return m.ledger_.track(
+        MemCategory::activations,
+        V2(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), r, cols));
+  }
+  A1 vec(const char* label, int n) {
+    return m.ledger_.track(MemCategory::activations, A1(std::string(label), n));
+  }
+  // Grow-only buffers (MoE rows depend on the routing): at least `rows` rows.
+  void grow(V2& v, const char* label, int rows, int cols) {
+    if (v.data() && v.extent(0) >= static_cast<std::size_t>(rows)) return;
+    if (v.data()) m.ledger_.release(MemCategory::activations, v.span() * sizeof(T));
+    v = mat(label, std::max(rows, 1), cols);
+  }
+  void grow(I1& v, const char* label, int n) {
+    if (v.data() && v.extent(0) >= static_cast<std::size_t>(n)) return;
+    if (v.data()) m.ledger_.release(MemCategory::activations, v.span() * sizeof(int));
+    v = m.ledger_.track(MemCategory::activations, I1(std::string(label), std::max(n, 1)));
+  }
+
+  int tp_size() const { return lay.tp; }
+  CommGroup& tp() { return *comms.tp; }
+  // Reduction of a row-parallel product: `partial` [N, H] holds this rank's sum; `out` [Nl, H]
+  // receives the total (reduce-scatter with sequence parallelism; else in place, out ==
+  // partial).
+  void finish_rows(const V2& partial, const V2& out) {
+    const Space space;
+    if (sp) {
+      tp_reduce_scatter(space, tp(), partial, out);
+    } else if (tp_size() > 1) {
+      tp_all_reduce(space, tp(), out);
+    }
+  }
+  // The full-token View of a sequence-sharded activation (gathered into `into`), or the
+  // activation itself without sequence parallelism.
+  V2 gathered(const V2& shard, const V2& into) {
+    if (!sp) return shard;
+    tp_all_gather(Space(), tp(), shard, into);
+    return into;
+  }
+  // Where a row-parallel product is written before finish_rows.
+  V2 partial_target(const V2& out) { return sp ? part : out; }
+
+  // ---- the activation pool (gpt_model_activations.cpp)
+  ActSet& acquire(int chunk, int mb);
+  ActSet& find(int chunk, int mb);
+  void release(int chunk, int mb);
+  std::unique_ptr<ActSet> allocate_set(int chunk);
+
+  UnitHooks no_hooks;
+  UnitHooks& h() { return m.hooks_ ? *m.hooks_ : no_hooks; }
+  void open_units(const BlockParams& b, bool forward) {
+    for (int u : {b.unit, b.expert_unit})
+      if (u >= 0) forward ? h().before_forward(u) : h().before_backward(u);
+  }
+  void close_units(const BlockParams& b, bool forward) {
+    for (int u : {b.expert_unit, b.unit})
+      if (u >= 0) forward ? h().after_forward(u) : h().after_backward(u);
+  }
+
+  // ---- MoE (gpt_model_moe.cpp)
+  void experts_forward(const BlockParams& b, MoeActs& mo, const std::vector<int>& offsets,
+                       const V2& ye);
+  void experts_backward(const BlockParams& b, MoeActs& mo, const std::vector<int>& offsets,
+                        const V2& dye, const V2& dxe);
+  void exchange_rows(const V2& send, const std::vector<int>& rows_to, const V2& recv,
+                     const std::vector<int>& rows_from);
+  MoeLayerStats moe_forward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& out);
+  void moe_backward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& dout, const V2& dh2,
+                    double aux_scale);
+
+  // ---- one block (gpt_model_block.cpp)
+  void block_forward(const BlockParams& b, LayerActs& A, const V2& x, const V2& out,
+                     MicroBatchResult& res);
+  void block_backward(const BlockParams& b, LayerActs& A, const V2& x, double aux_scale);
+
+  // ---- chunks (gpt_model.cpp)
+  MicroBatchResult forward_chunk(int chunk, ActSet& S, const Tokens& tokens, const Tokens& targets);
+  void backward_chunk(int chunk, ActSet& S, const Act& grad_output, const Act& grad_input,
+                      double ce_scale, double aux_scale);
+
+  void require_rows(const char* what, const Act& v) const {
+    if (v.extent(0) != static_cast<std::size_t>(Nl) ||
+        v.extent(1) != static_cast<std::size_t>(cfg.hidden))
+      throw std::invalid_argument(std::string("GptModel::backward_chunk: ") + what + " is " +
+                                  k::shape_string(v) + ", expected [" + std::to_string(Nl) + "," +
+                                  std::to_string(cfg.hidden) + "]");
+  }
+};
+
+}  // namespace paraxis::model
