@@ -1,5 +1,5 @@
 // Bytes and calls per step and axis against counts worked by hand from what paraxis's model,
-// engine and ZeRO optimizer call (docs/parallel.md, miniapp/model/gpt_model.cpp), on the
+// engine and ZeRO optimizer call (docs/parallel.md, miniapp/model/gpt_model*.cpp), on the
 // tiny model (H = 64, V = 256, S = 32, 4 layers, ffn 256, fp32 unless said).
 #include <gtest/gtest.h>
 

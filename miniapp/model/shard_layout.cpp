@@ -1,5 +1,5 @@
-// Shard layouts: the whole model, expert ranges (parameter_specs is in gpt_model.cpp, next to
-// the declarations it lists).
+// Shard layouts: the whole model, expert ranges (parameter_specs is in gpt_model_params.cpp, next
+// to the declarations it lists).
 #include "model/shard_layout.hpp"
 
 #include <sstream>

@@ -1,5 +1,6 @@
 // Model state, ZeRO step buffers and activations per rank, following paraxis's allocations
-// (zero_optimizer.cpp, gpt_model.cpp allocate_set and its constructor, parallel_trainer.cpp).
+// (zero_optimizer.cpp, gpt_model_activations.cpp allocate_set and the model's constructor,
+// parallel_trainer.cpp).
 #include "perfmodel/memory.hpp"
 
 #include <algorithm>
@@ -48,7 +49,7 @@ Dims dims(const model::ModelConfig& m, const ParallelConfig& c) {
   return d;
 }
 
-// Rows of one MoE layer and micro-batch: kept at the source (P in gpt_model.cpp) and computed
+// Rows of one MoE layer and micro-batch: kept at the source (P in gpt_model_moe.cpp) and computed
 // by this rank's experts (R).
 std::pair<double, double> moe_rows(const model::ModelConfig& m, const ParallelConfig& c,
                                    const ExpertRouting& r) {

@@ -1,6 +1,6 @@
 // The parameter elements one rank holds, unit by unit, exactly as paraxis lays them out
-// (model/gpt_model.cpp declare_parameters + model/param_store.cpp): the tensor-parallel slice
-// of every tensor, this expert-parallel rank's experts, the chunks of its pipeline stage;
+// (model/gpt_model_params.cpp declare_parameters + model/param_store.cpp): the tensor-parallel
+// slice of every tensor, this expert-parallel rank's experts, the chunks of its pipeline stage;
 // every tensor's start aligned to 16 elements in the flat buffer, every unit (the embedding,
 // each block's dense part, each MoE block's experts, the final LayerNorm + head) padded to a
 // multiple of dp under ZeRO >= 1 so that it cuts into equal shards. These sizes are what the

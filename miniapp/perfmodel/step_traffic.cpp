@@ -1,4 +1,4 @@
-// Per-step communication of each axis, mirroring the calls paraxis makes (gpt_model.cpp,
+// Per-step communication of each axis, mirroring the calls paraxis makes (gpt_model*.cpp,
 // parallel_trainer.cpp, zero_optimizer.cpp).
 #include "perfmodel/step_traffic.hpp"
 

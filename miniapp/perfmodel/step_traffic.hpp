@@ -7,7 +7,7 @@
 // m = global_batch / (dp * micro_batch) micro-batches per replica and step.
 //
 // Tensor parallelism (tp > 1), per micro-batch (Shoeybi et al. 2019; Korthikanti et al. 2022
-// for sequence parallelism), what gpt_model.cpp calls:
+// for sequence parallelism), what gpt_model*.cpp call:
 //   without sequence parallelism
 //     embedding   forward 1 all-reduce N*H*e
 //     each block  forward 2 all-reduces N*H*e; backward 2 all-reduces N*H*e;
