@@ -78,7 +78,7 @@ TEST(verify_compare, tolerances_are_the_contracts_per_precision) {
   EXPECT_FALSE(v.passed);
   EXPECT_TRUE(has(v.reason, "loss of step 3 differs")) << v.reason;
   EXPECT_TRUE(compare_runs(Precision::bf16, outcome(), par, {}, true, 0).passed);
-  // bf16 is bounded on the loss (DESIGN.md); its parameters are reported, and fail only when
+  // bf16 is bounded on the loss (docs/parallel.md); its parameters are reported, and fail only when
   // not finite.
   par = outcome();
   par.params[0] += 0.1;

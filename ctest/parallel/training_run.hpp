@@ -1,6 +1,6 @@
 // What the multi-rank training tests share: a deck (inputs/tiny.yaml with overrides), a run of
 // the parallel trainer on a grid over MPI_COMM_WORLD, the single-rank reference run, and the
-// correctness contract's comparison (DESIGN.md): loss of every step within `tol` relative,
+// correctness contract's comparison (docs/parallel.md): loss of every step within `tol` relative,
 // final parameters within `tol` x max|p|.
 #pragma once
 

@@ -1,8 +1,8 @@
-// `--verify`, the correctness contract checked in the run itself (DESIGN.md, "The correctness
-// contract"): the single-rank reference is trained alongside and every step's loss and the final
-// parameters are compared within the precision's tolerance, with no exemption. A NaN or Inf on
-// either side fails. MoE routing: in fp64 a routing flip fails (rounding cannot cause one); in
-// fp32 and bf16, where a near-tie may flip legitimately, the reference replays the parallel
+// `--verify`, the correctness contract checked in the run itself (docs/parallel.md, "The
+// correctness contract"): the single-rank reference is trained alongside and every step's loss and
+// the final parameters are compared within the precision's tolerance, with no exemption. A NaN or
+// Inf on either side fails. MoE routing: in fp64 a routing flip fails (rounding cannot cause one);
+// in fp32 and bf16, where a near-tie may flip legitimately, the reference replays the parallel
 // run's routing of every step (model::Trainer::replay_routing) so the two runs stay comparable,
 // and the flips are counted and reported.
 #pragma once
@@ -31,10 +31,10 @@ struct VerifyResult {
 };
 
 // The contract's tolerances: loss relative, parameters relative to max |p| of the reference.
-// DESIGN.md bounds bf16 on the loss only: a parameter whose gradient is zero but for rounding
-// (an attention key bias: softmax ignores it) takes Adam steps of about lr from bf16 noise, so
-// correct bf16 runs differ there by up to steps x lr. param_rel = 0: parameters not bounded
-// (still compared, reported, and failed when not finite).
+// docs/parallel.md's contract bounds bf16 on the loss only: a parameter whose gradient is zero but
+// for rounding (an attention key bias: softmax ignores it) takes Adam steps of about lr from bf16
+// noise, so correct bf16 runs differ there by up to steps x lr. param_rel = 0: parameters not
+// bounded (still compared, reported, and failed when not finite).
 struct VerifyTolerance {
   double loss_rel, param_rel;
 };

@@ -3,7 +3,7 @@
 // schedule of per-(micro-batch, chunk) actions (pipeline_schedule.hpp) executed with
 // non-blocking point-to-point transfers, and data parallelism with ZeRO 0-3
 // (zero_optimizer.hpp). The result of every step is the single-rank training run's
-// (DESIGN.md, "The correctness contract").
+// (docs/parallel.md, "The correctness contract").
 #pragma once
 
 #include <memory>
