@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "parallel/mpi_check.hpp"
 #include "parallel/request_impl.hpp"
 
 namespace paraxis::parallel {
@@ -216,15 +217,6 @@ void Communicator::barrier() {
 
 namespace {
 
-void check(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(msg, len));
-  }
-}
-
 // bf16 sum: MPI has no bfloat16, so a user operation adds in fp32 and rounds once per pair.
 void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const paraxis::bf16*>(in);
@@ -307,75 +299,75 @@ class MpiCommunicator final : public Communicator {
   void do_all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("all_reduce");
-    check(MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
-                         mpi_op(t, op), comm_, &q),
-          "all_reduce");
+    check_mpi(MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
+                             mpi_op(t, op), comm_, &q),
+              "all_reduce");
     watchdog::wait_all(1, &q, w);
   }
   void do_reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("reduce_scatter");
-    check(MPI_Ireduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
-                                    mpi_type(t), mpi_op(t, op), comm_, &q),
-          "reduce_scatter");
+    check_mpi(MPI_Ireduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
+                                        mpi_type(t), mpi_op(t, op), comm_, &q),
+              "reduce_scatter");
     watchdog::wait_all(1, &q, w);
   }
   void do_all_gather(const void* s, void* r, std::size_t n, DType t) override {
     const bool in_place = s == static_cast<const char*>(r) + n * parallel::size_of(t) * rank();
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("all_gather");
-    check(MPI_Iallgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
-                         as_int(n, "all_gather"), mpi_type(t), comm_, &q),
-          "all_gather");
+    check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
+                             as_int(n, "all_gather"), mpi_type(t), comm_, &q),
+              "all_gather");
     watchdog::wait_all(1, &q, w);
   }
   void do_all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
                        const int* rd, DType t) override {
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("all_to_all_v");
-    check(MPI_Ialltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_, &q),
-          "all_to_all_v");
+    check_mpi(MPI_Ialltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_, &q),
+              "all_to_all_v");
     watchdog::wait_all(1, &q, w);
   }
   void do_broadcast(void* buf, std::size_t n, DType t, int root) override {
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("broadcast");
-    check(MPI_Ibcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_, &q), "broadcast");
+    check_mpi(MPI_Ibcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_, &q), "broadcast");
     watchdog::wait_all(1, &q, w);
   }
   void do_send(const void* buf, std::size_t n, DType t, int peer, int tag) override {
     MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Isend(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_, &q), "send");
+    check_mpi(MPI_Isend(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_, &q), "send");
     watchdog::wait_all(1, &q, point_to_point("send", peer));
   }
   void do_recv(void* buf, std::size_t n, DType t, int peer, int tag) override {
     MPI_Request q = MPI_REQUEST_NULL;
-    check(MPI_Irecv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, &q), "recv");
+    check_mpi(MPI_Irecv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, &q), "recv");
     watchdog::wait_all(1, &q, point_to_point("recv", peer));
   }
   Request do_isend(const void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
     r.impl_->wait = point_to_point("isend", peer);
-    check(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
-          "isend");
+    check_mpi(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
+              "isend");
     return r;
   }
   Request do_irecv(void* buf, std::size_t n, DType t, int peer, int tag) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
     r.impl_->wait = point_to_point("irecv", peer);
-    check(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
-          "irecv");
+    check_mpi(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
+              "irecv");
     return r;
   }
   Request do_iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) override {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
     r.impl_->wait = collective("all_reduce");
-    check(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
-                         mpi_op(t, op), comm_, &r.impl_->mpi),
-          "iall_reduce");
+    check_mpi(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
+                             mpi_op(t, op), comm_, &r.impl_->mpi),
+              "iall_reduce");
     return r;
   }
   Request do_ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
@@ -383,21 +375,22 @@ class MpiCommunicator final : public Communicator {
     Request r;
     r.impl_ = std::make_unique<Request::Impl>();
     r.impl_->wait = collective("reduce_scatter");
-    check(MPI_Ireduce_scatter_block(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "ireduce_scatter"),
-                                    mpi_type(t), mpi_op(t, op), comm_, &r.impl_->mpi),
-          "ireduce_scatter");
+    check_mpi(
+        MPI_Ireduce_scatter_block(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "ireduce_scatter"),
+                                  mpi_type(t), mpi_op(t, op), comm_, &r.impl_->mpi),
+        "ireduce_scatter");
     return r;
   }
   bool do_test(Request& r) override {
     int flag = 0;
-    check(MPI_Test(&r.impl_->mpi, &flag, MPI_STATUS_IGNORE), "test");
+    check_mpi(MPI_Test(&r.impl_->mpi, &flag, MPI_STATUS_IGNORE), "test");
     return flag != 0;
   }
   void do_wait(Request& r) override { watchdog::wait_all(1, &r.impl_->mpi, r.impl_->wait); }
   void do_barrier() override {
     MPI_Request q = MPI_REQUEST_NULL;
     const watchdog::Wait w = collective("barrier");
-    check(MPI_Ibarrier(comm_, &q), "barrier");
+    check_mpi(MPI_Ibarrier(comm_, &q), "barrier");
     watchdog::wait_all(1, &q, w);
   }
 

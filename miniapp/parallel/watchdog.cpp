@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "parallel/mpi_check.hpp"
 #include "parallel/watchdog_channel.hpp"
 
 namespace paraxis::parallel::watchdog {
@@ -32,15 +33,6 @@ struct State {
 State& state() {
   static State s;
   return s;
-}
-
-void check(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    throw std::runtime_error(std::string("MPI ") + what + " failed: " + std::string(msg, len));
-  }
 }
 
 // mpiexec forwards output asynchronously and MPI_Abort tears the job down at once: the message
@@ -76,7 +68,7 @@ struct Requests {
 bool requests_done(void* context) {
   auto* r = static_cast<Requests*>(context);
   int flag = 0;
-  check(MPI_Testall(r->n, r->requests, &flag, MPI_STATUSES_IGNORE), "testall");
+  check_mpi(MPI_Testall(r->n, r->requests, &flag, MPI_STATUSES_IGNORE), "testall");
   return flag != 0;
 }
 
@@ -172,21 +164,21 @@ void wait_all(int n, MPI_Request* requests, const char* op, const char* axis, MP
 
 void barrier(MPI_Comm comm, const char* what, const char* axis) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm, &r), "ibarrier");
+  check_mpi(MPI_Ibarrier(comm, &r), "ibarrier");
   wait_all(1, &r, what, axis, comm);
 }
 
 void all_reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                 MPI_Comm comm, const char* what, const char* axis) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(send, recv, count, type, op, comm, &r), "iallreduce");
+  check_mpi(MPI_Iallreduce(send, recv, count, type, op, comm, &r), "iallreduce");
   wait_all(1, &r, what, axis, comm);
 }
 
 void broadcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, const char* what,
                const char* axis) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Ibcast(buf, count, type, root, comm, &r), "ibcast");
+  check_mpi(MPI_Ibcast(buf, count, type, root, comm, &r), "ibcast");
   wait_all(1, &r, what, axis, comm);
 }
 
@@ -194,8 +186,8 @@ void all_gather(const void* send, int send_count, MPI_Datatype send_type, void* 
                 int recv_count, MPI_Datatype recv_type, MPI_Comm comm, const char* what,
                 const char* axis) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Iallgather(send, send_count, send_type, recv, recv_count, recv_type, comm, &r),
-        "iallgather");
+  check_mpi(MPI_Iallgather(send, send_count, send_type, recv, recv_count, recv_type, comm, &r),
+            "iallgather");
   wait_all(1, &r, what, axis, comm);
 }
 
@@ -203,7 +195,7 @@ void all_gather_v(const void* send, int send_count, MPI_Datatype send_type, void
                   const int* recv_counts, const int* displs, MPI_Datatype recv_type, MPI_Comm comm,
                   const char* what, const char* axis) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(
+  check_mpi(
       MPI_Iallgatherv(send, send_count, send_type, recv, recv_counts, displs, recv_type, comm, &r),
       "iallgatherv");
   wait_all(1, &r, what, axis, comm);

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "parallel/mpi_check.hpp"
 #include "parallel/watchdog_channel.hpp"
 
 namespace paraxis::parallel::watchdog {
@@ -63,16 +64,6 @@ Channel& channel() {
   return c;
 }
 
-void check(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    throw std::runtime_error(std::string("watchdog: MPI ") + what +
-                             " failed: " + std::string(msg, len));
-  }
-}
-
 int delete_record(MPI_Comm, int, void* attr, void*) {
   auto* r = static_cast<CommRecord*>(attr);
   auto& recs = channel().records;
@@ -90,7 +81,8 @@ void send_bytes(const void* data, int n, int dest, int tag) {
   Outgoing o;
   o.bytes.reset(new char[static_cast<std::size_t>(n)]);
   std::memcpy(o.bytes.get(), data, static_cast<std::size_t>(n));
-  check(MPI_Isend(o.bytes.get(), n, MPI_BYTE, dest, tag, ch.comm, &o.request), "isend (control)");
+  check_mpi(MPI_Isend(o.bytes.get(), n, MPI_BYTE, dest, tag, ch.comm, &o.request),
+            "isend (control)");
   ch.outgoing.push_back(std::move(o));
   ++ch.sent[static_cast<std::size_t>(dest)];
 }
@@ -99,7 +91,7 @@ void complete_outgoing() {
   auto& out = channel().outgoing;
   for (auto it = out.begin(); it != out.end();) {
     int flag = 0;
-    check(MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE), "test (control)");
+    check_mpi(MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE), "test (control)");
     it = flag ? out.erase(it) : it + 1;
   }
 }
@@ -111,9 +103,9 @@ bool receive(const MPI_Status& st, int tag, void* into, int bytes) {
   MPI_Get_count(&st, MPI_BYTE, &n);
   const bool wanted = st.MPI_TAG == tag && n == bytes;
   std::vector<char> junk(wanted ? 0 : static_cast<std::size_t>(n > 0 ? n : 1));
-  check(MPI_Recv(wanted ? into : junk.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ch.comm,
-                 MPI_STATUS_IGNORE),
-        "recv (control)");
+  check_mpi(MPI_Recv(wanted ? into : junk.data(), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, ch.comm,
+                     MPI_STATUS_IGNORE),
+            "recv (control)");
   ++ch.received[static_cast<std::size_t>(st.MPI_SOURCE)];
   return wanted;
 }
@@ -214,11 +206,11 @@ Current& current() {
 CommRecord& record_of(MPI_Comm comm) {
   Channel& ch = channel();
   if (ch.keyval == MPI_KEYVAL_INVALID)
-    check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &delete_record, &ch.keyval, nullptr),
-          "create keyval");
+    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &delete_record, &ch.keyval, nullptr),
+              "create keyval");
   void* attr = nullptr;
   int found = 0;
-  check(MPI_Comm_get_attr(comm, ch.keyval, &attr, &found), "get attribute");
+  check_mpi(MPI_Comm_get_attr(comm, ch.keyval, &attr, &found), "get attribute");
   if (found) return *static_cast<CommRecord*>(attr);
   auto r = std::make_unique<CommRecord>();
   int size = 1;
@@ -240,7 +232,7 @@ CommRecord& record_of(MPI_Comm comm) {
     h *= 1099511628211ull;
   }
   r->key = h ^ static_cast<std::uint64_t>(size);
-  check(MPI_Comm_set_attr(comm, ch.keyval, r.get()), "set attribute");
+  check_mpi(MPI_Comm_set_attr(comm, ch.keyval, r.get()), "set attribute");
   ch.records.push_back(r.get());
   return *r.release();
 }
@@ -248,15 +240,15 @@ CommRecord& record_of(MPI_Comm comm) {
 void open_channel() {
   Channel& ch = channel();
   if (ch.comm != MPI_COMM_NULL) return;
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &ch.comm), "comm dup");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &ch.comm), "comm dup");
   int n = 0;
   MPI_Comm_size(ch.comm, &n);
   ch.sent.assign(static_cast<std::size_t>(n), 0);
   ch.received.assign(static_cast<std::size_t>(n), 0);
   int key = MPI_KEYVAL_INVALID;
-  check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &drain_at_finalize, &key, nullptr),
-        "create keyval");
-  check(MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr), "set attribute");
+  check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &drain_at_finalize, &key, nullptr),
+            "create keyval");
+  check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr), "set attribute");
 }
 
 bool channel_open() {
@@ -342,7 +334,7 @@ void service() {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ch.comm, &flag, &st), "iprobe (control)");
+    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, ch.comm, &flag, &st), "iprobe (control)");
     if (!flag) break;
     Query q;
     Answer a;
