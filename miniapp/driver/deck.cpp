@@ -22,6 +22,7 @@
 
 #include "driver/checked_product.hpp"
 #include "driver/deck_key_types.hpp"
+#include "driver/deck_rules.hpp"
 #include "driver/sweep_combinations.hpp"
 
 namespace paraxis::driver {
@@ -165,12 +166,12 @@ struct Located {
   }
   // The place of the first of `keys` that was given a value (a key before a section: its line
   // is the more precise); the deck when all are defaults.
-  std::string where(std::initializer_list<const char*> keys) const;
+  std::string where(const std::vector<std::string>& keys) const;
 };
 
-std::string Located::where(std::initializer_list<const char*> keys) const {
+std::string Located::where(const std::vector<std::string>& keys) const {
   for (const bool sections : {false, true})
-    for (const char* k : keys)
+    for (const auto& k : keys)
       if (auto it = origin.find(k); it != origin.end() && (sections || find_key(k)))
         return it->second;
   return path;
@@ -229,101 +230,16 @@ std::string num(long long v) {
   return std::to_string(v);
 }
 
-// tp * pp * dp when it is a possible world size (fits an int), else nullopt.
-std::optional<long long> grid_world(const ParallelConfig& p) {
-  return checked_product({p.tp, p.pp, p.dp}, INT_MAX);
-}
-
-// Constraints between keys for one point; world = 0 skips the world-size checks. A rule is
-// judged when every key it reads parsed (the others keep their defaults, which would mislead).
+// Constraints between keys for one point (deck_rules.hpp); world = 0 skips the world-size
+// checks. A rule is judged when every key it reads parsed (the others keep their defaults,
+// which would mislead).
 std::vector<DeckError> check_constraints(const RunConfig& c, int world, const Located& loc) {
   std::vector<DeckError> e;
-  // keys: the key the error names first, then the others the rule reads.
-  auto rule = [&](std::initializer_list<const char*> keys, bool broken, const std::string& msg) {
-    if (!broken) return;
-    for (const char* k : keys)
-      if (loc.is_bad(k)) return;
-    e.push_back({*keys.begin(), loc.where(keys), msg});
-  };
-  const auto& m = c.model;
-  const auto& t = c.train;
-  const auto& p = c.parallel;
-  rule({"model.heads", "model.hidden"}, m.hidden % m.heads != 0,
-       "heads = " + num(m.heads) + " does not divide model.hidden = " + num(m.hidden));
-  rule({"model.moe.top_k", "model.moe.experts"}, m.moe.experts > 0 && m.moe.top_k > m.moe.experts,
-       "top_k = " + num(m.moe.top_k) + " exceeds model.moe.experts = " + num(m.moe.experts));
-  rule({"train.micro_batch", "train.global_batch"}, t.global_batch % t.micro_batch != 0,
-       "micro_batch = " + num(t.micro_batch) +
-           " does not divide train.global_batch = " + num(t.global_batch));
-  rule({"train.warmup_steps", "train.steps"}, t.warmup_steps >= t.steps,
-       "warmup_steps = " + num(t.warmup_steps) +
-           " leaves no measured step of train.steps = " + num(t.steps));
-  // Token indices are ints on the device (with headroom for the kernels' index arithmetic).
-  const long long tokens = static_cast<long long>(t.micro_batch) * m.seq_len;  // < 2^62
-  rule({"train.micro_batch", "model.seq_len"}, tokens > INT_MAX / 4,
-       "micro_batch * seq_len = " + num(t.micro_batch) + " * " + num(m.seq_len) + " = " +
-           num(tokens) + " overflows the token index (at most " + num(INT_MAX / 4) + ")");
-  rule({"model.moe.top_k", "train.micro_batch", "model.seq_len", "model.moe.experts"},
-       m.moe.experts > 0 && tokens <= INT_MAX / 4 &&
-           !checked_product({tokens, m.moe.top_k}, INT_MAX / 4),
-       "micro_batch * seq_len * top_k = " + num(tokens) + " * " + num(m.moe.top_k) +
-           " overflows the routing index (at most " + num(INT_MAX / 4) + ")");
-  const auto w = grid_world(p);
-  const std::string grid_text =
-      "tp * pp * dp = " + num(p.tp) + " * " + num(p.pp) + " * " + num(p.dp);
-  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, !w,
-       grid_text + " exceeds the largest world size, " + num(INT_MAX) + " ranks");
-  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, w && world > 0 && *w != world,
-       grid_text + " = " + (w ? num(*w) : "") + " but the run has " + num(world) + " ranks");
-  rule({"parallel.ep", "parallel.dp"}, p.dp % p.ep != 0,
-       "ep = " + num(p.ep) + " does not divide parallel.dp = " + num(p.dp));
-  const long long replica_batch = static_cast<long long>(p.dp) * t.micro_batch;  // < 2^62
-  rule({"train.global_batch", "parallel.dp", "train.micro_batch"},
-       t.global_batch % replica_batch != 0,
-       "global_batch = " + num(t.global_batch) +
-           " is not a multiple of parallel.dp * train.micro_batch = " + num(p.dp) + " * " +
-           num(t.micro_batch));
-  // What each axis needs of the model and the batch (checked even for axes not built yet, so
-  // a deck learns everything that is wrong with it at once).
-  if (p.tp > 1) {
-    rule({"parallel.tp", "model.heads"}, m.heads % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
-    rule({"parallel.tp", "model.ffn"}, m.ffn % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
-    rule({"parallel.sequence_parallel", "parallel.tp", "model.seq_len"},
-         p.sequence_parallel && m.seq_len % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.seq_len = " + num(m.seq_len) +
-             " (sequence parallelism shards it)");
+  for (const auto& v : config_rule_violations(c, world)) {
+    bool judged = true;
+    for (const auto& k : v.keys) judged = judged && !loc.is_bad(k);
+    if (judged) e.push_back({v.keys.front(), loc.where(v.keys), v.message});
   }
-  if (p.pp > 1) {
-    const long long micro = t.global_batch / replica_batch;
-    const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;  // < 2^62
-    rule({"parallel.pp", "parallel.virtual_stages", "model.layers"}, m.layers < chunks,
-         "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
-    rule({"train.micro_batch", "parallel.schedule", "parallel.pp", "train.global_batch",
-          "parallel.dp"},
-         p.schedule == "interleaved" && micro % p.pp != 0,
-         "the interleaved schedule needs micro-batches per replica (" + num(micro) +
-             " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
-    if (!p.stage_layers.empty()) {
-      long long sum = 0;  // entries <= INT_MAX: no overflow below 2^32 entries
-      int smallest = 1;
-      for (int l : p.stage_layers) {
-        sum += l;
-        smallest = std::min(smallest, l);
-      }
-      rule({"parallel.stage_layers", "parallel.pp", "parallel.virtual_stages", "model.layers"},
-           static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
-               smallest < 1,
-           "needs pp * virtual_stages = " + num(chunks) +
-               " entries >= 1 summing to model.layers = " + num(m.layers));
-    }
-  }
-  rule({"parallel.virtual_stages", "parallel.schedule"},
-       p.schedule != "interleaved" && p.virtual_stages != 1,
-       "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
-  rule({"parallel.ep", "model.moe.experts"}, m.moe.experts > 0 && m.moe.experts % p.ep != 0,
-       "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
   return e;
 }
 

@@ -8,7 +8,6 @@
 #include <cctype>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>

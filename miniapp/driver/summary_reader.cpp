@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "driver/deck_rules.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
@@ -167,6 +168,7 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   const json& m = c.child(cfg, path, "model");
   c.integer(m, mp, "vocab", 2, kMaxInt);
   const long long seq_len = c.integer(m, mp, "seq_len", 1, kMaxInt);
+  RunConfig rc;  // what the rules between keys read (deck_rules.hpp)
   const long long hidden = c.integer(m, mp, "hidden", 1, kMaxInt);
   const long long heads = c.integer(m, mp, "heads", 1, kMaxInt);
   const long long layers = c.integer(m, mp, "layers", 1, kMaxInt);
@@ -177,16 +179,12 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   const long long top_k = c.integer(e, ep_, "top_k", 1, kMaxInt);
   c.integer(e, ep_, "every", 1, kMaxInt);
   for (const char* k : {"capacity_factor", "aux_loss_coef", "router_skew"}) c.number(e, ep_, k, 0);
-  if (hidden % heads != 0)
-    c.fail(Checker::at(mp, "heads"), num(heads) + " does not divide model.hidden = " + num(hidden));
-  if (experts > 0 && top_k > experts)
-    c.fail(Checker::at(ep_, "top_k"), num(top_k) + " exceeds model.moe.experts = " + num(experts));
 
   const json& t = c.child(cfg, path, "train");
   const long long gb = c.integer(t, tr, "global_batch", 1, kMaxInt);
   const long long mb = c.integer(t, tr, "micro_batch", 1, kMaxInt);
-  c.integer(t, tr, "steps", 1, kMaxInt);
-  c.integer(t, tr, "warmup_steps", 0, kMaxInt);
+  const long long steps = c.integer(t, tr, "steps", 1, kMaxInt);
+  const long long warmup = c.integer(t, tr, "warmup_steps", 0, kMaxInt);
   c.number(t, tr, "lr", 0);
   c.integer(t, tr, "seed", 0, LLONG_MAX);
   c.choice(t, tr, "precision", {"fp64", "fp32", "bf16"});
@@ -207,9 +205,9 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   s.v = c.integer(p, pa, "virtual_stages", 1, kMaxInt);
   const std::string sl = Checker::at(pa, "stage_layers");
   const json& stage_layers = c.array(c.need(p, pa, "stage_layers"), sl);
-  long long layer_sum = 0;
   for (std::size_t i = 0; i < stage_layers.size(); ++i)
-    layer_sum += c.integer(stage_layers[i], Checker::at(sl, i), 1, kMaxInt);
+    rc.parallel.stage_layers.push_back(
+        static_cast<int>(c.integer(stage_layers[i], Checker::at(sl, i), 1, kMaxInt)));
   const bool sp = c.boolean(p, pa, "sequence_parallel");
   c.choice(p, pa, "order", {"tp-pp-dp", "tp-dp-pp"});
 
@@ -222,42 +220,33 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   c.string(h, hw, "gemm");
   if (Checker::maybe(h, "calibrate")) c.boolean(h, hw, "calibrate");
 
-  // Shape rules the models rely on (the deck's constraints for a point that ran).
-  auto rule = [&](const char* key, const std::string& what) { c.fail(Checker::at(pa, key), what); };
-  if (s.tp * s.pp * s.dp > kMaxInt)
-    rule("tp", "tp * pp * dp = " + num(s.tp) + " * " + num(s.pp) + " * " + num(s.dp) + " exceeds " +
-                   num(kMaxInt) + " ranks");
-  if (s.dp % s.ep != 0) rule("ep", num(s.ep) + " does not divide parallel.dp = " + num(s.dp));
-  if (experts > 0 && experts % s.ep != 0)
-    rule("ep", num(s.ep) + " does not divide model.moe.experts = " + num(experts));
-  if (gb % (s.dp * mb) != 0)
-    c.fail(Checker::at(tr, "global_batch"), num(gb) +
-                                                " is not a multiple of parallel.dp * "
-                                                "train.micro_batch = " +
-                                                num(s.dp) + " * " + num(mb));
+  // The rules between keys that let the point run at all (the deck's, stated once).
+  rc.model.seq_len = static_cast<int>(seq_len);
+  rc.model.hidden = static_cast<int>(hidden);
+  rc.model.heads = static_cast<int>(heads);
+  rc.model.layers = static_cast<int>(layers);
+  rc.model.ffn = static_cast<int>(ffn);
+  rc.model.moe.experts = static_cast<int>(experts);
+  rc.model.moe.top_k = static_cast<int>(top_k);
+  rc.train.global_batch = static_cast<int>(gb);
+  rc.train.micro_batch = static_cast<int>(mb);
+  rc.train.steps = static_cast<int>(steps);
+  rc.train.warmup_steps = static_cast<int>(warmup);
+  rc.parallel.tp = static_cast<int>(s.tp);
+  rc.parallel.pp = static_cast<int>(s.pp);
+  rc.parallel.dp = static_cast<int>(s.dp);
+  rc.parallel.ep = static_cast<int>(s.ep);
+  rc.parallel.schedule = schedule;
+  rc.parallel.virtual_stages = static_cast<int>(s.v);
+  rc.parallel.sequence_parallel = sp;
+  for (const auto& v : config_rule_violations(rc, 0))
+    c.fail(Checker::at(path, v.keys.front()), v.message);
   s.micro_batches = gb / (s.dp * mb);
-  if (heads % s.tp != 0) rule("tp", num(s.tp) + " does not divide model.heads = " + num(heads));
-  if (ffn % s.tp != 0) rule("tp", num(s.tp) + " does not divide model.ffn = " + num(ffn));
-  if (sp && seq_len % s.tp != 0)
-    rule("tp", num(s.tp) + " does not divide model.seq_len = " + num(seq_len) +
-                   " (sequence parallelism)");
   const long long chunks = s.pp * s.v;  // both <= INT_MAX: no overflow in 64 bits
-  if (chunks > layers)
-    rule("pp", "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(layers));
-  if (schedule != "interleaved" && s.v != 1)
-    rule("virtual_stages", num(s.v) + " needs parallel.schedule interleaved");
-  if (schedule == "interleaved" && s.micro_batches % s.pp != 0)
-    rule("schedule", "interleaved needs micro-batches per replica (" + num(s.micro_batches) +
-                         ") divisible by parallel.pp = " + num(s.pp));
-  if (!stage_layers.empty() &&
-      (static_cast<long long>(stage_layers.size()) != chunks || layer_sum != layers))
-    c.fail(sl, "expected pp * virtual_stages = " + num(chunks) +
-                   " entries summing to model.layers = " + num(layers) + ", got " +
-                   shown(stage_layers));
   if (chunks > kMaxReportScheduleChunks / s.micro_batches)
-    rule("pp", "pp * virtual_stages * micro-batches = " + num(chunks) + " * " +
-                   num(s.micro_batches) + " exceeds the report's limit of " +
-                   num(kMaxReportScheduleChunks));
+    c.fail(Checker::at(pa, "pp"), "pp * virtual_stages * micro-batches = " + num(chunks) + " * " +
+                                      num(s.micro_batches) + " exceeds the report's limit of " +
+                                      num(kMaxReportScheduleChunks));
   return s;
 }
 
