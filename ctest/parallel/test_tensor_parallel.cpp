@@ -1,11 +1,14 @@
-// Tensor-parallel layers on 2 and 4 ranks in fp64: every rank cuts its shard out of the same
-// random full tensors (same seed) and the results must match a single-rank computation of
-// the full layer done in this process with the same kernels: forward output, input gradient,
-// weight and bias gradient shards. Also the Megatron MLP pair (column then row), plain and
-// with sequence parallelism (all-gather + reduce-scatter instead of all-reduce), the deferred
-// reduction of Q, K, V sharing one input, the vocabulary-parallel embedding + LM head +
-// cross-entropy with a padded vocabulary, and the CommLog against Megatron's traffic: one
-// all-reduce of tokens x hidden elements forward and one backward per column/row pair.
+// The tensor-parallel layers GptModel runs (model/tensor_parallel.hpp) on 2 and 4 ranks in fp64:
+// every rank cuts its shard out of the same random full tensors (same seed) and the results
+// must match a single-rank computation of the full layer done in this process with the same
+// kernels: forward output, input gradient, weight and bias gradient shards. Also the Megatron
+// MLP pair (column then row), plain and with sequence parallelism (all-gather + reduce-scatter
+// instead of all-reduce, the LayerNorm output gathered again for the weight gradient, as the
+// block does), the deferred reduction of Q, K, V sharing one input, the vocabulary-parallel
+// embedding + LM head + cross-entropy with a padded vocabulary (plain and sequence-parallel),
+// the one-rank group (no call, the single-rank computation bit for bit), and the CommLog
+// against Megatron's traffic: one all-reduce of tokens x hidden elements forward and one
+// backward per column/row pair.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -21,26 +24,63 @@ using namespace paraxis::parallel;
 using namespace paraxis::model;
 namespace pk = paraxis::kernels;
 using ktest::expect_close;
-using ktest::make1;
-using ktest::make2;
 using ktest::random_vec;
-using ktest::Space;
 using ktest::to_host;
-using V1 = ktest::V1<double>;
-using V2 = ktest::V2<double>;
 using pk::Trans;
 
 namespace {
+
+// The space GptModel runs its layers on.
+using Space = Kokkos::DefaultExecutionSpace;
+template <class T>
+using W1 = pk::View1<T, Space>;
+template <class T>
+using W2 = pk::View2<T, Space>;
+using V1 = W1<double>;
+using V2 = W2<double>;
+
+template <class T>
+W1<T> make1(const std::vector<double>& d) {
+  W1<T> v("v1", d.size());
+  ktest::fill(v, d);
+  return v;
+}
+template <class T>
+W2<T> make2(std::size_t r, std::size_t c, const std::vector<double>& d) {
+  W2<T> v("v2", r, c);
+  ktest::fill(v, d);
+  return v;
+}
 
 // 14 tokens (2 sequences of 7), hidden 8, ffn 16 (divisible by tp = 2 and 4), vocabulary 53
 // (padded to 54 or 56).
 const int kN = 14, kS = 7, kH = 8, kF = 16, kV = 53;
 const double kTol = 1e-13;
 
+// Megatron's traffic, as the CommLog records it (nccl-tests S, bytes per call): a column/row
+// pair does one all-reduce of tokens x hidden elements forward and one backward (with sequence
+// parallelism an all-gather and a reduce-scatter of the same S instead: all-gather, the
+// gathered output; reduce-scatter, the full input); the vocabulary-parallel embedding one
+// all-reduce of tokens x hidden; the vocabulary-parallel cross-entropy a max all-reduce of
+// tokens accumulators and one sum all-reduce of 2 x tokens (the sum of exponentials and the
+// target logit, fused).
+std::size_t tokens_hidden_bytes(std::size_t tokens, int hidden, std::size_t elem) {
+  return tokens * static_cast<std::size_t>(hidden) * elem;
+}
+std::size_t ce_max_bytes(std::size_t tokens, std::size_t acc) {
+  return tokens * acc;
+}
+std::size_t ce_sum_bytes(std::size_t tokens, std::size_t acc) {
+  return 2 * tokens * acc;
+}
+
 struct Tp {
   CommLog log;
-  std::unique_ptr<Communicator> c = make_communicator("mpi", MPI_COMM_WORLD, Axis::tp, &log);
+  std::unique_ptr<Communicator> c =
+      make_communicator(paraxis::config::CommBackend::mpi, MPI_COMM_WORLD, Axis::tp, &log);
   int r = c->rank(), n = c->size();
+  TpGroup plain() const { return {c.get(), false}; }
+  TpGroup sp() const { return {c.get(), true}; }
 };
 
 // Columns [off, off + n) of a row-major rows x cols matrix; columns past `cols` are 0 (padding).
@@ -70,7 +110,7 @@ pk::View1<int, Space> int_view(const std::vector<int>& t) {
   return v;
 }
 
-// The single-rank linear layer (what GptModel does): y = x w + b; backward dx, dw, db.
+// The unsharded linear layer, the reference: y = x w + b; backward dx, dw, db.
 void full_forward(const V2& x, const V2& w, const V1& b, const V2& y) {
   pk::gemm(Space(), Trans::N, Trans::N, 1.0, x, w, 0.0, y);
   if (b.data()) pk::bias_add(Space(), y, b);
@@ -83,7 +123,7 @@ void full_backward(const V2& dy, const V2& x, const V2& w, const V2& dx, const V
 }
 
 template <class F>
-void expect_shape_error_contains(const F& f, const std::string& part) {
+void expect_invalid_argument_contains(const F& f, const std::string& part) {
   try {
     f();
     ADD_FAILURE() << "expected std::invalid_argument";
@@ -92,12 +132,14 @@ void expect_shape_error_contains(const F& f, const std::string& part) {
   }
 }
 
+// The tp events from `from` on: each op (all_reduce unless given) with its bytes.
 void expect_events(const CommLog& log, std::size_t from, const std::vector<std::size_t>& bytes,
-                   const std::string& what) {
+                   const std::string& what, const std::vector<std::string>& ops = {}) {
   const auto& e = log.events();
   ASSERT_EQ(e.size() - from, bytes.size()) << what << ": number of tp collectives";
   for (std::size_t k = 0; k < bytes.size(); ++k) {
-    EXPECT_STREQ(e[from + k].op, "all_reduce") << what << " call " << k;
+    EXPECT_EQ(std::string(e[from + k].op), ops.empty() ? "all_reduce" : ops[k])
+        << what << " call " << k;
     EXPECT_EQ(e[from + k].axis, Axis::tp) << what << " call " << k;
     EXPECT_EQ(e[from + k].bytes, bytes[k]) << what << " call " << k;
   }
@@ -105,6 +147,7 @@ void expect_events(const CommLog& log, std::size_t from, const std::vector<std::
 
 TEST(tensor_parallel, column_parallel_matches_full_layer_fp64) {
   Tp tp;
+  const TpGroup g = tp.plain();
   const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
   const auto x = random_vec(kN * kH, 1), w = random_vec(kH * kF, 2), b = random_vec(kF, 3);
   const auto dy = random_vec(kN * kF, 4);
@@ -121,19 +164,27 @@ TEST(tensor_parallel, column_parallel_matches_full_layer_fp64) {
       DYl = make2<double>(kN, sh.size, col_block(dy, kN, kF, sh.offset, sh.size));
   V2 DXt("dx_tp", kN, kH), DWl("dwl", kH, sh.size);
   V1 DBl("dbl", sh.size);
-  column_parallel_forward(Space(), X, Wl, Bl, Yl);
+  const V2 Xin = tp_gather_tokens(Space(), g, X, V2());
+  EXPECT_EQ(Xin.data(), X.data()) << "without sequence parallelism the input is not gathered";
+  column_parallel_forward(Space(), Xin, Wl, Bl, Yl);
   expect_events(tp.log, 0, {}, "column forward");
-  column_parallel_backward(Space(), *tp.c, DYl, X, Wl, DXt, 0.0, DWl, DBl);
-  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 8)}, "column backward");
+  column_parallel_backward(Space(), g, DYl, Xin, Wl, tp_partial_target(g, DXt, V2()), 0.0, DXt, DWl,
+                           DBl);
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 8)}, "column backward");
 
   expect_close(to_host(Yl), col_block(to_host(Y), kN, kF, sh.offset, sh.size), kTol, kTol, "y");
   expect_close(to_host(DXt), to_host(DX), kTol, kTol, "dx");
   expect_close(to_host(DWl), col_block(to_host(DW), kH, kF, sh.offset, sh.size), kTol, kTol, "dw");
   expect_close(to_host(DBl), vec_block(to_host(DB), sh.offset, sh.size), kTol, kTol, "db");
+  // A partial sum is reduced in place without sequence parallelism: another target is refused.
+  V2 elsewhere("elsewhere", kN, kH);
+  expect_invalid_argument_contains([&] { tp_reduce_partial(Space(), g, elsewhere, DXt); },
+                                   "expected partial == out");
 }
 
 TEST(tensor_parallel, row_parallel_matches_full_layer_fp64) {
   Tp tp;
+  const TpGroup g = tp.plain();
   const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
   const auto x = random_vec(kN * kF, 11), w = random_vec(kF * kH, 12), b = random_vec(kH, 13);
   const auto dy = random_vec(kN * kH, 14);
@@ -147,74 +198,40 @@ TEST(tensor_parallel, row_parallel_matches_full_layer_fp64) {
   V2 Wl = make2<double>(sh.size, kH, row_block(w, kF, kH, sh.offset, sh.size));
   V2 Yt("y_tp", kN, kH), DXl("dxl", kN, sh.size), DWl("dwl", sh.size, kH);
   V1 DBt("db_tp", kH);
-  row_parallel_forward(Space(), *tp.c, Xl, Wl, B, Yt);
-  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 8)}, "row forward");
-  row_parallel_backward(Space(), DY, Xl, Wl, DXl, 0.0, DWl, DBt);
-  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 8)}, "row backward");
+  row_parallel_forward(Space(), g, Xl, Wl, B, tp_partial_target(g, Yt, V2()), Yt);
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 8)}, "row forward");
+  row_parallel_backward(Space(), tp_gather_tokens(Space(), g, DY, V2()), Xl, Wl, DXl, 0.0, DWl,
+                        DBt);
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 8)}, "row backward");
 
   expect_close(to_host(Yt), to_host(Y), kTol, kTol, "y");
   expect_close(to_host(DXl), col_block(to_host(DX), kN, kF, sh.offset, sh.size), kTol, kTol, "dx");
   expect_close(to_host(DWl), row_block(to_host(DW), kF, kH, sh.offset, sh.size), kTol, kTol, "dw");
   expect_close(to_host(DBt), to_host(DB), kTol, kTol, "db");
+
+  // The partial form (the MoE experts' W2): the bias on tp rank 0 only, so that the later sum
+  // adds it once; summed over the group it is the unsharded output.
+  V2 Yp("y_partial", kN, kH);
+  row_parallel_partial_forward(Space(), g, Xl, Wl, B, Yp);
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 8)}, "partial forward: no call");
+  tp_all_reduce(Space(), *tp.c, Yp);
+  expect_close(to_host(Yp), to_host(Y), kTol, kTol, "sum of the partial outputs");
 }
 
-// Megatron's MLP: w1 column-parallel, GeLU on the local columns, w2 row-parallel.
-TEST(tensor_parallel, mlp_pair_matches_unsharded_mlp_with_one_all_reduce_each_way_fp64) {
+// Megatron's MLP: w1 column-parallel, GeLU on the local columns, w2 row-parallel; and the same
+// with sequence parallelism on 16 tokens, each rank holding 16 / tp of them outside the pair:
+// all-gather in front of w1, reduce-scatter behind w2, then backward the all-gather of the
+// output gradient, the input gathered again for w1's gradient (the block keeps only its
+// LayerNorm output's sequence shard) and the reduce-scatter of the input gradient.
+void mlp_pair_matches_unsharded_mlp(bool sequence_parallel) {
   Tp tp;
-  const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
-  const auto x = random_vec(kN * kH, 21), w1 = random_vec(kH * kF, 22), b1 = random_vec(kF, 23);
-  const auto w2 = random_vec(kF * kH, 24), b2 = random_vec(kH, 25), dy = random_vec(kN * kH, 26);
-  // Unsharded.
-  V2 X = make2<double>(kN, kH, x), W1 = make2<double>(kH, kF, w1), W2 = make2<double>(kF, kH, w2);
-  V1 B1 = make1<double>(b1), B2 = make1<double>(b2);
-  V2 U("u", kN, kF), G("g", kN, kF), Y("y", kN, kH), DY = make2<double>(kN, kH, dy);
-  V2 DG("dg", kN, kF), DU("du", kN, kF), DX("dx", kN, kH), DW1("dw1", kH, kF), DW2("dw2", kF, kH);
-  V1 DB1("db1", kF), DB2("db2", kH);
-  full_forward(X, W1, B1, U);
-  pk::gelu_forward(Space(), U, G);
-  full_forward(G, W2, B2, Y);
-  full_backward(DY, G, W2, DG, DW2, DB2);
-  pk::gelu_backward(Space(), U, DG, DU);
-  full_backward(DU, X, W1, DX, DW1, DB1);
-  // Tensor-parallel.
-  V2 W1l = make2<double>(kH, sh.size, col_block(w1, kH, kF, sh.offset, sh.size));
-  V1 B1l = make1<double>(vec_block(b1, sh.offset, sh.size));
-  V2 W2l = make2<double>(sh.size, kH, row_block(w2, kF, kH, sh.offset, sh.size));
-  V2 Ul("ul", kN, sh.size), Gl("gl", kN, sh.size), Yt("y_tp", kN, kH);
-  V2 DGl("dgl", kN, sh.size), DUl("dul", kN, sh.size), DXt("dx_tp", kN, kH);
-  V2 DW1l("dw1l", kH, sh.size), DW2l("dw2l", sh.size, kH);
-  V1 DB1l("db1l", sh.size), DB2t("db2_tp", kH);
-  column_parallel_forward(Space(), X, W1l, B1l, Ul);
-  pk::gelu_forward(Space(), Ul, Gl);
-  row_parallel_forward(Space(), *tp.c, Gl, W2l, B2, Yt);
-  const std::size_t pair = tp_pair_all_reduce_bytes(kN, kH, 8);
-  expect_events(tp.log, 0, {pair}, "MLP forward");
-  row_parallel_backward(Space(), DY, Gl, W2l, DGl, 0.0, DW2l, DB2t);
-  pk::gelu_backward(Space(), Ul, DGl, DUl);
-  column_parallel_backward(Space(), *tp.c, DUl, X, W1l, DXt, 0.0, DW1l, DB1l);
-  expect_events(tp.log, 0, {pair, pair}, "MLP forward + backward");
-  EXPECT_EQ(tp.log.totals()[static_cast<std::size_t>(Axis::tp)].bytes,
-            2u * kN * kH * sizeof(double));
-
-  expect_close(to_host(Yt), to_host(Y), kTol, kTol, "y");
-  expect_close(to_host(DXt), to_host(DX), kTol, kTol, "dx");
-  expect_close(to_host(DW1l), col_block(to_host(DW1), kH, kF, sh.offset, sh.size), kTol, kTol,
-               "dw1");
-  expect_close(to_host(DB1l), vec_block(to_host(DB1), sh.offset, sh.size), kTol, kTol, "db1");
-  expect_close(to_host(DW2l), row_block(to_host(DW2), kF, kH, sh.offset, sh.size), kTol, kTol,
-               "dw2");
-  expect_close(to_host(DB2t), to_host(DB2), kTol, kTol, "db2");
-}
-
-// The same MLP with sequence parallelism: each rank holds its block of 16 / tp tokens outside
-// the pair; all-gather in front of w1, reduce-scatter behind w2, and the reverse backward.
-TEST(tensor_parallel, sequence_parallel_mlp_pair_matches_unsharded_mlp_fp64) {
-  Tp tp;
+  const TpGroup g = sequence_parallel ? tp.sp() : tp.plain();
   const int n = 16;  // 2 sequences of 8: divisible by tp = 2 and 4
   const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
-  const auto sq = even_shard("model.seq_len", n, tp.n, tp.r);
+  const auto sq = sequence_parallel ? even_shard("tokens", n, tp.n, tp.r) : ShardRange{0, n};
   const auto x = random_vec(n * kH, 61), w1 = random_vec(kH * kF, 62), b1 = random_vec(kF, 63);
   const auto w2 = random_vec(kF * kH, 64), b2 = random_vec(kH, 65), dy = random_vec(n * kH, 66);
+  // Unsharded.
   V2 X = make2<double>(n, kH, x), W1 = make2<double>(kH, kF, w1), W2 = make2<double>(kF, kH, w2);
   V1 B1 = make1<double>(b1), B2 = make1<double>(b2);
   V2 U("u", n, kF), G("g", n, kF), Y("y", n, kH), DY = make2<double>(n, kH, dy);
@@ -226,32 +243,35 @@ TEST(tensor_parallel, sequence_parallel_mlp_pair_matches_unsharded_mlp_fp64) {
   full_backward(DY, G, W2, DG, DW2, DB2);
   pk::gelu_backward(Space(), U, DG, DU);
   full_backward(DU, X, W1, DX, DW1, DB1);
-
+  // Tensor-parallel: this rank's tokens outside the pair, its ffn columns inside.
   V2 Xs = make2<double>(sq.size, kH, row_block(x, n, kH, sq.offset, sq.size));
   V2 DYs = make2<double>(sq.size, kH, row_block(dy, n, kH, sq.offset, sq.size));
   V2 W1l = make2<double>(kH, sh.size, col_block(w1, kH, kF, sh.offset, sh.size));
   V1 B1l = make1<double>(vec_block(b1, sh.offset, sh.size));
   V2 W2l = make2<double>(sh.size, kH, row_block(w2, kF, kH, sh.offset, sh.size));
-  V2 Xf("x_full", n, kH), Ul("ul", n, sh.size), Gl("gl", n, sh.size), Yp("y_partial", n, kH);
-  V2 Ys("y_seq", sq.size, kH), DYf("dy_full", n, kH), DGl("dgl", n, sh.size);
-  V2 DUl("dul", n, sh.size), DXp("dx_partial", n, kH), DXs("dx_seq", sq.size, kH);
+  V2 full("full", n, kH), dfull("dfull", n, kH), part("partial", n, kH);
+  V2 Ul("ul", n, sh.size), Gl("gl", n, sh.size), Ys("y_tp", sq.size, kH);
+  V2 DGl("dgl", n, sh.size), DUl("dul", n, sh.size), DXs("dx_tp", sq.size, kH);
   V2 DW1l("dw1l", kH, sh.size), DW2l("dw2l", sh.size, kH);
   V1 DB1l("db1l", sh.size), DB2t("db2_tp", kH);
-  column_parallel_forward_sp(Space(), *tp.c, Xs, Xf, W1l, B1l, Ul);
+  column_parallel_forward(Space(), tp_gather_tokens(Space(), g, Xs, full), W1l, B1l, Ul);
   pk::gelu_forward(Space(), Ul, Gl);
-  row_parallel_forward_sp(Space(), *tp.c, Gl, W2l, B2, Yp, Ys);
-  row_parallel_backward_sp(Space(), *tp.c, DYs, DYf, Gl, W2l, DGl, 0.0, DW2l, DB2t);
+  row_parallel_forward(Space(), g, Gl, W2l, B2, tp_partial_target(g, Ys, part), Ys);
+  row_parallel_backward(Space(), tp_gather_tokens(Space(), g, DYs, dfull), Gl, W2l, DGl, 0.0, DW2l,
+                        DB2t);
   pk::gelu_backward(Space(), Ul, DGl, DUl);
-  column_parallel_backward_sp(Space(), *tp.c, DUl, Xf, W1l, DXp, 0.0, DXs, DW1l, DB1l);
+  column_parallel_backward(Space(), g, DUl, tp_gather_tokens(Space(), g, Xs, full), W1l,
+                           tp_partial_target(g, DXs, part), 0.0, DXs, DW1l, DB1l);
 
-  // Same bytes as the two all-reduces of the plain pair, as gather + scatter pairs.
-  const std::size_t s = tp_pair_all_reduce_bytes(n, kH, 8);
-  const char* ops[] = {"all_gather", "reduce_scatter", "all_gather", "reduce_scatter"};
-  const auto& e = tp.log.events();
-  ASSERT_EQ(e.size(), 4u);
-  for (int k = 0; k < 4; ++k) {
-    EXPECT_STREQ(e[k].op, ops[k]) << "call " << k;
-    EXPECT_EQ(e[k].bytes, s) << "call " << k;
+  const std::size_t s = tokens_hidden_bytes(n, kH, 8);
+  if (sequence_parallel) {
+    // The same bytes as the two all-reduces of the plain pair, as gathers and scatters.
+    expect_events(tp.log, 0, {s, s, s, s, s}, "sequence-parallel MLP",
+                  {"all_gather", "reduce_scatter", "all_gather", "all_gather", "reduce_scatter"});
+  } else {
+    expect_events(tp.log, 0, {s, s}, "MLP forward + backward");
+    EXPECT_EQ(tp.log.totals()[static_cast<std::size_t>(Axis::tp)].bytes,
+              2u * n * kH * sizeof(double));
   }
   expect_close(to_host(Ys), row_block(to_host(Y), n, kH, sq.offset, sq.size), kTol, kTol, "y");
   expect_close(to_host(DXs), row_block(to_host(DX), n, kH, sq.offset, sq.size), kTol, kTol, "dx");
@@ -260,16 +280,28 @@ TEST(tensor_parallel, sequence_parallel_mlp_pair_matches_unsharded_mlp_fp64) {
   expect_close(to_host(DB1l), vec_block(to_host(DB1), sh.offset, sh.size), kTol, kTol, "db1");
   expect_close(to_host(DW2l), row_block(to_host(DW2), kF, kH, sh.offset, sh.size), kTol, kTol,
                "dw2");
-  EXPECT_EQ(to_host(DB2t), to_host(DB2)) << "db2 from the gathered gradient: the single-rank sum";
-  V2 too_short("too_short", 3, kH);  // rejected on every rank before any communication
-  expect_shape_error_contains([&] { tp_all_gather(Space(), *tp.c, Xs, too_short); },
-                              "tokens divisible by tp");
+  EXPECT_EQ(to_host(DB2t), to_host(DB2))
+      << "db2 from the full-token gradient on every rank: the single-rank sum";
+  if (sequence_parallel) {
+    V2 too_short("too_short", 3, kH);  // rejected on every rank before any communication
+    expect_invalid_argument_contains([&] { tp_gather_tokens(Space(), g, Xs, too_short); },
+                                     "tokens divisible by tp");
+  }
+}
+
+TEST(tensor_parallel, mlp_pair_matches_unsharded_mlp_with_one_all_reduce_each_way_fp64) {
+  mlp_pair_matches_unsharded_mlp(false);
+}
+
+TEST(tensor_parallel, sequence_parallel_mlp_pair_matches_unsharded_mlp_fp64) {
+  mlp_pair_matches_unsharded_mlp(true);
 }
 
 // Q, K, V: three column-parallel linears (heads split: hidden / tp columns each) reading the
 // same input; their input gradients are summed locally and reduced once.
 TEST(tensor_parallel, qkv_input_gradient_is_reduced_once_fp64) {
   Tp tp;
+  const TpGroup g = tp.plain();
   const auto sh = even_shard("model.hidden", kH, tp.n, tp.r);
   const auto x = random_vec(kN * kH, 31);
   V2 X = make2<double>(kN, kH, x), DX("dx", kN, kH), tmp("tmp", kN, kH), DXt("dx_tp", kN, kH);
@@ -281,12 +313,12 @@ TEST(tensor_parallel, qkv_input_gradient_is_reduced_once_fp64) {
     V2 Wl = make2<double>(kH, sh.size, col_block(w, kH, kH, sh.offset, sh.size));
     V2 DYl = make2<double>(kN, sh.size, col_block(dy, kN, kH, sh.offset, sh.size));
     V2 DWl("dwl", kH, sh.size);
-    column_parallel_backward(Space(), *tp.c, DYl, X, Wl, DXt, p == 0 ? 0.0 : 1.0, DWl, V1(),
+    column_parallel_backward(Space(), g, DYl, X, Wl, DXt, p == 0 ? 0.0 : 1.0, DXt, DWl, V1(),
                              p == 2 ? TpReduce::now : TpReduce::deferred);
     expect_close(to_host(DWl), col_block(to_host(DW), kH, kH, sh.offset, sh.size), kTol, kTol,
                  "dw " + std::to_string(p));
   }
-  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 8)}, "QKV backward");
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 8)}, "QKV backward");
   expect_close(to_host(DXt), to_host(DX), kTol, kTol, "dx");
 }
 
@@ -295,88 +327,179 @@ struct VocabRun {
   std::vector<double> x, dx, dhead_local, dwte_local, dwpe;
 };
 
-// Embedding -> LM head -> cross-entropy -> back, on this rank's vocabulary shard.
-VocabRun vocab_parallel_run(Tp& tp, const std::vector<int>& tokens, const std::vector<int>& targets,
-                            const std::vector<double>& wte, const std::vector<double>& wpe,
-                            const std::vector<double>& head) {
-  const auto sh = vocab_shard(kV, tp.n, tp.r);
+// Embedding -> LM head -> cross-entropy -> back on this rank's vocabulary shard, as
+// GptModel's chunk does it (x and dx: this rank's tokens).
+VocabRun vocab_parallel_run(const TpGroup& g, int n, int seq_len, const std::vector<int>& tokens,
+                            const std::vector<int>& targets, const std::vector<double>& wte,
+                            const std::vector<double>& wpe, const std::vector<double>& head) {
+  const auto sh = vocab_shard(kV, g.size(), g.rank());
+  const int nl = g.sp() ? n / g.size() : n;
   V2 WTEl = make2<double>(sh.size, kH, row_block(wte, kV, kH, sh.offset, sh.size));
-  V2 WPE = make2<double>(kS, kH, wpe);
+  V2 WPE = make2<double>(seq_len, kH, wpe);
   V2 HEADl = make2<double>(kH, sh.size, col_block(head, kH, kV, sh.offset, sh.size));
   auto tok = int_view(tokens), tgt = int_view(targets);
-  V2 X("x", kN, kH), L("logits_local", kN, sh.size), DL("dlogits_local", kN, sh.size);
-  V2 DX("dx", kN, kH), DHEADl("dhead_local", kH, sh.size), DWTEl("dwte_local", sh.size, kH);
-  V2 DWPE("dwpe", kS, kH);
-  V1 lse("lse", kN);
-  vocab_parallel_embedding_forward(Space(), *tp.c, tok, WTEl, WPE, kS, sh.offset, X);
-  column_parallel_forward(Space(), X, HEADl, V1(), L);
-  VocabParallelCrossEntropy<double> ce(kN);
-  const double loss = ce.forward(Space(), *tp.c, L, tgt, sh.offset, kV, lse);
-  ce.backward(Space(), L, tgt, lse, sh.offset, kV, 1.0 / kN, DL);
-  column_parallel_backward(Space(), *tp.c, DL, X, HEADl, DX, 0.0, DHEADl, V1());
-  vocab_parallel_embedding_backward(Space(), tok, DX, kS, sh.offset, DWTEl, DWPE);
+  V2 X("x", nl, kH), L("logits_local", n, sh.size), DL("dlogits_local", n, sh.size);
+  V2 DX("dx", nl, kH), DHEADl("dhead_local", kH, sh.size), DWTEl("dwte_local", sh.size, kH);
+  V2 DWPE("dwpe", seq_len, kH), full("full", n, kH), dfull("dfull", n, kH), part("part", n, kH);
+  V1 lse("lse", n);
+  vocab_parallel_embedding_forward(Space(), g, tok, WTEl, WPE, seq_len, sh.offset,
+                                   tp_partial_target(g, X, part), X);
+  column_parallel_forward(Space(), tp_gather_tokens(Space(), g, X, full), HEADl, V1(), L);
+  const VocabParallelCrossEntropy<double> ce =
+      g.size() > 1 ? VocabParallelCrossEntropy<double>(n) : VocabParallelCrossEntropy<double>();
+  const double loss = ce.forward(Space(), g, L, tgt, sh.offset, kV, lse);
+  ce.backward(Space(), g, L, tgt, lse, sh.offset, kV, 1.0 / n, DL);
+  column_parallel_backward(Space(), g, DL, tp_gather_tokens(Space(), g, X, full), HEADl,
+                           tp_partial_target(g, DX, part), 0.0, DX, DHEADl, V1());
+  vocab_parallel_embedding_backward(Space(), tok, tp_gather_tokens(Space(), g, DX, dfull), seq_len,
+                                    sh.offset, DWTEl, DWPE);
   return {loss, to_host(X), to_host(DX), to_host(DHEADl), to_host(DWTEl), to_host(DWPE)};
+}
+
+// The unsharded embedding -> head -> cross-entropy -> back, with the single-rank kernels.
+VocabRun unsharded_vocab_run(int n, int seq_len, const std::vector<int>& tokens,
+                             const std::vector<int>& targets, const std::vector<double>& wte,
+                             const std::vector<double>& wpe, const std::vector<double>& head) {
+  auto tok = int_view(tokens), tgt = int_view(targets);
+  V2 WTE = make2<double>(kV, kH, wte), WPE = make2<double>(seq_len, kH, wpe);
+  V2 HEAD = make2<double>(kH, kV, head), X("x", n, kH), L("logits", n, kV), DL("dl", n, kV);
+  V2 DX("dx", n, kH), DHEAD("dhead", kH, kV), DWTE("dwte", kV, kH), DWPE("dwpe", seq_len, kH);
+  V1 lse("lse", n);
+  pk::embedding_forward(Space(), tok, WTE, WPE, seq_len, 0, X);
+  full_forward(X, HEAD, V1(), L);
+  const double loss = pk::cross_entropy_forward(Space(), L, tgt, kV, lse);
+  pk::cross_entropy_backward(Space(), L, tgt, lse, kV, 1.0 / n, DL);
+  full_backward(DL, X, HEAD, DX, DHEAD, V1());
+  pk::embedding_backward(Space(), tok, DX, seq_len, 0, DWTE, DWPE);
+  return {loss, to_host(X), to_host(DX), to_host(DHEAD), to_host(DWTE), to_host(DWPE)};
+}
+
+struct VocabCase {
+  std::vector<int> tokens, targets;
+  std::vector<double> wte, wpe, head;
+};
+
+VocabCase vocab_case(int n, int seq_len) {
+  VocabCase c;
+  ktest::Rng rng(51);
+  c.tokens.resize(n);
+  c.targets.resize(n);
+  for (auto& t : c.tokens) t = rng.integer(kV);
+  for (auto& t : c.targets) t = rng.integer(kV);
+  c.tokens[0] = c.targets[1] = kV - 1;  // next to the padding, in the last shard
+  c.tokens[2] = c.targets[3] = 0;
+  c.wte = random_vec(kV * kH, 52);
+  c.wpe = random_vec(seq_len * kH, 53);
+  c.head = random_vec(kH * kV, 54, -3, 3);
+  return c;
 }
 
 TEST(tensor_parallel, vocab_parallel_embedding_head_and_cross_entropy_match_unsharded_fp64) {
   Tp tp;
   const auto sh = vocab_shard(kV, tp.n, tp.r);
   EXPECT_EQ(sh.size * tp.n, padded_vocab(kV, tp.n));
-  ktest::Rng rng(51);
-  std::vector<int> tokens(kN), targets(kN);
-  for (auto& t : tokens) t = rng.integer(kV);
-  for (auto& t : targets) t = rng.integer(kV);
-  tokens[0] = targets[1] = kV - 1;  // next to the padding, in the last shard
-  tokens[2] = targets[3] = 0;
-  const auto wte = random_vec(kV * kH, 52), wpe = random_vec(kS * kH, 53);
-  const auto head = random_vec(kH * kV, 54, -3, 3);
-
-  // Unsharded.
-  auto tok = int_view(tokens), tgt = int_view(targets);
-  V2 WTE = make2<double>(kV, kH, wte), WPE = make2<double>(kS, kH, wpe);
-  V2 HEAD = make2<double>(kH, kV, head), X("x", kN, kH), L("logits", kN, kV), DL("dl", kN, kV);
-  V2 DX("dx", kN, kH), DHEAD("dhead", kH, kV), DWTE("dwte", kV, kH), DWPE("dwpe", kS, kH);
-  V1 lse("lse", kN);
-  pk::embedding_forward(Space(), tok, WTE, WPE, kS, 0, X);
-  full_forward(X, HEAD, V1(), L);
-  const double loss = pk::cross_entropy_forward(Space(), L, tgt, kV, lse);
-  pk::cross_entropy_backward(Space(), L, tgt, lse, kV, 1.0 / kN, DL);
-  full_backward(DL, X, HEAD, DX, DHEAD, V1());
-  pk::embedding_backward(Space(), tok, DX, kS, 0, DWTE, DWPE);
-
-  const auto got = vocab_parallel_run(tp, tokens, targets, wte, wpe, head);
+  const VocabCase c = vocab_case(kN, kS);
+  const auto ref = unsharded_vocab_run(kN, kS, c.tokens, c.targets, c.wte, c.wpe, c.head);
+  const auto got =
+      vocab_parallel_run(tp.plain(), kN, kS, c.tokens, c.targets, c.wte, c.wpe, c.head);
   // Embedding: one all-reduce of tokens x hidden; cross-entropy: max (N), sums (2N); head
   // backward: the column-parallel input gradient (tokens x hidden).
-  const std::size_t nh = tp_pair_all_reduce_bytes(kN, kH, 8);
-  expect_events(tp.log, 0,
-                {nh, vocab_parallel_ce_max_bytes(kN, 8), vocab_parallel_ce_sum_bytes(kN, 8), nh},
+  const std::size_t nh = tokens_hidden_bytes(kN, kH, 8);
+  expect_events(tp.log, 0, {nh, ce_max_bytes(kN, 8), ce_sum_bytes(kN, 8), nh},
                 "vocab-parallel step");
-  EXPECT_EQ(got.x, to_host(X)) << "the embedding is exact: rank 0 adds positions, others 0";
-  EXPECT_NEAR(got.loss, loss, 1e-13 * loss);
+  EXPECT_EQ(got.x, ref.x) << "the embedding is exact: rank 0 adds positions, others 0";
+  EXPECT_NEAR(got.loss, ref.loss, 1e-13 * ref.loss);
   double loss0 = got.loss;
   tp.c->broadcast(&loss0, 1, DType::f64, 0);
   EXPECT_EQ(got.loss, loss0) << "every tp rank returns the same loss";
-  expect_close(got.dx, to_host(DX), kTol, kTol, "dx");
-  expect_close(got.dhead_local, col_block(to_host(DHEAD), kH, kV, sh.offset, sh.size), kTol, kTol,
+  expect_close(got.dx, ref.dx, kTol, kTol, "dx");
+  expect_close(got.dhead_local, col_block(ref.dhead_local, kH, kV, sh.offset, sh.size), kTol, kTol,
                "dhead (padding columns 0)");
-  expect_close(got.dwte_local, row_block(to_host(DWTE), kV, kH, sh.offset, sh.size), kTol, kTol,
+  expect_close(got.dwte_local, row_block(ref.dwte_local, kV, kH, sh.offset, sh.size), kTol, kTol,
                "dwte (padding rows 0)");
-  expect_close(got.dwpe, to_host(DWPE), kTol, kTol, "dwpe");
+  expect_close(got.dwpe, ref.dwpe, kTol, kTol, "dwpe");
 
   // A rerun of the same configuration is bitwise identical.
-  const auto again = vocab_parallel_run(tp, tokens, targets, wte, wpe, head);
+  const auto again =
+      vocab_parallel_run(tp.plain(), kN, kS, c.tokens, c.targets, c.wte, c.wpe, c.head);
   EXPECT_EQ(again.loss, got.loss);
   EXPECT_EQ(again.dx, got.dx);
   EXPECT_EQ(again.dhead_local, got.dhead_local);
   EXPECT_EQ(again.dwte_local, got.dwte_local);
 }
 
+// With sequence parallelism the embedding's reduction is a reduce-scatter (each rank keeps its
+// tokens), the LM head's input is gathered, and its input gradient reduce-scattered.
+TEST(tensor_parallel, sequence_parallel_vocab_embedding_head_and_loss_match_unsharded_fp64) {
+  Tp tp;
+  const int n = 16, seq = 8;  // divisible by tp = 2 and 4
+  const auto sh = vocab_shard(kV, tp.n, tp.r);
+  const auto sq = even_shard("tokens", n, tp.n, tp.r);
+  const VocabCase c = vocab_case(n, seq);
+  const auto ref = unsharded_vocab_run(n, seq, c.tokens, c.targets, c.wte, c.wpe, c.head);
+  const auto got = vocab_parallel_run(tp.sp(), n, seq, c.tokens, c.targets, c.wte, c.wpe, c.head);
+  const std::size_t nh = tokens_hidden_bytes(n, kH, 8);
+  expect_events(tp.log, 0, {nh, nh, ce_max_bytes(n, 8), ce_sum_bytes(n, 8), nh, nh, nh},
+                "sequence-parallel vocab step",
+                {"reduce_scatter", "all_gather", "all_reduce", "all_reduce", "all_gather",
+                 "reduce_scatter", "all_gather"});
+  EXPECT_EQ(got.x, row_block(ref.x, n, kH, sq.offset, sq.size)) << "this rank's tokens, exact";
+  EXPECT_NEAR(got.loss, ref.loss, 1e-13 * ref.loss);
+  expect_close(got.dx, row_block(ref.dx, n, kH, sq.offset, sq.size), kTol, kTol, "dx");
+  expect_close(got.dhead_local, col_block(ref.dhead_local, kH, kV, sh.offset, sh.size), kTol, kTol,
+               "dhead");
+  expect_close(got.dwte_local, row_block(ref.dwte_local, kV, kH, sh.offset, sh.size), kTol, kTol,
+               "dwte");
+  expect_close(got.dwpe, ref.dwpe, kTol, kTol, "dwpe");
+}
+
+// A group of one rank (none given, as on a single-rank model): the layers make no call and are
+// the single-rank computation bit for bit, the loss from the single-rank cross-entropy kernels;
+// sequence parallelism asks nothing of one rank.
+TEST(tensor_parallel, one_rank_group_is_the_unsharded_computation_bitwise_fp64) {
+  for (const bool sp : {false, true}) {
+    const TpGroup one{nullptr, sp};
+    EXPECT_EQ(one.size(), 1);
+    EXPECT_FALSE(one.sp());
+    const VocabCase c = vocab_case(kN, kS);
+    const auto ref = unsharded_vocab_run(kN, kS, c.tokens, c.targets, c.wte, c.wpe, c.head);
+    const auto got = vocab_parallel_run(one, kN, kS, c.tokens, c.targets, c.wte, c.wpe, c.head);
+    EXPECT_EQ(got.loss, ref.loss) << "sp " << sp;
+    EXPECT_EQ(got.x, ref.x) << "sp " << sp;
+    EXPECT_EQ(got.dx, ref.dx) << "sp " << sp;
+    EXPECT_EQ(got.dhead_local, ref.dhead_local) << "sp " << sp;
+    EXPECT_EQ(got.dwte_local, ref.dwte_local) << "sp " << sp;
+    EXPECT_EQ(got.dwpe, ref.dwpe) << "sp " << sp;
+
+    const auto x = random_vec(kN * kF, 81), w = random_vec(kF * kH, 82), b = random_vec(kH, 83);
+    V2 X = make2<double>(kN, kF, x), W = make2<double>(kF, kH, w), Y("y", kN, kH), Y1("y1", kN, kH);
+    V1 B = make1<double>(b);
+    full_forward(X, W, B, Y);
+    row_parallel_forward(Space(), one, X, W, B, tp_partial_target(one, Y1, V2()), Y1);
+    EXPECT_EQ(to_host(Y1), to_host(Y)) << "row-parallel on one rank, sp " << sp;
+  }
+  // A loss built for one rank refuses a larger group rather than reduce without its workspace.
+  Tp tp;
+  if (tp.n > 1) {
+    V2 L("logits", kN, 4);
+    V1 lse("lse", kN);
+    auto tgt = int_view(std::vector<int>(kN, 0));
+    expect_invalid_argument_contains(
+        [&] {
+          VocabParallelCrossEntropy<double>().forward(Space(), tp.plain(), L, tgt, 0, kV, lse);
+        },
+        "built for one rank");
+    EXPECT_TRUE(tp.log.events().empty());
+  }
+}
+
 // fp32 storage (fp32 accumulators, fp32 collectives): the row-parallel output and the
 // vocabulary-parallel loss and logit gradients agree with the unsharded fp32 kernels loosely.
 TEST(tensor_parallel, row_parallel_and_vocab_cross_entropy_match_unsharded_fp32) {
-  using F2 = ktest::V2<float>;
-  using F1 = ktest::V1<float>;
+  using F2 = W2<float>;
+  using F1 = W1<float>;
   Tp tp;
+  const TpGroup g = tp.plain();
   const auto sh = even_shard("model.ffn", kF, tp.n, tp.r);
   const auto x = random_vec(kN * kF, 71), w = random_vec(kF * kH, 72), b = random_vec(kH, 73);
   F2 X = make2<float>(kN, kF, x), W = make2<float>(kF, kH, w), Y("y", kN, kH), Yt("yt", kN, kH);
@@ -385,8 +508,8 @@ TEST(tensor_parallel, row_parallel_and_vocab_cross_entropy_match_unsharded_fp32)
   pk::bias_add(Space(), Y, B);
   F2 Xl = make2<float>(kN, sh.size, col_block(x, kN, kF, sh.offset, sh.size));
   F2 Wl = make2<float>(sh.size, kH, row_block(w, kF, kH, sh.offset, sh.size));
-  row_parallel_forward(Space(), *tp.c, Xl, Wl, B, Yt);
-  expect_events(tp.log, 0, {tp_pair_all_reduce_bytes(kN, kH, 4)}, "row forward fp32");
+  row_parallel_forward(Space(), g, Xl, Wl, B, Yt, Yt);
+  expect_events(tp.log, 0, {tokens_hidden_bytes(kN, kH, 4)}, "row forward fp32");
   expect_close(to_host(Yt), to_host(Y), 2e-6, 2e-6, "y fp32");
 
   const auto vs = vocab_shard(kV, tp.n, tp.r);
@@ -405,11 +528,9 @@ TEST(tensor_parallel, row_parallel_and_vocab_cross_entropy_match_unsharded_fp32)
   F2 DLl("dll", kN, vs.size);
   VocabParallelCrossEntropy<float> ce(kN);
   const std::size_t before = tp.log.events().size();
-  const float loss_tp = ce.forward(Space(), *tp.c, Ll, tgt, vs.offset, kV, lse_tp);
-  ce.backward(Space(), Ll, tgt, lse_tp, vs.offset, kV, 1.0 / kN, DLl);
-  expect_events(tp.log, before,
-                {vocab_parallel_ce_max_bytes(kN, 4), vocab_parallel_ce_sum_bytes(kN, 4)},
-                "cross-entropy fp32");
+  const float loss_tp = ce.forward(Space(), g, Ll, tgt, vs.offset, kV, lse_tp);
+  ce.backward(Space(), g, Ll, tgt, lse_tp, vs.offset, kV, 1.0 / kN, DLl);
+  expect_events(tp.log, before, {ce_max_bytes(kN, 4), ce_sum_bytes(kN, 4)}, "cross-entropy fp32");
   EXPECT_LE(vs.offset + vs.size, vp);
   EXPECT_NEAR(loss_tp, loss, 2e-6 * loss);
   expect_close(to_host(lse_tp), to_host(lse), 0, 2e-6, "lse fp32");

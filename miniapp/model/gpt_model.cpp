@@ -1,6 +1,7 @@
 // GptModel: the forward/backward of a chunk (embedding, blocks, final LayerNorm, head and the
-// loss, with the hooks around each unit), the public members and their timing. The other parts:
-// see gpt_model_impl.hpp.
+// loss, with the hooks around each unit; the embedding, head and loss are the vocabulary-parallel
+// layers of tensor_parallel.hpp), the public members and their timing. The other parts: see
+// gpt_model_impl.hpp.
 #include "model/gpt_model.hpp"
 
 #include <chrono>
@@ -8,8 +9,6 @@
 #include <string>
 
 #include "model/gpt_model_impl.hpp"
-#include "paraxis/kernels/cross_entropy.hpp"
-#include "paraxis/kernels/embedding.hpp"
 #include "paraxis/kernels/layernorm.hpp"
 
 namespace paraxis::model {
@@ -45,6 +44,7 @@ template <class T>
 MicroBatchResult GptModel<T>::Impl::forward_chunk(int chunk, ActSet& S, const Tokens& tokens,
                                                   const Tokens& targets) {
   const Space space;
+  const TpGroup g = tpg();
   auto& ps = m.params_;
   const ChunkParams& cp = chunk_params[chunk];
   MicroBatchResult res;
@@ -52,15 +52,8 @@ MicroBatchResult GptModel<T>::Impl::forward_chunk(int chunk, ActSet& S, const To
     h().before_forward(cp.emb_unit);
     Kokkos::deep_copy(S.tokens, tokens);
     const V2 x0 = S.xs[0];
-    if (tp_size() == 1) {
-      k::embedding_forward(space, tokens, ps.w2(cp.wte), ps.w2(cp.wpe), cfg.seq_len, 0, x0);
-    } else {
-      // Tokens outside this rank's vocabulary rows give 0; rank 0 adds the positions.
-      const V2 t = partial_target(x0);
-      k::embedding_forward(space, tokens, ps.w2(cp.wte), ps.w2(cp.wpe), cfg.seq_len, voff, t,
-                           lay.tp_rank == 0);
-      finish_rows(t, x0);
-    }
+    vocab_parallel_embedding_forward(space, g, tokens, ps.w2(cp.wte), ps.w2(cp.wpe), cfg.seq_len,
+                                     voff, tp_partial_target(g, x0, part), x0);
     h().after_forward(cp.emb_unit);
   }
   for (std::size_t i = 0; i < cp.blocks.size(); ++i) {
@@ -73,15 +66,11 @@ MicroBatchResult GptModel<T>::Impl::forward_chunk(int chunk, ActSet& S, const To
     Kokkos::deep_copy(S.targets, targets);
     k::layernorm_forward(space, S.xs.back(), ps.w1(cp.lnf_g), ps.w1(cp.lnf_b), kLayerNormEps, S.xf,
                          S.lnf_mean, S.lnf_rstd);
-    const V2 xf = gathered(S.xf, full);
-    k::gemm(space, Trans::N, Trans::N, 1.0, xf, ps.w2(cp.head), 0.0, S.logits);
-    if (tp_size() == 1) {
-      res.ce_sum =
-          static_cast<double>(k::cross_entropy_forward(space, S.logits, targets, cfg.vocab, S.lse));
-    } else {
-      res.ce_sum = static_cast<double>(
-          vpce->forward(space, tp(), S.logits, targets, voff, cfg.vocab, S.lse));
-    }
+    // The LM head: a column-parallel linear over the vocabulary (no bias), then the loss.
+    const V2 xf = tp_gather_tokens(space, g, S.xf, full);
+    column_parallel_forward(space, xf, ps.w2(cp.head), V1(), S.logits);
+    res.ce_sum = static_cast<double>(
+        cross_entropy().forward(space, g, S.logits, targets, voff, cfg.vocab, S.lse));
     h().after_forward(cp.head_unit);
   }
   return res;
@@ -91,19 +80,16 @@ template <class T>
 void GptModel<T>::Impl::backward_chunk(int chunk, ActSet& S, const Act& grad_output,
                                        const Act& grad_input, double ce_scale, double aux_scale) {
   const Space space;
+  const TpGroup g = tpg();
   auto& ps = m.params_;
   const ChunkParams& cp = chunk_params[chunk];
   if (cp.spec.head) {
     h().before_backward(cp.head_unit);
-    if (tp_size() == 1) {
-      k::cross_entropy_backward(space, S.logits, S.targets, S.lse, cfg.vocab, ce_scale, dlogits);
-    } else {
-      vpce->backward(space, S.logits, S.targets, S.lse, voff, cfg.vocab, ce_scale, dlogits);
-    }
-    const V2 xf = gathered(S.xf, full);
-    const V2 dp = partial_target(dtmp);
-    linear_backward(dlogits, xf, ps.w2(cp.head), dp, 0.0, ps.g2(cp.head), A1());
-    finish_rows(dp, dtmp);
+    cross_entropy().backward(space, g, S.logits, S.targets, S.lse, voff, cfg.vocab, ce_scale,
+                             dlogits);
+    const V2 xf = tp_gather_tokens(space, g, S.xf, full);
+    column_parallel_backward(space, g, dlogits, xf, ps.w2(cp.head),
+                             tp_partial_target(g, dtmp, part), 0.0, dtmp, ps.g2(cp.head), A1());
     k::layernorm_backward(space, dtmp, S.xs.back(), ps.w1(cp.lnf_g), S.lnf_mean, S.lnf_rstd, dx_a,
                           ps.g1(cp.lnf_g), ps.g1(cp.lnf_b));
     h().after_backward(cp.head_unit);
@@ -118,8 +104,9 @@ void GptModel<T>::Impl::backward_chunk(int chunk, ActSet& S, const Act& grad_out
   }
   if (cp.spec.embedding) {
     h().before_backward(cp.emb_unit);
-    const V2 dX = gathered(dx_a, dfull);
-    k::embedding_backward(space, S.tokens, dX, cfg.seq_len, voff, ps.g2(cp.wte), ps.g2(cp.wpe));
+    const V2 dX = tp_gather_tokens(space, g, dx_a, dfull);
+    vocab_parallel_embedding_backward(space, S.tokens, dX, cfg.seq_len, voff, ps.g2(cp.wte),
+                                      ps.g2(cp.wpe));
     h().after_backward(cp.emb_unit);
   } else {
     require_rows("grad_input", grad_input);

@@ -1,6 +1,7 @@
 // GptModel's transformer block, forward and backward: LayerNorm, attention and its output
 // projection, LayerNorm, then the GELU MLP (or the MoE layer, gpt_model_moe.cpp), with the
-// residual adds and the tensor/sequence-parallel exchanges around each linear.
+// residual adds; each linear is a column- or row-parallel layer of tensor_parallel.hpp (with its
+// tensor/sequence-parallel exchanges).
 #include "model/gpt_model_impl.hpp"
 #include "paraxis/kernels/layernorm.hpp"
 
@@ -12,35 +13,31 @@ template <class T>
 void GptModel<T>::Impl::block_forward(const BlockParams& b, LayerActs& A, const V2& x,
                                       const V2& out, MicroBatchResult& res) {
   const Space space;
+  const TpGroup g = tpg();
   auto& ps = m.params_;
   k::layernorm_forward(space, x, ps.w1(b.ln1_g), ps.w1(b.ln1_b), kLayerNormEps, A.h1, A.ln1_mean,
                        A.ln1_rstd);
-  const V2 h1 = gathered(A.h1, full);
-  linear_forward(h1, ps.w2(b.wq), ps.w1(b.bq), q);
-  linear_forward(h1, ps.w2(b.wk), ps.w1(b.bk), kk);
-  linear_forward(h1, ps.w2(b.wv), ps.w1(b.bv), vv);
+  const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
+  column_parallel_forward(space, h1, ps.w2(b.wq), ps.w1(b.bq), q);
+  column_parallel_forward(space, h1, ps.w2(b.wk), ps.w1(b.bk), kk);
+  column_parallel_forward(space, h1, ps.w2(b.wv), ps.w1(b.bv), vv);
   k::attention_forward(space, q, kk, vv, *A.attn, A.a);
-  {
-    const V2 t = partial_target(A.x_mid);
-    k::gemm(space, Trans::N, Trans::N, 1.0, A.a, ps.w2(b.wo), 0.0, t);
-    finish_rows(t, A.x_mid);
-  }
-  k::bias_add(space, A.x_mid, ps.w1(b.bo));
+  row_parallel_forward(space, g, A.a, ps.w2(b.wo), ps.w1(b.bo), tp_partial_target(g, A.x_mid, part),
+                       A.x_mid);
   k::add_inplace(space, A.x_mid, x);
   k::layernorm_forward(space, A.x_mid, ps.w1(b.ln2_g), ps.w1(b.ln2_b), kLayerNormEps, A.h2,
                        A.ln2_mean, A.ln2_rstd);
-  const V2 h2 = gathered(A.h2, full);
-  const V2 t = partial_target(out);
+  const V2 h2 = tp_gather_tokens(space, g, A.h2, full);
+  const V2 t = tp_partial_target(g, out, part);
   if (!b.moe) {
-    linear_forward(h2, ps.w2(b.w1), ps.w1(b.b1), A.u);
+    column_parallel_forward(space, h2, ps.w2(b.w1), ps.w1(b.b1), A.u);
     k::gelu_forward(space, A.u, A.g);
-    k::gemm(space, Trans::N, Trans::N, 1.0, A.g, ps.w2(b.w2), 0.0, t);
-    finish_rows(t, out);
-    k::bias_add(space, out, ps.w1(b.b2));
+    row_parallel_forward(space, g, A.g, ps.w2(b.w2), ps.w1(b.b2), t, out);
   } else {
+    // The experts' outputs are partial sums over the group, reduced like a row-parallel output.
     res.moe.push_back(moe_forward(b, A.moe, h2, t));
     res.aux_sum += res.moe.back().aux_loss;
-    finish_rows(t, out);
+    tp_reduce_partial(space, g, t, out);
   }
   k::add_inplace(space, out, A.x_mid);
 }
@@ -50,36 +47,41 @@ template <class T>
 void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const V2& x,
                                        double aux_scale) {
   const Space space;
+  const TpGroup g = tpg();
   auto& ps = m.params_;
   // MLP / MoE branch: out = x_mid + f(ln2(x_mid)) (+ b2).
   {
-    const V2 dy = gathered(dx_a, dfull);
-    const V2 dp = partial_target(dtmp);
+    const V2 dy = tp_gather_tokens(space, g, dx_a, dfull);
+    const V2 dp = tp_partial_target(g, dtmp, part);
     if (!b.moe) {
-      linear_backward(dy, A.g, ps.w2(b.w2), dff, 0.0, ps.g2(b.w2), ps.g1(b.b2));
+      row_parallel_backward(space, dy, A.g, ps.w2(b.w2), dff, 0.0, ps.g2(b.w2), ps.g1(b.b2));
       k::gelu_backward(space, A.u, dff, dff);
-      const V2 h2 = gathered(A.h2, full);
-      linear_backward(dff, h2, ps.w2(b.w1), dp, 0.0, ps.g2(b.w1), ps.g1(b.b1));
+      const V2 h2 = tp_gather_tokens(space, g, A.h2, full);
+      column_parallel_backward(space, g, dff, h2, ps.w2(b.w1), dp, 0.0, dtmp, ps.g2(b.w1),
+                               ps.g1(b.b1));
     } else {
-      const V2 h2 = gathered(A.h2, full);
+      const V2 h2 = tp_gather_tokens(space, g, A.h2, full);
       moe_backward(b, A.moe, h2, dy, dp, aux_scale);
+      tp_reduce_partial(space, g, dp, dtmp);
     }
-    finish_rows(dp, dtmp);
   }
   k::layernorm_backward(space, dtmp, A.x_mid, ps.w1(b.ln2_g), A.ln2_mean, A.ln2_rstd, dx_b,
                         ps.g1(b.ln2_g), ps.g1(b.ln2_b));
   k::add_inplace(space, dx_b, dx_a);  // dx_b: gradient w.r.t. x_mid
   // Attention branch: x_mid = x + Wo attn(ln1(x)) + bo.
   {
-    const V2 dy = gathered(dx_b, dfull);
-    linear_backward(dy, A.a, ps.w2(b.wo), da, 0.0, ps.g2(b.wo), ps.g1(b.bo));
+    const V2 dy = tp_gather_tokens(space, g, dx_b, dfull);
+    row_parallel_backward(space, dy, A.a, ps.w2(b.wo), da, 0.0, ps.g2(b.wo), ps.g1(b.bo));
     k::attention_backward(space, da, *A.attn, dq, dk, dv);
-    const V2 h1 = gathered(A.h1, full);
-    const V2 dp = partial_target(dtmp);
-    linear_backward(dq, h1, ps.w2(b.wq), dp, 0.0, ps.g2(b.wq), ps.g1(b.bq));
-    linear_backward(dk, h1, ps.w2(b.wk), dp, 1.0, ps.g2(b.wk), ps.g1(b.bk));
-    linear_backward(dv, h1, ps.w2(b.wv), dp, 1.0, ps.g2(b.wv), ps.g1(b.bv));
-    finish_rows(dp, dtmp);
+    const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
+    // Q, K and V share their input: their input gradients are summed, then reduced once.
+    const V2 dp = tp_partial_target(g, dtmp, part);
+    column_parallel_backward(space, g, dq, h1, ps.w2(b.wq), dp, 0.0, dtmp, ps.g2(b.wq), ps.g1(b.bq),
+                             TpReduce::deferred);
+    column_parallel_backward(space, g, dk, h1, ps.w2(b.wk), dp, 1.0, dtmp, ps.g2(b.wk), ps.g1(b.bk),
+                             TpReduce::deferred);
+    column_parallel_backward(space, g, dv, h1, ps.w2(b.wv), dp, 1.0, dtmp, ps.g2(b.wv),
+                             ps.g1(b.bv));
   }
   k::layernorm_backward(space, dtmp, x, ps.w1(b.ln1_g), A.ln1_mean, A.ln1_rstd, dx_a,
                         ps.g1(b.ln1_g), ps.g1(b.ln1_b));

@@ -1,7 +1,8 @@
 // Internal to the gpt_model*.cpp files: GptModel<T>::Impl, the state one shard keeps (its
 // parameter indices, scratch, activation pool, groups) with the small helpers every part uses,
-// and the shared pieces (linear layers, parameter indices of a block and a chunk). The parts:
-// gpt_model_params.cpp (parameter declaration), gpt_model_activations.cpp (scratch and the
+// and the shared pieces (parameter indices of a block and a chunk). Every linear layer, embedding
+// and loss with its tensor/sequence-parallel exchanges is a layer of tensor_parallel.hpp. The
+// parts: gpt_model_params.cpp (parameter declaration), gpt_model_activations.cpp (scratch and the
 // activation pool), gpt_model_block.cpp (one block: attention + MLP with their tensor/sequence-
 // parallel exchanges), gpt_model_moe.cpp (the MoE layer and its all-to-all), gpt_model.cpp
 // (chunks: embedding, blocks, head and loss; the public members).
@@ -44,23 +45,6 @@ using k::Trans;
 namespace detail {
 constexpr double kLayerNormEps = 1e-5;
 constexpr double kInitStd = 0.02;
-
-// y = x w (+ b)
-template <class X, class W, class B, class Y>
-void linear_forward(const X& x, const W& w, const B& b, const Y& y) {
-  k::gemm(Kokkos::DefaultExecutionSpace(), Trans::N, Trans::N, 1.0, x, w, 0.0, y);
-  if (b.data()) k::bias_add(Kokkos::DefaultExecutionSpace(), y, b);
-}
-
-// dx (= or +=, by dx_beta) dy w^T;  dw += x^T dy;  db += colsum(dy)
-template <class DY, class X, class W, class DX, class DW, class DB>
-void linear_backward(const DY& dy, const X& x, const W& w, const DX& dx, double dx_beta,
-                     const DW& dw, const DB& db) {
-  const Kokkos::DefaultExecutionSpace space;
-  if (dx.data()) k::gemm(space, Trans::N, Trans::T, 1.0, dy, w, dx_beta, dx);
-  k::gemm(space, Trans::T, Trans::N, 1.0, x, dy, 1.0, dw);
-  if (db.data()) k::bias_grad_accumulate(space, dy, db);
-}
 
 // Parameter indices of one block in the ParamStore (-1: not held / not present).
 struct BlockParams {
@@ -145,7 +129,8 @@ struct GptModel<T>::Impl {
   I2 replay;  // routing replay: the forced choices of one layer
   A1 router_prob_sum;
   std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
-  std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;
+  std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;  // tp > 1
+  VocabParallelCrossEntropy<G, Space> single_rank_ce;
   // forward_backward across several chunks of one rank. A vector, not an array of Views
   // (docs/portability.md: arrays of default-constructed Views crash on a Kokkos 4 snapshot).
   std::vector<V2> chain_grad;
@@ -179,26 +164,13 @@ struct GptModel<T>::Impl {
 
   int tp_size() const { return lay.tp; }
   CommGroup& tp() { return *comms.tp; }
-  // Reduction of a row-parallel product: `partial` [N, H] holds this rank's sum; `out` [Nl, H]
-  // receives the total (reduce-scatter with sequence parallelism; else in place, out ==
-  // partial).
-  void finish_rows(const V2& partial, const V2& out) {
-    const Space space;
-    if (sp) {
-      tp_reduce_scatter(space, tp(), partial, out);
-    } else if (tp_size() > 1) {
-      tp_all_reduce(space, tp(), out);
-    }
+  // The tensor-parallel group as the layers of tensor_parallel.hpp take it.
+  TpGroup tpg() const { return {comms.tp, sp}; }
+  // The LM head's loss: vpce with more than one tensor-parallel rank, the single-rank kernels
+  // (no workspace) otherwise.
+  const VocabParallelCrossEntropy<G, Space>& cross_entropy() const {
+    return vpce ? *vpce : single_rank_ce;
   }
-  // The full-token View of a sequence-sharded activation (gathered into `into`), or the
-  // activation itself without sequence parallelism.
-  V2 gathered(const V2& shard, const V2& into) {
-    if (!sp) return shard;
-    tp_all_gather(Space(), tp(), shard, into);
-    return into;
-  }
-  // Where a row-parallel product is written before finish_rows.
-  V2 partial_target(const V2& out) { return sp ? part : out; }
 
   // ---- the activation pool (gpt_model_activations.cpp)
   ActSet& acquire(int chunk, int mb);

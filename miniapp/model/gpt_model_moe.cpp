@@ -19,7 +19,9 @@ namespace paraxis::model {
 using namespace detail;
 
 // Runs this rank's experts on `rows` rows of xe (expert-major, offsets per local expert):
-// ye = gelu(xe W1 + b1) W2 (+ b2 on tensor-parallel rank 0: the outputs are partial sums).
+// ye = gelu(xe W1 + b1) W2 (+ b2 on tensor-parallel rank 0: the outputs are partial sums). Each
+// expert is a column-parallel W1 and a row-parallel W2 (tensor_parallel.hpp) whose reductions
+// wait until the rows are combined back into token order (block_forward, block_backward).
 template <class T>
 void GptModel<T>::Impl::experts_forward(const BlockParams& b, MoeActs& mo,
                                         const std::vector<int>& offsets, const V2& ye) {
@@ -33,11 +35,9 @@ void GptModel<T>::Impl::experts_forward(const BlockParams& b, MoeActs& mo,
     auto ue = Kokkos::subview(mo.ue, rows, Kokkos::ALL);
     auto ge = Kokkos::subview(mo.ge, rows, Kokkos::ALL);
     auto y = Kokkos::subview(ye, rows, Kokkos::ALL);
-    linear_forward(xe, ps.w2(b.ew1[e]), ps.w1(b.eb1[e]), ue);
+    column_parallel_forward(space, xe, ps.w2(b.ew1[e]), ps.w1(b.eb1[e]), ue);
     k::gelu_forward(space, ue, ge);
-    linear_forward(
-        ge, ps.w2(b.ew2[e]),
-        lay.tp_rank == 0 ? ps.w1(b.eb2[e]) : typename ParamStore<T>::template UView1<T>(), y);
+    row_parallel_partial_forward(space, tpg(), ge, ps.w2(b.ew2[e]), ps.w1(b.eb2[e]), y);
   }
 }
 
@@ -53,12 +53,15 @@ void GptModel<T>::Impl::experts_backward(const BlockParams& b, MoeActs& mo,
     auto rows = std::make_pair(lo, hi);
     auto dge = Kokkos::subview(e_dh, rows, Kokkos::ALL);
     auto due = Kokkos::subview(e_du, rows, Kokkos::ALL);
-    linear_backward(Kokkos::subview(dye, rows, Kokkos::ALL),
-                    Kokkos::subview(mo.ge, rows, Kokkos::ALL), ps.w2(b.ew2[e]), dge, 0.0,
-                    ps.g2(b.ew2[e]), ps.g1(b.eb2[e]));
+    row_parallel_backward(space, Kokkos::subview(dye, rows, Kokkos::ALL),
+                          Kokkos::subview(mo.ge, rows, Kokkos::ALL), ps.w2(b.ew2[e]), dge, 0.0,
+                          ps.g2(b.ew2[e]), ps.g1(b.eb2[e]));
     k::gelu_backward(space, Kokkos::subview(mo.ue, rows, Kokkos::ALL), dge, due);
-    linear_backward(due, Kokkos::subview(mo.xe, rows, Kokkos::ALL), ps.w2(b.ew1[e]),
-                    Kokkos::subview(dxe, rows, Kokkos::ALL), 0.0, ps.g2(b.ew1[e]), ps.g1(b.eb1[e]));
+    // The input gradient stays partial over the group: the block reduces it after the gather.
+    const auto dx = Kokkos::subview(dxe, rows, Kokkos::ALL);
+    column_parallel_backward(space, tpg(), due, Kokkos::subview(mo.xe, rows, Kokkos::ALL),
+                             ps.w2(b.ew1[e]), dx, 0.0, dx, ps.g2(b.ew1[e]), ps.g1(b.eb1[e]),
+                             TpReduce::deferred);
   }
 }
 

@@ -1,4 +1,4 @@
-// Tensor-parallel split rules and Megatron's traffic formulae (the layers are templates in the
+// Tensor-parallel split rules and the layers' argument checks (the layers are templates in the
 // header).
 #include "model/tensor_parallel.hpp"
 
@@ -29,18 +29,6 @@ ShardRange vocab_shard(int vocab, int tp, int rank) {
   return even_shard("padded model.vocab", padded_vocab(vocab, tp), tp, rank);
 }
 
-std::size_t tp_pair_all_reduce_bytes(std::size_t tokens, int hidden, std::size_t elem_bytes) {
-  return tokens * static_cast<std::size_t>(hidden) * elem_bytes;
-}
-
-std::size_t vocab_parallel_ce_max_bytes(std::size_t tokens, std::size_t acc_bytes) {
-  return tokens * acc_bytes;
-}
-
-std::size_t vocab_parallel_ce_sum_bytes(std::size_t tokens, std::size_t acc_bytes) {
-  return 2 * tokens * acc_bytes;
-}
-
 namespace detail {
 void require_contiguous(const char* what, bool contiguous) {
   if (!contiguous)
@@ -56,6 +44,13 @@ void require_blocks(const char* what, std::size_t block, std::size_t full, int t
        << " blocks of " << block << " (tokens divisible by tp with sequence parallelism)";
     throw std::invalid_argument(os.str());
   }
+}
+
+void require_in_place(const char* what, const void* partial, const void* out) {
+  if (partial != out)
+    throw std::invalid_argument(std::string(what) +
+                                ": without sequence parallelism the partial sum is reduced in "
+                                "place; expected partial == out (tp_partial_target)");
 }
 }  // namespace detail
 
