@@ -595,7 +595,8 @@ int main(int argc, char** argv) {
       const json prov = provenance(world, cmdline, load);
 
       px::CommLog log;
-      auto comm = px::make_communicator("mpi", MPI_COMM_WORLD, px::Axis::world, &log);
+      auto comm = px::make_communicator(paraxis::config::CommBackend::mpi, MPI_COMM_WORLD,
+                                        px::Axis::world, &log);
       if (rank == 0) {
         std::printf("# paraxis-bench-comm  paraxis %s (%s), %s\n", paraxis::build_info::version,
                     paraxis::build_info::git_hash, prov["mpi_library"].get<std::string>().c_str());

@@ -13,7 +13,7 @@ namespace {
 
 // tiny.yaml with 3 steps; micro_batch 1 so each rank has several micro-batches to accumulate.
 // global_batch 12 is divisible by dp in {2, 3, 4}.
-driver::RunConfig config(const std::string& precision, int micro_batch = 1) {
+driver::RunConfig deck_config(const std::string& precision, int micro_batch = 1) {
   return tiny({"train.steps=3", "train.precision=" + precision, "train.global_batch=12",
                "train.micro_batch=" + std::to_string(micro_batch)});
 }
@@ -23,7 +23,7 @@ struct DpRun : TrainedRun {
 };
 
 DpRun run_parallel(driver::RunConfig c, int zero, bool overlap = false, double bucket_mb = 25,
-                   const std::string& backend = "mpi") {
+                   config::CommBackend backend = config::CommBackend::mpi) {
   c.parallel.dp = world_size();
   c.parallel.zero = zero;
   c.comm.overlap = overlap;
@@ -38,21 +38,21 @@ DpRun run_parallel(driver::RunConfig c, int zero, bool overlap = false, double b
 }  // namespace
 
 TEST(data_parallel, every_zero_stage_matches_single_rank_fp64) {
-  const auto c = config("fp64");
+  const auto c = deck_config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero)
     expect_matches(run_parallel(c, zero), ref, 1e-9, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, every_zero_stage_matches_single_rank_fp32) {
-  const auto c = config("fp32");
+  const auto c = deck_config("fp32");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero)
     expect_matches(run_parallel(c, zero), ref, 1e-4, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, bf16_tracks_single_rank) {
-  const auto c = config("bf16");
+  const auto c = deck_config("bf16");
   const TrainedRun ref = run_reference(c);
   for (int zero : {0, 3}) {
     const TrainedRun par = run_parallel(c, zero);
@@ -62,7 +62,7 @@ TEST(data_parallel, bf16_tracks_single_rank) {
 }
 
 TEST(data_parallel, reruns_are_bitwise_identical) {
-  const auto c = config("fp32");
+  const auto c = deck_config("fp32");
   for (int zero : {0, 2, 3}) {
     const TrainedRun a = run_parallel(c, zero), b = run_parallel(c, zero);
     EXPECT_EQ(a.loss, b.loss) << "zero " << zero;
@@ -71,7 +71,7 @@ TEST(data_parallel, reruns_are_bitwise_identical) {
 }
 
 TEST(data_parallel, overlap_matches_and_moves_the_same_bytes_at_every_stage) {
-  const auto c = config("fp64");
+  const auto c = deck_config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero) {
     // ~10 KB buckets: several reductions in flight during the backward.
@@ -94,7 +94,7 @@ TEST(data_parallel, overlap_matches_and_moves_the_same_bytes_at_every_stage) {
 TEST(data_parallel, bytes_per_step_are_what_each_stage_sends) {
   const int dp = world_size();
   for (const char* precision : {"fp32", "bf16"}) {
-    const auto c = config(precision);
+    const auto c = deck_config(precision);
     const int m = c.train.global_batch / (dp * c.train.micro_batch);  // local micro-batches
     ASSERT_GE(m, 2) << "the test needs gradient accumulation to see the m-dependence";
     const std::size_t g = 4, t = std::string(precision) == "bf16" ? 2 : 4;
@@ -123,7 +123,7 @@ TEST(data_parallel, bytes_per_step_are_what_each_stage_sends) {
 
 TEST(data_parallel, resident_memory_follows_the_zero_model) {
   const int dp = world_size();
-  const auto c = config("bf16");
+  const auto c = deck_config("bf16");
   model::MemoryReport mem[4];
   for (int zero = 0; zero <= 3; ++zero) mem[zero] = run_parallel(c, zero).memory;
   const double slack = 1.05;  // unit padding to multiples of 16 elements and of dp
@@ -146,7 +146,7 @@ TEST(data_parallel, resident_memory_follows_the_zero_model) {
 }
 
 TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
-  auto c = config("fp64");
+  auto c = deck_config("fp64");
   c.train.steps = 2;
   c.parallel.dp = world_size();
   c.parallel.zero = 1;
@@ -163,10 +163,10 @@ TEST(data_parallel, recorded_routing_is_gathered_in_single_rank_order) {
 // CUDA builds: the NCCL backend (device buffers, the Kokkos stream) reproduces the
 // single-rank run too. Runs wherever a GPU per rank exists.
 TEST(data_parallel, nccl_backend_matches_single_rank_fp64) {
-  const auto c = config("fp64");
+  const auto c = deck_config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero : {0, 1, 2, 3})
-    expect_matches(run_parallel(c, zero, true, 25, "nccl"), ref, 1e-9,
+    expect_matches(run_parallel(c, zero, true, 25, config::CommBackend::nccl), ref, 1e-9,
                    "nccl zero " + std::to_string(zero));
 }
 #endif

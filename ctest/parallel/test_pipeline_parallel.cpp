@@ -89,10 +89,10 @@ TEST(pipeline_parallel, transfers_activations_and_bubble_are_what_the_schedule_i
       if (chunk > 0) sends += m;
     }
     const std::size_t msg = 2 * 32 * 64 * 4;
-    parallel::PipelineShape shape{pp, m, v};
-    const auto kind = parallel::parse_schedule(schedule);
-    const auto replay = parallel::replay_schedule(parallel::make_schedule(kind, shape), shape,
-                                                  [](int, const parallel::Action&) { return 1.0; });
+    schedule::PipelineShape shape{pp, m, v};
+    const auto kind = schedule::parse_schedule(schedule);
+    const auto replay = schedule::replay_schedule(schedule::make_schedule(kind, shape), shape,
+                                                  [](int, const schedule::Action&) { return 1.0; });
     for (const auto& st : run.steps) {
       const auto& pc = st.comm.at("pp");
       // Each send and each receive is a call; the norm's all-reduce is one more (8 bytes).

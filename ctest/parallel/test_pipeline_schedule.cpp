@@ -11,7 +11,7 @@
 
 #include "schedule/pipeline_schedule.hpp"
 
-using namespace paraxis::parallel;
+using namespace paraxis::schedule;
 
 namespace {
 

@@ -119,7 +119,7 @@ TEST(watchdog, completed_operations_keep_their_results_and_events) {
   ex.install();
   Dup d;
   CommLog log;
-  auto c = make_communicator("mpi", d.comm, Axis::dp, &log);
+  auto c = make_communicator(paraxis::config::CommBackend::mpi, d.comm, Axis::dp, &log);
   const int p = c->size(), me = c->rank();
 
   std::vector<double> x(5, me + 1.0);
@@ -188,7 +188,7 @@ TEST(watchdog_expiry, a_rank_that_stops_polling_is_named_not_answering) {
   wd::configure(kTimeout);
   Dup d, side;
   CommLog log;
-  auto c = make_communicator("mpi", d.comm, Axis::dp, &log);
+  auto c = make_communicator(paraxis::config::CommBackend::mpi, d.comm, Axis::dp, &log);
   const int me = c->rank(), p = c->size();
   Expiries ex;
   ex.side = side.comm;
@@ -247,8 +247,8 @@ TEST(watchdog_expiry, a_rank_that_stops_polling_is_named_not_answering) {
 TEST(watchdog_expiry, a_rank_waiting_for_something_else_is_named_with_its_wait) {
   wd::configure(kTimeout);
   Dup d, pipe;
-  auto dp = make_communicator("mpi", d.comm, Axis::dp, nullptr);
-  auto pp = make_communicator("mpi", pipe.comm, Axis::pp, nullptr);
+  auto dp = make_communicator(paraxis::config::CommBackend::mpi, d.comm, Axis::dp, nullptr);
+  auto pp = make_communicator(paraxis::config::CommBackend::mpi, pipe.comm, Axis::pp, nullptr);
   const int me = dp->rank(), p = dp->size();
   Expiries ex;
   ex.install();
@@ -316,7 +316,7 @@ TEST(watchdog_expiry, a_rank_waiting_for_something_else_is_named_with_its_wait) 
 TEST(watchdog_expiry, a_receive_names_its_silent_sender) {
   wd::configure(kTimeout);
   Dup d, side;
-  auto pp = make_communicator("mpi", d.comm, Axis::pp, nullptr);
+  auto pp = make_communicator(paraxis::config::CommBackend::mpi, d.comm, Axis::pp, nullptr);
   const int me = pp->rank();
   Expiries ex;
   ex.side = side.comm;

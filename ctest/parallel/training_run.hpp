@@ -53,8 +53,8 @@ struct TrainedRun {
 // The parallel run of `c` (its parallel section must fit the world size).
 inline TrainedRun run_parallel(const driver::RunConfig& c, bool record_routing = false) {
   const auto& p = c.parallel;
-  parallel::ProcessGrid grid(MPI_COMM_WORLD, parallel::GridShape{p.tp, p.pp, p.dp, p.ep, p.order});
-  auto t = parallel::make_parallel_trainer(c.model, c.train, grid, driver::parallel_options(c));
+  parallel::ProcessGrid grid(MPI_COMM_WORLD, p);
+  auto t = parallel::make_parallel_trainer(c.model, c.train, p, c.comm, grid);
   if (record_routing) t->record_routing(true);
   TrainedRun r;
   for (int s = 0; s < c.train.steps; ++s) {

@@ -29,9 +29,9 @@ inline paraxis::model::ModelConfig tiny_moe_model() {
   return m;
 }
 
-inline paraxis::perfmodel::ParallelConfig config(int tp, int pp, int dp, int micro_batch = 1,
-                                                 int global_batch = 8) {
-  paraxis::perfmodel::ParallelConfig c;
+inline paraxis::perfmodel::Scenario config(int tp, int pp, int dp, int micro_batch = 1,
+                                           int global_batch = 8) {
+  paraxis::perfmodel::Scenario c;
   c.tp = tp;
   c.pp = pp;
   c.dp = dp;

@@ -11,7 +11,7 @@
 
 using namespace paraxis::perfmodel;
 using paraxis::model::Precision;
-using paraxis::parallel::ScheduleKind;
+using paraxis::schedule::ScheduleKind;
 using perfmodel_test::config;
 using perfmodel_test::tiny_model;
 using perfmodel_test::tiny_moe_model;
@@ -144,9 +144,9 @@ TEST(memory, live_sets_match_the_replayed_schedules) {
       auto c = config(1, 4, 1, 1, m);
       c.schedule = kind;
       const auto shape = c.pipeline_shape();
-      const auto replay = paraxis::parallel::replay_schedule(
-          paraxis::parallel::make_schedule(kind, shape), shape,
-          [](int, const paraxis::parallel::Action&) { return 1.0; });
+      const auto replay = paraxis::schedule::replay_schedule(
+          paraxis::schedule::make_schedule(kind, shape), shape,
+          [](int, const paraxis::schedule::Action&) { return 1.0; });
       for (int s = 0; s < 4; ++s) {
         const int formula = kind == ScheduleKind::gpipe ? m : std::min(4 - s, m);
         EXPECT_EQ(peak_live_sets(c, s), formula) << m << " stage " << s;

@@ -53,7 +53,7 @@ TEST(model_agreement, shard_units_match_parameter_specs) {
           for (bool sp : {false, true}) {
             if (m.moe.experts == 0 && ep > 1) continue;
             if (m.ffn % tp != 0 || m.heads % tp != 0) continue;
-            pm::ParallelConfig c = perfmodel_test::config(tp, pp, 2, 1);
+            pm::Scenario c = perfmodel_test::config(tp, pp, 2, 1);
             c.ep = ep;
             c.sequence_parallel = sp;
             const auto chunks = md::split_layers(m, c.chunks());

@@ -16,13 +16,13 @@
 
 using namespace paraxis::perfmodel;
 using paraxis::model::Precision;
-using paraxis::parallel::ScheduleKind;
+using paraxis::schedule::ScheduleKind;
 
 namespace {
 
 using Key = std::tuple<int, int, int, int, int, int, int, int, bool>;
 
-Key key_of(const ParallelConfig& c) {
+Key key_of(const Scenario& c) {
   return {c.tp,
           c.pp,
           c.dp,
@@ -56,8 +56,8 @@ PlanRequest small_request() {
 }
 
 // The valid configurations, enumerated here from the rules alone (not the planner's loops).
-std::vector<ParallelConfig> brute_force(const PlanRequest& r, int devices) {
-  std::vector<ParallelConfig> out;
+std::vector<Scenario> brute_force(const PlanRequest& r, int devices) {
+  std::vector<Scenario> out;
   const auto& m = r.model;
   for (int tp = 1; tp <= devices; ++tp)
     for (int pp = 1; pp <= devices; ++pp)
@@ -79,7 +79,7 @@ std::vector<ParallelConfig> brute_force(const PlanRequest& r, int devices) {
                 if (pp == 1 && kind != ScheduleKind::one_f_one_b) continue;
                 for (int zero = 0; zero <= 3; ++zero) {
                   if (dp == 1 && zero != 0) continue;  // nothing to shard: stage 0
-                  ParallelConfig c;
+                  Scenario c;
                   c.tp = tp;
                   c.pp = pp;
                   c.dp = dp;
@@ -101,7 +101,7 @@ std::vector<ParallelConfig> brute_force(const PlanRequest& r, int devices) {
 
 // The links this test expects for rank order tp-pp-dp with 2 devices per node: a group is
 // inside a node when its span (stride * size) is 1 or 2.
-AxisLinks expected_links(const ParallelConfig& c, const Machine& mc) {
+AxisLinks expected_links(const Scenario& c, const Machine& mc) {
   auto pick = [&](int span, int size) {
     return size == 1 || span <= 2 ? mc.intra_node : mc.inter_node;
   };
@@ -158,15 +158,18 @@ TEST(planner, rejects_with_reasons) {
   const Plan p = plan(r, small_machine(1e12));
   std::map<std::string, int> reasons;
   for (const auto& rej : p.rejected) ++reasons[rej.reason];
-  EXPECT_GT(reasons["heads 2 not divisible by tp 4"], 0);
-  EXPECT_EQ(reasons["global_batch 6 not divisible by dp 4"], 1);
-  EXPECT_GT(reasons["layers 4 < pp*v = 8"], 0);  // pp = 4 with v = 2
+  EXPECT_GT(reasons["tp = 4 does not divide model.heads = 2"], 0);
+  EXPECT_EQ(
+      reasons["global_batch = 6 is not a multiple of parallel.dp * train.micro_batch = 4 * 1"], 1);
+  EXPECT_GT(reasons["pp * virtual_stages = 8 exceeds model.layers = 4"], 0);  // pp = 4 with v = 2
   for (const auto& e : p.ranked) {
     EXPECT_NE(e.config.tp, 4);
     EXPECT_NE(e.config.dp, 4);
   }
   // pp = 2, dp = 1: 6 micro-batch sequences; mb = 2 gives m = 3, not a multiple of pp.
-  EXPECT_GT(reasons["micro-batches 3 not divisible by pp 2 (interleaved)"], 0);
+  EXPECT_GT(reasons["the interleaved schedule needs micro-batches per replica (3 = global_batch / "
+                    "(dp * micro_batch)) divisible by parallel.pp = 2"],
+            0);
 }
 
 TEST(planner, rejects_what_does_not_fit_in_memory) {
@@ -194,7 +197,7 @@ TEST(planner, rejects_what_does_not_fit_in_memory) {
 
 TEST(planner, tiers_follow_the_rank_order) {
   // 8 devices per node: tp 4 inside; pp 2 over tp 4 spans 8 (inside); dp then spans 16.
-  ParallelConfig c;
+  Scenario c;
   c.tp = 4;
   c.pp = 2;
   c.dp = 4;

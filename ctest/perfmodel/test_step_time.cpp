@@ -12,8 +12,8 @@
 #include "schedule/pipeline_schedule.hpp"
 
 using namespace paraxis::perfmodel;
-using paraxis::parallel::ideal_bubble_fraction;
-using paraxis::parallel::ScheduleKind;
+using paraxis::schedule::ideal_bubble_fraction;
+using paraxis::schedule::ScheduleKind;
 using perfmodel_test::config;
 using perfmodel_test::tiny_model;
 
@@ -51,7 +51,7 @@ TEST(step_time, unit_action_times_give_the_ideal_bubble) {
     const auto b = predict_step_time(eight_layers(), c, in);
     const double ideal = ideal_bubble_fraction(k.kind, c.pipeline_shape());
     EXPECT_NEAR(b.bubble_fraction, ideal, 1e-12)
-        << paraxis::parallel::to_string(k.kind) << " p " << k.p << " m " << k.m;
+        << paraxis::schedule::to_string(k.kind) << " p " << k.p << " m " << k.m;
     EXPECT_NEAR(b.bubble / b.pipeline_span, ideal, 1e-12);
     EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
   }

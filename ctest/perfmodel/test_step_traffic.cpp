@@ -9,7 +9,7 @@
 
 using namespace paraxis::perfmodel;
 using paraxis::model::Precision;
-using paraxis::parallel::ScheduleKind;
+using paraxis::schedule::ScheduleKind;
 using perfmodel_test::config;
 using perfmodel_test::tiny_model;
 using perfmodel_test::tiny_moe_model;

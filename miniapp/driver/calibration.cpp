@@ -184,7 +184,7 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
 }
 
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
-                                            const std::string& backend) {
+                                            config::CommBackend backend) {
   auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr);
   std::vector<CommCalibration> out;
   for (auto op : ops_of(axis)) {
@@ -295,15 +295,14 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
 // experts of this rank only, activations as in the step; the optimizer is timed afterwards,
 // the shard gone, on buffers of the owned size.
 template <class T>
-ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& shape,
-                              const parallel::GridCoords& coords) {
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& coords) {
   using G = kernels::acc_t<T>;
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const auto& mc = cfg.model;
   const auto& p = cfg.parallel;
-  const auto opt = parallel_options(cfg);
+  const auto& shape = p;
   std::vector<int> global_of;
-  const model::ShardLayout layout = parallel::shard_layout_of(mc, shape, coords, opt, &global_of);
+  const model::ShardLayout layout = parallel::shard_layout_of(mc, p, coords, &global_of);
   LocalCopyGroup tp(coords.tp, shape.tp);
   MirrorExpertGroup ep(layout.ep_rank, layout.ep);
   model::ShardComms comms;
@@ -313,7 +312,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
   const int total = shape.pp * p.virtual_stages;
   out.forward_s.assign(total, 0.0);
   out.backward_s.assign(total, 0.0);
-  const int zero = shape.dp > 1 ? p.zero : 0;  // as the trainer runs it
+  const int zero = p.effective_zero();  // as the trainer runs it
   std::vector<OptimizerPiece> pieces;
   {
     model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, zero >= 1 ? shape.dp : 1,
@@ -380,10 +379,8 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
     // This stage's actions of its own schedule, transfers left out: the chunks' compute with
     // the memory traffic of the step (activation sets in flight, gradients accumulating), not
     // one micro-batch in a warm cache.
-    parallel::PipelineShape pshape{
-        shape.pp, cfg.train.global_batch / (shape.dp * cfg.train.micro_batch), p.virtual_stages};
-    const auto actions =
-        parallel::make_schedule(parallel::parse_schedule(p.schedule), pshape)[coords.pp];
+    const schedule::PipelineShape pshape = config::pipeline_shape(cfg.train, p);
+    const auto actions = schedule::make_schedule(p.schedule, pshape)[coords.pp];
     std::vector<int> local_of(pshape.chunks(), -1);
     for (int c = 0; c < chunks; ++c) local_of[global_of[c]] = c;
     Act grad_in("paraxis::calib_grad_in", m.local_tokens(), mc.hidden);
@@ -396,14 +393,14 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridShape& s
       Kokkos::deep_copy(expert_ws, G(0));
       for (const auto& a : actions) {
         const int c = local_of[a.chunk];
-        if (a.kind == parallel::ActionKind::forward) {
+        if (a.kind == schedule::ActionKind::forward) {
           if (!layout.chunks[c].embedding) Kokkos::deep_copy(m.chunk_input(c, a.micro_batch), T(0));
           Kokkos::fence();
           const double t0 = now();
           m.forward_chunk(c, a.micro_batch, tokens, targets);
           Kokkos::fence();
           if (rep > 0) fwd[c].push_back(now() - t0);
-        } else if (a.kind == parallel::ActionKind::backward) {
+        } else if (a.kind == schedule::ActionKind::backward) {
           const Act dy = layout.chunks[c].head ? Act() : grad_out;
           const Act dx = layout.chunks[c].embedding ? Act() : grad_in;
           Kokkos::fence();
@@ -437,7 +434,8 @@ std::string compute_key(const RunConfig& c) {
      << m.moe.capacity_factor << ' ' << m.moe.router_skew << " | " << c.train.micro_batch << ' '
      << model::to_string(c.train.precision) << ' ' << c.hardware.gemm << " | " << p.tp << ' '
      << p.pp << ' ' << p.dp << ' ' << p.ep << ' ' << p.zero << ' ' << p.virtual_stages << ' '
-     << p.sequence_parallel << ' ' << p.order << ' ' << p.schedule << ' ' << c.train.global_batch;
+     << p.sequence_parallel << ' ' << config::to_string(p.order) << ' '
+     << schedule::to_string(p.schedule) << ' ' << c.train.global_batch;
   for (int l : p.stage_layers) os << ' ' << l;
   return os.str();
 }
@@ -448,11 +446,9 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   Calibration out;
   const double t0 = now();
   bool measured = false;
-  parallel::GridShape shape{cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp, cfg.parallel.ep,
-                            cfg.parallel.order};
+  const config::ParallelConfig& shape = cfg.parallel;  // the grid's shape, when there is one
   parallel::GridCoords coords;
   if (grid) {
-    shape = grid->shape();
     coords = grid->coords();
     const std::pair<const char*, MPI_Comm> axes[] = {
         {"tp", grid->tp()}, {"pp", grid->pp()}, {"dp", grid->dp()}, {"ep", grid->ep()}};
@@ -463,13 +459,14 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
       const std::string key = std::string(axes[a].first) + ' ' + std::to_string(sizes[a]) + ' ' +
                               std::to_string(shape.tp) + 'x' + std::to_string(shape.pp) + 'x' +
                               std::to_string(shape.dp) + 'x' + std::to_string(shape.ep) + ' ' +
-                              shape.order + ' ' + cfg.comm.backend;
+                              config::to_string(shape.order) + ' ' +
+                              config::to_string(cfg.comm.backend);
       auto it = comm_cache_.find(key);
       if (it == comm_cache_.end()) {
         // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
         // training); its fit is broadcast so every rank stores the same.
         // The pipeline's transfers always use MPI (parallel_trainer.cpp).
-        const std::string backend = a == 1 ? std::string("mpi") : cfg.comm.backend;
+        const config::CommBackend backend = a == 1 ? config::CommBackend::mpi : cfg.comm.backend;
         auto fits = calibrate_axis(axes[a].first, axes[a].second, backend);
         for (auto& f : fits) {
           double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
@@ -497,13 +494,13 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
     ComputeCalibration c;
     switch (cfg.train.precision) {
       case model::Precision::fp64:
-        c = time_shard<double>(cfg, shape, coords);
+        c = time_shard<double>(cfg, coords);
         break;
       case model::Precision::fp32:
-        c = time_shard<float>(cfg, shape, coords);
+        c = time_shard<float>(cfg, coords);
         break;
       case model::Precision::bf16:
-        c = time_shard<paraxis::bf16>(cfg, shape, coords);
+        c = time_shard<paraxis::bf16>(cfg, coords);
         break;
     }
     // Every chunk's times from the ranks that hold it: tensor-parallel rank 0 of the first

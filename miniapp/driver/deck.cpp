@@ -20,9 +20,9 @@
 #include <set>
 #include <sstream>
 
-#include "driver/checked_product.hpp"
+#include "config/checked_product.hpp"
+#include "config/config_rules.hpp"
 #include "driver/deck_key_types.hpp"
-#include "driver/deck_rules.hpp"
 #include "driver/sweep_combinations.hpp"
 
 namespace paraxis::driver {
@@ -44,7 +44,7 @@ constexpr long long kMaxMaxPoints = 100000;
 
 // The RunConfig field a key sets, as a reference (one table line per key).
 // clang-format off
-#define PARAXIS_FIELD(member) [](RunConfig& c) -> auto& { return c.member; }
+#define PARAXIS_FIELD(member) [](auto& c) -> auto& { return c.member; }
 // clang-format on
 
 const std::vector<KeySpec>& key_table() {
@@ -76,23 +76,18 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("train.grad_clip", 0, 1e30, PARAXIS_FIELD(train.grad_clip)));
     add(int_key("train.seed", 0, LLONG_MAX, PARAXIS_FIELD(train.seed)));
     add(int_key("train.corpus_branching", 1, kMaxInt, PARAXIS_FIELD(train.corpus_branching)));
-    add(choice_key("train.precision", {"fp64", "fp32", "bf16"},
-                   [](RunConfig& c, std::size_t i, const std::string&) {
-                     c.train.precision = static_cast<model::Precision>(i);
-                   }));
+    add(enum_key("train.precision", model::precision_names(), PARAXIS_FIELD(train.precision)));
     add(int_key("parallel.tp", 1, kMaxInt, PARAXIS_FIELD(parallel.tp)));
     add(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
     add(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));
     add(int_key("parallel.ep", 1, kMaxInt, PARAXIS_FIELD(parallel.ep)));
     add(int_key("parallel.zero", 0, 3, PARAXIS_FIELD(parallel.zero)));
-    add(string_choice_key("parallel.schedule", {"gpipe", "1f1b", "interleaved"},
-                          PARAXIS_FIELD(parallel.schedule)));
+    add(enum_key("parallel.schedule", config::schedule_names(), PARAXIS_FIELD(parallel.schedule)));
     add(int_key("parallel.virtual_stages", 1, kMaxInt, PARAXIS_FIELD(parallel.virtual_stages)));
     add(int_list_key("parallel.stage_layers", 0, kMaxInt, PARAXIS_FIELD(parallel.stage_layers)));
     add(bool_key("parallel.sequence_parallel", PARAXIS_FIELD(parallel.sequence_parallel)));
-    add(string_choice_key("parallel.order", {"tp-pp-dp", "tp-dp-pp"},
-                          PARAXIS_FIELD(parallel.order)));
-    add(string_choice_key("comm.backend", {"mpi", "nccl"}, PARAXIS_FIELD(comm.backend)));
+    add(enum_key("parallel.order", config::rank_order_names(), PARAXIS_FIELD(parallel.order)));
+    add(enum_key("comm.backend", config::comm_backend_names(), PARAXIS_FIELD(comm.backend)));
     add(real_key("comm.bucket_mb", 1e-6, 1e6, PARAXIS_FIELD(comm.bucket_mb)));
     add(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
     add(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
@@ -114,6 +109,41 @@ const std::vector<KeySpec>& key_table() {
 }
 
 #undef PARAXIS_FIELD
+
+// A JSON value as the YAML node a deck would hold (numbers keep every bit: %.17g).
+YAML::Node yaml_of(const nlohmann::json& v) {
+  if (v.is_array()) {
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& e : v) seq.push_back(yaml_of(e));
+    return seq;
+  }
+  if (v.is_object()) return YAML::Node(YAML::NodeType::Map);  // no key takes a map: an error
+  if (v.is_string()) return YAML::Node(v.get<std::string>());
+  if (v.is_boolean()) return YAML::Node(v.get<bool>() ? "true" : "false");
+  if (v.is_number_float()) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+    return YAML::Node(std::string(buf));
+  }
+  if (v.is_number()) return YAML::Node(v.dump());
+  return YAML::Node(YAML::NodeType::Null);
+}
+
+// The dotted key's place in nested JSON objects: nullptr when a level is absent.
+const nlohmann::json* json_at(const nlohmann::json& j, const std::string& key) {
+  const nlohmann::json* at = &j;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', begin);
+    const std::string part = key.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    if (!at->is_object()) return nullptr;
+    const auto it = at->find(part);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+    if (dot == std::string::npos) return at;
+    begin = dot + 1;
+  }
+}
 
 const KeySpec* find_key(const std::string& key) {
   for (const auto& k : key_table())
@@ -230,12 +260,12 @@ std::string num(long long v) {
   return std::to_string(v);
 }
 
-// Constraints between keys for one point (deck_rules.hpp); world = 0 skips the world-size
+// Constraints between keys for one point (config/config_rules.hpp); world = 0 skips the world-size
 // checks. A rule is judged when every key it reads parsed (the others keep their defaults,
 // which would mislead).
 std::vector<DeckError> check_constraints(const RunConfig& c, int world, const Located& loc) {
   std::vector<DeckError> e;
-  for (const auto& v : config_rule_violations(c, world)) {
+  for (const auto& v : config::rule_violations(c.model, c.train, c.parallel, world)) {
     bool judged = true;
     for (const auto& k : v.keys) judged = judged && !loc.is_bad(k);
     if (judged) e.push_back({v.keys.front(), loc.where(v.keys), v.message});
@@ -250,7 +280,7 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
   const bool grid_ok =
       !loc.is_bad("parallel.tp") && !loc.is_bad("parallel.pp") && !loc.is_bad("parallel.dp");
   const auto w = world > 0 ? std::optional<long long>(world)
-                 : grid_ok ? grid_world(c.parallel)
+                 : grid_ok ? config::grid_world(c.parallel)
                            : std::nullopt;
   auto check = [&](const std::string& kind, int rank, int step) {
     const std::string rk = "fault." + kind + ".rank", sk = "fault." + kind + ".step";
@@ -560,6 +590,27 @@ std::vector<std::string> deck_key_reference() {
   out.push_back("sweep.max_points: " + int_type(1, kMaxMaxPoints) + " (default " +
                 num(kDefaultMaxPoints) + ")");
   return out;
+}
+
+nlohmann::json config_to_json(const RunConfig& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& k : key_table()) {
+    std::string pointer = "/" + k.key;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    j[nlohmann::json::json_pointer(pointer)] = k.get(c);
+  }
+  return j;
+}
+
+RunConfig config_from_json(const nlohmann::json& j) {
+  RunConfig c;
+  for (const auto& k : key_table()) {
+    const nlohmann::json* v = json_at(j, k.key);
+    if (!v) continue;
+    if (auto err = k.apply(c, yaml_of(*v)))
+      throw std::invalid_argument("config." + k.key + ": " + *err);
+  }
+  return c;
 }
 
 }  // namespace paraxis::driver

@@ -4,6 +4,7 @@
 // `run` refuses to start while any exists.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,14 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 // Every key a deck may contain, as "key: type (range)" (the test that keeps docs/deck.md
 // complete reads it).
 std::vector<std::string> deck_key_reference();
+
+// A configuration as JSON, `config` of summary.json: every key of the deck's key table, nested by
+// its dotted name ({"model": {"vocab": 256, ...}, "parallel": {"schedule": "1f1b", ...}, ...}).
+nlohmann::json config_to_json(const RunConfig& c);
+// The configuration such an object describes, read key by key through the deck's key table (the
+// same types and ranges as a deck; a key absent keeps the deck's default), so that
+// config_from_json(config_to_json(c)) == c for every key. Throws std::invalid_argument naming the
+// key when a value breaks its type or range.
+RunConfig config_from_json(const nlohmann::json& j);
 
 }  // namespace paraxis::driver

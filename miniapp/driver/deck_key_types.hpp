@@ -1,7 +1,9 @@
-// How a deck key is parsed: a KeySpec (name, type text, and the function that checks a YAML
-// node and stores it into a RunConfig) and the builders for each kind of key (integer in a
-// range, number, bool, choice, string, list of integers). Header-only because the builders are
-// templates over the field they set; deck.cpp holds the table of keys.
+// How a deck key is parsed and written back: a KeySpec (name, type text, the function that checks
+// a YAML node and stores it into a RunConfig, and the one that reads the value back as JSON) and
+// the builders for each kind of key (integer in a range, number, bool, choice, enum, string, list
+// of integers). Header-only because the builders are templates over the field they set; deck.cpp
+// holds the table of keys. A field reference is a generic lambda, `[](auto& c) -> auto& { return
+// c.member; }`, so that one table line both sets (RunConfig&) and reads (const RunConfig&).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,12 +25,21 @@
 namespace paraxis::driver::deck_keys {
 
 using Apply = std::function<std::optional<std::string>(RunConfig&, const YAML::Node&)>;
+// The key's value in `config` of summary.json (results.cpp); `apply` reads it back.
+using Get = std::function<nlohmann::json(const RunConfig&)>;
 
 struct KeySpec {
   std::string key;
   std::string type;
   Apply apply;
+  Get get;
 };
+
+// The field's value as JSON, for fields stored as themselves (numbers, bools, strings, lists).
+template <class Ref>
+Get plain_get(Ref ref) {
+  return [=](const RunConfig& c) { return nlohmann::json(ref(c)); };
+}
 
 // A node as short text for messages and sweep settings, cut at `limit` characters: aliases let
 // a small hostile deck describe a node whose full dump would not fit in memory.
@@ -114,7 +126,8 @@ KeySpec int_key(std::string key, long long lo, long long hi, Ref ref) {
             using Field = std::remove_reference_t<decltype(ref(c))>;
             ref(c) = static_cast<Field>(v);
             return std::nullopt;
-          }};
+          },
+          plain_get(ref)};
 }
 
 // A number in [lo, hi], or in (lo, hi] when `lo_open` (a value that must be positive).
@@ -123,7 +136,8 @@ KeySpec real_key(std::string key, double lo, double hi, Ref ref, bool lo_open = 
   std::ostringstream t;
   t << "number in " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
   std::string type = t.str();
-  return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+  return {key, type,
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
             if (!n.IsScalar()) return "expected " + type;
             auto v = parse_double(n.Scalar());
             if (!v) return "expected " + type + ", got '" + n.Scalar() + "'";
@@ -131,7 +145,8 @@ KeySpec real_key(std::string key, double lo, double hi, Ref ref, bool lo_open = 
               return "value " + n.Scalar() + " out of range (expected " + type + ")";
             ref(c) = *v;
             return std::nullopt;
-          }};
+          },
+          plain_get(ref)};
 }
 
 template <class Ref>
@@ -144,14 +159,17 @@ KeySpec bool_key(std::string key, Ref ref) {
               if (s == "false" || s == "False" || s == "FALSE") return ref(c) = false, std::nullopt;
             }
             return "expected true or false, got '" + scalar_text(n) + "'";
-          }};
+          },
+          plain_get(ref)};
 }
 
-template <class Set>
-KeySpec choice_key(std::string key, std::vector<std::string> choices, Set set) {
+// One of `choices`: set(c, index, name) stores it, get(c) gives back the name stored.
+template <class Set, class GetName>
+KeySpec choice_key(std::string key, std::vector<std::string> choices, Set set, GetName get) {
   std::string type = "one of";
   for (auto& ch : choices) type += " " + ch;
-  return {key, type, [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+  return {key, type,
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
             if (n.IsScalar())
               for (std::size_t i = 0; i < choices.size(); ++i)
                 if (n.Scalar() == choices[i]) {
@@ -159,23 +177,41 @@ KeySpec choice_key(std::string key, std::vector<std::string> choices, Set set) {
                   return std::nullopt;
                 }
             return "expected " + type + ", got '" + scalar_text(n) + "'";
-          }};
+          },
+          [=](const RunConfig& c) { return nlohmann::json(std::string(get(c))); }};
 }
 
 // A choice stored as its own text.
 template <class Ref>
 KeySpec string_choice_key(std::string key, std::vector<std::string> choices, Ref ref) {
-  return choice_key(std::move(key), std::move(choices),
-                    [=](RunConfig& c, std::size_t, const std::string& s) { ref(c) = s; });
+  return choice_key(
+      std::move(key), std::move(choices),
+      [=](RunConfig& c, std::size_t, const std::string& s) { ref(c) = s; },
+      [=](const RunConfig& c) { return ref(c); });
+}
+
+// A choice resolved to an enum when the deck loads: choice i is the enumerator of value i (the
+// names come from the enum's own list, e.g. config::schedule_names()).
+template <class Ref>
+KeySpec enum_key(std::string key, const std::vector<std::string>& names, Ref ref) {
+  return choice_key(
+      std::move(key), names,
+      [=](RunConfig& c, std::size_t i, const std::string&) {
+        using Enum = std::remove_reference_t<decltype(ref(c))>;
+        ref(c) = static_cast<Enum>(i);
+      },
+      [=](const RunConfig& c) { return names.at(static_cast<std::size_t>(ref(c))); });
 }
 
 template <class Ref>
 KeySpec string_key(std::string key, Ref ref) {
-  return {key, "string", [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+  return {key, "string",
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
             if (!n.IsScalar()) return "expected a string";
             ref(c) = n.Scalar();
             return std::nullopt;
-          }};
+          },
+          plain_get(ref)};
 }
 
 template <class Ref>
@@ -192,7 +228,8 @@ KeySpec int_list_key(std::string key, long long lo, long long hi, Ref ref) {
             }
             ref(c) = out;
             return std::nullopt;
-          }};
+          },
+          plain_get(ref)};
 }
 
 }  // namespace paraxis::driver::deck_keys

@@ -6,6 +6,7 @@
 // (--json) is written atomically (io/checked_file.hpp): a failed write exits 4, naming the file.
 #include <mpi.h>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -73,12 +74,18 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
   // The reasons, most common first (every rejected configuration is in --json).
   std::map<std::string, int> reasons;
   for (const auto& r : plan.rejected) {
-    const auto cut = r.reason.find_first_of("0123456789");
-    ++reasons[cut == std::string::npos ? r.reason : r.reason.substr(0, cut)];
+    // The rule without its values: every run of digits becomes "#".
+    std::string rule;
+    for (char ch : r.reason)
+      if (!std::isdigit(static_cast<unsigned char>(ch)))
+        rule += ch;
+      else if (rule.empty() || rule.back() != '#')
+        rule += '#';
+    ++reasons[rule];
   }
   if (!reasons.empty()) {
     std::printf("\nrejected, by reason:\n");
-    for (const auto& [why, n] : reasons) std::printf("  %6d  %s...\n", n, why.c_str());
+    for (const auto& [why, n] : reasons) std::printf("  %6d  %s\n", n, why.c_str());
     std::printf("  e.g. %s: %s\n", pm::describe(plan.rejected.front().config).c_str(),
                 plan.rejected.front().reason.c_str());
   }

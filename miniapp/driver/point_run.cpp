@@ -52,12 +52,12 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
   const auto& p = cfg.parallel;
   // One rank, nothing to shard: the single-rank reference trainer itself.
   const bool single = world == 1 && p.dp == 1 && p.zero == 0 && p.pp == 1 &&
-                      cfg.comm.backend == "mpi" && p.schedule != "gpipe";
-  parallel::GridShape shape{p.tp, p.pp, p.dp, p.ep, p.order};
-  if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, shape);
+                      cfg.comm.backend == config::CommBackend::mpi &&
+                      p.schedule != schedule::ScheduleKind::gpipe;
+  if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, p);
   if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
   if (single) return model::make_trainer(cfg.model, cfg.train);
-  return parallel::make_parallel_trainer(cfg.model, cfg.train, *grid, parallel_options(cfg));
+  return parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid);
 }
 
 // fault.hang: this rank stops responding (no progress, no answers to the watchdog's queries)

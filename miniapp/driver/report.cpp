@@ -40,23 +40,8 @@ namespace {
 
 constexpr double kEveryPointPct = 15.0, kMeanPct = 10.0;  // issue 9's accuracy target
 
-pm::ParallelConfig perf_config(const RunConfig& c) {
-  pm::ParallelConfig p;
-  p.tp = c.parallel.tp;
-  p.pp = c.parallel.pp;
-  p.dp = c.parallel.dp;
-  p.ep = c.parallel.ep;
-  p.global_batch = c.train.global_batch;
-  p.micro_batch = c.train.micro_batch;
-  p.zero = c.parallel.dp > 1 ? c.parallel.zero : 0;  // as the trainer runs it
-  p.schedule = parallel::parse_schedule(c.parallel.schedule);
-  p.virtual_stages = c.parallel.virtual_stages;
-  p.sequence_parallel = c.parallel.sequence_parallel;
-  p.precision = c.train.precision;
-  p.bucket_mb = c.comm.bucket_mb;
-  p.overlap = c.comm.overlap;
-  p.stage_layers = c.parallel.stage_layers;
-  return p;
+pm::Scenario perf_config(const RunConfig& c) {
+  return pm::scenario_of(c.parallel, c.comm, c.train);
 }
 
 // Measured per-rank statistic (time.ranks.<name>.<field>), 0 when absent.
@@ -78,8 +63,8 @@ std::string label_of(const RunConfig& c, const json& point) {
   if (c.parallel.ep > 1) os << " ep" << c.parallel.ep;
   os << " z" << c.parallel.zero;
   if (c.parallel.pp > 1)
-    os << ' ' << c.parallel.schedule << " m"
-       << c.train.global_batch / (c.parallel.dp * c.train.micro_batch);
+    os << ' ' << schedule::to_string(c.parallel.schedule) << " m"
+       << config::micro_batches(c.train, c.parallel);
   if (c.parallel.sequence_parallel && c.parallel.tp > 1) os << " sp";
   if (c.comm.overlap) os << " ov";
   (void)point;
@@ -122,7 +107,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   a.model_label = model_label_of(c);
   a.measured_step = t.at("step_median_s");
   json terms = json::array();
-  const pm::ParallelConfig pc = perf_config(c);
+  const pm::Scenario pc = perf_config(c);
   // Measured terms (docs/report.md), each the mean over ranks: compute (fenced phases less
   // the communication blocked in them, optimizer included); per axis the time in its calls
   // (data parallelism: exposed time); the bubble: the pipelined span less the fenced compute

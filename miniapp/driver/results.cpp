@@ -23,116 +23,6 @@ namespace paraxis::driver {
 
 using nlohmann::json;
 
-json config_to_json(const RunConfig& c) {
-  const auto& m = c.model;
-  const auto& t = c.train;
-  const auto& p = c.parallel;
-  return json{{"model",
-               {{"vocab", m.vocab},
-                {"seq_len", m.seq_len},
-                {"hidden", m.hidden},
-                {"heads", m.heads},
-                {"layers", m.layers},
-                {"ffn", m.ffn},
-                {"moe",
-                 {{"experts", m.moe.experts},
-                  {"top_k", m.moe.top_k},
-                  {"every", m.moe.every},
-                  {"capacity_factor", m.moe.capacity_factor},
-                  {"aux_loss_coef", m.moe.aux_loss_coef},
-                  {"router_skew", m.moe.router_skew}}}}},
-              {"train",
-               {{"global_batch", t.global_batch},
-                {"micro_batch", t.micro_batch},
-                {"steps", t.steps},
-                {"warmup_steps", t.warmup_steps},
-                {"lr", t.lr},
-                {"beta1", t.beta1},
-                {"beta2", t.beta2},
-                {"adam_eps", t.adam_eps},
-                {"weight_decay", t.weight_decay},
-                {"grad_clip", t.grad_clip},
-                {"seed", t.seed},
-                {"corpus_branching", t.corpus_branching},
-                {"precision", model::to_string(t.precision)}}},
-              {"parallel",
-               {{"tp", p.tp},
-                {"pp", p.pp},
-                {"dp", p.dp},
-                {"ep", p.ep},
-                {"zero", p.zero},
-                {"schedule", p.schedule},
-                {"virtual_stages", p.virtual_stages},
-                {"stage_layers", p.stage_layers},
-                {"sequence_parallel", p.sequence_parallel},
-                {"order", p.order}}},
-              {"comm",
-               {{"backend", c.comm.backend},
-                {"bucket_mb", c.comm.bucket_mb},
-                {"overlap", c.comm.overlap},
-                {"timeout_s", c.comm.timeout_s}}},
-              {"hardware",
-               {{"peak_flops", c.hardware.peak_flops},
-                {"gemm", c.hardware.gemm},
-                {"calibrate", c.hardware.calibrate}}},
-              {"output", {{"dir", c.output.dir}, {"trace", c.output.trace}}},
-              {"fault",
-               {{"dead_rank",
-                 {{"rank", c.fault.dead_rank.rank},
-                  {"step", c.fault.dead_rank.step},
-                  {"at", c.fault.dead_rank.at}}},
-                {"hang", {{"rank", c.fault.hang.rank}, {"step", c.fault.hang.step}}}}}};
-}
-
-RunConfig config_from_json(const json& j) {
-  RunConfig c;
-  const auto& m = j.at("model");
-  c.model.vocab = m.at("vocab");
-  c.model.seq_len = m.at("seq_len");
-  c.model.hidden = m.at("hidden");
-  c.model.heads = m.at("heads");
-  c.model.layers = m.at("layers");
-  c.model.ffn = m.at("ffn");
-  const auto& e = m.at("moe");
-  c.model.moe.experts = e.at("experts");
-  c.model.moe.top_k = e.at("top_k");
-  c.model.moe.every = e.at("every");
-  c.model.moe.capacity_factor = e.at("capacity_factor");
-  c.model.moe.aux_loss_coef = e.at("aux_loss_coef");
-  c.model.moe.router_skew = e.at("router_skew");
-  const auto& t = j.at("train");
-  c.train.global_batch = t.at("global_batch");
-  c.train.micro_batch = t.at("micro_batch");
-  c.train.steps = t.at("steps");
-  c.train.warmup_steps = t.at("warmup_steps");
-  c.train.lr = t.at("lr");
-  c.train.seed = t.at("seed");
-  const std::string prec = t.at("precision");
-  c.train.precision = prec == "fp64"   ? model::Precision::fp64
-                      : prec == "bf16" ? model::Precision::bf16
-                                       : model::Precision::fp32;
-  const auto& p = j.at("parallel");
-  c.parallel.tp = p.at("tp");
-  c.parallel.pp = p.at("pp");
-  c.parallel.dp = p.at("dp");
-  c.parallel.ep = p.at("ep");
-  c.parallel.zero = p.at("zero");
-  c.parallel.schedule = p.at("schedule");
-  c.parallel.virtual_stages = p.at("virtual_stages");
-  c.parallel.stage_layers = p.at("stage_layers").get<std::vector<int>>();
-  c.parallel.sequence_parallel = p.at("sequence_parallel");
-  c.parallel.order = p.at("order");
-  const auto& cm = j.at("comm");
-  c.comm.backend = cm.at("backend");
-  c.comm.bucket_mb = cm.at("bucket_mb");
-  c.comm.overlap = cm.at("overlap");
-  const auto& h = j.at("hardware");
-  c.hardware.peak_flops = h.at("peak_flops");
-  c.hardware.gemm = h.at("gemm");
-  c.hardware.calibrate = h.value("calibrate", false);
-  return c;
-}
-
 namespace {
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -179,16 +69,11 @@ PipelineFigures pipeline_figures(const PointResult& r) {
   const auto& c = r.point.config;
   const auto& p = c.parallel;
   PipelineFigures f;
-  parallel::PipelineShape shape;
-  shape.stages = p.pp;
-  shape.virtual_stages = p.virtual_stages;
-  shape.micro_batches = c.train.global_batch / (p.dp * c.train.micro_batch);
+  const schedule::PipelineShape shape = config::pipeline_shape(c.train, p);
   f.micro_batches = shape.micro_batches;
-  const auto kind = parallel::parse_schedule(p.schedule);
-  f.ideal = parallel::ideal_bubble_fraction(kind, shape);
+  f.ideal = schedule::ideal_bubble_fraction(p.schedule, shape);
   if (r.rank_steps.empty()) return f;
   // Measured: each rank's bubble (median over measured steps), and their mean.
-  const parallel::GridShape g{p.tp, p.pp, p.dp, p.ep, p.order};
   const int world = static_cast<int>(r.rank_steps.size());
   std::vector<double> fwd_sum(p.pp, 0), bwd_sum(p.pp, 0), live(p.pp, 0);
   std::vector<int> ranks_in(p.pp, 0);
@@ -197,7 +82,7 @@ PipelineFigures pipeline_figures(const PointResult& r) {
     const double b = rank_median(r, k, "bubble_fraction");
     f.measured_per_rank.push_back(b);
     sum += b;
-    const int st = parallel::grid_coords_of(g, k).pp;
+    const int st = parallel::grid_coords_of(p, k).pp;
     const double nf = std::max(1.0, rank_median(r, k, "forward_actions"));
     const double nb = std::max(1.0, rank_median(r, k, "backward_actions"));
     fwd_sum[st] += rank_median(r, k, "forward_s") / nf;
@@ -213,10 +98,10 @@ PipelineFigures pipeline_figures(const PointResult& r) {
     f.backward_s.push_back(bwd_sum[st] / std::max(1, ranks_in[st]));
     f.peak_live.push_back(static_cast<int>(live[st]));
   }
-  const auto sched = parallel::make_schedule(kind, shape);
+  const auto sched = schedule::make_schedule(p.schedule, shape);
   const auto rep =
-      parallel::replay_schedule(sched, shape, [&](int stage, const parallel::Action& a) {
-        return a.kind == parallel::ActionKind::forward ? f.forward_s[stage] : f.backward_s[stage];
+      schedule::replay_schedule(sched, shape, [&](int stage, const schedule::Action& a) {
+        return a.kind == schedule::ActionKind::forward ? f.forward_s[stage] : f.backward_s[stage];
       });
   f.model = rep.mean_bubble_fraction;
   return f;
@@ -298,7 +183,7 @@ json point_to_json(const PointResult& r) {
     j["pipeline"] = {{"stages", c.parallel.pp},
                      {"micro_batches", pf.micro_batches},
                      {"virtual_stages", c.parallel.virtual_stages},
-                     {"schedule", c.parallel.schedule},
+                     {"schedule", schedule::to_string(c.parallel.schedule)},
                      {"forward_action_s_per_stage", pf.forward_s},
                      {"backward_action_s_per_stage", pf.backward_s},
                      {"peak_live_activations_per_stage", pf.peak_live}};
@@ -528,8 +413,9 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
     const double tps = step_s > 0 ? tokens / step_s : 0;
     out << r.index << ",\"" << status << "\"," << r.world << ',' << c.parallel.tp << ','
         << c.parallel.pp << ',' << c.parallel.dp << ',' << c.parallel.ep << ',' << c.parallel.zero
-        << ',' << c.parallel.schedule << ',' << model::to_string(c.train.precision) << ','
-        << c.train.global_batch << ',' << c.train.micro_batch << ',' << step_s << ',' << tps << ','
+        << ',' << schedule::to_string(c.parallel.schedule) << ','
+        << model::to_string(c.train.precision) << ',' << c.train.global_batch << ','
+        << c.train.micro_batch << ',' << step_s << ',' << tps << ','
         << 3.0 * r.flops_per_token * tps << ',' << (r.steps.empty() ? 0.0 : r.steps.back().loss)
         << ',' << r.memory.peak_bytes << '\n';
   }

@@ -52,9 +52,6 @@ std::vector<double> rank_metrics(const model::StepResult& s);
 // This rank's trace events for a point, times relative to t0 (a moment all ranks share).
 nlohmann::json trace_events_json(const std::vector<model::StepResult>& steps, int rank, double t0);
 
-nlohmann::json config_to_json(const RunConfig& c);
-// The configuration a summary.json point records (the keys the performance models need).
-RunConfig config_from_json(const nlohmann::json& j);
 nlohmann::json point_to_json(const PointResult& r);
 nlohmann::json provenance_json(int world, const std::string& command_line);
 

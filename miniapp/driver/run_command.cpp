@@ -119,19 +119,6 @@ void print_point_line(const PointResult& r, std::size_t i, std::size_t total, do
 
 }  // namespace
 
-parallel::ParallelOptions parallel_options(const RunConfig& c) {
-  parallel::ParallelOptions o;
-  o.zero = c.parallel.zero;
-  o.bucket_mb = c.comm.bucket_mb;
-  o.overlap = c.comm.overlap;
-  o.backend = c.comm.backend;
-  o.schedule = c.parallel.schedule;
-  o.virtual_stages = c.parallel.virtual_stages;
-  o.stage_layers = c.parallel.stage_layers;
-  o.sequence_parallel = c.parallel.sequence_parallel;
-  return o;
-}
-
 int check_command(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
   const Deck deck = load_shared_deck(path, overrides, ranks);
   if (world_rank() != 0) return deck.errors.empty() ? 0 : 2;

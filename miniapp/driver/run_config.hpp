@@ -5,34 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "config/parallel_config.hpp"
+#include "driver/json_names.hpp"  // the enums as JSON names
 #include "model/model_config.hpp"
-
-namespace paraxis::parallel {
-struct ParallelOptions;
-}
 
 namespace paraxis::driver {
 
-struct ParallelConfig {
-  int tp = 1, pp = 1, dp = 1, ep = 1;
-  int zero = 0;
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
-  int virtual_stages = 1;
-  std::vector<int> stage_layers;  // empty: balanced by modelled cost
-  bool sequence_parallel = false;
-  std::string order = "tp-pp-dp";  // tp-pp-dp | tp-dp-pp
-  // The deck guarantees tp * pp * dp fits an int (deck.cpp refuses a grid that does not).
-  int world() const { return tp * pp * dp; }
-};
-
-struct CommConfig {
-  std::string backend = "mpi";  // mpi | nccl
-  double bucket_mb = 25;
-  bool overlap = false;
-  // Deadline of every blocking wait, in seconds (PyTorch's NCCL watchdog default): a rank that
-  // waits longer names the operation and ends the job instead of hanging.
-  double timeout_s = 600;
-};
+// The parallel and communication sections: the types every layer shares (config/).
+using config::CommConfig;
+using config::ParallelConfig;
 
 struct HardwareConfig {
   double peak_flops = 0;      // per device, for MFU; 0 = unknown
@@ -71,9 +52,5 @@ struct RunConfig {
   OutputConfig output;
   FaultConfig fault;
 };
-
-// What the parallel trainer takes from a configuration (parallel_trainer.hpp; defined in
-// run_command.cpp).
-parallel::ParallelOptions parallel_options(const RunConfig& c);
 
 }  // namespace paraxis::driver

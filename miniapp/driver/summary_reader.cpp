@@ -8,7 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "driver/deck_rules.hpp"
+#include "config/config_rules.hpp"
+#include "driver/run_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
@@ -126,10 +127,10 @@ class Checker {
     if (maybe(obj, key)) string(obj, path, key);
   }
   std::string choice(const json& obj, const std::string& path, const char* key,
-                     std::initializer_list<const char*> choices) const {
+                     const std::vector<std::string>& choices) const {
     const std::string s = string(obj, path, key);
     std::string list;
-    for (const char* c : choices) {
+    for (const auto& c : choices) {
       if (s == c) return s;
       list += std::string(list.empty() ? "" : ", ") + c;
     }
@@ -168,7 +169,7 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   const json& m = c.child(cfg, path, "model");
   c.integer(m, mp, "vocab", 2, kMaxInt);
   const long long seq_len = c.integer(m, mp, "seq_len", 1, kMaxInt);
-  RunConfig rc;  // what the rules between keys read (deck_rules.hpp)
+  RunConfig rc;  // what the rules between keys read (config/config_rules.hpp)
   const long long hidden = c.integer(m, mp, "hidden", 1, kMaxInt);
   const long long heads = c.integer(m, mp, "heads", 1, kMaxInt);
   const long long layers = c.integer(m, mp, "layers", 1, kMaxInt);
@@ -187,7 +188,7 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   const long long warmup = c.integer(t, tr, "warmup_steps", 0, kMaxInt);
   c.number(t, tr, "lr", 0);
   c.integer(t, tr, "seed", 0, LLONG_MAX);
-  c.choice(t, tr, "precision", {"fp64", "fp32", "bf16"});
+  c.choice(t, tr, "precision", model::precision_names());
 
   const json& p = c.child(cfg, path, "parallel");
   Shape s;
@@ -198,7 +199,7 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   c.integer(p, pa, "zero", 0, 3);
   const std::string schedule = c.string(p, pa, "schedule");
   try {
-    parallel::parse_schedule(schedule);
+    schedule::parse_schedule(schedule);
   } catch (const std::exception& x) {
     c.fail(Checker::at(pa, "schedule"), x.what());
   }
@@ -209,10 +210,10 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
     rc.parallel.stage_layers.push_back(
         static_cast<int>(c.integer(stage_layers[i], Checker::at(sl, i), 1, kMaxInt)));
   const bool sp = c.boolean(p, pa, "sequence_parallel");
-  c.choice(p, pa, "order", {"tp-pp-dp", "tp-dp-pp"});
+  c.choice(p, pa, "order", config::rank_order_names());
 
   const json& k = c.child(cfg, path, "comm");
-  c.string(k, cm, "backend");
+  c.choice(k, cm, "backend", config::comm_backend_names());
   c.number(k, cm, "bucket_mb", 0, kInf, true);
   c.boolean(k, cm, "overlap");
   const json& h = c.child(cfg, path, "hardware");
@@ -236,12 +237,11 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   rc.parallel.pp = static_cast<int>(s.pp);
   rc.parallel.dp = static_cast<int>(s.dp);
   rc.parallel.ep = static_cast<int>(s.ep);
-  rc.parallel.schedule = schedule;
   rc.parallel.virtual_stages = static_cast<int>(s.v);
   rc.parallel.sequence_parallel = sp;
-  for (const auto& v : config_rule_violations(rc, 0))
+  for (const auto& v : config::rule_violations(rc.model, rc.train, rc.parallel, 0))
     c.fail(Checker::at(path, v.keys.front()), v.message);
-  s.micro_batches = gb / (s.dp * mb);
+  s.micro_batches = config::micro_batches(rc.train, rc.parallel);  // exact: the rules hold
   const long long chunks = s.pp * s.v;  // both <= INT_MAX: no overflow in 64 bits
   if (chunks > kMaxReportScheduleChunks / s.micro_batches)
     c.fail(Checker::at(pa, "pp"), "pp * virtual_stages * micro-batches = " + num(chunks) + " * " +

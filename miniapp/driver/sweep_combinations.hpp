@@ -12,9 +12,13 @@
 #include <map>
 #include <vector>
 
-#include "driver/checked_product.hpp"
+#include "config/checked_product.hpp"
 
 namespace paraxis::driver {
+
+using config::checked_product;
+using config::saturating_add;
+using config::saturating_mul;
 
 struct SweepCombinations {
   std::vector<std::size_t> lengths;  // of each sweep entry's list, in the sweep's order

@@ -16,6 +16,12 @@ const char* to_string(Precision p) {
   return "unknown";
 }
 
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> n{to_string(Precision::fp64), to_string(Precision::fp32),
+                                          to_string(Precision::bf16)};
+  return n;
+}
+
 int ModelConfig::moe_layer_count() const {
   int n = 0;
   for (int l = 0; l < layers; ++l) n += is_moe_layer(l) ? 1 : 0;

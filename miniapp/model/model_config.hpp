@@ -4,12 +4,15 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace paraxis::model {
 
 enum class Precision { fp64, fp32, bf16 };
 
 const char* to_string(Precision p);
+// Every precision's name, in the enum's order (the deck's choices).
+const std::vector<std::string>& precision_names();
 
 struct MoeConfig {
   int experts = 0;  // 0: every block has a dense MLP

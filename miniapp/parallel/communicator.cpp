@@ -403,19 +403,22 @@ class MpiCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Axis axis, CommLog* log);
 #endif
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, MPI_Comm comm,
+std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI_Comm comm,
                                                 Axis axis, CommLog* log) {
-  if (backend == "mpi") return std::make_unique<MpiCommunicator>(comm, axis, log);
-  if (backend == "nccl") {
+  switch (backend) {
+    case config::CommBackend::mpi:
+      return std::make_unique<MpiCommunicator>(comm, axis, log);
+    case config::CommBackend::nccl:
 #ifdef PARAXIS_ENABLE_NCCL
-    return make_nccl_communicator(comm, axis, log);
+      return make_nccl_communicator(comm, axis, log);
 #else
-    throw std::invalid_argument(
-        "comm.backend = nccl, but this paraxis was built without NCCL (configure with "
-        "-DPARAXIS_ENABLE_NCCL=ON against a CUDA Kokkos)");
+      throw std::invalid_argument(
+          "comm.backend = nccl, but this paraxis was built without NCCL (configure with "
+          "-DPARAXIS_ENABLE_NCCL=ON against a CUDA Kokkos)");
 #endif
   }
-  throw std::invalid_argument("comm.backend: unknown backend '" + backend + "' (mpi | nccl)");
+  throw std::logic_error("make_communicator: backend value " +
+                         std::to_string(static_cast<int>(backend)) + " has no communicator");
 }
 
 }  // namespace paraxis::parallel

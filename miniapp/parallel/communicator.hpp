@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "config/parallel_config.hpp"
 #include "model/collectives.hpp"
 #include "parallel/comm_log.hpp"
 #include "parallel/watchdog.hpp"
@@ -108,8 +109,8 @@ class Communicator : public model::CommGroup {
   CommLog* log_;
 };
 
-// A communicator over `comm` (not owned; the ProcessGrid owns it). backend: "mpi" | "nccl".
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, MPI_Comm comm,
+// A communicator over `comm` (not owned; the ProcessGrid owns it).
+std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI_Comm comm,
                                                 Axis axis, CommLog* log);
 
 double steady_now();

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "config/config_rules.hpp"
 #include "model/gpt_model.hpp"
 #include "model/shard_layout.hpp"
 #include "parallel/communicator.hpp"
@@ -23,6 +24,11 @@ namespace paraxis::parallel {
 
 namespace {
 
+using schedule::Action;
+using schedule::ActionKind;
+using schedule::PipelineShape;
+using schedule::Schedule;
+
 template <class T>
 class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
  public:
@@ -32,51 +38,52 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   using Tokens = typename Model::Tokens;
   using Act = typename Model::Act;
 
-  ParallelTrainer(const model::ModelConfig& m, const model::TrainConfig& t, const ProcessGrid& grid,
-                  const ParallelOptions& opt)
+  ParallelTrainer(const model::ModelConfig& m, const model::TrainConfig& t,
+                  const config::ParallelConfig& p, const config::CommConfig& comm,
+                  const ProcessGrid& grid)
       : mcfg_(m),
         tcfg_(t),
-        opt_(opt),
-        shape_g_(grid.shape()),
+        par_(p),
         coords_(grid.coords()),
         corpus_(m.vocab, t.corpus_branching, t.seed),
         tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
         targets_("paraxis::targets", tokens_.extent(0)) {
-    const auto& g = shape_g_;
-    if (t.global_batch % (g.dp * t.micro_batch) != 0)
-      throw std::invalid_argument("train.global_batch = " + std::to_string(t.global_batch) +
-                                  " is not a multiple of parallel.dp * train.micro_batch = " +
-                                  std::to_string(g.dp) + " * " + std::to_string(t.micro_batch));
+    const auto& g = par_;
+    config::require_valid(config::rule_violations(m, t, p, grid.world_size()));
+    const auto& gs = grid.shape();
+    if (gs.tp != p.tp || gs.pp != p.pp || gs.dp != p.dp || gs.ep != p.ep || gs.order != p.order)
+      throw std::invalid_argument(
+          "make_parallel_trainer: the configuration's grid differs from "
+          "the process grid's");
     log_ = std::make_unique<CommLog>();
-    tp_ = make_communicator(opt.backend, grid.tp(), Axis::tp, log_.get());
+    tp_ = make_communicator(comm.backend, grid.tp(), Axis::tp, log_.get());
     // Pipeline transfers always go through MPI: the engine's sends must not block compute
     // (NCCL send/recv on the compute stream would wait there for the peer's matching call,
     // and 1F1B's crossing transfers could deadlock). With CUDA, MPI must be GPU-aware.
-    pp_ = make_communicator("mpi", grid.pp(), Axis::pp, log_.get());
-    dp_ = make_communicator(opt.backend, grid.dp(), Axis::dp, log_.get());
+    pp_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, log_.get());
+    dp_ = make_communicator(comm.backend, grid.dp(), Axis::dp, log_.get());
     if (g.ep > 1) {
-      ep_ = make_communicator(opt.backend, grid.ep(), Axis::ep, log_.get());
-      edp_ = make_communicator(opt.backend, grid.edp(), Axis::edp, log_.get());
+      ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get());
+      edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get());
     }
-    metrics_ = make_communicator("mpi", grid.world(), Axis::world, nullptr);
-    if (g.pp > 1) pp_sync_ = make_communicator("mpi", grid.pp(), Axis::world, nullptr);
+    metrics_ = make_communicator(config::CommBackend::mpi, grid.world(), Axis::world, nullptr);
+    if (g.pp > 1)
+      pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::world, nullptr);
     world_ = grid.world();
     tp_comm_ = grid.tp();
 
     // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
-    shape_.stages = g.pp;
-    shape_.micro_batches = t.global_batch / (g.dp * t.micro_batch);
-    shape_.virtual_stages = opt.virtual_stages;
-    kind_ = parse_schedule(opt.schedule);
+    shape_ = config::pipeline_shape(t, p);
     std::vector<int> global_of;
-    const model::ShardLayout layout = shard_layout_of(m, g, coords_, opt, &global_of);
+    const model::ShardLayout layout = shard_layout_of(m, p, coords_, &global_of);
     local_of_.assign(shape_.chunks(), -1);
     for (std::size_t lc = 0; lc < global_of.size(); ++lc)
       local_of_[global_of[lc]] = static_cast<int>(lc);
-    const Schedule sched = make_schedule(kind_, shape_);
+    const Schedule sched = make_schedule(p.schedule, shape_);
     const std::string problem = validate_schedule(sched, shape_);
     if (!problem.empty())
-      throw std::logic_error("pipeline schedule " + opt.schedule + ": " + problem);
+      throw std::logic_error("pipeline schedule " + std::string(to_string(p.schedule)) + ": " +
+                             problem);
     actions_ = sched[coords_.pp];
     int tag_ub = 32767, flag = 0;
     int* attr = nullptr;
@@ -91,12 +98,12 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     model::ShardComms comms;
     if (g.tp > 1) comms.tp = tp_.get();
     if (g.ep > 1) comms.ep = ep_.get();
-    model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, opt.zero >= 1 ? g.dp : 1,
+    const int zero = p.effective_zero();
+    model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, zero >= 1 ? g.dp : 1,
                                      /*allocate_store=*/false);
-    zero_ = std::make_unique<ZeroOptimizer<T>>(
-        *model_, t, ZeroOptions{g.dp > 1 ? opt.zero : 0, opt.bucket_mb, opt.overlap}, *dp_,
-        edp_.get(), grid.dp(), grid.edp());
-    // (With one data-parallel rank there is nothing to shard: stages 1-3 run as stage 0.)
+    zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
+                                               ZeroOptions{zero, comm.bucket_mb, comm.overlap},
+                                               *dp_, edp_.get(), grid.dp(), grid.edp());
     model_->set_hooks(this);
     ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
   }
@@ -138,16 +145,16 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 
     Kokkos::Profiling::pushRegion("paraxis::grad_sync");
     zero_->finish_gradients();
-    if (shape_g_.tp > 1 && opt_.sequence_parallel) zero_->sum_sequence_parallel_gradients(*tp_);
+    if (par_.sp()) zero_->sum_sequence_parallel_gradients(*tp_);
     Kokkos::Profiling::popRegion();
 
     Kokkos::Profiling::pushRegion("paraxis::optimizer");
     const double opt_begin = model::steady_seconds();
     // Each rank's share counts every element once over the grid; summed over tp, pp, dp.
     double ss = zero_->grad_sq_norm_share(coords_.tp);
-    if (shape_g_.tp > 1) ss = sum_over(*tp_, ss);
-    if (shape_g_.pp > 1) ss = sum_over(*pp_, ss);
-    if (shape_g_.dp > 1 && zero_->norm_sums_over_dp()) ss = sum_over(*dp_, ss);
+    if (par_.tp > 1) ss = sum_over(*tp_, ss);
+    if (par_.pp > 1) ss = sum_over(*pp_, ss);
+    if (par_.dp > 1 && zero_->norm_sums_over_dp()) ss = sum_over(*dp_, ss);
     r.grad_norm = std::sqrt(ss);
     double scale = 1.0;
     if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
@@ -169,7 +176,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       if (std::string(sp.name) == "forward") ++r.forward_actions;
       if (std::string(sp.name) == "backward") ++r.backward_actions;
     }
-    if (shape_g_.pp > 1) {
+    if (par_.pp > 1) {
       r.pipeline_span_s = pipe_end - pipe_begin;
       r.bubble_fraction = r.pipeline_span_s > 0 ? 1.0 - r.pipeline_busy_s / r.pipeline_span_s : 0.0;
     }
@@ -237,7 +244,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   }
 
   double replica_divergence() const override {
-    if (shape_g_.tp == 1) return 0;
+    if (par_.tp == 1) return 0;
     const auto flat = zero_->full_master();
     const auto& ps = model_->params();
     std::vector<double> hi, lo;
@@ -303,7 +310,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     auto tgt_h = Kokkos::create_mirror_view(targets_);
     const std::uint64_t first =
         static_cast<std::uint64_t>(step_ - 1) * tcfg_.global_batch +
-        static_cast<std::uint64_t>(coords_.dp) * (tcfg_.global_batch / shape_g_.dp) +
+        static_cast<std::uint64_t>(coords_.dp) * (tcfg_.global_batch / par_.dp) +
         static_cast<std::uint64_t>(mb) * tcfg_.micro_batch;
     model::sample_micro_batch(corpus_, mcfg_.seq_len, first, tcfg_.micro_batch, tok_h.data(),
                               tgt_h.data());
@@ -495,8 +502,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 
   model::ModelConfig mcfg_;
   model::TrainConfig tcfg_;
-  ParallelOptions opt_;
-  GridShape shape_g_;
+  config::ParallelConfig par_;
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL;
   model::SyntheticCorpus corpus_;
@@ -505,7 +511,6 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   std::unique_ptr<CommLog> log_;
   std::unique_ptr<Communicator> tp_, pp_, dp_, ep_, edp_, metrics_, pp_sync_;
   PipelineShape shape_;
-  ScheduleKind kind_ = ScheduleKind::one_f_one_b;
   std::vector<int> local_of_;  // model chunk -> this rank's chunk index (-1: another stage's)
   std::vector<Action> actions_;
   std::unique_ptr<Model> model_;
@@ -527,15 +532,14 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 
 }  // namespace
 
-model::ShardLayout shard_layout_of(const model::ModelConfig& m, const GridShape& g,
-                                   const GridCoords& coords, const ParallelOptions& opt,
-                                   std::vector<int>* global_chunk_of) {
-  PipelineShape shape{g.pp, 1, opt.virtual_stages};
-  const auto chunks = model::split_layers(m, shape.chunks(), opt.stage_layers);
+model::ShardLayout shard_layout_of(const model::ModelConfig& m, const config::ParallelConfig& g,
+                                   const GridCoords& coords, std::vector<int>* global_chunk_of) {
+  const schedule::PipelineShape shape{g.pp, 1, g.virtual_stages};
+  const auto chunks = model::split_layers(m, shape.chunks(), g.stage_layers);
   model::ShardLayout layout;
   layout.tp = g.tp;
   layout.tp_rank = coords.tp;
-  layout.sequence_parallel = opt.sequence_parallel;
+  layout.sequence_parallel = g.sequence_parallel;
   layout.ep = g.ep;
   layout.ep_rank = coords.ep;
   if (global_chunk_of) global_chunk_of->clear();
@@ -549,15 +553,16 @@ model::ShardLayout shard_layout_of(const model::ModelConfig& m, const GridShape&
 
 std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
                                                       const model::TrainConfig& t,
-                                                      const ProcessGrid& grid,
-                                                      const ParallelOptions& opt) {
+                                                      const config::ParallelConfig& p,
+                                                      const config::CommConfig& comm,
+                                                      const ProcessGrid& grid) {
   switch (t.precision) {
     case model::Precision::fp64:
-      return std::make_unique<ParallelTrainer<double>>(m, t, grid, opt);
+      return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid);
     case model::Precision::fp32:
-      return std::make_unique<ParallelTrainer<float>>(m, t, grid, opt);
+      return std::make_unique<ParallelTrainer<float>>(m, t, p, comm, grid);
     case model::Precision::bf16:
-      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, grid, opt);
+      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, p, comm, grid);
   }
   return nullptr;
 }

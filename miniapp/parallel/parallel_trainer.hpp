@@ -10,35 +10,27 @@
 #include <string>
 #include <vector>
 
+#include "config/parallel_config.hpp"
 #include "model/shard_layout.hpp"
 #include "model/trainer.hpp"
 #include "parallel/process_grid.hpp"
 
 namespace paraxis::parallel {
 
-struct ParallelOptions {
-  int zero = 0;
-  double bucket_mb = 25;
-  bool overlap = false;
-  std::string backend = "mpi";     // mpi | nccl
-  std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved
-  int virtual_stages = 1;          // model chunks per pipeline stage (interleaved)
-  std::vector<int> stage_layers;   // layers per model chunk; empty: balanced by modelled cost
-  bool sequence_parallel = false;  // with tp > 1
-};
-
 // What the rank at `coords` holds: its tensor-parallel slice, its experts, and the model
 // chunks of its pipeline stage (chunk c of pp * virtual_stages on stage c % pp), in model
 // order. global_chunk_of (if given) receives, per local chunk, its model chunk index.
-model::ShardLayout shard_layout_of(const model::ModelConfig& m, const GridShape& shape,
-                                   const GridCoords& coords, const ParallelOptions& opt,
+model::ShardLayout shard_layout_of(const model::ModelConfig& m, const config::ParallelConfig& p,
+                                   const GridCoords& coords,
                                    std::vector<int>* global_chunk_of = nullptr);
 
 // Collective over the grid's world. Throws std::invalid_argument (the same message on every
-// rank) when the model, batch or options do not fit the grid.
+// rank) when the configuration breaks a rule (config::rule_violations) or `p` is not the
+// grid's shape.
 std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
                                                       const model::TrainConfig& t,
-                                                      const ProcessGrid& grid,
-                                                      const ParallelOptions& opt);
+                                                      const config::ParallelConfig& p,
+                                                      const config::CommConfig& comm,
+                                                      const ProcessGrid& grid);
 
 }  // namespace paraxis::parallel

@@ -2,18 +2,20 @@
 
 #include <stdexcept>
 
+#include "config/config_rules.hpp"
+
 namespace paraxis::parallel {
 
-int grid_rank_of(const GridShape& s, int tp, int pp, int dp) {
-  if (s.order == "tp-dp-pp") return tp + s.tp * (dp + s.dp * pp);
+int grid_rank_of(const config::ParallelConfig& s, int tp, int pp, int dp) {
+  if (s.order == config::RankOrder::tp_dp_pp) return tp + s.tp * (dp + s.dp * pp);
   return tp + s.tp * (pp + s.pp * dp);  // tp-pp-dp
 }
 
-GridCoords grid_coords_of(const GridShape& s, int r) {
+GridCoords grid_coords_of(const config::ParallelConfig& s, int r) {
   GridCoords c;
   c.tp = r % s.tp;
   const int rest = r / s.tp;
-  if (s.order == "tp-dp-pp") {
+  if (s.order == config::RankOrder::tp_dp_pp) {
     c.dp = rest % s.dp;
     c.pp = rest / s.dp;
   } else {
@@ -27,25 +29,11 @@ GridCoords grid_coords_of(const GridShape& s, int r) {
   return c;
 }
 
-std::string grid_problem(const GridShape& s, int world) {
-  auto str = [](long long v) { return std::to_string(v); };
-  if (s.tp < 1 || s.pp < 1 || s.dp < 1 || s.ep < 1) return "parallel degrees must be >= 1";
-  const long long product = static_cast<long long>(s.tp) * s.pp * s.dp;
-  if (product != world)
-    return "parallel.tp * parallel.pp * parallel.dp = " + str(s.tp) + " * " + str(s.pp) + " * " +
-           str(s.dp) + " = " + str(product) + " but the run has " + str(world) + " ranks";
-  if (s.dp % s.ep != 0)
-    return "parallel.ep = " + str(s.ep) + " does not divide parallel.dp = " + str(s.dp);
-  if (s.order != "tp-pp-dp" && s.order != "tp-dp-pp")
-    return "parallel.order = '" + s.order + "' (expected tp-pp-dp or tp-dp-pp)";
-  return "";
-}
-
-ProcessGrid::ProcessGrid(MPI_Comm world, const GridShape& shape) : shape_(shape), world_(world) {
+ProcessGrid::ProcessGrid(MPI_Comm world, const config::ParallelConfig& shape)
+    : shape_(shape), world_(world) {
   MPI_Comm_rank(world, &world_rank_);
   MPI_Comm_size(world, &world_size_);
-  const std::string problem = grid_problem(shape, world_size_);
-  if (!problem.empty()) throw std::invalid_argument(problem);
+  config::require_valid(config::grid_rule_violations(shape, world_size_));
   coords_ = grid_coords_of(shape, world_rank_);
   const auto& c = coords_;
   const int s_tp = shape.tp, s_pp = shape.pp, s_ep = shape.ep;

@@ -6,35 +6,28 @@
 
 #include <mpi.h>
 
-#include <string>
+#include "config/parallel_config.hpp"
 
 namespace paraxis::parallel {
-
-struct GridShape {
-  int tp = 1, pp = 1, dp = 1, ep = 1;
-  std::string order = "tp-pp-dp";
-};
 
 struct GridCoords {
   int tp = 0, pp = 0, dp = 0, ep = 0, edp = 0;  // edp: index among ranks holding the same experts
 };
 
 // World rank of the rank at these coordinates (ep/edp are derived from dp).
-int grid_rank_of(const GridShape& s, int tp, int pp, int dp);
-GridCoords grid_coords_of(const GridShape& s, int world_rank);
-// Empty when the shape fits `world` ranks, else the reason (names the keys and values).
-std::string grid_problem(const GridShape& s, int world);
+int grid_rank_of(const config::ParallelConfig& s, int tp, int pp, int dp);
+GridCoords grid_coords_of(const config::ParallelConfig& s, int world_rank);
 
 class ProcessGrid {
  public:
   // Collective over `world`. Throws std::invalid_argument (same message on every rank) when
-  // the shape does not fit.
-  ProcessGrid(MPI_Comm world, const GridShape& shape);
+  // the shape breaks a grid rule (config::grid_rule_violations).
+  ProcessGrid(MPI_Comm world, const config::ParallelConfig& shape);
   ~ProcessGrid();
   ProcessGrid(const ProcessGrid&) = delete;
   ProcessGrid& operator=(const ProcessGrid&) = delete;
 
-  const GridShape& shape() const { return shape_; }
+  const config::ParallelConfig& shape() const { return shape_; }
   const GridCoords& coords() const { return coords_; }
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
@@ -46,7 +39,7 @@ class ProcessGrid {
   MPI_Comm edp() const { return edp_; }
 
  private:
-  GridShape shape_;
+  config::ParallelConfig shape_;  // the grid reads tp, pp, dp, ep and order
   GridCoords coords_;
   int world_rank_ = 0, world_size_ = 1;
   MPI_Comm world_, tp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL, dp_ = MPI_COMM_NULL,

@@ -30,7 +30,7 @@ struct Dims {
   double N, Nl, H, Hl, Fl, Vl, B, S, al, E, K, e, a;
 };
 
-Dims dims(const model::ModelConfig& m, const ParallelConfig& c) {
+Dims dims(const model::ModelConfig& m, const Scenario& c) {
   const ElementBytes eb = element_bytes(c.precision);
   Dims d;
   d.N = static_cast<double>(c.micro_batch) * m.seq_len;
@@ -51,7 +51,7 @@ Dims dims(const model::ModelConfig& m, const ParallelConfig& c) {
 
 // Rows of one MoE layer and micro-batch: kept at the source (P in gpt_model_moe.cpp) and computed
 // by this rank's experts (R).
-std::pair<double, double> moe_rows(const model::ModelConfig& m, const ParallelConfig& c,
+std::pair<double, double> moe_rows(const model::ModelConfig& m, const Scenario& c,
                                    const ExpertRouting& r) {
   const int N = c.micro_batch * m.seq_len;
   const double kept = r.kept_rows >= 0 ? r.kept_rows : expected_kept_rows(m, N);
@@ -73,39 +73,41 @@ ModelStateBytes model_state_bytes(int zero, double P, int dp, model::Precision p
   return s;
 }
 
-ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c) {
+ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const Scenario& c) {
   check_zero(c.zero);
+  const int zero = c.effective_zero();
   const ElementBytes eb = element_bytes(c.precision);
   const double P = static_cast<double>(padded_elements(units));
-  const double C = static_cast<double>(owned_elements(units, c.zero));
+  const double C = static_cast<double>(owned_elements(units, zero));
   ModelStateBytes s;
-  s.params = eb.parameter * (c.zero == 3 ? C : P);
-  s.grads = c.zero == 0 ? eb.gradient * P : c.zero == 1 ? eb.gradient * (P + C) : eb.gradient * C;
+  s.params = eb.parameter * (zero == 3 ? C : P);
+  s.grads = zero == 0 ? eb.gradient * P : zero == 1 ? eb.gradient * (P + C) : eb.gradient * C;
   s.optimizer = (2.0 + (has_master_copy(c.precision) ? 1.0 : 0.0)) * eb.gradient * C;
   return s;
 }
 
-double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c) {
+double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Scenario& c) {
   check_zero(c.zero);
-  if (c.zero < 2) return 0;
+  const int zero = c.effective_zero();
+  if (zero < 2) return 0;
   const ElementBytes eb = element_bytes(c.precision);
   const double P = static_cast<double>(padded_elements(units));
-  const double C = static_cast<double>(owned_elements(units, c.zero));
+  const double C = static_cast<double>(owned_elements(units, zero));
   double max_shard = 0, max_unit[2] = {0, 0};
   for (const auto& u : units) {
-    max_shard = std::max(max_shard, static_cast<double>(u.owned(c.zero)));
+    max_shard = std::max(max_shard, static_cast<double>(u.owned(zero)));
     double& mu = max_unit[u.expert ? 1 : 0];
     mu = std::max(mu, static_cast<double>(u.padded));
   }
   // The reduce-scatter's receive buffer: one shard, or one per unit when several are in flight.
   double bytes = eb.gradient * (c.overlap ? C : max_shard);
-  if (c.zero == 2) bytes += eb.gradient * P;  // the full gradient buffer of the step
-  if (c.zero == 3)
+  if (zero == 2) bytes += eb.gradient * P;  // the full gradient buffer of the step
+  if (zero == 3)
     for (double mu : max_unit) bytes += mu * (eb.parameter + (c.overlap ? 2.0 : 1.0) * eb.gradient);
   return bytes;
 }
 
-double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c, int layer,
+double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
                               const ExpertRouting& routing) {
   const Dims d = dims(m, c);
   double elems = 4 * d.Nl * d.H    // block input, LN1 out, x_mid, LN2 out
@@ -132,7 +134,7 @@ double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   return bytes + elems * d.e;
 }
 
-double chunk_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c,
+double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing) {
   const Dims d = dims(m, c);
   double bytes = d.Nl * d.H * d.e;  // the chunk's output (the last residual)
@@ -146,7 +148,7 @@ double chunk_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   return bytes;
 }
 
-double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing) {
   const Dims d = dims(m, c);
   const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
@@ -180,37 +182,37 @@ double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfi
   return bytes + elems * d.e;
 }
 
-int peak_live_sets(const ParallelConfig& c, int stage) {
+int peak_live_sets(const Scenario& c, int stage) {
   const auto shape = c.pipeline_shape();
   if (stage < 0 || stage >= c.pp)
     throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
                                 " outside pp = " + std::to_string(c.pp));
   switch (c.schedule) {
-    case parallel::ScheduleKind::gpipe:
+    case schedule::ScheduleKind::gpipe:
       return shape.micro_batches * shape.virtual_stages;
-    case parallel::ScheduleKind::one_f_one_b:
+    case schedule::ScheduleKind::one_f_one_b:
       return std::min(c.pp - stage, shape.micro_batches);
-    case parallel::ScheduleKind::interleaved: {
-      const auto sched = parallel::make_schedule(c.schedule, shape);
+    case schedule::ScheduleKind::interleaved: {
+      const auto sched = schedule::make_schedule(c.schedule, shape);
       const auto r =
-          parallel::replay_schedule(sched, shape, [](int, const parallel::Action&) { return 1.0; });
+          schedule::replay_schedule(sched, shape, [](int, const schedule::Action&) { return 1.0; });
       return r.peak_live[stage];
     }
   }
   return 0;
 }
 
-std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage) {
+std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage) {
   return peak_live_sets_per_chunk(c, stage,
-                                  parallel::make_schedule(c.schedule, c.pipeline_shape()));
+                                  schedule::make_schedule(c.schedule, c.pipeline_shape()));
 }
 
-std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage,
-                                          const parallel::Schedule& sched) {
+std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage,
+                                          const schedule::Schedule& sched) {
   const auto ids = stage_chunk_ids(c, stage);
   std::map<int, int> live, peak;
   std::set<std::pair<int, int>> held;  // (chunk, micro-batch)
-  using K = parallel::ActionKind;
+  using K = schedule::ActionKind;
   for (const auto& a : sched[stage]) {
     const auto key = std::make_pair(a.chunk, a.micro_batch);
     if ((a.kind == K::recv_activation || a.kind == K::forward) && !held.count(key)) {
@@ -226,16 +228,16 @@ std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage,
   return out;
 }
 
-int pipeline_gradient_buffers(const ParallelConfig& c, int stage) {
+int pipeline_gradient_buffers(const Scenario& c, int stage) {
   if (c.pp <= 1) return 0;
   return pipeline_gradient_buffers(c, stage,
-                                   parallel::make_schedule(c.schedule, c.pipeline_shape()));
+                                   schedule::make_schedule(c.schedule, c.pipeline_shape()));
 }
 
-int pipeline_gradient_buffers(const ParallelConfig& c, int stage, const parallel::Schedule& sched) {
+int pipeline_gradient_buffers(const Scenario& c, int stage, const schedule::Schedule& sched) {
   if (c.pp <= 1) return 0;
   const int last = c.chunks() - 1;
-  using K = parallel::ActionKind;
+  using K = schedule::ActionKind;
   int held = 0, peak = 0;
   for (const auto& a : sched[stage]) {
     switch (a.kind) {
@@ -258,8 +260,8 @@ int pipeline_gradient_buffers(const ParallelConfig& c, int stage, const parallel
 
 namespace {
 
-MemoryEstimate stage_memory(const model::ModelConfig& m, const ParallelConfig& c, int stage,
-                            const ExpertRouting& routing, const parallel::Schedule& sched,
+MemoryEstimate stage_memory(const model::ModelConfig& m, const Scenario& c, int stage,
+                            const ExpertRouting& routing, const schedule::Schedule& sched,
                             const std::vector<ChunkLayers>& chunks) {
   const auto units = shard_units(m, c, stage);
   const ModelStateBytes st = model_state_bytes(units, c);
@@ -281,18 +283,18 @@ MemoryEstimate stage_memory(const model::ModelConfig& m, const ParallelConfig& c
 
 }  // namespace
 
-MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+MemoryEstimate memory_per_rank(const model::ModelConfig& m, const Scenario& c, int stage,
                                const ExpertRouting& routing) {
   if (stage < 0 || stage >= c.pp)
     throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
                                 " outside pp = " + std::to_string(c.pp));
-  return stage_memory(m, c, stage, routing, parallel::make_schedule(c.schedule, c.pipeline_shape()),
+  return stage_memory(m, c, stage, routing, schedule::make_schedule(c.schedule, c.pipeline_shape()),
                       split_layers(m, c.chunks(), c.stage_layers));
 }
 
-MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelConfig& c,
+MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
                                    const ExpertRouting& routing, int* stage) {
-  const auto sched = parallel::make_schedule(c.schedule, c.pipeline_shape());
+  const auto sched = schedule::make_schedule(c.schedule, c.pipeline_shape());
   const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
   MemoryEstimate best;
   int at = 0;

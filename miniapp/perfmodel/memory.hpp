@@ -51,37 +51,37 @@ struct ModelStateBytes {
 // ZeRO >= 1), per the table above: the closed form, for P from any source.
 ModelStateBytes model_state_bytes(int zero, double P, int dp, model::Precision precision);
 // Exactly, from the rank's units (each with its own group and padding).
-ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c);
+ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const Scenario& c);
 // ZeRO's buffers that live only during a step.
-double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const ParallelConfig& c);
+double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Scenario& c);
 
 // Activations one block keeps per micro-batch (layer: its index in the model).
-double block_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c, int layer,
+double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
                               const ExpertRouting& routing = {});
 // One (micro-batch, chunk) activation set: the blocks, the chunk's output, the embedding's
 // tokens, the head's activations.
-double chunk_activation_bytes(const model::ModelConfig& m, const ParallelConfig& c,
+double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing = {});
 // Workspaces shared by all of a rank's micro-batches and layers.
-double activation_scratch_bytes(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing = {});
 
 // Most activation sets alive at once on a stage: gpipe m*v (= m), 1f1b min(p - s, m);
 // interleaved from replay_schedule's peak_live (Megatron-LM's warm-up is not a closed form).
-int peak_live_sets(const ParallelConfig& c, int stage);
+int peak_live_sets(const Scenario& c, int stage);
 // paraxis keeps a pool of activation sets per chunk that never shrinks: the most sets of each
 // of the stage's chunks alive at once, walking the stage's schedule (a set is taken when its
 // input receive is posted or its forward starts, freed after its backward). Equal to
 // peak_live_sets for one chunk per stage; can exceed it with interleaving.
-std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage);
+std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage);
 // Point-to-point gradient buffers of the pipeline engine (pp > 1): an estimate assuming each
 // send completes at the next progress point (a lower bound when the network is slow).
-int pipeline_gradient_buffers(const ParallelConfig& c, int stage);
+int pipeline_gradient_buffers(const Scenario& c, int stage);
 // The same two from a schedule already made for c (make_schedule(c.schedule,
 // c.pipeline_shape())), to avoid rebuilding it per stage.
-std::vector<int> peak_live_sets_per_chunk(const ParallelConfig& c, int stage,
-                                          const parallel::Schedule& sched);
-int pipeline_gradient_buffers(const ParallelConfig& c, int stage, const parallel::Schedule& sched);
+std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage,
+                                          const schedule::Schedule& sched);
+int pipeline_gradient_buffers(const Scenario& c, int stage, const schedule::Schedule& sched);
 
 struct MemoryEstimate {
   double params = 0, grads = 0, optimizer = 0;  // resident between steps
@@ -89,10 +89,10 @@ struct MemoryEstimate {
   double activations = 0;                       // peak: sets in flight + scratch + pipeline buffers
   double peak = 0;                              // the sum: the high-water mark of a step
 };
-MemoryEstimate memory_per_rank(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+MemoryEstimate memory_per_rank(const model::ModelConfig& m, const Scenario& c, int stage,
                                const ExpertRouting& routing = {});
 // The stage whose rank needs the most (peak); `stage` receives it when given.
-MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const ParallelConfig& c,
+MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
                                    const ExpertRouting& routing = {}, int* stage = nullptr);
 
 // Korthikanti et al. 2022, Table 2, activation bytes of one transformer layer (fp16, with

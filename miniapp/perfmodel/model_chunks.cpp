@@ -12,7 +12,7 @@
 
 namespace paraxis::perfmodel {
 
-std::vector<int> stage_chunk_ids(const ParallelConfig& c, int stage) {
+std::vector<int> stage_chunk_ids(const Scenario& c, int stage) {
   if (stage < 0 || stage >= c.pp)
     throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
                                 " outside pp = " + std::to_string(c.pp));

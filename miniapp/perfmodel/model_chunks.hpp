@@ -15,7 +15,7 @@ using ChunkLayers = model::ModelChunk;
 using model::split_layers;
 
 // Model chunk indices run by pipeline stage `stage` (c % pp == stage), in model order.
-std::vector<int> stage_chunk_ids(const ParallelConfig& c, int stage);
+std::vector<int> stage_chunk_ids(const Scenario& c, int stage);
 
 // Forward FLOPs per token of one chunk (its blocks, plus the head if it has it).
 double chunk_forward_flops_per_token(const model::ModelConfig& m, const ChunkLayers& chunk);

@@ -1,4 +1,4 @@
-// Element sizes per precision and a readable name for a configuration.
+// Scenarios from a run's sections, element sizes per precision, a readable name.
 #include "perfmodel/parallel_config.hpp"
 
 #include <sstream>
@@ -21,11 +21,31 @@ bool has_master_copy(model::Precision p) {
   return p == model::Precision::bf16;
 }
 
-std::string describe(const ParallelConfig& c) {
+model::TrainConfig Scenario::train() const {
+  model::TrainConfig t;
+  t.global_batch = global_batch;
+  t.micro_batch = micro_batch;
+  t.precision = precision;
+  return t;
+}
+
+Scenario scenario_of(const config::ParallelConfig& p, const config::CommConfig& comm,
+                     const model::TrainConfig& t) {
+  Scenario s;
+  static_cast<config::ParallelConfig&>(s) = p;
+  s.global_batch = t.global_batch;
+  s.micro_batch = t.micro_batch;
+  s.precision = t.precision;
+  s.bucket_mb = comm.bucket_mb;
+  s.overlap = comm.overlap;
+  return s;
+}
+
+std::string describe(const Scenario& c) {
   std::ostringstream os;
   os << "tp=" << c.tp << " pp=" << c.pp << " dp=" << c.dp << " ep=" << c.ep
-     << " mb=" << c.micro_batch << " zero=" << c.zero << " " << parallel::to_string(c.schedule);
-  if (c.schedule == parallel::ScheduleKind::interleaved) os << " v=" << c.virtual_stages;
+     << " mb=" << c.micro_batch << " zero=" << c.zero << " " << schedule::to_string(c.schedule);
+  if (c.schedule == schedule::ScheduleKind::interleaved) os << " v=" << c.virtual_stages;
   if (c.sp()) os << " sp";
   return os.str();
 }

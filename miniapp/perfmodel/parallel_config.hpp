@@ -1,38 +1,35 @@
-// The configuration every performance model evaluates: the parallel shape, the batch, the ZeRO
-// stage, the pipeline schedule and the precision of one paraxis run (what a deck's parallel,
-// train and comm sections resolve to), as a plain struct so that the models stay free of the
-// driver, of MPI and of Kokkos.
+// What every performance model evaluates: one run's parallel configuration (config/: the one
+// type the deck, the parallel engine and the models share) with the batch, the precision and the
+// data-parallel bucketing of that run, as plain values so that the models stay free of the
+// driver, of MPI and of Kokkos. The models read the effective settings (effective_zero(), sp()).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "config/parallel_config.hpp"
 #include "model/model_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
-struct ParallelConfig {
-  int tp = 1, pp = 1, dp = 1, ep = 1;
+struct Scenario : config::ParallelConfig {
   int global_batch = 8;  // sequences per step, all replicas together
   int micro_batch = 1;   // sequences per micro-batch
-  int zero = 0;
-  parallel::ScheduleKind schedule = parallel::ScheduleKind::one_f_one_b;
-  int virtual_stages = 1;  // model chunks per pipeline stage (interleaved only)
-  bool sequence_parallel = false;
   model::Precision precision = model::Precision::fp32;
-  double bucket_mb = 25;          // comm.bucket_mb: ZeRO-0 all-reduce buckets
-  bool overlap = false;           // comm.overlap
-  std::vector<int> stage_layers;  // layers per model chunk; empty: balanced by FLOPs
+  double bucket_mb = 25;  // comm.bucket_mb: ZeRO-0 all-reduce buckets
+  bool overlap = false;   // comm.overlap
 
-  // Sequence parallelism only changes anything with more than one tensor-parallel rank.
-  bool sp() const { return sequence_parallel && tp > 1; }
-  int world() const { return tp * pp * dp; }
-  // m: micro-batches per data-parallel replica and step.
-  int micro_batches() const { return global_batch / (dp * micro_batch); }
-  int chunks() const { return pp * virtual_stages; }
-  parallel::PipelineShape pipeline_shape() const { return {pp, micro_batches(), virtual_stages}; }
+  // m: micro-batches per data-parallel replica and step (config::micro_batches).
+  int micro_batches() const { return config::micro_batches(train(), *this); }
+  schedule::PipelineShape pipeline_shape() const { return config::pipeline_shape(train(), *this); }
+  // The batch as the training configuration states it.
+  model::TrainConfig train() const;
 };
+
+// The scenario of a run: its parallel, communication and training sections.
+Scenario scenario_of(const config::ParallelConfig& p, const config::CommConfig& comm,
+                     const model::TrainConfig& t);
 
 // Element sizes in bytes, per precision, as paraxis stores them (docs/model.md, "Precision"):
 // activations and parameters in the training type; gradients, Adam moments, master weights
@@ -50,6 +47,6 @@ ElementBytes element_bytes(model::Precision p);
 bool has_master_copy(model::Precision p);
 
 // One line naming every degree, e.g. "tp=2 pp=2 dp=2 ep=1 mb=1 zero=1 1f1b sp".
-std::string describe(const ParallelConfig& c);
+std::string describe(const Scenario& c);
 
 }  // namespace paraxis::perfmodel

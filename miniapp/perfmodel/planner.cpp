@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/config_rules.hpp"
 #include "perfmodel/flops.hpp"
 
 namespace paraxis::perfmodel {
@@ -31,37 +32,19 @@ void validate(const PlanRequest& r, const Machine& mc) {
   if (!(mc.achievable_fraction > 0) || mc.achievable_fraction > 1)
     fail("achievable_fraction = " + std::to_string(mc.achievable_fraction) +
          ", expected in (0, 1]");
-  const auto& m = r.model;
-  if (m.heads < 1 || m.hidden % m.heads != 0)
-    fail("heads = " + std::to_string(m.heads) +
-         " does not divide hidden = " + std::to_string(m.hidden));
-  if (m.moe.experts > 0 && (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts))
-    fail("top_k = " + std::to_string(m.moe.top_k) +
-         " outside 1 .. experts = " + std::to_string(m.moe.experts));
-  if (m.layers < 1) fail("layers = " + std::to_string(m.layers) + ", expected >= 1");
-  if (r.global_batch < 1) fail("global_batch = " + std::to_string(r.global_batch));
+  // The model and the batch on their own (one rank): every configuration would break these.
+  model::TrainConfig t;
+  t.global_batch = r.global_batch;
+  for (const auto& v : config::rule_violations(r.model, t, config::ParallelConfig{}, 0))
+    fail(v.keys.front() + ": " + v.message);
   for (int z : r.zero_stages)
     if (z < 0 || z > 3) fail("zero stage " + std::to_string(z) + ", expected 0 .. 3");
 }
 
-// The first rule `c` breaks, or "".
-std::string rule_problem(const model::ModelConfig& m, const ParallelConfig& c) {
-  std::ostringstream os;
-  if (m.heads % c.tp != 0) {
-    os << "heads " << m.heads << " not divisible by tp " << c.tp;
-  } else if (m.ffn % c.tp != 0) {
-    os << "ffn " << m.ffn << " not divisible by tp " << c.tp;
-  } else if (m.moe.experts > 0 && m.moe.experts % c.ep != 0) {
-    os << "experts " << m.moe.experts << " not divisible by ep " << c.ep;
-  } else if (m.layers < c.chunks()) {
-    os << "layers " << m.layers << " < pp*v = " << c.chunks();
-  } else if (c.sp() && m.seq_len % c.tp != 0) {
-    os << "seq_len " << m.seq_len << " not divisible by tp " << c.tp << " (sequence parallelism)";
-  } else if (c.schedule == parallel::ScheduleKind::interleaved && c.micro_batches() % c.pp != 0) {
-    os << "micro-batches " << c.micro_batches() << " not divisible by pp " << c.pp
-       << " (interleaved)";
-  }
-  return os.str();
+// The first configuration rule `c` breaks (config_rules.hpp), or "".
+std::string rule_problem(const model::ModelConfig& m, const Scenario& c) {
+  const auto v = config::rule_violations(m, c.train(), c, 0);
+  return v.empty() ? std::string() : v.front().message;
 }
 
 }  // namespace
@@ -72,7 +55,7 @@ bool group_is_intra_node(int stride, int size, int devices_per_node) {
   return span <= devices_per_node && devices_per_node % span == 0;
 }
 
-AxisTiers axis_tiers(const ParallelConfig& c, int dpn) {
+AxisTiers axis_tiers(const Scenario& c, int dpn) {
   AxisTiers t;
   t.tp = group_is_intra_node(1, c.tp, dpn);
   t.pp = group_is_intra_node(c.tp, c.pp, dpn);
@@ -81,7 +64,7 @@ AxisTiers axis_tiers(const ParallelConfig& c, int dpn) {
   return t;
 }
 
-AxisLinks axis_links(const ParallelConfig& c, const Machine& mc) {
+AxisLinks axis_links(const Scenario& c, const Machine& mc) {
   const AxisTiers t = axis_tiers(c, mc.devices_per_node);
   auto pick = [&](bool intra) { return intra ? mc.intra_node : mc.inter_node; };
   return {pick(t.tp), pick(t.pp), pick(t.dp), pick(t.ep)};
@@ -123,7 +106,7 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
       const int dp = devices / (tp * pp);
       const std::vector<int> eps = m.moe.experts > 0 ? divisors(dp) : std::vector<int>{1};
       for (int ep : eps) {
-        ParallelConfig base;
+        Scenario base;
         base.tp = tp;
         base.pp = pp;
         base.dp = dp;
@@ -132,10 +115,8 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
         base.precision = r.precision;
         base.bucket_mb = r.bucket_mb;
         base.overlap = r.overlap;
-        if (r.global_batch % dp != 0) {
-          base.micro_batch = 0;
-          out.rejected.push_back({base, "global_batch " + std::to_string(r.global_batch) +
-                                            " not divisible by dp " + std::to_string(dp)});
+        if (const std::string problem = rule_problem(m, base); !problem.empty()) {
+          out.rejected.push_back({base, problem});  // with micro_batch 1: no micro-batch fits
           continue;
         }
         const std::vector<bool> sps = tp > 1 && r.try_sequence_parallel
@@ -146,29 +127,30 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
             for (auto kind : r.schedules) {
               // Without a pipeline the schedules coincide but for gpipe keeping every
               // micro-batch's activations: one entry (1f1b, when asked for) is enough.
-              if (pp == 1 && kind != parallel::ScheduleKind::one_f_one_b &&
+              if (pp == 1 && kind != schedule::ScheduleKind::one_f_one_b &&
                   std::find(r.schedules.begin(), r.schedules.end(),
-                            parallel::ScheduleKind::one_f_one_b) != r.schedules.end())
+                            schedule::ScheduleKind::one_f_one_b) != r.schedules.end())
                 continue;
               std::vector<int> vs{1};
-              if (kind == parallel::ScheduleKind::interleaved) {
+              if (kind == schedule::ScheduleKind::interleaved) {
                 vs.clear();
                 if (pp > 1)
                   for (int v = 2; v <= r.max_virtual_stages; ++v) vs.push_back(v);
               }
               for (int v : vs)
                 for (int zero : r.zero_stages) {
-                  // One data-parallel rank: nothing to shard, every stage runs as stage 0.
-                  if (dp == 1 && zero != 0 &&
+                  // A stage that runs as another (config::ParallelConfig::effective_zero:
+                  // with one data-parallel rank every stage is 0) is that one, listed once.
+                  Scenario c = base;
+                  c.zero = zero;
+                  if (c.effective_zero() != zero &&
                       std::find(r.zero_stages.begin(), r.zero_stages.end(), 0) !=
                           r.zero_stages.end())
                     continue;
-                  ParallelConfig c = base;
                   c.micro_batch = mb;
                   c.sequence_parallel = sp;
                   c.schedule = kind;
                   c.virtual_stages = v;
-                  c.zero = zero;
                   const std::string problem = rule_problem(m, c);
                   if (!problem.empty()) {
                     out.rejected.push_back({c, problem});

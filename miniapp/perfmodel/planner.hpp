@@ -3,10 +3,8 @@
 // parallelism) that uses all its devices, each either ranked by predicted step time
 // (step_time.hpp) when it fits in memory (memory.hpp), or rejected with the reason.
 //
-// Rules, in the order they are checked (the first that fails is the reason given):
-//   global_batch divisible by dp;  tp divides heads and ffn;  ep divides experts (ep | dp by
-//   construction);  layers >= pp * v;  sequence parallelism needs tp | seq_len (as the deck
-//   does);  interleaved needs m % pp == 0;  the largest rank's peak memory <= the device's.
+// Rules: the configuration rules the deck applies (config/config_rules.hpp; the first broken
+//   rule's message is the reason given), then the largest rank's peak memory <= the device's.
 // Network tiers: ranks are ordered tp-pp-dp (paraxis's default), so a tensor-parallel group is
 // `tp` consecutive ranks, a pipeline group spans tp*pp, a data-parallel group tp*pp*dp and an
 // expert group tp*pp*ep; a group is inside a node when that span fits a node and node
@@ -44,9 +42,9 @@ struct PlanRequest {
   int global_batch = 8;
   model::Precision precision = model::Precision::bf16;
   std::vector<int> zero_stages = {0, 1, 2, 3};
-  std::vector<parallel::ScheduleKind> schedules = {parallel::ScheduleKind::gpipe,
-                                                   parallel::ScheduleKind::one_f_one_b,
-                                                   parallel::ScheduleKind::interleaved};
+  std::vector<schedule::ScheduleKind> schedules = {schedule::ScheduleKind::gpipe,
+                                                   schedule::ScheduleKind::one_f_one_b,
+                                                   schedule::ScheduleKind::interleaved};
   int max_virtual_stages = 4;
   int max_micro_batch_values = 16;
   bool try_sequence_parallel = true;
@@ -61,7 +59,7 @@ struct AxisTiers {
 };
 
 struct PlanEntry {
-  ParallelConfig config;
+  Scenario config;
   StepTimeBreakdown time;
   MemoryEstimate memory;  // of the rank that needs the most
   int memory_stage = 0;   // its pipeline stage
@@ -70,7 +68,7 @@ struct PlanEntry {
 };
 
 struct Rejection {
-  ParallelConfig config;  // micro_batch 0: every micro-batch size of this shape
+  Scenario config;  // micro_batch 0: every micro-batch size of this shape
   std::string reason;
 };
 
@@ -85,9 +83,9 @@ Plan plan(const PlanRequest& request, const Machine& machine);
 
 // A group of `size` ranks `stride` apart, in blocks of stride*size consecutive ranks.
 bool group_is_intra_node(int stride, int size, int devices_per_node);
-AxisTiers axis_tiers(const ParallelConfig& c, int devices_per_node);
+AxisTiers axis_tiers(const Scenario& c, int devices_per_node);
 // The links each axis uses on this machine.
-AxisLinks axis_links(const ParallelConfig& c, const Machine& machine);
+AxisLinks axis_links(const Scenario& c, const Machine& machine);
 // The micro-batch sizes tried for `sequences_per_replica` (see the bounds above).
 std::vector<int> micro_batch_candidates(int sequences_per_replica, int max_values);
 // "93.1 GB", "80 GB": decimal gigabytes, one decimal unless whole.

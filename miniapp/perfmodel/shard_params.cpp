@@ -42,8 +42,7 @@ void require_divides(const char* what, int n, const char* axis, int degree) {
 
 }  // namespace
 
-std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelConfig& c,
-                                   int stage) {
+std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const Scenario& c, int stage) {
   require_divides("heads", m.heads, "tp", c.tp);
   require_divides("ffn", m.ffn, "tp", c.tp);
   if (m.moe.experts > 0) require_divides("experts", m.moe.experts, "ep", c.ep);
@@ -54,7 +53,7 @@ std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelCo
   const std::size_t Vl = (m.vocab + c.tp - 1) / c.tp;  // vocabulary padded to a multiple of tp
   const std::size_t El = E / c.ep;
   const bool sp = c.sp();
-  const std::size_t multiple = c.zero >= 1 ? c.dp : 1;
+  const std::size_t multiple = c.effective_zero() >= 1 ? c.dp : 1;
   const int dense_group = c.dp, expert_group = c.ep > 1 ? c.dp / c.ep : c.dp;
 
   const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
@@ -129,8 +128,7 @@ std::size_t owned_elements(const std::vector<ParamUnit>& units, int zero) {
   return n;
 }
 
-std::size_t estimate_rank_parameters(const model::ModelConfig& m, const ParallelConfig& c,
-                                     int stage) {
+std::size_t estimate_rank_parameters(const model::ModelConfig& m, const Scenario& c, int stage) {
   return unpadded_elements(shard_units(m, c, stage));
 }
 

@@ -35,7 +35,7 @@ struct ParamUnit {
 // The units of the rank at pipeline stage `stage` (every tensor-parallel, expert-parallel and
 // data-parallel rank of a stage holds units of the same sizes), in flat-layout order.
 // Throws std::invalid_argument when tp does not divide heads or ffn, or ep the experts.
-std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const ParallelConfig& c, int stage);
+std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const Scenario& c, int stage);
 
 // Sums over units.
 std::size_t padded_elements(const std::vector<ParamUnit>& units);    // P of the flat layout
@@ -45,8 +45,7 @@ std::size_t owned_elements(const std::vector<ParamUnit>& units, int zero);
 // Parameter elements of the rank at `stage` without any padding: the estimate for callers that
 // do not need paraxis's exact layout (the padding is at most 15 elements per tensor plus
 // dp - 1 per unit).
-std::size_t estimate_rank_parameters(const model::ModelConfig& m, const ParallelConfig& c,
-                                     int stage);
+std::size_t estimate_rank_parameters(const model::ModelConfig& m, const Scenario& c, int stage);
 
 // LayerNorm-gradient elements that the rank at data-parallel index dp_rank owns (the ones it
 // sums over the tensor-parallel group once per step under sequence parallelism), exactly.

@@ -28,7 +28,7 @@ double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
   return t;
 }
 
-StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelConfig& c,
+StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in) {
   const int C = c.chunks();
   const auto chunks = split_layers(m, C, c.stage_layers);
@@ -61,11 +61,11 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
     ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   }
 
-  const parallel::PipelineShape shape = c.pipeline_shape();
-  const auto sched = parallel::make_schedule(c.schedule, shape);
-  const auto replay = parallel::replay_schedule(sched, shape, [&](int, const parallel::Action& a) {
+  const schedule::PipelineShape shape = c.pipeline_shape();
+  const auto sched = schedule::make_schedule(c.schedule, shape);
+  const auto replay = schedule::replay_schedule(sched, shape, [&](int, const schedule::Action& a) {
     const int k = a.chunk;
-    return a.kind == parallel::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
+    return a.kind == schedule::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
                                                    : bwd[k] + tp_b[k] + ep_b[k];
   });
 
@@ -116,7 +116,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelC
       (gradient ? reductions : rest) += t;
     }
     if (c.overlap) {
-      const double window = c.zero >= 2 ? mb * last_backward : last_backward;
+      const double window = c.effective_zero() >= 2 ? mb * last_backward : last_backward;
       r.dp = rest + std::max(0.0, reductions - window);
     } else {
       r.dp = rest + reductions;

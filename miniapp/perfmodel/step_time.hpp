@@ -6,7 +6,7 @@
 //     backward_ratio (2) times that; measured per-chunk times may replace both;
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
 //     their alpha-beta time is added to the action that makes them (fully exposed);
-//   - the pipeline: paraxis's own schedule replayed (parallel::replay_schedule) with those
+//   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
 //     action times; transfers are non-blocking and overlap compute except on the pipeline's
 //     fill and drain, so 2 (pp*v - 1) point-to-point times are added (the first activation's
 //     way down and the last gradient's way up), plus the norm's all-reduce;
@@ -71,7 +71,7 @@ struct StepTimeBreakdown {
 // Throws std::invalid_argument when the configuration does not fit the model (divisibility,
 // chunks, schedule shape), when forward_s/backward_s have the wrong length, or when no rate
 // is given and forward_s is empty.
-StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const ParallelConfig& c,
+StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in);
 
 // Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one).

@@ -69,11 +69,11 @@ double expected_kept_rows(const model::ModelConfig& m, int tokens) {
 
 namespace {
 
-int tokens_per_micro_batch(const model::ModelConfig& m, const ParallelConfig& c) {
+int tokens_per_micro_batch(const model::ModelConfig& m, const Scenario& c) {
   return c.micro_batch * m.seq_len;
 }
 
-void check_stage(const ParallelConfig& c, int stage) {
+void check_stage(const Scenario& c, int stage) {
   if (stage < 0 || stage >= c.pp)
     throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
                                 " outside pp = " + std::to_string(c.pp));
@@ -81,7 +81,7 @@ void check_stage(const ParallelConfig& c, int stage) {
 
 }  // namespace
 
-PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
                                           const ChunkLayers& chunk) {
   PassTraffic t;
   if (c.tp <= 1) return t;
@@ -127,7 +127,7 @@ PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Par
   return t;
 }
 
-PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
                                  const ChunkLayers& chunk, const ExpertRouting& routing) {
   PassTraffic t;
   if (c.ep <= 1 || m.moe.experts == 0) return t;
@@ -147,8 +147,8 @@ PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const ParallelConf
   return t;
 }
 
-AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                         int stage, int dp_rank) {
+AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage,
+                                         int dp_rank) {
   check_stage(c, stage);
   AxisTraffic t;
   if (c.tp <= 1) return t;
@@ -163,14 +163,14 @@ AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Para
   return t;
 }
 
-AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const ParallelConfig& c,
-                                        int stage, int dp_rank) {
+AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Scenario& c, int stage,
+                                        int dp_rank) {
   check_stage(c, stage);
   AxisTraffic t;
   if (c.tp <= 1) return t;
   if (c.sp()) {
     const auto units = shard_units(m, c, stage);
-    const std::size_t n = owned_sp_partial_elements(units, c.zero, dp_rank);
+    const std::size_t n = owned_sp_partial_elements(units, c.effective_zero(), dp_rank);
     // paraxis skips the call when the rank owns none of the LayerNorm gradients.
     if (n > 0) t.add(C::all_reduce, static_cast<double>(n) * element_bytes(c.precision).gradient);
   }
@@ -178,7 +178,7 @@ AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Paral
   return t;
 }
 
-AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage) {
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage) {
   check_stage(c, stage);
   AxisTraffic t;
   if (c.pp <= 1) return t;
@@ -225,8 +225,7 @@ ZeroVolume zero_volume(int zero, double P, int m, int grad_bytes, int param_byte
   return v;
 }
 
-AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                       int stage) {
+AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage) {
   check_stage(c, stage);
   if (c.zero < 0 || c.zero > 3)
     throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
@@ -234,7 +233,7 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Parall
   const auto units = shard_units(m, c, stage);
   const ElementBytes eb = element_bytes(c.precision);
   const long mb = c.micro_batches();
-  if (c.zero == 0) {
+  if (c.effective_zero() == 0) {
     // Buckets of whole units of one group, from the last unit (its gradients are final first)
     // to the first, each closed when the next unit would take it past bucket_mb
     // (zero_optimizer.cpp). The flat layout is unpadded at stage 0.
@@ -271,7 +270,7 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Parall
       if (u.group <= 1) continue;  // a group of one moves nothing and logs nothing
       const double grads = static_cast<double>(u.padded) * eb.gradient;
       const double params = static_cast<double>(u.padded) * eb.parameter;
-      switch (c.zero) {
+      switch (c.effective_zero()) {
         case 1:
           t.add(C::reduce_scatter, grads, 1, u.group);
           t.add(C::all_gather, params, 1, u.group);
@@ -289,11 +288,11 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Parall
   }
   // The norm's all-reduce over dp: whenever ranks hold different gradient elements (sharded,
   // or experts).
-  if (c.dp > 1 && (c.zero >= 1 || c.ep > 1)) t.add(C::all_reduce, 8, 1, c.dp);
+  if (c.dp > 1 && (c.effective_zero() >= 1 || c.ep > 1)) t.add(C::all_reduce, 8, 1, c.dp);
   return t;
 }
 
-AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+AxisTraffic expert_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing) {
   check_stage(c, stage);
   AxisTraffic t;
@@ -308,8 +307,8 @@ AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfi
   return t;
 }
 
-StepTraffic step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
-                         int dp_rank, const ExpertRouting& routing) {
+StepTraffic step_traffic(const model::ModelConfig& m, const Scenario& c, int stage, int dp_rank,
+                         const ExpertRouting& routing) {
   StepTraffic s;
   s.tp = tensor_parallel_step_traffic(m, c, stage, dp_rank);
   s.pp = pipeline_step_traffic(m, c, stage);

@@ -92,26 +92,25 @@ double expected_kept_rows(const model::ModelConfig& m, int tokens);
 struct PassTraffic {
   AxisTraffic forward, backward;
 };
-PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
                                           const ChunkLayers& chunk);
-PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const ParallelConfig& c,
+PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
                                  const ChunkLayers& chunk, const ExpertRouting& routing = {});
 
 // Per step, for the rank at pipeline stage `stage` and data-parallel index `dp_rank` (which
 // matters only for the sequence-parallel LayerNorm sum under ZeRO >= 1: the ranks own
 // different slices).
-AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                         int stage, int dp_rank = 0);
+AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage,
+                                         int dp_rank = 0);
 // Its once-per-step part alone (the norm, the sequence-parallel LayerNorm sum).
-AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const ParallelConfig& c,
-                                        int stage, int dp_rank = 0);
-AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage);
-AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const ParallelConfig& c,
-                                       int stage);
-AxisTraffic expert_step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
+AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Scenario& c, int stage,
+                                        int dp_rank = 0);
+AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage);
+AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage);
+AxisTraffic expert_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing = {});
-StepTraffic step_traffic(const model::ModelConfig& m, const ParallelConfig& c, int stage,
-                         int dp_rank = 0, const ExpertRouting& routing = {});
+StepTraffic step_traffic(const model::ModelConfig& m, const Scenario& c, int stage, int dp_rank = 0,
+                         const ExpertRouting& routing = {});
 
 // The ZeRO volumes alone, for P elements over one group (no norm, no buckets): what the
 // ZeRO paper's 2 Psi / 3 Psi comparison is about. P is whatever the caller passes: paraxis's

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace paraxis::parallel {
+namespace paraxis::schedule {
 
 const char* to_string(ActionKind k) {
   switch (k) {
@@ -416,4 +416,4 @@ double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape) {
   return (p - 1) / (v * m + p - 1);
 }
 
-}  // namespace paraxis::parallel
+}  // namespace paraxis::schedule

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace paraxis::parallel {
+namespace paraxis::schedule {
 
 enum class ActionKind {
   forward,
@@ -110,4 +110,4 @@ ReplayResult replay_schedule(const Schedule& sched, const PipelineShape& shape,
 // for interleaved (Huang et al. 2019; Narayanan et al. 2021, section 2.2).
 double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape);
 
-}  // namespace paraxis::parallel
+}  // namespace paraxis::schedule

@@ -1,13 +1,14 @@
-// The rules between a configuration's keys (deck_rules.hpp).
-#include "driver/deck_rules.hpp"
+// The rules between a configuration's keys (config_rules.hpp).
+#include "config/config_rules.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <initializer_list>
+#include <stdexcept>
 
-#include "driver/checked_product.hpp"
+#include "config/checked_product.hpp"
 
-namespace paraxis::driver {
+namespace paraxis::config {
 
 namespace {
 
@@ -22,14 +23,64 @@ std::optional<long long> grid_world(const ParallelConfig& p) {
   return checked_product({p.tp, p.pp, p.dp}, INT_MAX);
 }
 
-std::vector<RuleViolation> config_rule_violations(const RunConfig& c, int world) {
-  std::vector<RuleViolation> e;
-  auto rule = [&](std::initializer_list<const char*> keys, bool broken, const std::string& msg) {
-    if (broken) e.push_back({std::vector<std::string>(keys.begin(), keys.end()), msg});
-  };
-  const auto& m = c.model;
-  const auto& t = c.train;
-  const auto& p = c.parallel;
+namespace {
+
+struct Rules {
+  std::vector<RuleViolation> found;
+  void operator()(std::initializer_list<const char*> keys, bool broken, const std::string& msg) {
+    if (broken) found.push_back({std::vector<std::string>(keys.begin(), keys.end()), msg});
+  }
+};
+
+// Expects every degree >= 1 (the callers check it first).
+void grid_rules(Rules& rule, const ParallelConfig& p, int world) {
+  const auto w = grid_world(p);
+  const std::string grid_text =
+      "tp * pp * dp = " + num(p.tp) + " * " + num(p.pp) + " * " + num(p.dp);
+  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, !w,
+       grid_text + " exceeds the largest world size, " + num(INT_MAX) + " ranks");
+  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, w && world > 0 && *w != world,
+       grid_text + " = " + (w ? num(*w) : "") + " but the run has " + num(world) + " ranks");
+  rule({"parallel.ep", "parallel.dp"}, p.dp % p.ep != 0,
+       "ep = " + num(p.ep) + " does not divide parallel.dp = " + num(p.dp));
+}
+
+}  // namespace
+
+std::vector<RuleViolation> grid_rule_violations(const ParallelConfig& p, int world) {
+  Rules rule;
+  for (auto [key, degree] : {std::pair{"parallel.tp", p.tp}, std::pair{"parallel.pp", p.pp},
+                             std::pair{"parallel.dp", p.dp}, std::pair{"parallel.ep", p.ep}})
+    rule({key}, degree < 1, std::string(key) + " = " + num(degree) + ", expected >= 1");
+  if (rule.found.empty()) grid_rules(rule, p, world);
+  return rule.found;
+}
+
+void require_valid(const std::vector<RuleViolation>& violations) {
+  if (violations.empty()) return;
+  std::string text;
+  for (const auto& v : violations)
+    text += (text.empty() ? "" : "\n") + v.keys.front() + ": " + v.message;
+  throw std::invalid_argument(text);
+}
+
+std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const model::TrainConfig& t,
+                                           const ParallelConfig& p, int world) {
+  Rules rule;
+  // The ranges of single keys, which the deck checks key by key: restated for callers that build
+  // a configuration themselves (the planner, tests), because every division below needs them.
+  for (auto [key, value] :
+       {std::pair{"parallel.tp", p.tp}, std::pair{"parallel.pp", p.pp},
+        std::pair{"parallel.dp", p.dp}, std::pair{"parallel.ep", p.ep},
+        std::pair{"model.heads", m.heads}, std::pair{"model.layers", m.layers},
+        std::pair{"model.seq_len", m.seq_len}, std::pair{"model.moe.top_k", m.moe.top_k},
+        std::pair{"train.global_batch", t.global_batch},
+        std::pair{"train.micro_batch", t.micro_batch},
+        std::pair{"parallel.virtual_stages", p.virtual_stages}})
+    rule({key}, value < 1, std::string(key) + " = " + num(value) + ", expected >= 1");
+  rule({"parallel.zero"}, p.zero < 0 || p.zero > 3,
+       "zero = " + num(p.zero) + ", expected 0, 1, 2 or 3");
+  if (!rule.found.empty()) return rule.found;  // the divisions below need every value >= 1
   rule({"model.heads", "model.hidden"}, m.hidden % m.heads != 0,
        "heads = " + num(m.heads) + " does not divide model.hidden = " + num(m.hidden));
   rule({"model.moe.top_k", "model.moe.experts"}, m.moe.experts > 0 && m.moe.top_k > m.moe.experts,
@@ -50,15 +101,7 @@ std::vector<RuleViolation> config_rule_violations(const RunConfig& c, int world)
            !checked_product({tokens, m.moe.top_k}, INT_MAX / 4),
        "micro_batch * seq_len * top_k = " + num(tokens) + " * " + num(m.moe.top_k) +
            " overflows the routing index (at most " + num(INT_MAX / 4) + ")");
-  const auto w = grid_world(p);
-  const std::string grid_text =
-      "tp * pp * dp = " + num(p.tp) + " * " + num(p.pp) + " * " + num(p.dp);
-  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, !w,
-       grid_text + " exceeds the largest world size, " + num(INT_MAX) + " ranks");
-  rule({"parallel", "parallel.tp", "parallel.pp", "parallel.dp"}, w && world > 0 && *w != world,
-       grid_text + " = " + (w ? num(*w) : "") + " but the run has " + num(world) + " ranks");
-  rule({"parallel.ep", "parallel.dp"}, p.dp % p.ep != 0,
-       "ep = " + num(p.ep) + " does not divide parallel.dp = " + num(p.dp));
+  grid_rules(rule, p, world);
   const long long replica_batch = static_cast<long long>(p.dp) * t.micro_batch;  // < 2^62
   rule({"train.global_batch", "parallel.dp", "train.micro_batch"},
        t.global_batch % replica_batch != 0,
@@ -84,7 +127,7 @@ std::vector<RuleViolation> config_rule_violations(const RunConfig& c, int world)
          "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
     rule({"train.micro_batch", "parallel.schedule", "parallel.pp", "train.global_batch",
           "parallel.dp"},
-         p.schedule == "interleaved" && micro % p.pp != 0,
+         p.schedule == schedule::ScheduleKind::interleaved && micro % p.pp != 0,
          "the interleaved schedule needs micro-batches per replica (" + num(micro) +
              " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
     if (!p.stage_layers.empty()) {
@@ -102,11 +145,11 @@ std::vector<RuleViolation> config_rule_violations(const RunConfig& c, int world)
     }
   }
   rule({"parallel.virtual_stages", "parallel.schedule"},
-       p.schedule != "interleaved" && p.virtual_stages != 1,
+       p.schedule != schedule::ScheduleKind::interleaved && p.virtual_stages != 1,
        "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
   rule({"parallel.ep", "model.moe.experts"}, m.moe.experts > 0 && m.moe.experts % p.ep != 0,
        "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
-  return e;
+  return rule.found;
 }
 
-}  // namespace paraxis::driver
+}  // namespace paraxis::config

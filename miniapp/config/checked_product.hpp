@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <optional>
 
-namespace paraxis::driver {
+namespace paraxis::config {
 
 // The product of `factors`, or nullopt when a factor is negative or the product exceeds `limit`.
 inline std::optional<long long> checked_product(std::initializer_list<long long> factors,
@@ -33,4 +33,4 @@ inline long long saturating_add(long long a, long long b) {
   return a > LLONG_MAX - b ? LLONG_MAX : a + b;
 }
 
-}  // namespace paraxis::driver
+}  // namespace paraxis::config
