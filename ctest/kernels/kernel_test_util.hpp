@@ -1,6 +1,7 @@
 // Helpers shared by the kernel tests: a fixed-seed generator, host<->device View transfer
 // through std::vector<double>, rounding of reference inputs to the storage type, and
-// comparisons that report the worst element.
+// comparisons that report the worst element. Views live in the memory space of the execution
+// space a test runs on (a template argument: the tests are typed over ../exec_spaces.hpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,16 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "../exec_spaces.hpp"
 #include "paraxis/kernels/common.hpp"
 
 namespace ktest {
 
-using Space = Kokkos::DefaultExecutionSpace;
-template <class T>
+template <class T, class Space>
 using V1 = paraxis::kernels::View1<T, Space>;
-template <class T>
+template <class T, class Space>
 using V2 = paraxis::kernels::View2<T, Space>;
-template <class T>
+template <class T, class Space>
 using V3 = paraxis::kernels::View3<T, Space>;
 
 // splitmix64: fixed seed, same sequence on every machine.
@@ -65,21 +66,22 @@ void fill(const V& v, const std::vector<double>& data) {
   Kokkos::deep_copy(v, h);
 }
 
-template <class T>
-V1<T> make1(const std::vector<double>& d) {
-  V1<T> v("v1", d.size());
+// Device Views of Space's memory space holding d (row-major), converted to T.
+template <class T, class Space>
+V1<T, Space> make1(const std::vector<double>& d) {
+  V1<T, Space> v("v1", d.size());
   fill(v, d);
   return v;
 }
-template <class T>
-V2<T> make2(std::size_t r, std::size_t c, const std::vector<double>& d) {
-  V2<T> v("v2", r, c);
+template <class T, class Space>
+V2<T, Space> make2(std::size_t r, std::size_t c, const std::vector<double>& d) {
+  V2<T, Space> v("v2", r, c);
   fill(v, d);
   return v;
 }
-template <class T>
-V3<T> make3(std::size_t a, std::size_t b, std::size_t c, const std::vector<double>& d) {
-  V3<T> v("v3", a, b, c);
+template <class T, class Space>
+V3<T, Space> make3(std::size_t a, std::size_t b, std::size_t c, const std::vector<double>& d) {
+  V3<T, Space> v("v3", a, b, c);
   fill(v, d);
   return v;
 }
@@ -153,7 +155,8 @@ void expect_shape_error(const F& f, std::initializer_list<std::string> parts) {
 }
 
 // A device View of the given integers (token ids, targets).
-inline paraxis::kernels::View1<int, Space> int_view(const std::vector<int>& t) {
+template <class Space>
+paraxis::kernels::View1<int, Space> int_view(const std::vector<int>& t) {
   paraxis::kernels::View1<int, Space> v("ktest::ints", t.size());
   auto h = Kokkos::create_mirror_view(v);
   for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];

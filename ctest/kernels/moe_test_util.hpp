@@ -1,5 +1,7 @@
 // Shared by the MoE kernel tests (test_moe.cpp, test_moe_replay.cpp): views from formulas,
 // host copies, skewed router probabilities and the plain host references of top-k and routing.
+// Views live in the memory space of the execution space a test runs on (a template argument:
+// the tests are typed over ../exec_spaces.hpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,23 +12,23 @@
 #include <numeric>
 #include <vector>
 
+#include "../exec_spaces.hpp"
 #include "paraxis/kernels/moe.hpp"
 
 namespace pk = paraxis::kernels;
 using paraxis::bf16;
-using Exec = Kokkos::DefaultExecutionSpace;
-template <class T>
-using V1 = pk::View1<T, Exec>;
-template <class T>
-using V2 = pk::View2<T, Exec>;
+template <class T, class Space>
+using V1 = pk::View1<T, Space>;
+template <class T, class Space>
+using V2 = pk::View2<T, Space>;
 
 namespace moe_test {
 
 // ---------------------------------------------------------------- helpers
 
-template <class T, class F>
-V2<T> make2(const char* name, int rows, int cols, F f) {
-  V2<T> v(std::string(name), rows, cols);
+template <class T, class Space, class F>
+V2<T, Space> make2(const char* name, int rows, int cols, F f) {
+  V2<T, Space> v(std::string(name), rows, cols);
   auto h = Kokkos::create_mirror_view(v);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) h(i, j) = static_cast<T>(f(i, j));
@@ -55,8 +57,9 @@ std::vector<double> to_vec2(const V& v) {
   return out;
 }
 
-V2<int> upload_idx(const std::vector<int>& idx, int N, int k) {
-  return make2<int>("idx", N, k, [&](int n, int j) { return idx[n * k + j]; });
+template <class Space>
+V2<int, Space> upload_idx(const std::vector<int>& idx, int N, int k) {
+  return make2<int, Space>("idx", N, k, [&](int n, int j) { return idx[n * k + j]; });
 }
 
 // Softmax rows of a smooth formula, skewed towards expert 0 so capacity binds.
@@ -133,7 +136,8 @@ std::vector<int> ivec(const V& v, int n) {
   return std::vector<int>(h.data(), h.data() + n);
 }
 
-void expect_routing_matches(const pk::MoeRouting<Exec>& r, const RefRouting& ref, int N, int k,
+template <class Space>
+void expect_routing_matches(const pk::MoeRouting<Space>& r, const RefRouting& ref, int N, int k,
                             int E) {
   EXPECT_EQ(r.rows, ref.rows);
   EXPECT_EQ(r.tokens, N);

@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(attention);
+
 const int kB = 2, kT = 37, kHeads = 3, kD = 11, kN = kB * kT, kE = kHeads * kD;
 
 std::vector<double> naive_attention(const std::vector<double>& q, const std::vector<double>& k,
@@ -51,15 +54,15 @@ Inputs make_inputs(std::uint64_t seed) {
           rounded<T>(random_vec(kN * kE, seed + 2, -1.5, 1.5))};
 }
 
-template <class T>
+template <class T, class Space>
 std::vector<double> run_forward(const Inputs& in, pk::AttentionWorkspace<T, Space>& ws) {
   pk::View2<T, Space> Out("Out", kN, kE);
-  pk::attention_forward(Space(), make2<T>(kN, kE, in.q), make2<T>(kN, kE, in.k),
-                        make2<T>(kN, kE, in.v), ws, Out);
+  pk::attention_forward(Space(), make2<T, Space>(kN, kE, in.q), make2<T, Space>(kN, kE, in.k),
+                        make2<T, Space>(kN, kE, in.v), ws, Out);
   return to_host(Out);
 }
 
-template <class T>
+template <class T, class Space>
 void check_forward(double atol, double rtol) {
   const auto in = make_inputs<T>(201);
   pk::AttentionWorkspace<T, Space> ws(kB, kT, kHeads, kD);
@@ -70,27 +73,31 @@ void check_forward(double atol, double rtol) {
 // (2^-8 relative); a score error of 2^-8 * |S| (|S| up to ~2.5 after scaling) shifts the
 // probabilities by up to ~1%, partly averaging out over the context sum: two bf16 roundings
 // (2^-7 relative) plus 5e-3 absolute (observed worst: 5.3e-3 at |Out| = 1.13).
-TEST(attention, forward_matches_naive_host_fp64) {
-  check_forward<double>(1e-13, 0);
+TYPED_TEST(attention, forward_matches_naive_host_fp64) {
+  using Space = TypeParam;
+  check_forward<double, Space>(1e-13, 0);
 }
-TEST(attention, forward_matches_naive_host_fp32) {
-  check_forward<float>(2e-6, 0);
+TYPED_TEST(attention, forward_matches_naive_host_fp32) {
+  using Space = TypeParam;
+  check_forward<float, Space>(2e-6, 0);
 }
-TEST(attention, forward_matches_naive_host_bf16) {
-  check_forward<bf16>(5e-3, 1.0 / 128);
+TYPED_TEST(attention, forward_matches_naive_host_bf16) {
+  using Space = TypeParam;
+  check_forward<bf16, Space>(5e-3, 1.0 / 128);
 }
 
-template <class T>
+template <class T, class Space>
 std::vector<std::vector<double>> run_backward(const Inputs& in, const std::vector<double>& w) {
   pk::AttentionWorkspace<T, Space> ws(kB, kT, kHeads, kD);
   run_forward(in, ws);
   pk::View2<T, Space> dQ("dQ", kN, kE), dK("dK", kN, kE), dV("dV", kN, kE);
   Kokkos::deep_copy(dQ, T(1.0f));  // overwritten
-  pk::attention_backward(Space(), make2<T>(kN, kE, w), ws, dQ, dK, dV);
+  pk::attention_backward(Space(), make2<T, Space>(kN, kE, w), ws, dQ, dK, dV);
   return {to_host(dQ), to_host(dK), to_host(dV)};
 }
 
-TEST(attention, backward_matches_finite_differences_fp64) {
+TYPED_TEST(attention, backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const auto in = make_inputs<double>(202);
   const auto w = random_vec(kN * kE, 205);
   auto loss = [&](const std::vector<double>& all) {
@@ -99,7 +106,7 @@ TEST(attention, backward_matches_finite_differences_fp64) {
              std::vector<double>(all.begin() + 2 * kN * kE, all.end())};
     return dot(naive_attention(p.q, p.k, p.v), w);
   };
-  const auto g = run_backward<double>(in, w);
+  const auto g = run_backward<double, Space>(in, w);
   std::vector<double> all(in.q), grad(g[0]);
   for (int t = 1; t < 3; ++t) {
     const auto& src = t == 1 ? in.k : in.v;
@@ -117,12 +124,13 @@ TEST(attention, backward_matches_finite_differences_fp64) {
   }
 }
 
-TEST(attention, backward_fp32_and_bf16_match_fp64) {
+TYPED_TEST(attention, backward_fp32_and_bf16_match_fp64) {
+  using Space = TypeParam;
   const auto in32 = make_inputs<bf16>(210);  // bf16-exact inputs serve all three precisions
   const auto w = rounded<bf16>(random_vec(kN * kE, 213));
-  const auto ref = run_backward<double>(in32, w);
-  const auto g32 = run_backward<float>(in32, w);
-  const auto g16 = run_backward<bf16>(in32, w);
+  const auto ref = run_backward<double, Space>(in32, w);
+  const auto g32 = run_backward<float, Space>(in32, w);
+  const auto g16 = run_backward<bf16, Space>(in32, w);
   const char* names[3] = {"dQ", "dK", "dV"};
   // Gradients are O(1): fp32 ~1e-5; bf16 stores every intermediate in bf16 (see forward) and
   // the backward chain rounds dP, dS and the gradients again: same bound as the forward pass
@@ -133,7 +141,8 @@ TEST(attention, backward_fp32_and_bf16_match_fp64) {
   }
 }
 
-TEST(attention, workspace_sizes_and_reproducibility) {
+TYPED_TEST(attention, workspace_sizes_and_reproducibility) {
+  using Space = TypeParam;
   pk::AttentionWorkspace<float, Space> ws(kB, kT, kHeads, kD);
   const std::size_t qkv = std::size_t(kB) * kHeads * kT * kD,
                     tt = std::size_t(kB) * kHeads * kT * kT;
@@ -142,10 +151,12 @@ TEST(attention, workspace_sizes_and_reproducibility) {
   const auto in = make_inputs<float>(220);
   const auto w = random_vec(kN * kE, 223);
   EXPECT_EQ(run_forward(in, ws), run_forward(in, ws));  // bitwise, same workspace reused
-  EXPECT_EQ(run_backward<float>(in, w), run_backward<float>(in, w));
+  const auto first = run_backward<float, Space>(in, w);
+  EXPECT_EQ(first, (run_backward<float, Space>(in, w)));
 }
 
-TEST(attention, shape_mismatch_names_both_shapes) {
+TYPED_TEST(attention, shape_mismatch_names_both_shapes) {
+  using Space = TypeParam;
   pk::AttentionWorkspace<float, Space> ws(kB, kT, kHeads, kD);
   pk::View2<float, Space> ok("ok", kN, kE), bad("bad", kN, kE + 1);
   expect_shape_error([&] { pk::attention_forward(Space(), ok, bad, ok, ws, ok); },

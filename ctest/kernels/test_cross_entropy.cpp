@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(cross_entropy);
+
 const int kN = 37, kV = 136, kValid = 129;  // 7 padding columns
 
 std::vector<int> make_targets(int n, int valid, std::uint64_t seed) {
@@ -45,13 +48,13 @@ CeRef ce_ref(const std::vector<double>& l, const std::vector<int>& t) {
   return r;
 }
 
-template <class T>
+template <class T, class Space>
 void check_forward_backward(double loss_rtol, double grad_atol) {
   using A = pk::acc_t<T>;
   const auto l0 = rounded<T>(make_logits(61));
   const auto t = make_targets(kN, kValid, 62);
-  auto L = make2<T>(kN, kV, l0);
-  auto tv = int_view(t);
+  auto L = make2<T, Space>(kN, kV, l0);
+  auto tv = int_view<Space>(t);
   pk::View1<A, Space> lse("lse", kN);
   const A loss = pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
   const auto ref = ce_ref(l0, t);
@@ -78,25 +81,29 @@ void check_forward_backward(double loss_rtol, double grad_atol) {
 // Loss ~ 5 per token: fp32 lse is accurate to ~1e-6 relative. bf16 logits are exact inputs
 // (the reference sees the same rounded values), so only the fp32 arithmetic and the bf16
 // rounding of dlogits (|dlogits| <= scale = 1/37, 2^-8 relative) remain.
-TEST(cross_entropy, matches_host_and_excludes_padding_fp64) {
-  check_forward_backward<double>(1e-13, 1e-15);
+TYPED_TEST(cross_entropy, matches_host_and_excludes_padding_fp64) {
+  using Space = TypeParam;
+  check_forward_backward<double, Space>(1e-13, 1e-15);
 }
-TEST(cross_entropy, matches_host_and_excludes_padding_fp32) {
-  check_forward_backward<float>(2e-6, 2e-8);
+TYPED_TEST(cross_entropy, matches_host_and_excludes_padding_fp32) {
+  using Space = TypeParam;
+  check_forward_backward<float, Space>(2e-6, 2e-8);
 }
-TEST(cross_entropy, matches_host_and_excludes_padding_bf16) {
-  check_forward_backward<bf16>(2e-6, 1.0 / 37 / 256);
+TYPED_TEST(cross_entropy, matches_host_and_excludes_padding_bf16) {
+  using Space = TypeParam;
+  check_forward_backward<bf16, Space>(2e-6, 1.0 / 37 / 256);
 }
 
-TEST(cross_entropy, backward_matches_finite_differences_fp64) {
+TYPED_TEST(cross_entropy, backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const auto l0 = make_logits(63);
   const auto t = make_targets(kN, kValid, 64);
-  auto tv = int_view(t);
+  auto tv = int_view<Space>(t);
   auto loss = [&](const std::vector<double>& l) {
     pk::View1<double, Space> lse("lse", kN);
-    return pk::cross_entropy_forward(Space(), make2<double>(kN, kV, l), tv, kValid, lse);
+    return pk::cross_entropy_forward(Space(), make2<double, Space>(kN, kV, l), tv, kValid, lse);
   };
-  auto L = make2<double>(kN, kV, l0);
+  auto L = make2<double, Space>(kN, kV, l0);
   pk::View1<double, Space> lse("lse", kN);
   pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
   pk::View2<double, Space> dL("dL", kN, kV);
@@ -106,9 +113,10 @@ TEST(cross_entropy, backward_matches_finite_differences_fp64) {
   EXPECT_NEAR(dot(to_host(dL), d), fd, 1e-7 * std::fabs(fd) + 1e-8);
 }
 
-TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
-  auto L = make2<float>(kN, kV, make_logits(66));
-  auto tv = int_view(make_targets(kN, kValid, 67));
+TYPED_TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
+  auto L = make2<float, Space>(kN, kV, make_logits(66));
+  auto tv = int_view<Space>(make_targets(kN, kValid, 67));
   pk::View1<float, Space> lse1("l1", kN), lse2("l2", kN);
   const float a = pk::cross_entropy_forward(Space(), L, tv, kValid, lse1);
   const float b = pk::cross_entropy_forward(Space(), L, tv, kValid, lse2);
@@ -120,21 +128,25 @@ TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
   EXPECT_TRUE(bitwise_equal(d1, d2));
 }
 
-TEST(cross_entropy, bad_targets_and_shapes_throw) {
-  auto L = make2<float>(kN, kV, make_logits(68));
+TYPED_TEST(cross_entropy, bad_targets_and_shapes_throw) {
+  using Space = TypeParam;
+  auto L = make2<float, Space>(kN, kV, make_logits(68));
   auto t = make_targets(kN, kValid, 69);
   t[5] = kValid;  // a padding column is not a valid target
   pk::View1<float, Space> lse("lse", kN), lse_bad("lb", kN + 1);
-  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kValid, lse); },
-                     {"cross_entropy_forward", "1 target", "129"});
+  expect_shape_error(
+      [&] { pk::cross_entropy_forward(Space(), L, int_view<Space>(t), kValid, lse); },
+      {"cross_entropy_forward", "1 target", "129"});
   t[5] = 0;
-  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kValid, lse_bad); },
-                     {"lse", "[38]", "[37]"});
-  expect_shape_error([&] { pk::cross_entropy_forward(Space(), L, int_view(t), kV + 1, lse); },
-                     {"vocab_valid = 137", "[37,136]"});
+  expect_shape_error(
+      [&] { pk::cross_entropy_forward(Space(), L, int_view<Space>(t), kValid, lse_bad); },
+      {"lse", "[38]", "[37]"});
+  expect_shape_error(
+      [&] { pk::cross_entropy_forward(Space(), L, int_view<Space>(t), kV + 1, lse); },
+      {"vocab_valid = 137", "[37,136]"});
   pk::View2<float, Space> dbad("db", kN, kV - 1);
   expect_shape_error(
-      [&] { pk::cross_entropy_backward(Space(), L, int_view(t), lse, kValid, 1.0, dbad); },
+      [&] { pk::cross_entropy_backward(Space(), L, int_view<Space>(t), lse, kValid, 1.0, dbad); },
       {"dlogits", "[37,135]", "[37,136]"});
 }
 

@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(elementwise);
+
 // Tolerance on one stored result: fp64 and fp32 see only arithmetic rounding; bf16 rounds the
 // stored result to 8 significant bits (relative error <= 2^-8 after rounding to nearest).
 template <class T>
@@ -25,15 +28,15 @@ double gelu_ref(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
-template <class T>
+template <class T, class Space>
 void check_add_bias_scale() {
   const int n = 37, m = 53;
   const auto y0 = rounded<T>(random_vec(n * m, 1));
   const auto x0 = rounded<T>(random_vec(n * m, 2));
   const auto b0 = rounded<T>(random_vec(m, 3));
-  auto Y = make2<T>(n, m, y0);
-  auto X = make2<T>(n, m, x0);
-  auto b = make1<T>(b0);
+  auto Y = make2<T, Space>(n, m, y0);
+  auto X = make2<T, Space>(n, m, x0);
+  auto b = make1<T, Space>(b0);
   Space space;
   pk::add_inplace(space, Y, X);
   pk::bias_add(space, Y, b);
@@ -49,8 +52,8 @@ void check_add_bias_scale() {
   expect_close(to_host(Y), ref, 1e-30, rtol<T>(), "add+bias+scale");
 
   // Rank-1 variants.
-  auto y1 = make1<T>(b0);
-  auto x1 = make1<T>(rounded<T>(random_vec(m, 4)));
+  auto y1 = make1<T, Space>(b0);
+  auto x1 = make1<T, Space>(rounded<T>(random_vec(m, 4)));
   const auto x1h = to_host(x1);
   pk::add_inplace(space, y1, x1);
   pk::scale_inplace(space, y1, 2.0);
@@ -59,24 +62,27 @@ void check_add_bias_scale() {
   expect_close(to_host(y1), ref1, 1e-30, rtol<T>(), "rank-1 add+scale");
 }
 
-TEST(elementwise, add_bias_scale_match_host_fp64) {
-  check_add_bias_scale<double>();
+TYPED_TEST(elementwise, add_bias_scale_match_host_fp64) {
+  using Space = TypeParam;
+  check_add_bias_scale<double, Space>();
 }
-TEST(elementwise, add_bias_scale_match_host_fp32) {
-  check_add_bias_scale<float>();
+TYPED_TEST(elementwise, add_bias_scale_match_host_fp32) {
+  using Space = TypeParam;
+  check_add_bias_scale<float, Space>();
 }
-TEST(elementwise, add_bias_scale_match_host_bf16) {
-  check_add_bias_scale<bf16>();
+TYPED_TEST(elementwise, add_bias_scale_match_host_bf16) {
+  using Space = TypeParam;
+  check_add_bias_scale<bf16, Space>();
 }
 
-template <class T>
+template <class T, class Space>
 void check_bias_grad() {
   using A = pk::acc_t<T>;
   const int n = 129, m = 37;
   const auto dy0 = rounded<T>(random_vec(n * m, 5));
   const auto db0 = random_vec(m, 6);
-  auto dY = make2<T>(n, m, dy0);
-  auto db = make1<A>(db0);
+  auto dY = make2<T, Space>(n, m, dy0);
+  auto db = make1<A, Space>(db0);
   pk::bias_grad_accumulate(Space(), dY, db);
   std::vector<double> ref(db0);
   for (int j = 0; j < m; ++j) {
@@ -88,20 +94,24 @@ void check_bias_grad() {
   expect_close(to_host(db), ref, atol, 0.0, "bias_grad_accumulate");
 }
 
-TEST(elementwise, bias_grad_accumulate_sums_rows_fp64) {
-  check_bias_grad<double>();
+TYPED_TEST(elementwise, bias_grad_accumulate_sums_rows_fp64) {
+  using Space = TypeParam;
+  check_bias_grad<double, Space>();
 }
-TEST(elementwise, bias_grad_accumulate_sums_rows_fp32) {
-  check_bias_grad<float>();
+TYPED_TEST(elementwise, bias_grad_accumulate_sums_rows_fp32) {
+  using Space = TypeParam;
+  check_bias_grad<float, Space>();
 }
-TEST(elementwise, bias_grad_accumulate_sums_rows_bf16) {
-  check_bias_grad<bf16>();
+TYPED_TEST(elementwise, bias_grad_accumulate_sums_rows_bf16) {
+  using Space = TypeParam;
+  check_bias_grad<bf16, Space>();
 }
 
-TEST(elementwise, convert_rounds_float_to_bf16_and_back) {
+TYPED_TEST(elementwise, convert_rounds_float_to_bf16_and_back) {
+  using Space = TypeParam;
   const int n = 53, m = 37;
   const auto x0 = random_vec(n * m, 7, -100.0, 100.0);
-  auto src = make2<float>(n, m, x0);
+  auto src = make2<float, Space>(n, m, x0);
   pk::View2<bf16, Space> dst("dst", n, m);
   pk::convert(Space(), src, dst);
   const auto srch = to_host(src);
@@ -110,34 +120,35 @@ TEST(elementwise, convert_rounds_float_to_bf16_and_back) {
     ASSERT_EQ(got[k], static_cast<double>(static_cast<float>(bf16(static_cast<float>(srch[k])))));
   // Widening is exact.
   pk::View1<double, Space> wide("wide", m);
-  auto row = make1<bf16>(std::vector<double>(got.begin(), got.begin() + m));
+  auto row = make1<bf16, Space>(std::vector<double>(got.begin(), got.begin() + m));
   pk::convert(Space(), row, wide);
   const auto w = to_host(wide);
   for (int j = 0; j < m; ++j) ASSERT_EQ(w[j], got[j]);
 }
 
-TEST(elementwise, sum_squares_matches_host_and_is_reproducible) {
+TYPED_TEST(elementwise, sum_squares_matches_host_and_is_reproducible) {
+  using Space = TypeParam;
   const std::size_t n = 10007;  // more than the fixed number of partial sums, not a multiple
   const auto x0 = rounded<float>(random_vec(n, 8));
-  auto X = make1<float>(x0);
+  auto X = make1<float, Space>(x0);
   double ref = 0.0;
   for (double x : x0) ref += x * x;
   const double a = pk::sum_squares(Space(), X);
   EXPECT_NEAR(a, ref, 1e-12 * ref);
   for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(pk::sum_squares(Space(), X), a);  // bitwise
   // Rank-2 form sums every element.
-  auto X2 = make2<float>(53, 37, std::vector<double>(x0.begin(), x0.begin() + 53 * 37));
+  auto X2 = make2<float, Space>(53, 37, std::vector<double>(x0.begin(), x0.begin() + 53 * 37));
   double ref2 = 0.0;
   for (int k = 0; k < 53 * 37; ++k) ref2 += x0[k] * x0[k];
   EXPECT_NEAR(pk::sum_squares(Space(), X2), ref2, 1e-12 * ref2);
   EXPECT_EQ(pk::sum_squares(Space(), pk::View1<float, Space>("empty", 0)), 0.0);
 }
 
-template <class T>
+template <class T, class Space>
 void check_gelu_forward() {
   const int n = 37, m = 129;
   const auto x0 = rounded<T>(random_vec(n * m, 9, -4.0, 4.0));
-  auto X = make2<T>(n, m, x0);
+  auto X = make2<T, Space>(n, m, x0);
   pk::View2<T, Space> Y("Y", n, m);
   pk::gelu_forward(Space(), X, Y);
   std::vector<double> ref(n * m);
@@ -147,29 +158,33 @@ void check_gelu_forward() {
   expect_close(to_host(Y), ref, atol, rtol<T>() * 4, "gelu_forward");
 }
 
-TEST(elementwise, gelu_forward_matches_host_fp64) {
-  check_gelu_forward<double>();
+TYPED_TEST(elementwise, gelu_forward_matches_host_fp64) {
+  using Space = TypeParam;
+  check_gelu_forward<double, Space>();
 }
-TEST(elementwise, gelu_forward_matches_host_fp32) {
-  check_gelu_forward<float>();
+TYPED_TEST(elementwise, gelu_forward_matches_host_fp32) {
+  using Space = TypeParam;
+  check_gelu_forward<float, Space>();
 }
-TEST(elementwise, gelu_forward_matches_host_bf16) {
-  check_gelu_forward<bf16>();
+TYPED_TEST(elementwise, gelu_forward_matches_host_bf16) {
+  using Space = TypeParam;
+  check_gelu_forward<bf16, Space>();
 }
 
-TEST(elementwise, gelu_backward_matches_finite_differences_fp64) {
+TYPED_TEST(elementwise, gelu_backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const int n = 37, m = 53;
   const auto x0 = random_vec(n * m, 10, -4.0, 4.0);
   const auto w = random_vec(n * m, 11);
   const auto d = random_vec(n * m, 12);
   auto loss = [&](const std::vector<double>& x) {
-    auto X = make2<double>(n, m, x);
+    auto X = make2<double, Space>(n, m, x);
     pk::View2<double, Space> Y("Y", n, m);
     pk::gelu_forward(Space(), X, Y);
     return dot(to_host(Y), w);
   };
-  auto X = make2<double>(n, m, x0);
-  auto dY = make2<double>(n, m, w);
+  auto X = make2<double, Space>(n, m, x0);
+  auto dY = make2<double, Space>(n, m, w);
   pk::View2<double, Space> dX("dX", n, m);
   Kokkos::deep_copy(dX, 123.0);  // overwritten, not accumulated
   pk::gelu_backward(Space(), X, dY, dX);
@@ -185,12 +200,13 @@ TEST(elementwise, gelu_backward_matches_finite_differences_fp64) {
   }
 }
 
-TEST(elementwise, gelu_backward_bf16_close_to_fp64) {
+TYPED_TEST(elementwise, gelu_backward_bf16_close_to_fp64) {
+  using Space = TypeParam;
   const int n = 37, m = 53;
   const auto x0 = rounded<bf16>(random_vec(n * m, 13, -4.0, 4.0));
   const auto w = rounded<bf16>(random_vec(n * m, 14));
   pk::View2<bf16, Space> dX("dX", n, m);
-  pk::gelu_backward(Space(), make2<bf16>(n, m, x0), make2<bf16>(n, m, w), dX);
+  pk::gelu_backward(Space(), make2<bf16, Space>(n, m, x0), make2<bf16, Space>(n, m, w), dX);
   std::vector<double> ref(n * m);
   for (int k = 0; k < n * m; ++k) {
     const double h = 1e-6;
@@ -200,10 +216,11 @@ TEST(elementwise, gelu_backward_bf16_close_to_fp64) {
   expect_close(to_host(dX), ref, 1e-5, 1.0 / 256 + 1e-5, "gelu_backward bf16");
 }
 
-TEST(elementwise, repeated_calls_are_bitwise_identical) {
+TYPED_TEST(elementwise, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
   const int n = 53, m = 129;
-  auto X = make2<float>(n, m, random_vec(n * m, 15, -3, 3));
-  auto dY = make2<float>(n, m, random_vec(n * m, 16));
+  auto X = make2<float, Space>(n, m, random_vec(n * m, 15, -3, 3));
+  auto dY = make2<float, Space>(n, m, random_vec(n * m, 16));
   pk::View2<float, Space> Y1("Y1", n, m), Y2("Y2", n, m), d1("d1", n, m), d2("d2", n, m);
   pk::View1<float, Space> b1("b1", m), b2("b2", m);
   pk::gelu_forward(Space(), X, Y1);
@@ -217,7 +234,8 @@ TEST(elementwise, repeated_calls_are_bitwise_identical) {
   EXPECT_TRUE(bitwise_equal(b1, b2));
 }
 
-TEST(elementwise, shape_mismatch_names_both_shapes) {
+TYPED_TEST(elementwise, shape_mismatch_names_both_shapes) {
+  using Space = TypeParam;
   pk::View2<float, Space> Y("Y", 37, 53), X("X", 37, 52);
   pk::View1<float, Space> b("b", 54);
   expect_shape_error([&] { pk::add_inplace(Space(), Y, X); },

@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(embedding);
+
 const int kSeq = 37, kBatch = 3, kN = kSeq * kBatch, kH = 53, kVocab = 29, kP = 41;
 
 // Tokens from the full vocabulary [0, 2 * kVocab): a shard at offset kVocab sees half of them.
@@ -22,14 +25,6 @@ std::vector<int> make_tokens(std::uint64_t seed) {
   for (auto& x : t) x = r.integer(2 * kVocab);
   t[3] = t[50] = t[90] = kVocab + 1;  // the same token in three sequences at least
   return t;
-}
-
-pk::View1<int, Space> int_view(const std::vector<int>& t) {
-  pk::View1<int, Space> v("tokens", t.size());
-  auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t k = 0; k < t.size(); ++k) h(k) = t[k];
-  Kokkos::deep_copy(v, h);
-  return v;
 }
 
 std::vector<double> fwd_ref(const std::vector<int>& tok, const std::vector<double>& wte,
@@ -45,41 +40,45 @@ std::vector<double> fwd_ref(const std::vector<int>& tok, const std::vector<doubl
   return x;
 }
 
-template <class T>
+template <class T, class Space>
 void check_forward(int off, bool pos, double rtol) {
   const auto tok = make_tokens(71);
   const auto wte0 = rounded<T>(random_vec(kVocab * kH, 72));
   const auto wpe0 = rounded<T>(random_vec(kP * kH, 73));
   pk::View2<T, Space> X("X", kN, kH);
   Kokkos::deep_copy(X, T(4.0f));
-  pk::embedding_forward(Space(), int_view(tok), make2<T>(kVocab, kH, wte0), make2<T>(kP, kH, wpe0),
-                        kSeq, off, X, pos);
+  pk::embedding_forward(Space(), int_view<Space>(tok), make2<T, Space>(kVocab, kH, wte0),
+                        make2<T, Space>(kP, kH, wpe0), kSeq, off, X, pos);
   expect_close(to_host(X), fwd_ref(tok, wte0, wpe0, off, pos), 0, rtol, "X");
 }
 
-TEST(embedding, forward_matches_host_fp64) {
-  check_forward<double>(0, true, 1e-15);
-  check_forward<double>(kVocab, true, 1e-15);  // shard: half the tokens outside
-  check_forward<double>(kVocab, false, 0);     // no positions: a pure (exact) gather
+TYPED_TEST(embedding, forward_matches_host_fp64) {
+  using Space = TypeParam;
+  check_forward<double, Space>(0, true, 1e-15);
+  check_forward<double, Space>(kVocab, true, 1e-15);  // shard: half the tokens outside
+  check_forward<double, Space>(kVocab, false, 0);     // no positions: a pure (exact) gather
 }
-TEST(embedding, forward_matches_host_fp32) {
-  check_forward<float>(0, true, 1e-7);
+TYPED_TEST(embedding, forward_matches_host_fp32) {
+  using Space = TypeParam;
+  check_forward<float, Space>(0, true, 1e-7);
 }
 // bf16: the sum of two bf16 values is rounded once more (2^-8 relative).
-TEST(embedding, forward_matches_host_bf16) {
-  check_forward<bf16>(0, true, 1.0 / 256);
+TYPED_TEST(embedding, forward_matches_host_bf16) {
+  using Space = TypeParam;
+  check_forward<bf16, Space>(0, true, 1.0 / 256);
 }
 
-template <class T>
+template <class T, class Space>
 void check_backward(int off, bool pos, double atol) {
   using A = pk::acc_t<T>;
   const auto tok = make_tokens(74);
   const auto dx0 = rounded<T>(random_vec(kN * kH, 75));
   const auto dwte0 = random_vec(kVocab * kH, 76);
   const auto dwpe0 = random_vec(kP * kH, 77);
-  auto dwte = make2<A>(kVocab, kH, dwte0);
-  auto dwpe = make2<A>(kP, kH, dwpe0);
-  pk::embedding_backward(Space(), int_view(tok), make2<T>(kN, kH, dx0), kSeq, off, dwte, dwpe, pos);
+  auto dwte = make2<A, Space>(kVocab, kH, dwte0);
+  auto dwpe = make2<A, Space>(kP, kH, dwpe0);
+  pk::embedding_backward(Space(), int_view<Space>(tok), make2<T, Space>(kN, kH, dx0), kSeq, off,
+                         dwte, dwpe, pos);
   auto rte = rounded<A>(dwte0), rpe = rounded<A>(dwpe0);
   for (int n = 0; n < kN; ++n)
     for (int j = 0; j < kH; ++j) {
@@ -92,21 +91,25 @@ void check_backward(int off, bool pos, double atol) {
 }
 
 // At most ~8 repeats of magnitude <= 1 summed in A, plus the accumulated value.
-TEST(embedding, backward_accumulates_repeated_tokens_fp64) {
-  check_backward<double>(0, true, 1e-14);
-  check_backward<double>(kVocab, true, 1e-14);
-  check_backward<double>(kVocab, false, 1e-14);
+TYPED_TEST(embedding, backward_accumulates_repeated_tokens_fp64) {
+  using Space = TypeParam;
+  check_backward<double, Space>(0, true, 1e-14);
+  check_backward<double, Space>(kVocab, true, 1e-14);
+  check_backward<double, Space>(kVocab, false, 1e-14);
 }
-TEST(embedding, backward_accumulates_repeated_tokens_fp32) {
-  check_backward<float>(0, true, 1e-6);
+TYPED_TEST(embedding, backward_accumulates_repeated_tokens_fp32) {
+  using Space = TypeParam;
+  check_backward<float, Space>(0, true, 1e-6);
 }
-TEST(embedding, backward_accumulates_repeated_tokens_bf16) {
-  check_backward<bf16>(7, true, 1e-6);
+TYPED_TEST(embedding, backward_accumulates_repeated_tokens_bf16) {
+  using Space = TypeParam;
+  check_backward<bf16, Space>(7, true, 1e-6);
 }
 
-TEST(embedding, backward_matches_finite_differences_fp64) {
+TYPED_TEST(embedding, backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const auto tok = make_tokens(78);
-  auto tv = int_view(tok);
+  auto tv = int_view<Space>(tok);
   const auto wte0 = random_vec(kVocab * kH, 79);
   const auto wpe0 = random_vec(kP * kH, 80);
   const auto w = random_vec(kN * kH, 81);
@@ -116,12 +119,13 @@ TEST(embedding, backward_matches_finite_differences_fp64) {
     pk::View2<double, Space> X("X", kN, kH);
     pk::embedding_forward(
         Space(), tv,
-        make2<double>(kVocab, kH, std::vector<double>(p.begin(), p.begin() + kVocab * kH)),
-        make2<double>(kP, kH, std::vector<double>(p.begin() + kVocab * kH, p.end())), kSeq, 0, X);
+        make2<double, Space>(kVocab, kH, std::vector<double>(p.begin(), p.begin() + kVocab * kH)),
+        make2<double, Space>(kP, kH, std::vector<double>(p.begin() + kVocab * kH, p.end())), kSeq,
+        0, X);
     return dot(to_host(X), w);
   };
   pk::View2<double, Space> dwte("dwte", kVocab, kH), dwpe("dwpe", kP, kH);
-  pk::embedding_backward(Space(), tv, make2<double>(kN, kH, w), kSeq, 0, dwte, dwpe);
+  pk::embedding_backward(Space(), tv, make2<double, Space>(kN, kH, w), kSeq, 0, dwte, dwpe);
   auto g = to_host(dwte);
   const auto gp = to_host(dwpe);
   g.insert(g.end(), gp.begin(), gp.end());
@@ -130,9 +134,10 @@ TEST(embedding, backward_matches_finite_differences_fp64) {
   EXPECT_NEAR(dot(g, d), fd, 1e-8 * std::fabs(fd) + 1e-9);
 }
 
-TEST(embedding, repeated_calls_are_bitwise_identical) {
-  auto tv = int_view(make_tokens(83));
-  auto dX = make2<float>(kN, kH, random_vec(kN * kH, 84));
+TYPED_TEST(embedding, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
+  auto tv = int_view<Space>(make_tokens(83));
+  auto dX = make2<float, Space>(kN, kH, random_vec(kN * kH, 84));
   pk::View2<float, Space> a("a", kVocab, kH), b("b", kVocab, kH), pa("pa", kP, kH),
       pb("pb", kP, kH);
   pk::embedding_backward(Space(), tv, dX, kSeq, 0, a, pa);
@@ -141,8 +146,9 @@ TEST(embedding, repeated_calls_are_bitwise_identical) {
   EXPECT_TRUE(bitwise_equal(pa, pb));
 }
 
-TEST(embedding, shape_mismatch_names_both_shapes) {
-  auto tv = int_view(make_tokens(85));
+TYPED_TEST(embedding, shape_mismatch_names_both_shapes) {
+  using Space = TypeParam;
+  auto tv = int_view<Space>(make_tokens(85));
   pk::View2<float, Space> wte("wte", kVocab, kH), wpe_short("wpe", kSeq - 1, kH),
       X("X", kN, kH + 1);
   pk::View2<float, Space> wpe("wpe", kP, kH), Xok("X", kN, kH);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../exec_spaces.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
 namespace pk = paraxis::kernels;
@@ -26,8 +27,9 @@ using pk::Trans;
 
 namespace {
 
-using Exec = Kokkos::DefaultExecutionSpace;
-using Mem = Exec::memory_space;
+// Every test runs once per enabled execution space (../exec_spaces.hpp); Views live in that
+// space's memory space.
+PARAXIS_EXEC_SPACE_TEST_SUITE(gemm);
 
 // Deterministic values in [-1, 1): splitmix64 of (seed, index).
 double hashed_value(std::uint64_t seed, std::uint64_t idx) {
@@ -136,12 +138,13 @@ auto as_rank3_host(const V& v) {
 }
 
 // Runs one GEMM (rank 2, or rank 3 with `batch` > 0) and compares with the reference.
-template <class TA, class TB, class TC, class Layout = Kokkos::LayoutRight>
+template <class TA, class TB, class TC, class Space, class Layout = Kokkos::LayoutRight>
 void check(Trans ta, Trans tb, int m, int n, int k, double alpha, double beta, GemmVariant v,
            int batch = 0, bool nan_c = false) {
   using Acc = std::conditional_t<std::is_same_v<TA, double> || std::is_same_v<TB, double> ||
                                      std::is_same_v<TC, double>,
                                  double, float>;
+  using Mem = typename Space::memory_space;
   const int ar = ta == Trans::N ? m : k, ac = ta == Trans::N ? k : m;
   const int br = tb == Trans::N ? k : n, bc = tb == Trans::N ? n : k;
   std::string what = std::string(pk::to_string(v)) + (batch ? " batched" : "");
@@ -156,7 +159,7 @@ void check(Trans ta, Trans tb, int m, int n, int k, double alpha, double beta, G
     else
       fill(C, 3);
     auto hC0 = as_rank3_host(C);
-    pk::gemm(Exec(), ta, tb, alpha, Kokkos::View<const TA**, Layout, Mem>(A), B, beta, C, v);
+    pk::gemm(Space(), ta, tb, alpha, Kokkos::View<const TA**, Layout, Mem>(A), B, beta, C, v);
     Kokkos::fence();
     expect_matches_reference<Acc, TC>(what.c_str(), ta, tb, alpha, beta, as_rank3_host(A),
                                       as_rank3_host(B), hC0, as_rank3_host(C), 1, m, n, k);
@@ -171,7 +174,7 @@ void check(Trans ta, Trans tb, int m, int n, int k, double alpha, double beta, G
     else
       fill(C, 6);
     auto hC0 = as_rank3_host(C);
-    pk::gemm_batched(Exec(), ta, tb, alpha, A, B, beta, C, v);
+    pk::gemm_batched(Space(), ta, tb, alpha, A, B, beta, C, v);
     Kokkos::fence();
     expect_matches_reference<Acc, TC>(what.c_str(), ta, tb, alpha, beta, as_rank3_host(A),
                                       as_rank3_host(B), hC0, as_rank3_host(C), batch, m, n, k);
@@ -187,83 +190,94 @@ struct Mnk {
 const Mnk kShapes[] = {{1, 1, 1},    {37, 53, 129}, {129, 37, 53},   {53, 129, 37}, {1, 129, 53},
                        {129, 1, 37}, {37, 53, 1},   {197, 531, 517}, {531, 45, 260}};
 
+template <class Space>
 std::vector<GemmVariant> variants_for_floats() {
+  using VF = Kokkos::View<float**, typename Space::memory_space>;
   std::vector<GemmVariant> v{GemmVariant::portable, GemmVariant::automatic};
-  if (pk::gemm_vendor_applies<Kokkos::View<float**>, Kokkos::View<float**>,
-                              Kokkos::View<float**>>())
-    v.push_back(GemmVariant::vendor);
+  if (pk::gemm_vendor_applies<VF, VF, VF>()) v.push_back(GemmVariant::vendor);
   return v;
 }
 
 }  // namespace
 
-TEST(gemm, fp64_all_transposes_match_reference) {
-  for (auto v : variants_for_floats())
+TYPED_TEST(gemm, fp64_all_transposes_match_reference) {
+  using Space = TypeParam;
+  for (auto v : variants_for_floats<Space>())
     for (Trans ta : kTrans)
       for (Trans tb : kTrans)
-        for (auto s : kShapes) check<double, double, double>(ta, tb, s.m, s.n, s.k, 1.0, 0.0, v);
+        for (auto s : kShapes)
+          check<double, double, double, Space>(ta, tb, s.m, s.n, s.k, 1.0, 0.0, v);
 }
 
-TEST(gemm, fp32_all_transposes_alpha_beta_match_reference) {
-  for (auto v : variants_for_floats())
+TYPED_TEST(gemm, fp32_all_transposes_alpha_beta_match_reference) {
+  using Space = TypeParam;
+  for (auto v : variants_for_floats<Space>())
     for (Trans ta : kTrans)
       for (Trans tb : kTrans)
-        for (auto s : kShapes) check<float, float, float>(ta, tb, s.m, s.n, s.k, -0.75, 1.5, v);
+        for (auto s : kShapes)
+          check<float, float, float, Space>(ta, tb, s.m, s.n, s.k, -0.75, 1.5, v);
 }
 
-TEST(gemm, fp32_layout_left_matches_reference) {
-  for (auto v : variants_for_floats())
+TYPED_TEST(gemm, fp32_layout_left_matches_reference) {
+  using Space = TypeParam;
+  for (auto v : variants_for_floats<Space>())
     for (Trans ta : kTrans)
       for (Trans tb : kTrans)
-        check<float, float, float, Kokkos::LayoutLeft>(ta, tb, 53, 37, 129, 2.0, -1.0, v);
+        check<float, float, float, Space, Kokkos::LayoutLeft>(ta, tb, 53, 37, 129, 2.0, -1.0, v);
 }
 
-TEST(gemm, beta_zero_ignores_nan_in_c) {
-  for (auto v : variants_for_floats())
+TYPED_TEST(gemm, beta_zero_ignores_nan_in_c) {
+  using Space = TypeParam;
+  for (auto v : variants_for_floats<Space>())
     for (Trans ta : kTrans)
       for (Trans tb : kTrans) {
-        check<float, float, float>(ta, tb, 37, 53, 129, 1.25, 0.0, v, 0, true);
-        check<double, double, double>(ta, tb, 129, 37, 53, 1.0, 0.0, v, 0, true);
-        check<float, float, float>(ta, tb, 37, 53, 129, 1.0, 0.0, v, 3, true);
+        check<float, float, float, Space>(ta, tb, 37, 53, 129, 1.25, 0.0, v, 0, true);
+        check<double, double, double, Space>(ta, tb, 129, 37, 53, 1.0, 0.0, v, 0, true);
+        check<float, float, float, Space>(ta, tb, 37, 53, 129, 1.0, 0.0, v, 3, true);
       }
   // K spanning several panels: later panels add to C, which must not have kept the NaN.
-  check<float, float, float>(Trans::N, Trans::N, 37, 53, 600, 1.0, 0.0, GemmVariant::portable, 0,
-                             true);
-  check<bf16, bf16, bf16>(Trans::N, Trans::T, 37, 53, 600, 1.0, 0.0, GemmVariant::portable, 0,
-                          true);
+  check<float, float, float, Space>(Trans::N, Trans::N, 37, 53, 600, 1.0, 0.0,
+                                    GemmVariant::portable, 0, true);
+  check<bf16, bf16, bf16, Space>(Trans::N, Trans::T, 37, 53, 600, 1.0, 0.0, GemmVariant::portable,
+                                 0, true);
 }
 
-TEST(gemm, bf16_inputs_fp32_output_accumulate_in_fp32) {
+TYPED_TEST(gemm, bf16_inputs_fp32_output_accumulate_in_fp32) {
+  using Space = TypeParam;
   for (Trans ta : kTrans)
     for (Trans tb : kTrans)
       for (auto s : kShapes)
-        check<bf16, bf16, float>(ta, tb, s.m, s.n, s.k, 1.0, 0.5, GemmVariant::automatic);
+        check<bf16, bf16, float, Space>(ta, tb, s.m, s.n, s.k, 1.0, 0.5, GemmVariant::automatic);
 }
 
-TEST(gemm, bf16_everywhere_and_mixed_storage) {
+TYPED_TEST(gemm, bf16_everywhere_and_mixed_storage) {
+  using Space = TypeParam;
   for (Trans ta : kTrans)
     for (Trans tb : kTrans) {
-      check<bf16, bf16, bf16>(ta, tb, 37, 53, 300, 1.0, 1.0, GemmVariant::automatic);
-      check<bf16, float, float>(ta, tb, 53, 129, 37, 0.5, 0.0, GemmVariant::automatic);
+      check<bf16, bf16, bf16, Space>(ta, tb, 37, 53, 300, 1.0, 1.0, GemmVariant::automatic);
+      check<bf16, float, float, Space>(ta, tb, 53, 129, 37, 0.5, 0.0, GemmVariant::automatic);
       // Any fp64 operand makes the accumulation fp64; a float C is then rounded once.
-      check<float, double, float>(ta, tb, 129, 37, 300, 1.0, 2.0, GemmVariant::automatic);
-      check<bf16, bf16, double>(ta, tb, 37, 129, 53, 1.0, 1.0, GemmVariant::automatic);
+      check<float, double, float, Space>(ta, tb, 129, 37, 300, 1.0, 2.0, GemmVariant::automatic);
+      check<bf16, bf16, double, Space>(ta, tb, 37, 129, 53, 1.0, 1.0, GemmVariant::automatic);
     }
 }
 
-TEST(gemm, batched_matches_reference) {
-  for (auto v : variants_for_floats())
+TYPED_TEST(gemm, batched_matches_reference) {
+  using Space = TypeParam;
+  for (auto v : variants_for_floats<Space>())
     for (Trans ta : kTrans)
       for (Trans tb : kTrans) {
-        check<float, float, float>(ta, tb, 37, 53, 129, 1.0, 0.5, v, 3);
-        check<double, double, double>(ta, tb, 53, 1, 37, -1.0, 1.0, v, 2);
+        check<float, float, float, Space>(ta, tb, 37, 53, 129, 1.0, 0.5, v, 3);
+        check<double, double, double, Space>(ta, tb, 53, 1, 37, -1.0, 1.0, v, 2);
       }
   for (Trans ta : kTrans)
     for (Trans tb : kTrans)
-      check<bf16, bf16, float>(ta, tb, 53, 37, 129, 1.0, 0.0, GemmVariant::automatic, 4);
+      check<bf16, bf16, float, Space>(ta, tb, 53, 37, 129, 1.0, 0.0, GemmVariant::automatic, 4);
 }
 
-TEST(gemm, strided_and_padded_views_match_reference) {
+TYPED_TEST(gemm, strided_and_padded_views_match_reference) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
   // A: 37x53 stored column-major with leading dimension 40 inside a flat buffer (LayoutStride,
   // so only the portable kernel applies). C: a window of a wider row-major matrix (LayoutRight
   // with a padded row stride, which the vendor BLAS takes as its leading dimension).
@@ -274,7 +288,7 @@ TEST(gemm, strided_and_padded_views_match_reference) {
   static_assert(!pk::gemm_vendor_applies<decltype(A), decltype(B), decltype(B)>());
   fill(A, 7);
   fill(B, 8);
-  for (auto v : variants_for_floats()) {
+  for (auto v : variants_for_floats<Space>()) {
     fill(Cbig, 9);
     auto C = Kokkos::subview(Cbig, Kokkos::make_pair(3, 40), Kokkos::make_pair(5, 134));
     auto hC0 = as_rank3_host(C);
@@ -282,9 +296,9 @@ TEST(gemm, strided_and_padded_views_match_reference) {
       // A is not BLAS-shaped; copy it into a plain View for the vendor run.
       Kokkos::View<float**, Mem> Ac("Ac", 37, 53);
       Kokkos::deep_copy(Ac, A);
-      pk::gemm(Exec(), Trans::N, Trans::N, 1.0, Ac, B, 1.0, C, v);
+      pk::gemm(Space(), Trans::N, Trans::N, 1.0, Ac, B, 1.0, C, v);
     } else {
-      pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 1.0, C, v);
+      pk::gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 1.0, C, v);
     }
     Kokkos::fence();
     expect_matches_reference<float, float>(pk::to_string(v), Trans::N, Trans::N, 1.0, 1.0,
@@ -302,24 +316,28 @@ TEST(gemm, strided_and_padded_views_match_reference) {
   }
 }
 
-TEST(gemm, zero_k_scales_c_by_beta) {
-  for (auto v : variants_for_floats()) {
+TYPED_TEST(gemm, zero_k_scales_c_by_beta) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
+  for (auto v : variants_for_floats<Space>()) {
     Kokkos::View<float**, Mem> A("A", 5, 0), B("B", 0, 7), C("C", 5, 7);
     Kokkos::deep_copy(C, 2.0f);
-    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.5, C, v);
+    pk::gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 0.5, C, v);
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
     EXPECT_EQ(h(4, 6), 1.0f) << pk::to_string(v);
     fill_nan(C);
-    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, v);
+    pk::gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, v);
     Kokkos::deep_copy(h, C);
     EXPECT_EQ(h(0, 0), 0.0f) << pk::to_string(v);
   }
 }
 
-TEST(gemm, shape_mismatch_throws_with_all_shapes) {
+TYPED_TEST(gemm, shape_mismatch_throws_with_all_shapes) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
   Kokkos::View<float**, Mem> A("A", 4, 5), B("B", 6, 7), C("C", 4, 7);
   try {
-    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C);
+    pk::gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 0.0, C);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     const std::string msg = e.what();
@@ -329,7 +347,7 @@ TEST(gemm, shape_mismatch_throws_with_all_shapes) {
   }
   Kokkos::View<float***, Mem> A3("A3", 2, 4, 5), B3("B3", 3, 5, 7), C3("C3", 2, 4, 7);
   try {
-    pk::gemm_batched(Exec(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3);
+    pk::gemm_batched(Space(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     const std::string msg = e.what();
@@ -337,15 +355,17 @@ TEST(gemm, shape_mismatch_throws_with_all_shapes) {
     EXPECT_NE(msg.find("[3,5,7]"), std::string::npos) << msg;
   }
   // Transposes count: op(A) = A^T is 5x4, which does not match C's 4 rows.
-  EXPECT_THROW(pk::gemm(Exec(), Trans::T, Trans::N, 1.0, A, B, 0.0, C), std::invalid_argument);
+  EXPECT_THROW(pk::gemm(Space(), Trans::T, Trans::N, 1.0, A, B, 0.0, C), std::invalid_argument);
 }
 
-TEST(gemm, vendor_where_it_does_not_apply_throws) {
+TYPED_TEST(gemm, vendor_where_it_does_not_apply_throws) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
   Kokkos::View<bf16**, Mem> A("A", 4, 5), B("B", 5, 7);
   Kokkos::View<float**, Mem> C("C", 4, 7);
   static_assert(!pk::gemm_vendor_applies<decltype(A), decltype(B), decltype(C)>());
   try {
-    pk::gemm(Exec(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, GemmVariant::vendor);
+    pk::gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, GemmVariant::vendor);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("vendor"), std::string::npos) << e.what();
@@ -353,12 +373,14 @@ TEST(gemm, vendor_where_it_does_not_apply_throws) {
   Kokkos::View<float***, Kokkos::LayoutLeft, Mem> A3("A3", 2, 4, 5), B3("B3", 2, 5, 7),
       C3("C3", 2, 4, 7);
   EXPECT_THROW(
-      pk::gemm_batched(Exec(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3, GemmVariant::vendor),
+      pk::gemm_batched(Space(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, C3, GemmVariant::vendor),
       std::invalid_argument);
 }
 
 #ifdef PARAXIS_HAVE_KOKKOSKERNELS
-TEST(gemm, vendor_applies_to_matching_float_and_double_views) {
+TYPED_TEST(gemm, vendor_applies_to_matching_float_and_double_views) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
   using VR = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
   using VRc = Kokkos::View<const float**, Kokkos::LayoutRight, Mem>;
   using VL = Kokkos::View<double**, Kokkos::LayoutLeft, Mem>;
@@ -373,16 +395,18 @@ TEST(gemm, vendor_applies_to_matching_float_and_double_views) {
 }
 #endif
 
-TEST(gemm, repeated_calls_are_bitwise_identical) {
-  for (auto v : variants_for_floats()) {
+TYPED_TEST(gemm, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
+  for (auto v : variants_for_floats<Space>()) {
     Kokkos::View<float**, Mem> A("A", 197, 300), B("B", 531, 300), C1("C1", 197, 531),
         C2("C2", 197, 531);
     fill(A, 11);
     fill(B, 12);
     fill(C1, 13);
     Kokkos::deep_copy(C2, C1);
-    pk::gemm(Exec(), Trans::N, Trans::T, 0.5, A, B, 1.0, C1, v);
-    pk::gemm(Exec(), Trans::N, Trans::T, 0.5, A, B, 1.0, C2, v);
+    pk::gemm(Space(), Trans::N, Trans::T, 0.5, A, B, 1.0, C1, v);
+    pk::gemm(Space(), Trans::N, Trans::T, 0.5, A, B, 1.0, C2, v);
     auto h1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C1);
     auto h2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C2);
     EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.span() * sizeof(float)), 0) << pk::to_string(v);

@@ -3,12 +3,16 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "../exec_spaces.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
 using namespace paraxis::kernels;
-using Space = Kokkos::DefaultExecutionSpace;
 
 namespace {
+// Runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(gemm_dispatch);
+
+template <class Space>
 View2<float, Space> filled(int r, int c, int salt) {
   View2<float, Space> v("v", r, c);
   auto h = Kokkos::create_mirror_view(v);
@@ -19,8 +23,9 @@ View2<float, Space> filled(int r, int c, int salt) {
   return v;
 }
 
+template <class Space>
 std::vector<float> run(GemmVariant v) {
-  auto A = filled(67, 129, 1), B = filled(129, 45, 2);
+  auto A = filled<Space>(67, 129, 1), B = filled<Space>(129, 45, 2);
   View2<float, Space> C("C", 67, 45);
   gemm(Space(), Trans::N, Trans::N, 1.0, A, B, 0.0, C, v);
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
@@ -28,19 +33,20 @@ std::vector<float> run(GemmVariant v) {
 }
 }  // namespace
 
-TEST(gemm_dispatch, automatic_follows_the_process_wide_choice) {
-  const auto portable = run(GemmVariant::portable);
+TYPED_TEST(gemm_dispatch, automatic_follows_the_process_wide_choice) {
+  using Space = TypeParam;
+  const auto portable = run<Space>(GemmVariant::portable);
   set_automatic_gemm(GemmVariant::portable);
   EXPECT_EQ(automatic_gemm(), GemmVariant::portable);
-  EXPECT_EQ(run(GemmVariant::automatic), portable);
+  EXPECT_EQ(run<Space>(GemmVariant::automatic), portable);
   set_automatic_gemm(GemmVariant::automatic);
   EXPECT_EQ(automatic_gemm(), GemmVariant::automatic);
   if constexpr (gemm_vendor_applies<View2<float, Space>, View2<float, Space>,
                                     View2<float, Space>>()) {
-    EXPECT_EQ(run(GemmVariant::automatic), run(GemmVariant::vendor));
+    EXPECT_EQ(run<Space>(GemmVariant::automatic), run<Space>(GemmVariant::vendor));
     // The vendor and portable kernels sum in different orders: not bitwise equal in general.
   } else {
-    EXPECT_EQ(run(GemmVariant::automatic), portable);
+    EXPECT_EQ(run<Space>(GemmVariant::automatic), portable);
   }
   EXPECT_THROW(set_automatic_gemm(GemmVariant::vendor), std::invalid_argument);
 }

@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(layernorm);
+
 const double kEps = 1e-5;
 
 struct LnRef {
@@ -35,7 +38,7 @@ LnRef ln_ref(int n, int h, const std::vector<double>& x, const std::vector<doubl
   return r;
 }
 
-template <class T>
+template <class T, class Space>
 void check_forward(double atol, double rtol) {
   using A = pk::acc_t<T>;
   const int n = 37, h = 129;
@@ -43,10 +46,10 @@ void check_forward(double atol, double rtol) {
   const auto x0 = rounded<T>(random_vec(n * h, 21, 2.0, 4.0));
   const auto g0 = rounded<T>(random_vec(h, 22, 0.5, 1.5));
   const auto b0 = rounded<T>(random_vec(h, 23));
-  auto X = make2<T>(n, h, x0);
+  auto X = make2<T, Space>(n, h, x0);
   pk::View2<T, Space> Y("Y", n, h);
   pk::View1<A, Space> mean("mean", n), rstd("rstd", n);
-  pk::layernorm_forward(Space(), X, make1<T>(g0), make1<T>(b0), kEps, Y, mean, rstd);
+  pk::layernorm_forward(Space(), X, make1<T, Space>(g0), make1<T, Space>(b0), kEps, Y, mean, rstd);
   const auto ref = ln_ref(n, h, x0, g0, b0);
   expect_close(to_host(Y), ref.y, atol, rtol, "Y");
   expect_close(to_host(mean), ref.mean, 0, std::is_same_v<A, double> ? 1e-14 : 1e-6, "mean");
@@ -55,17 +58,21 @@ void check_forward(double atol, double rtol) {
 
 // |Y| <~ 4: fp64 is exact to ~1e-14; fp32 loses ~1e-6 relative in the statistics (inputs with
 // std ~0.6 around mean 3); bf16 adds one output rounding (2^-8 relative).
-TEST(layernorm, forward_matches_host_fp64) {
-  check_forward<double>(1e-12, 1e-12);
+TYPED_TEST(layernorm, forward_matches_host_fp64) {
+  using Space = TypeParam;
+  check_forward<double, Space>(1e-12, 1e-12);
 }
-TEST(layernorm, forward_matches_host_fp32) {
-  check_forward<float>(2e-5, 1e-5);
+TYPED_TEST(layernorm, forward_matches_host_fp32) {
+  using Space = TypeParam;
+  check_forward<float, Space>(2e-5, 1e-5);
 }
-TEST(layernorm, forward_matches_host_bf16) {
-  check_forward<bf16>(1e-3, 1.0 / 256);
+TYPED_TEST(layernorm, forward_matches_host_bf16) {
+  using Space = TypeParam;
+  check_forward<bf16, Space>(1e-3, 1.0 / 256);
 }
 
-TEST(layernorm, backward_matches_finite_differences_fp64) {
+TYPED_TEST(layernorm, backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const int n = 37, h = 53;
   const auto x0 = random_vec(n * h, 24, -2, 2);
   const auto g0 = random_vec(h, 25, 0.5, 1.5);
@@ -81,20 +88,20 @@ TEST(layernorm, backward_matches_finite_differences_fp64) {
         g(p.begin() + n * h, p.begin() + n * h + h), b(p.begin() + n * h + h, p.end());
     pk::View2<double, Space> Y("Y", n, h);
     pk::View1<double, Space> m("m", n), r("r", n);
-    pk::layernorm_forward(Space(), make2<double>(n, h, x), make1<double>(g), make1<double>(b), kEps,
-                          Y, m, r);
+    pk::layernorm_forward(Space(), make2<double, Space>(n, h, x), make1<double, Space>(g),
+                          make1<double, Space>(b), kEps, Y, m, r);
     return dot(to_host(Y), w);
   };
-  auto X = make2<double>(n, h, x0);
-  auto G = make1<double>(g0);
+  auto X = make2<double, Space>(n, h, x0);
+  auto G = make1<double, Space>(g0);
   pk::View2<double, Space> Y("Y", n, h), dX("dX", n, h);
   pk::View1<double, Space> m("m", n), r("r", n);
-  pk::layernorm_forward(Space(), X, G, make1<double>(b0), kEps, Y, m, r);
+  pk::layernorm_forward(Space(), X, G, make1<double, Space>(b0), kEps, Y, m, r);
   Kokkos::deep_copy(dX, 7.0);  // overwritten
   // dgamma/dbeta accumulate onto existing values.
   const auto dg0 = random_vec(h, 29), db0 = random_vec(h, 30);
-  auto dG = make1<double>(dg0), dB = make1<double>(db0);
-  pk::layernorm_backward(Space(), make2<double>(n, h, w), X, G, m, r, dX, dG, dB);
+  auto dG = make1<double, Space>(dg0), dB = make1<double, Space>(db0);
+  pk::layernorm_backward(Space(), make2<double, Space>(n, h, w), X, G, m, r, dX, dG, dB);
   auto dg = to_host(dG), db = to_host(dB);
   for (int j = 0; j < h; ++j) {
     dg[j] -= dg0[j];
@@ -111,7 +118,7 @@ TEST(layernorm, backward_matches_finite_differences_fp64) {
   EXPECT_NEAR(dot(grad, dir_x), directional_fd(loss, all, dir_x), 1e-7 * std::fabs(fd) + 1e-8);
 }
 
-template <class T>
+template <class T, class Space>
 void check_backward_vs_fp64(double atol, double rtol) {
   const int n = 53, h = 129;
   const auto x0 = rounded<T>(random_vec(n * h, 31, -2, 2));
@@ -121,12 +128,12 @@ void check_backward_vs_fp64(double atol, double rtol) {
   auto run = [&](auto tag) {
     using S = decltype(tag);
     using SA = pk::acc_t<S>;
-    auto X = make2<S>(n, h, x0);
-    auto G = make1<S>(g0);
+    auto X = make2<S, Space>(n, h, x0);
+    auto G = make1<S, Space>(g0);
     pk::View2<S, Space> Y("Y", n, h), dX("dX", n, h);
     pk::View1<SA, Space> m("m", n), r("r", n), dG("dG", h), dB("dB", h);
-    pk::layernorm_forward(Space(), X, G, make1<S>(b0), kEps, Y, m, r);
-    pk::layernorm_backward(Space(), make2<S>(n, h, w0), X, G, m, r, dX, dG, dB);
+    pk::layernorm_forward(Space(), X, G, make1<S, Space>(b0), kEps, Y, m, r);
+    pk::layernorm_backward(Space(), make2<S, Space>(n, h, w0), X, G, m, r, dX, dG, dB);
     return std::vector<std::vector<double>>{to_host(dX), to_host(dG), to_host(dB)};
   };
   const auto ref = run(double());
@@ -138,19 +145,22 @@ void check_backward_vs_fp64(double atol, double rtol) {
 }
 
 // dX magnitudes ~1: fp32 ~1e-6; bf16 one output rounding plus fp32 arithmetic.
-TEST(layernorm, backward_fp32_matches_fp64) {
-  check_backward_vs_fp64<float>(1e-5, 1e-5);
+TYPED_TEST(layernorm, backward_fp32_matches_fp64) {
+  using Space = TypeParam;
+  check_backward_vs_fp64<float, Space>(1e-5, 1e-5);
 }
-TEST(layernorm, backward_bf16_matches_fp64) {
-  check_backward_vs_fp64<bf16>(1e-3, 1.0 / 256);
+TYPED_TEST(layernorm, backward_bf16_matches_fp64) {
+  using Space = TypeParam;
+  check_backward_vs_fp64<bf16, Space>(1e-3, 1.0 / 256);
 }
 
-TEST(layernorm, repeated_calls_are_bitwise_identical) {
+TYPED_TEST(layernorm, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
   const int n = 37, h = 129;
-  auto X = make2<float>(n, h, random_vec(n * h, 35));
-  auto G = make1<float>(random_vec(h, 36));
-  auto B = make1<float>(random_vec(h, 37));
-  auto dY = make2<float>(n, h, random_vec(n * h, 38));
+  auto X = make2<float, Space>(n, h, random_vec(n * h, 35));
+  auto G = make1<float, Space>(random_vec(h, 36));
+  auto B = make1<float, Space>(random_vec(h, 37));
+  auto dY = make2<float, Space>(n, h, random_vec(n * h, 38));
   std::vector<std::vector<double>> out[2];
   for (int rep = 0; rep < 2; ++rep) {
     pk::View2<float, Space> Y("Y", n, h), dX("dX", n, h);
@@ -162,7 +172,8 @@ TEST(layernorm, repeated_calls_are_bitwise_identical) {
   for (int k = 0; k < 6; ++k) EXPECT_EQ(out[0][k], out[1][k]) << k;
 }
 
-TEST(layernorm, shape_mismatch_names_both_shapes) {
+TYPED_TEST(layernorm, shape_mismatch_names_both_shapes) {
+  using Space = TypeParam;
   pk::View2<float, Space> X("X", 37, 53), Y("Y", 37, 53), Ybad("Yb", 36, 53);
   pk::View1<float, Space> g("g", 53), gbad("gb", 52), m("m", 37), r("r", 37);
   expect_shape_error([&] { pk::layernorm_forward(Space(), X, gbad, g, kEps, Y, m, r); },

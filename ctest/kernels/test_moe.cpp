@@ -5,9 +5,18 @@
 
 using namespace moe_test;
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_topk);
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_routing);
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_dispatch_shapes);
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_finite_differences);
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_aux_loss);
+PARAXIS_EXEC_SPACE_TEST_SUITE(moe_determinism);
+
 // ---------------------------------------------------------------- top-k
 
-TEST(moe_topk, matches_host_reference_with_ties_to_lower_index) {
+TYPED_TEST(moe_topk, matches_host_reference_with_ties_to_lower_index) {
+  using Space = TypeParam;
   for (int E : {4, 5, 8})
     for (int k : {1, 2}) {
       const int N = 53;
@@ -16,10 +25,10 @@ TEST(moe_topk, matches_host_reference_with_ties_to_lower_index) {
       for (int n = 0; n < N; ++n)
         for (int e = 0; e < E; ++e) p[n * E + e] = 0.125 * (1 + (n * 3 + e * 5) % 4);
       for (int e = 0; e < E; ++e) p[0 * E + e] = 1.0 / E;  // a row of all-equal probs
-      auto probs = make2<double>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
-      V2<int> idx("idx", N, k);
-      V2<double> gate("gate", N, k);
-      pk::topk_forward(Exec(), probs, k, idx, gate);
+      auto probs = make2<double, Space>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+      V2<int, Space> idx("idx", N, k);
+      V2<double, Space> gate("gate", N, k);
+      pk::topk_forward(Space(), probs, k, idx, gate);
       std::vector<int> ref_idx;
       std::vector<double> ref_gate;
       ref_topk(p, N, E, k, ref_idx, ref_gate);
@@ -30,14 +39,15 @@ TEST(moe_topk, matches_host_reference_with_ties_to_lower_index) {
     }
 }
 
-TEST(moe_topk, bf16_probs_into_float_gate) {
+TYPED_TEST(moe_topk, bf16_probs_into_float_gate) {
+  using Space = TypeParam;
   const int N = 37, E = 6, k = 2;
   auto p = skewed_probs(N, E, 0.3);
-  auto probs = make2<bf16>("p", N, E, [&](int n, int e) { return float(p[n * E + e]); });
+  auto probs = make2<bf16, Space>("p", N, E, [&](int n, int e) { return float(p[n * E + e]); });
   auto pr = to_vec2(probs);  // the probs as stored (rounded to bf16; new ties possible)
-  V2<int> idx("idx", N, k);
-  V2<float> gate("gate", N, k);
-  pk::topk_forward(Exec(), probs, k, idx, gate);
+  V2<int, Space> idx("idx", N, k);
+  V2<float, Space> gate("gate", N, k);
+  pk::topk_forward(Space(), probs, k, idx, gate);
   std::vector<int> ref_idx;
   std::vector<double> ref_gate;
   ref_topk(pr, N, E, k, ref_idx, ref_gate);
@@ -45,25 +55,28 @@ TEST(moe_topk, bf16_probs_into_float_gate) {
   EXPECT_EQ(to_vec2(gate), ref_gate);
 }
 
-TEST(moe_topk, rejects_k_outside_one_to_experts) {
-  V2<double> probs("p", 5, 4);
-  V2<int> idx("idx", 5, 5);
-  V2<double> gate("g", 5, 5);
-  EXPECT_THROW(pk::topk_forward(Exec(), probs, 5, idx, gate), std::invalid_argument);
-  EXPECT_THROW(pk::topk_forward(Exec(), probs, 0, idx, gate), std::invalid_argument);
-  V2<int> idx2("idx", 5, 2);
-  EXPECT_THROW(pk::topk_forward(Exec(), probs, 3, idx2, gate), std::invalid_argument);
+TYPED_TEST(moe_topk, rejects_k_outside_one_to_experts) {
+  using Space = TypeParam;
+  V2<double, Space> probs("p", 5, 4);
+  V2<int, Space> idx("idx", 5, 5);
+  V2<double, Space> gate("g", 5, 5);
+  EXPECT_THROW(pk::topk_forward(Space(), probs, 5, idx, gate), std::invalid_argument);
+  EXPECT_THROW(pk::topk_forward(Space(), probs, 0, idx, gate), std::invalid_argument);
+  V2<int, Space> idx2("idx", 5, 2);
+  EXPECT_THROW(pk::topk_forward(Space(), probs, 3, idx2, gate), std::invalid_argument);
 }
 
-TEST(moe_topk, backward_scatters_dgate_and_zeroes_the_rest) {
+TYPED_TEST(moe_topk, backward_scatters_dgate_and_zeroes_the_rest) {
+  using Space = TypeParam;
   const int N = 37, E = 7, k = 2;
   std::vector<int> ref_idx;
   std::vector<double> ref_gate;
   ref_topk(skewed_probs(N, E, 0.5), N, E, k, ref_idx, ref_gate);
-  auto idx = upload_idx(ref_idx, N, k);
-  auto dgate = make2<double>("dg", N, k, [](int n, int j) { return 0.5 * n - 3.25 * j + 1; });
-  auto dprobs = make2<double>("dp", N, E, [](int, int) { return 99.0; });  // overwritten
-  pk::topk_backward(Exec(), dgate, idx, dprobs);
+  auto idx = upload_idx<Space>(ref_idx, N, k);
+  auto dgate =
+      make2<double, Space>("dg", N, k, [](int n, int j) { return 0.5 * n - 3.25 * j + 1; });
+  auto dprobs = make2<double, Space>("dp", N, E, [](int, int) { return 99.0; });  // overwritten
+  pk::topk_backward(Space(), dgate, idx, dprobs);
   std::vector<double> ref(N * E, 0.0);
   for (int n = 0; n < N; ++n)
     for (int j = 0; j < k; ++j) ref[n * E + ref_idx[n * k + j]] = 0.5 * n - 3.25 * j + 1;
@@ -72,15 +85,16 @@ TEST(moe_topk, backward_scatters_dgate_and_zeroes_the_rest) {
 
 // ---------------------------------------------------------------- routing
 
-TEST(moe_routing, dropless_keeps_every_assignment_in_expert_major_order) {
+TYPED_TEST(moe_routing, dropless_keeps_every_assignment_in_expert_major_order) {
+  using Space = TypeParam;
   for (int E : {4, 8})
     for (int k : {1, 2}) {
       const int N = 53;
       std::vector<int> ri;
       std::vector<double> rg;
       ref_topk(skewed_probs(N, E, 0.8), N, E, k, ri, rg);
-      pk::MoeRouting<Exec> r(64, E, k);
-      pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 0, r);
+      pk::MoeRouting<Space> r(64, E, k);
+      pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), 0, r);
       auto ref = ref_routing(ri, N, k, E, 0);
       EXPECT_EQ(ref.rows, N * k);
       expect_routing_matches(r, ref, N, k, E);
@@ -88,14 +102,15 @@ TEST(moe_routing, dropless_keeps_every_assignment_in_expert_major_order) {
     }
 }
 
-TEST(moe_routing, capacity_keeps_the_first_assignments_in_token_order) {
+TYPED_TEST(moe_routing, capacity_keeps_the_first_assignments_in_token_order) {
+  using Space = TypeParam;
   for (int k : {1, 2}) {
     const int N = 53, E = 5, capacity = 9;
     std::vector<int> ri;
     std::vector<double> rg;
     ref_topk(skewed_probs(N, E, 1.5), N, E, k, ri, rg);
-    pk::MoeRouting<Exec> r(N, E, k);
-    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    pk::MoeRouting<Space> r(N, E, k);
+    pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), capacity, r);
     auto ref = ref_routing(ri, N, k, E, capacity);
     expect_routing_matches(r, ref, N, k, E);
     // Independent of the reference: per expert, kept = min(requested, capacity), and every
@@ -121,54 +136,57 @@ TEST(moe_routing, capacity_keeps_the_first_assignments_in_token_order) {
   }
 }
 
-TEST(moe_routing, reuse_for_a_smaller_batch_and_many_blocks) {
+TYPED_TEST(moe_routing, reuse_for_a_smaller_batch_and_many_blocks) {
+  using Space = TypeParam;
   // More assignments than one routing block, then a smaller batch into the same object.
   const int E = 6, k = 2;
-  pk::MoeRouting<Exec> r(300, E, k);
+  pk::MoeRouting<Space> r(300, E, k);
   for (int N : {300, 37}) {
     std::vector<int> ri;
     std::vector<double> rg;
     ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
     for (int cap : {0, 40}) {
-      pk::moe_build_routing(Exec(), upload_idx(ri, N, k), cap, r);
+      pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), cap, r);
       expect_routing_matches(r, ref_routing(ri, N, k, E, cap), N, k, E);
     }
   }
 }
 
-TEST(moe_routing, rejects_bad_indices_too_many_tokens_and_bad_capacity) {
-  pk::MoeRouting<Exec> r(10, 4, 2);
-  auto bad = make2<int>("idx", 10, 2, [](int n, int j) { return n == 7 && j == 1 ? 4 : j; });
-  EXPECT_THROW(pk::moe_build_routing(Exec(), bad, 0, r), std::invalid_argument);
-  auto neg = make2<int>("idx", 10, 2, [](int n, int j) { return n == 3 ? -1 : j; });
-  EXPECT_THROW(pk::moe_build_routing(Exec(), neg, 0, r), std::invalid_argument);
-  auto big = make2<int>("idx", 11, 2, [](int, int j) { return j; });
-  EXPECT_THROW(pk::moe_build_routing(Exec(), big, 0, r), std::invalid_argument);
-  auto good = make2<int>("idx", 10, 2, [](int, int j) { return j; });
-  EXPECT_THROW(pk::moe_build_routing(Exec(), good, -1, r), std::invalid_argument);
-  auto wrong_k = make2<int>("idx", 10, 1, [](int, int) { return 0; });
-  EXPECT_THROW(pk::moe_build_routing(Exec(), wrong_k, 0, r), std::invalid_argument);
-  EXPECT_THROW(pk::MoeRouting<Exec>(10, 4, 5), std::invalid_argument);
+TYPED_TEST(moe_routing, rejects_bad_indices_too_many_tokens_and_bad_capacity) {
+  using Space = TypeParam;
+  pk::MoeRouting<Space> r(10, 4, 2);
+  auto bad = make2<int, Space>("idx", 10, 2, [](int n, int j) { return n == 7 && j == 1 ? 4 : j; });
+  EXPECT_THROW(pk::moe_build_routing(Space(), bad, 0, r), std::invalid_argument);
+  auto neg = make2<int, Space>("idx", 10, 2, [](int n, int j) { return n == 3 ? -1 : j; });
+  EXPECT_THROW(pk::moe_build_routing(Space(), neg, 0, r), std::invalid_argument);
+  auto big = make2<int, Space>("idx", 11, 2, [](int, int j) { return j; });
+  EXPECT_THROW(pk::moe_build_routing(Space(), big, 0, r), std::invalid_argument);
+  auto good = make2<int, Space>("idx", 10, 2, [](int, int j) { return j; });
+  EXPECT_THROW(pk::moe_build_routing(Space(), good, -1, r), std::invalid_argument);
+  auto wrong_k = make2<int, Space>("idx", 10, 1, [](int, int) { return 0; });
+  EXPECT_THROW(pk::moe_build_routing(Space(), wrong_k, 0, r), std::invalid_argument);
+  EXPECT_THROW(pk::MoeRouting<Space>(10, 4, 5), std::invalid_argument);
   try {
-    pk::moe_build_routing(Exec(), bad, 0, r);
+    pk::moe_build_routing(Space(), bad, 0, r);
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("(7,1) = 4"), std::string::npos) << e.what();
   }
 }
 
-TEST(moe_routing, load_stats_of_a_known_routing) {
+TYPED_TEST(moe_routing, load_stats_of_a_known_routing) {
+  using Space = TypeParam;
   const int N = 37, E = 4, k = 1;
   std::vector<int> ri(N);
   for (int n = 0; n < N; ++n) ri[n] = n % E;  // 10, 9, 9, 9
-  pk::MoeRouting<Exec> r(N, E, k);
-  pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 0, r);
+  pk::MoeRouting<Space> r(N, E, k);
+  pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), 0, r);
   auto s = pk::moe_load_stats(r);
   EXPECT_EQ(s.min, 9);
   EXPECT_EQ(s.max, 10);
   EXPECT_DOUBLE_EQ(s.mean, 37.0 / 4);
   EXPECT_DOUBLE_EQ(s.imbalance, 10 / (37.0 / 4));
   EXPECT_EQ(s.dropped, 0);
-  pk::moe_build_routing(Exec(), upload_idx(ri, N, k), 9, r);
+  pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), 9, r);
   s = pk::moe_load_stats(r);
   EXPECT_EQ(s.max, 9);
   EXPECT_EQ(s.dropped, 1);
@@ -209,13 +227,16 @@ struct Case {
 
 }  // namespace
 
-template <class T>
+// Every (execution space, storage type) pair: TypeParam is std::pair<Space, T>.
+template <class P>
 class moe_dispatch : public ::testing::Test {};
 using StorageTypes = ::testing::Types<double, float, bf16>;
-TYPED_TEST_SUITE(moe_dispatch, StorageTypes);
+TYPED_TEST_SUITE(moe_dispatch, paraxis_test::SpaceProduct<StorageTypes>,
+                 paraxis_test::SpaceProductNames);
 
 TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
-  using T = TypeParam;
+  using Space = typename TypeParam::first_type;
+  using T = typename TypeParam::second_type;
   for (Case c : {Case{37, 4, 2, 13, 0}, Case{53, 8, 1, 29, 0}, Case{53, 5, 2, 13, 11},
                  Case{37, 6, 1, 29, 4}}) {
     const int N = c.N, E = c.E, k = c.k, H = c.H;
@@ -223,31 +244,33 @@ TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
     std::vector<double> rg;
     auto p = skewed_probs(N, E, 1.2);
     ref_topk(p, N, E, k, ri, rg);
-    pk::MoeRouting<Exec> r(N, E, k);
-    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), c.capacity, r);
+    pk::MoeRouting<Space> r(N, E, k);
+    pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), c.capacity, r);
     const auto ref = ref_routing(ri, N, k, E, c.capacity);
     const int P = r.rows, Pbuf = N * k;  // buffers sized for the worst case
 
-    auto X = make2<T>("X", N, H, [](int n, int h) { return std::cos(0.3 * n + 0.11 * h); });
-    auto gate = make2<T>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
-    auto Ye = make2<T>("Ye", Pbuf, H, [](int p, int h) { return std::sin(0.17 * p - 0.4 * h); });
-    auto dY = make2<T>("dY", N, H, [](int n, int h) { return 0.5 - std::cos(0.23 * n * h); });
-    auto dXe = make2<T>("dXe", Pbuf, H, [](int p, int h) { return 0.01 * p - 0.03 * h; });
+    auto X = make2<T, Space>("X", N, H, [](int n, int h) { return std::cos(0.3 * n + 0.11 * h); });
+    auto gate = make2<T, Space>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+    auto Ye =
+        make2<T, Space>("Ye", Pbuf, H, [](int p, int h) { return std::sin(0.17 * p - 0.4 * h); });
+    auto dY =
+        make2<T, Space>("dY", N, H, [](int n, int h) { return 0.5 - std::cos(0.23 * n * h); });
+    auto dXe = make2<T, Space>("dXe", Pbuf, H, [](int p, int h) { return 0.01 * p - 0.03 * h; });
     const auto x = to_vec2(X), g = to_vec2(gate), ye = to_vec2(Ye), dy = to_vec2(dY),
                dxe = to_vec2(dXe);
 
     // Gather: a copy, exact in every storage type. Rows past P stay untouched (sentinel 7).
-    auto Xe = make2<T>("Xe", Pbuf, H, [](int, int) { return 7.0; });
-    pk::moe_gather(Exec(), X, r, Xe);
+    auto Xe = make2<T, Space>("Xe", Pbuf, H, [](int, int) { return 7.0; });
+    pk::moe_gather(Space(), X, r, Xe);
     std::vector<double> xe_ref(Pbuf * H, 7.0);
     for (int q = 0; q < P; ++q)
       for (int h = 0; h < H; ++h) xe_ref[q * H + h] = x[ref.slot_token[q] * H + h];
     EXPECT_EQ(to_vec2(Xe), xe_ref);
 
     // Gather backward accumulates onto dX.
-    auto dX = make2<T>("dX", N, H, [](int n, int h) { return 0.25 * ((n + h) % 3); });
+    auto dX = make2<T, Space>("dX", N, H, [](int n, int h) { return 0.25 * ((n + h) % 3); });
     const auto dx0 = to_vec2(dX);
-    pk::moe_gather_backward(Exec(), dXe, r, dX);
+    pk::moe_gather_backward(Space(), dXe, r, dX);
     std::vector<double> dx_ref = dx0;
     for (int n = 0; n < N; ++n)
       for (int j = 0; j < k; ++j) {
@@ -258,8 +281,8 @@ TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
     expect_near_rel(to_vec2(dX), dx_ref, tol<T>(), "gather_backward");
 
     // Combine forward overwrites Y; fully dropped tokens get 0.
-    auto Y = make2<T>("Y", N, H, [](int, int) { return 5.0; });
-    pk::moe_combine_forward(Exec(), Ye, gate, r, Y);
+    auto Y = make2<T, Space>("Y", N, H, [](int, int) { return 5.0; });
+    pk::moe_combine_forward(Space(), Ye, gate, r, Y);
     std::vector<double> y_ref(N * H, 0.0);
     for (int n = 0; n < N; ++n)
       for (int j = 0; j < k; ++j) {
@@ -270,9 +293,9 @@ TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
     expect_near_rel(to_vec2(Y), y_ref, tol<T>(), "combine_forward");
 
     // Combine backward.
-    auto dYe = make2<T>("dYe", Pbuf, H, [](int, int) { return 7.0; });
-    auto dgate = make2<T>("dg", N, k, [](int, int) { return 5.0; });
-    pk::moe_combine_backward(Exec(), dY, Ye, gate, r, dYe, dgate);
+    auto dYe = make2<T, Space>("dYe", Pbuf, H, [](int, int) { return 7.0; });
+    auto dgate = make2<T, Space>("dg", N, k, [](int, int) { return 5.0; });
+    pk::moe_combine_backward(Space(), dY, Ye, gate, r, dYe, dgate);
     std::vector<double> dye_ref(Pbuf * H, 7.0), dg_ref(N * k, 0.0);
     for (int q = 0; q < P; ++q) {
       const int n = ref.slot_token[q], j = ref.slot_k[q];
@@ -289,18 +312,19 @@ TYPED_TEST(moe_dispatch, gather_combine_and_backward_match_host) {
   }
 }
 
-TEST(moe_dispatch_shapes, reject_mismatched_views) {
+TYPED_TEST(moe_dispatch_shapes, reject_mismatched_views) {
+  using Space = TypeParam;
   const int N = 10, E = 4, k = 2, H = 3;
-  pk::MoeRouting<Exec> r(N, E, k);
-  auto idx = make2<int>("idx", N, k, [](int n, int j) { return (n + j) % E; });
-  pk::moe_build_routing(Exec(), idx, 0, r);
-  V2<float> X("X", N, H), Xshort("Xe", N * k - 1, H), Xe("Xe", N * k, H), X9("X", N - 1, H);
-  V2<float> gate("g", N, k), gate1("g", N, 1), Y("Y", N, H);
-  EXPECT_THROW(pk::moe_gather(Exec(), X, r, Xshort), std::invalid_argument);
-  EXPECT_THROW(pk::moe_gather(Exec(), X9, r, Xe), std::invalid_argument);
-  EXPECT_THROW(pk::moe_combine_forward(Exec(), Xe, gate1, r, Y), std::invalid_argument);
-  EXPECT_THROW(pk::moe_combine_forward(Exec(), Xshort, gate, r, Y), std::invalid_argument);
-  EXPECT_NO_THROW(pk::moe_gather(Exec(), X, r, Xe));
+  pk::MoeRouting<Space> r(N, E, k);
+  auto idx = make2<int, Space>("idx", N, k, [](int n, int j) { return (n + j) % E; });
+  pk::moe_build_routing(Space(), idx, 0, r);
+  V2<float, Space> X("X", N, H), Xshort("Xe", N * k - 1, H), Xe("Xe", N * k, H), X9("X", N - 1, H);
+  V2<float, Space> gate("g", N, k), gate1("g", N, 1), Y("Y", N, H);
+  EXPECT_THROW(pk::moe_gather(Space(), X, r, Xshort), std::invalid_argument);
+  EXPECT_THROW(pk::moe_gather(Space(), X9, r, Xe), std::invalid_argument);
+  EXPECT_THROW(pk::moe_combine_forward(Space(), Xe, gate1, r, Y), std::invalid_argument);
+  EXPECT_THROW(pk::moe_combine_forward(Space(), Xshort, gate, r, Y), std::invalid_argument);
+  EXPECT_NO_THROW(pk::moe_gather(Space(), X, r, Xe));
 }
 
 // ---------------------------------------------------------------- finite differences (fp64)
@@ -308,10 +332,11 @@ TEST(moe_dispatch_shapes, reject_mismatched_views) {
 namespace {
 
 // L = sum_{n,h} w(n,h) * Y(n,h) with Y from moe_combine_forward: dL/dY = w.
-double combine_loss(const V2<double>& Ye, const V2<double>& gate, const pk::MoeRouting<Exec>& r,
-                    const std::vector<double>& w, int N, int H) {
-  V2<double> Y("Y", N, H);
-  pk::moe_combine_forward(Exec(), Ye, gate, r, Y);
+template <class Space>
+double combine_loss(const V2<double, Space>& Ye, const V2<double, Space>& gate,
+                    const pk::MoeRouting<Space>& r, const std::vector<double>& w, int N, int H) {
+  V2<double, Space> Y("Y", N, H);
+  pk::moe_combine_forward(Space(), Ye, gate, r, Y);
   auto y = to_vec2(Y);
   double s = 0;
   for (int i = 0; i < N * H; ++i) s += w[i] * y[i];
@@ -327,22 +352,23 @@ void bump(const V& v, int i, int j, double d) {
 
 }  // namespace
 
-TEST(moe_finite_differences, combine_backward_fp64) {
+TYPED_TEST(moe_finite_differences, combine_backward_fp64) {
+  using Space = TypeParam;
   const int N = 37, E = 5, k = 2, H = 13, eps_cap = 12;
   for (int capacity : {0, eps_cap}) {
     std::vector<int> ri;
     std::vector<double> rg;
     ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
-    pk::MoeRouting<Exec> r(N, E, k);
-    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    pk::MoeRouting<Space> r(N, E, k);
+    pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), capacity, r);
     const int P = r.rows;
-    auto gate = make2<double>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
-    auto Ye = make2<double>("Ye", P, H, [](int p, int h) { return std::sin(0.3 * p + h); });
+    auto gate = make2<double, Space>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+    auto Ye = make2<double, Space>("Ye", P, H, [](int p, int h) { return std::sin(0.3 * p + h); });
     std::vector<double> w(N * H);
     for (int i = 0; i < N * H; ++i) w[i] = std::cos(0.37 * i);
-    auto dY = make2<double>("dY", N, H, [&](int n, int h) { return w[n * H + h]; });
-    V2<double> dYe("dYe", P, H), dgate("dg", N, k);
-    pk::moe_combine_backward(Exec(), dY, Ye, gate, r, dYe, dgate);
+    auto dY = make2<double, Space>("dY", N, H, [&](int n, int h) { return w[n * H + h]; });
+    V2<double, Space> dYe("dYe", P, H), dgate("dg", N, k);
+    pk::moe_combine_backward(Space(), dY, Ye, gate, r, dYe, dgate);
     const auto dye = to_vec2(dYe), dg = to_vec2(dgate);
     const double eps = 1e-6;
     double worst = 0;
@@ -368,25 +394,26 @@ TEST(moe_finite_differences, combine_backward_fp64) {
   }
 }
 
-TEST(moe_finite_differences, gather_backward_fp64) {
+TYPED_TEST(moe_finite_differences, gather_backward_fp64) {
+  using Space = TypeParam;
   const int N = 37, E = 4, k = 2, H = 13;
   for (int capacity : {0, 10}) {
     std::vector<int> ri;
     std::vector<double> rg;
     ref_topk(skewed_probs(N, E, 1.0), N, E, k, ri, rg);
-    pk::MoeRouting<Exec> r(N, E, k);
-    pk::moe_build_routing(Exec(), upload_idx(ri, N, k), capacity, r);
+    pk::MoeRouting<Space> r(N, E, k);
+    pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), capacity, r);
     const int P = r.rows;
-    auto X = make2<double>("X", N, H, [](int n, int h) { return std::cos(0.2 * n - h); });
+    auto X = make2<double, Space>("X", N, H, [](int n, int h) { return std::cos(0.2 * n - h); });
     std::vector<double> w(P * H);
     for (int i = 0; i < P * H; ++i) w[i] = std::sin(0.29 * i + 0.1);
-    auto dXe = make2<double>("dXe", P, H, [&](int q, int h) { return w[q * H + h]; });
-    V2<double> dX("dX", N, H);
-    pk::moe_gather_backward(Exec(), dXe, r, dX);
+    auto dXe = make2<double, Space>("dXe", P, H, [&](int q, int h) { return w[q * H + h]; });
+    V2<double, Space> dX("dX", N, H);
+    pk::moe_gather_backward(Space(), dXe, r, dX);
     const auto dx = to_vec2(dX);
     auto loss = [&] {
-      V2<double> Xe("Xe", P, H);
-      pk::moe_gather(Exec(), X, r, Xe);
+      V2<double, Space> Xe("Xe", P, H);
+      pk::moe_gather(Space(), X, r, Xe);
       auto xe = to_vec2(Xe);
       double s = 0;
       for (int i = 0; i < P * H; ++i) s += w[i] * xe[i];
@@ -411,10 +438,12 @@ TEST(moe_finite_differences, gather_backward_fp64) {
 
 namespace {
 
-double aux_from_device(const V2<double>& probs, const V2<int>& idx, long tokens, int k, int E) {
-  V1<int> req("req", E);
-  V1<double> psum("psum", E);
-  pk::moe_router_stats(Exec(), probs, idx, req, psum);
+template <class Space>
+double aux_from_device(const V2<double, Space>& probs, const V2<int, Space>& idx, long tokens,
+                       int k, int E) {
+  V1<int, Space> req("req", E);
+  V1<double, Space> psum("psum", E);
+  pk::moe_router_stats(Space(), probs, idx, req, psum);
   auto hr = host(req);
   auto hp = host(psum);
   return pk::moe_aux_loss_value(hr.data(), hp.data(), tokens, k, E);
@@ -422,43 +451,45 @@ double aux_from_device(const V2<double>& probs, const V2<int>& idx, long tokens,
 
 }  // namespace
 
-TEST(moe_aux_loss, hand_computed_values) {
+TYPED_TEST(moe_aux_loss, hand_computed_values) {
+  using Space = TypeParam;
   // Uniform probs 1/E and perfectly balanced routing: f_e = Pbar_e = 1/E, L = E*E/E^2 = 1.
   {
     const int N = 8, E = 4, k = 2;
-    auto probs = make2<double>("p", N, E, [](int, int) { return 0.25; });
-    auto idx = make2<int>("idx", N, k, [](int n, int j) { return (n + j) % E; });
-    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, N, k, E), 1.0);
+    auto probs = make2<double, Space>("p", N, E, [](int, int) { return 0.25; });
+    auto idx = make2<int, Space>("idx", N, k, [](int n, int j) { return (n + j) % E; });
+    EXPECT_DOUBLE_EQ(aux_from_device<Space>(probs, idx, N, k, E), 1.0);
   }
   // E=2, k=1, both tokens to expert 0 with probs (0.75, 0.25): f = (1, 0), Pbar = (.75, .25),
   // L = 2 * (1 * 0.75 + 0 * 0.25) = 1.5.
   {
-    auto probs = make2<double>("p", 2, 2, [](int, int e) { return e == 0 ? 0.75 : 0.25; });
-    auto idx = make2<int>("idx", 2, 1, [](int, int) { return 0; });
-    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, 2, 1, 2), 1.5);
+    auto probs = make2<double, Space>("p", 2, 2, [](int, int e) { return e == 0 ? 0.75 : 0.25; });
+    auto idx = make2<int, Space>("idx", 2, 1, [](int, int) { return 0; });
+    EXPECT_DOUBLE_EQ(aux_from_device<Space>(probs, idx, 2, 1, 2), 1.5);
   }
   // Collapse: one-hot probs on expert 0, all routed there: f_0 = Pbar_0 = 1, L = E.
   {
     const int N = 37, E = 6;
-    auto probs = make2<double>("p", N, E, [](int, int e) { return e == 0 ? 1.0 : 0.0; });
-    auto idx = make2<int>("idx", N, 1, [](int, int) { return 0; });
-    EXPECT_DOUBLE_EQ(aux_from_device(probs, idx, N, 1, E), 6.0);
+    auto probs = make2<double, Space>("p", N, E, [](int, int e) { return e == 0 ? 1.0 : 0.0; });
+    auto idx = make2<int, Space>("idx", N, 1, [](int, int) { return 0; });
+    EXPECT_DOUBLE_EQ(aux_from_device<Space>(probs, idx, N, 1, E), 6.0);
   }
   const int req[2] = {1, 1};
   const double ps[2] = {0.5, 0.5};
   EXPECT_THROW(pk::moe_aux_loss_value(req, ps, 0, 1, 2), std::invalid_argument);
 }
 
-TEST(moe_aux_loss, router_stats_match_host) {
+TYPED_TEST(moe_aux_loss, router_stats_match_host) {
+  using Space = TypeParam;
   const int N = 53, E = 7, k = 2;
   auto p = skewed_probs(N, E, 0.6);
   std::vector<int> ri;
   std::vector<double> rg;
   ref_topk(p, N, E, k, ri, rg);
-  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
-  V1<int> req("req", E);
-  V1<float> psum("psum", E);
-  pk::moe_router_stats(Exec(), probs, upload_idx(ri, N, k), req, psum);
+  auto probs = make2<float, Space>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  V1<int, Space> req("req", E);
+  V1<float, Space> psum("psum", E);
+  pk::moe_router_stats(Space(), probs, upload_idx<Space>(ri, N, k), req, psum);
   auto hr = host(req);
   auto hp = host(psum);
   for (int e = 0; e < E; ++e) {
@@ -471,7 +502,8 @@ TEST(moe_aux_loss, router_stats_match_host) {
   }
 }
 
-TEST(moe_aux_loss, backward_matches_finite_differences_with_f_fixed) {
+TYPED_TEST(moe_aux_loss, backward_matches_finite_differences_with_f_fixed) {
+  using Space = TypeParam;
   const int N = 37, E = 5, k = 2;
   const double coef = 0.01;
   const long tokens = N + 16;  // other ranks hold 16 more tokens of the micro-batch
@@ -479,22 +511,22 @@ TEST(moe_aux_loss, backward_matches_finite_differences_with_f_fixed) {
   std::vector<int> ri;
   std::vector<double> rg;
   ref_topk(p, N, E, k, ri, rg);
-  auto idx = upload_idx(ri, N, k);
-  auto probs = make2<double>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
-  V1<int> req("req", E);
-  V1<double> psum("psum", E);
-  pk::moe_router_stats(Exec(), probs, idx, req, psum);
+  auto idx = upload_idx<Space>(ri, N, k);
+  auto probs = make2<double, Space>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  V1<int, Space> req("req", E);
+  V1<double, Space> psum("psum", E);
+  pk::moe_router_stats(Space(), probs, idx, req, psum);
   auto req_fixed = host(req);
   auto loss = [&] {  // coef * L_aux with requested (hence f) frozen
-    V1<int> r2("r2", E);
-    V1<double> ps("ps", E);
-    pk::moe_router_stats(Exec(), probs, idx, r2, ps);
+    V1<int, Space> r2("r2", E);
+    V1<double, Space> ps("ps", E);
+    pk::moe_router_stats(Space(), probs, idx, r2, ps);
     auto hp = host(ps);
     return coef * pk::moe_aux_loss_value(req_fixed.data(), hp.data(), tokens, k, E);
   };
-  auto dprobs = make2<double>("dp", N, E, [](int n, int e) { return 0.1 * n - e; });
+  auto dprobs = make2<double, Space>("dp", N, E, [](int n, int e) { return 0.1 * n - e; });
   const auto d0 = to_vec2(dprobs);
-  pk::moe_aux_loss_backward(Exec(), req, tokens, k, coef, dprobs);
+  pk::moe_aux_loss_backward(Space(), req, tokens, k, coef, dprobs);
   const auto d = to_vec2(dprobs);
   const double eps = 1e-5;
   for (int n = 0; n < N; n += 4)
@@ -512,26 +544,27 @@ TEST(moe_aux_loss, backward_matches_finite_differences_with_f_fixed) {
 
 // ---------------------------------------------------------------- determinism
 
-TEST(moe_determinism, repeated_calls_are_bitwise_identical) {
+TYPED_TEST(moe_determinism, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
   const int N = 53, E = 8, k = 2, H = 29;
   auto p = skewed_probs(N, E, 1.0);
-  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
-  auto X = make2<float>("X", N, H, [](int n, int h) { return std::sin(0.1 * n * h + 0.3); });
-  auto dY = make2<float>("dY", N, H, [](int n, int h) { return std::cos(0.7 * n + h); });
+  auto probs = make2<float, Space>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  auto X = make2<float, Space>("X", N, H, [](int n, int h) { return std::sin(0.1 * n * h + 0.3); });
+  auto dY = make2<float, Space>("dY", N, H, [](int n, int h) { return std::cos(0.7 * n + h); });
   auto run = [&] {
-    V2<int> idx("idx", N, k);
-    V2<float> gate("g", N, k);
-    pk::topk_forward(Exec(), probs, k, idx, gate);
-    pk::MoeRouting<Exec> r(N, E, k);
-    pk::moe_build_routing(Exec(), idx, 10, r);
-    V2<float> Xe("Xe", N * k, H), Y("Y", N, H), dYe("dYe", N * k, H), dg("dg", N, k);
-    V2<float> dX("dX", N, H), dp("dp", N, E);
-    pk::moe_gather(Exec(), X, r, Xe);
-    pk::moe_combine_forward(Exec(), Xe, gate, r, Y);
-    pk::moe_combine_backward(Exec(), dY, Xe, gate, r, dYe, dg);
-    pk::moe_gather_backward(Exec(), dYe, r, dX);
-    pk::topk_backward(Exec(), dg, idx, dp);
-    pk::moe_aux_loss_backward(Exec(), r.requested, N, k, 0.01, dp);
+    V2<int, Space> idx("idx", N, k);
+    V2<float, Space> gate("g", N, k);
+    pk::topk_forward(Space(), probs, k, idx, gate);
+    pk::MoeRouting<Space> r(N, E, k);
+    pk::moe_build_routing(Space(), idx, 10, r);
+    V2<float, Space> Xe("Xe", N * k, H), Y("Y", N, H), dYe("dYe", N * k, H), dg("dg", N, k);
+    V2<float, Space> dX("dX", N, H), dp("dp", N, E);
+    pk::moe_gather(Space(), X, r, Xe);
+    pk::moe_combine_forward(Space(), Xe, gate, r, Y);
+    pk::moe_combine_backward(Space(), dY, Xe, gate, r, dYe, dg);
+    pk::moe_gather_backward(Space(), dYe, r, dX);
+    pk::topk_backward(Space(), dg, idx, dp);
+    pk::moe_aux_loss_backward(Space(), r.requested, N, k, 0.01, dp);
     std::vector<float> out;
     for (auto v : {Y, dX, dp, dg}) {
       auto h = host(v);
@@ -547,32 +580,33 @@ TEST(moe_determinism, repeated_calls_are_bitwise_identical) {
   EXPECT_EQ(a.second, b.second);
 }
 
-TEST(moe_dispatch_shapes, accept_const_input_views) {
+TYPED_TEST(moe_dispatch_shapes, accept_const_input_views) {
+  using Space = TypeParam;
   // The model layer passes activations and indices as const Views; results must not change.
   const int N = 37, E = 4, k = 2, H = 13;
   std::vector<int> ri;
   std::vector<double> rg;
   auto p = skewed_probs(N, E, 0.4);
   ref_topk(p, N, E, k, ri, rg);
-  auto idx = upload_idx(ri, N, k);
-  pk::View2<const int, Exec> cidx = idx;
-  pk::MoeRouting<Exec> r(N, E, k);
-  pk::moe_build_routing(Exec(), cidx, 7, r);
+  auto idx = upload_idx<Space>(ri, N, k);
+  pk::View2<const int, Space> cidx = idx;
+  pk::MoeRouting<Space> r(N, E, k);
+  pk::moe_build_routing(Space(), cidx, 7, r);
   expect_routing_matches(r, ref_routing(ri, N, k, E, 7), N, k, E);
-  auto X = make2<float>("X", N, H, [](int n, int h) { return 0.1 * n - 0.2 * h; });
-  auto gate = make2<float>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
-  pk::View2<const float, Exec> cX = X, cgate = gate;
-  V2<float> Xe("Xe", N * k, H), Xe2("Xe2", N * k, H), Y("Y", N, H), Y2("Y2", N, H);
-  pk::moe_gather(Exec(), cX, r, Xe);
-  pk::moe_gather(Exec(), X, r, Xe2);
-  pk::View2<const float, Exec> cXe = Xe;
-  pk::moe_combine_forward(Exec(), cXe, cgate, r, Y);
-  pk::moe_combine_forward(Exec(), Xe2, gate, r, Y2);
+  auto X = make2<float, Space>("X", N, H, [](int n, int h) { return 0.1 * n - 0.2 * h; });
+  auto gate = make2<float, Space>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+  pk::View2<const float, Space> cX = X, cgate = gate;
+  V2<float, Space> Xe("Xe", N * k, H), Xe2("Xe2", N * k, H), Y("Y", N, H), Y2("Y2", N, H);
+  pk::moe_gather(Space(), cX, r, Xe);
+  pk::moe_gather(Space(), X, r, Xe2);
+  pk::View2<const float, Space> cXe = Xe;
+  pk::moe_combine_forward(Space(), cXe, cgate, r, Y);
+  pk::moe_combine_forward(Space(), Xe2, gate, r, Y2);
   EXPECT_EQ(to_vec2(Y), to_vec2(Y2));
-  auto probs = make2<float>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
-  pk::View2<const float, Exec> cprobs = probs;
-  V1<int> req("req", E);
-  V1<float> psum("ps", E);
-  pk::moe_router_stats(Exec(), cprobs, cidx, req, psum);
+  auto probs = make2<float, Space>("p", N, E, [&](int n, int e) { return p[n * E + e]; });
+  pk::View2<const float, Space> cprobs = probs;
+  V1<int, Space> req("req", E);
+  V1<float, Space> psum("ps", E);
+  pk::moe_router_stats(Space(), cprobs, cidx, req, psum);
   EXPECT_EQ(ivec(req, E), ref_routing(ri, N, k, E, 0).requested);
 }

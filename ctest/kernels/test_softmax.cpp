@@ -12,6 +12,9 @@ using paraxis::bf16;
 
 namespace {
 
+// Every test runs once per enabled execution space (../exec_spaces.hpp).
+PARAXIS_EXEC_SPACE_TEST_SUITE(softmax);
+
 // Row softmax of s[r*c + j] over j < len(r) (rest 0), scaled.
 std::vector<double> softmax_ref(int rows, int c, const std::vector<double>& s, double scale,
                                 bool causal) {
@@ -34,67 +37,75 @@ double rtol() {
   return 1.0 / 256;
 }
 
-template <class T>
+template <class T, class Space>
 void check_row_forward() {
   const int r = 53, c = 129;
   // Large offsets: without max subtraction exp would overflow.
   const auto s0 = rounded<T>(random_vec(r * c, 41, 80.0, 100.0));
   pk::View2<T, Space> P("P", r, c);
-  pk::softmax_forward(Space(), make2<T>(r, c, s0), P);
+  pk::softmax_forward(Space(), make2<T, Space>(r, c, s0), P);
   expect_close(to_host(P), softmax_ref(r, c, s0, 1.0, false), 1e-30, rtol<T>(), "softmax");
 }
-TEST(softmax, rows_match_host_fp64) {
-  check_row_forward<double>();
+TYPED_TEST(softmax, rows_match_host_fp64) {
+  using Space = TypeParam;
+  check_row_forward<double, Space>();
 }
-TEST(softmax, rows_match_host_fp32) {
-  check_row_forward<float>();
+TYPED_TEST(softmax, rows_match_host_fp32) {
+  using Space = TypeParam;
+  check_row_forward<float, Space>();
 }
-TEST(softmax, rows_match_host_bf16) {
-  check_row_forward<bf16>();
+TYPED_TEST(softmax, rows_match_host_bf16) {
+  using Space = TypeParam;
+  check_row_forward<bf16, Space>();
 }
 
-template <class T>
+template <class T, class Space>
 void check_causal_forward() {
   const int b = 3, t = 37;
   const double scale = 0.37;
   const auto s0 = rounded<T>(random_vec(b * t * t, 42, -8.0, 8.0));
   pk::View3<T, Space> P("P", b, t, t);
   Kokkos::deep_copy(P, T(5.0f));  // masked entries must be written as 0
-  pk::causal_softmax_forward(Space(), make3<T>(b, t, t, s0), scale, P);
+  pk::causal_softmax_forward(Space(), make3<T, Space>(b, t, t, s0), scale, P);
   const auto got = to_host(P);
   expect_close(got, softmax_ref(b * t, t, s0, scale, true), 1e-30, rtol<T>(), "causal");
   for (int bb = 0; bb < b; ++bb)
     for (int i = 0; i < t; ++i)
       for (int j = i + 1; j < t; ++j) ASSERT_EQ(got[(bb * t + i) * t + j], 0.0);
 }
-TEST(softmax, causal_matches_host_and_masks_fp64) {
-  check_causal_forward<double>();
+TYPED_TEST(softmax, causal_matches_host_and_masks_fp64) {
+  using Space = TypeParam;
+  check_causal_forward<double, Space>();
 }
-TEST(softmax, causal_matches_host_and_masks_fp32) {
-  check_causal_forward<float>();
+TYPED_TEST(softmax, causal_matches_host_and_masks_fp32) {
+  using Space = TypeParam;
+  check_causal_forward<float, Space>();
 }
-TEST(softmax, causal_matches_host_and_masks_bf16) {
-  check_causal_forward<bf16>();
+TYPED_TEST(softmax, causal_matches_host_and_masks_bf16) {
+  using Space = TypeParam;
+  check_causal_forward<bf16, Space>();
 }
 
-TEST(softmax, row_backward_matches_finite_differences_fp64) {
+TYPED_TEST(softmax, row_backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const int r = 37, c = 53;
   const auto s0 = random_vec(r * c, 43, -3, 3);
   const auto w = random_vec(r * c, 44);
   const auto d = random_vec(r * c, 45);
   auto loss = [&](const std::vector<double>& s) {
     pk::View2<double, Space> P("P", r, c);
-    pk::softmax_forward(Space(), make2<double>(r, c, s), P);
+    pk::softmax_forward(Space(), make2<double, Space>(r, c, s), P);
     return dot(to_host(P), w);
   };
   pk::View2<double, Space> P("P", r, c), dS("dS", r, c);
-  pk::softmax_forward(Space(), make2<double>(r, c, s0), P);
-  pk::softmax_backward(Space(), P, make2<double>(r, c, w), dS);
+  pk::softmax_forward(Space(), make2<double, Space>(r, c, s0), P);
+  pk::softmax_backward(Space(), P, make2<double, Space>(r, c, w), dS);
   const double fd = directional_fd(loss, s0, d);
   EXPECT_NEAR(dot(to_host(dS), d), fd, 1e-7 * std::fabs(fd) + 1e-9);
 }
 
-TEST(softmax, causal_backward_matches_finite_differences_fp64) {
+TYPED_TEST(softmax, causal_backward_matches_finite_differences_fp64) {
+  using Space = TypeParam;
   const int b = 2, t = 37;
   const double scale = 0.6;
   const auto s0 = random_vec(b * t * t, 46, -3, 3);
@@ -102,13 +113,13 @@ TEST(softmax, causal_backward_matches_finite_differences_fp64) {
   const auto d = random_vec(b * t * t, 48);
   auto loss = [&](const std::vector<double>& s) {
     pk::View3<double, Space> P("P", b, t, t);
-    pk::causal_softmax_forward(Space(), make3<double>(b, t, t, s), scale, P);
+    pk::causal_softmax_forward(Space(), make3<double, Space>(b, t, t, s), scale, P);
     return dot(to_host(P), w);
   };
   pk::View3<double, Space> P("P", b, t, t), dS("dS", b, t, t);
-  pk::causal_softmax_forward(Space(), make3<double>(b, t, t, s0), scale, P);
+  pk::causal_softmax_forward(Space(), make3<double, Space>(b, t, t, s0), scale, P);
   Kokkos::deep_copy(dS, 3.0);
-  pk::causal_softmax_backward(Space(), P, make3<double>(b, t, t, w), scale, dS);
+  pk::causal_softmax_backward(Space(), P, make3<double, Space>(b, t, t, w), scale, dS);
   const auto g = to_host(dS);
   const double fd = directional_fd(loss, s0, d);
   EXPECT_NEAR(dot(g, d), fd, 1e-7 * std::fabs(fd) + 1e-9);
@@ -116,30 +127,32 @@ TEST(softmax, causal_backward_matches_finite_differences_fp64) {
     for (int j = r % t + 1; j < t; ++j) ASSERT_EQ(g[r * t + j], 0.0);
 }
 
-TEST(softmax, in_place_equals_out_of_place_fp32) {
+TYPED_TEST(softmax, in_place_equals_out_of_place_fp32) {
+  using Space = TypeParam;
   const int b = 2, t = 53;
   const auto s0 = random_vec(b * t * t, 49, -4, 4);
   const auto w = random_vec(b * t * t, 50);
-  auto S = make3<float>(b, t, t, s0);
+  auto S = make3<float, Space>(b, t, t, s0);
   pk::View3<float, Space> P("P", b, t, t), dS("dS", b, t, t);
   pk::causal_softmax_forward(Space(), S, 0.5, P);
   pk::causal_softmax_forward(Space(), S, 0.5, S);
   EXPECT_TRUE(bitwise_equal(S, P));
-  auto dP = make3<float>(b, t, t, w);
+  auto dP = make3<float, Space>(b, t, t, w);
   pk::causal_softmax_backward(Space(), P, dP, 0.5, dS);
   pk::causal_softmax_backward(Space(), P, dP, 0.5, dP);
   EXPECT_TRUE(bitwise_equal(dP, dS));
 }
 
-TEST(softmax, bf16_backward_close_to_fp64) {
+TYPED_TEST(softmax, bf16_backward_close_to_fp64) {
+  using Space = TypeParam;
   const int r = 53, c = 129;
   const auto s0 = rounded<bf16>(random_vec(r * c, 51, -3, 3));
   const auto w = rounded<bf16>(random_vec(r * c, 52));
   auto run = [&](auto tag) {
     using S = decltype(tag);
     pk::View2<S, Space> P("P", r, c), dS("dS", r, c);
-    pk::softmax_forward(Space(), make2<S>(r, c, s0), P);
-    pk::softmax_backward(Space(), P, make2<S>(r, c, w), dS);
+    pk::softmax_forward(Space(), make2<S, Space>(r, c, s0), P);
+    pk::softmax_backward(Space(), P, make2<S, Space>(r, c, w), dS);
     return to_host(dS);
   };
   // P stored in bf16 (2^-8 relative) enters dS = P (dP - <P,dP>) twice: |dS| <= ~0.1 here, so
@@ -147,10 +160,11 @@ TEST(softmax, bf16_backward_close_to_fp64) {
   expect_close(run(bf16()), run(double()), 1e-3, 1.0 / 128, "softmax_backward bf16");
 }
 
-TEST(softmax, repeated_calls_are_bitwise_identical) {
+TYPED_TEST(softmax, repeated_calls_are_bitwise_identical) {
+  using Space = TypeParam;
   const int r = 37, c = 129;
-  auto S = make2<float>(r, c, random_vec(r * c, 53, -5, 5));
-  auto dP = make2<float>(r, c, random_vec(r * c, 54));
+  auto S = make2<float, Space>(r, c, random_vec(r * c, 53, -5, 5));
+  auto dP = make2<float, Space>(r, c, random_vec(r * c, 54));
   pk::View2<float, Space> P1("P1", r, c), P2("P2", r, c), d1("d1", r, c), d2("d2", r, c);
   pk::softmax_forward(Space(), S, P1);
   pk::softmax_forward(Space(), S, P2);
@@ -160,7 +174,8 @@ TEST(softmax, repeated_calls_are_bitwise_identical) {
   EXPECT_TRUE(bitwise_equal(d1, d2));
 }
 
-TEST(softmax, shape_mismatch_names_both_shapes) {
+TYPED_TEST(softmax, shape_mismatch_names_both_shapes) {
+  using Space = TypeParam;
   pk::View2<float, Space> S("S", 37, 53), P("P", 37, 52);
   expect_shape_error([&] { pk::softmax_forward(Space(), S, P); },
                      {"softmax_forward", "[37,52]", "[37,53]"});
