@@ -512,3 +512,70 @@ TEST(DeckHostile, AliasedValueIsNamedAtItsKeyLineInShortText) {
       << all_errors(d);
   for (const auto& e : d.errors) EXPECT_LT(e.message.size(), 400u) << e.message;
 }
+
+// The configuration's JSON form (summary.json's `config`) is generated from the key table and
+// read back through it: every key is written, and a configuration with every key away from its
+// default survives the round trip. A key that config_from_json dropped would come back as its
+// default and differ.
+TEST(config_json, every_key_round_trips) {
+  const std::string deck = R"(model: {vocab: 300, seq_len: 24, hidden: 48, heads: 6, layers: 6, ffn: 96,
+        moe: {experts: 6, top_k: 3, every: 2, capacity_factor: 1.25, aux_loss_coef: 0.03,
+              router_skew: 0.7}}
+train: {global_batch: 12, micro_batch: 2, steps: 9, warmup_steps: 2, lr: 0.0003, beta1: 0.8,
+        beta2: 0.97, adam_eps: 1.0e-7, weight_decay: 0.1, grad_clip: 0.5, seed: 98765,
+        precision: bf16, corpus_branching: 5}
+parallel: {tp: 2, pp: 3, dp: 2, ep: 2, zero: 2, schedule: interleaved, virtual_stages: 2,
+           stage_layers: [1, 1, 1, 1, 1, 1], sequence_parallel: true, order: tp-dp-pp}
+comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5}
+hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false}
+output: {dir: somewhere, trace: false}
+fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6}}
+)";
+  const Deck d = load_deck_text(deck, "all_keys.yaml", {}, 12);
+  ASSERT_TRUE(d.errors.empty()) << all_errors(d);
+  const RunConfig& c = d.points.at(0).config;
+  const RunConfig defaults;
+  const nlohmann::json j = config_to_json(c), jd = config_to_json(defaults);
+  // Every key of the table, nested by its dotted name, and none at its default above.
+  for (const std::string& line : deck_key_reference()) {
+    const std::string key = line.substr(0, line.find(':'));
+    if (key.rfind("sweep.", 0) == 0) continue;  // how the deck expands, not a point's setting
+    std::string pointer = "/" + key;
+    for (auto& ch : pointer)
+      if (ch == '.') ch = '/';
+    ASSERT_TRUE(j.contains(nlohmann::json::json_pointer(pointer))) << key;
+    EXPECT_NE(j.at(nlohmann::json::json_pointer(pointer)),
+              jd.at(nlohmann::json::json_pointer(pointer)))
+        << key << " is at its default: the round trip would not notice it dropped";
+  }
+  // Names, not enum values.
+  EXPECT_EQ(j["parallel"]["schedule"], "interleaved");
+  EXPECT_EQ(j["parallel"]["order"], "tp-dp-pp");
+  EXPECT_EQ(j["comm"]["backend"], "nccl");
+  EXPECT_EQ(j["train"]["precision"], "bf16");
+  const RunConfig back = config_from_json(j);
+  EXPECT_EQ(config_to_json(back), j);
+  EXPECT_EQ(back.parallel.schedule, paraxis::schedule::ScheduleKind::interleaved);
+  EXPECT_EQ(back.train.lr, 0.0003);  // bit for bit
+  EXPECT_EQ(back.model.moe.capacity_factor, 1.25);
+  // A key absent keeps its default, as in a deck.
+  EXPECT_EQ(config_to_json(config_from_json(nlohmann::json::object())), jd);
+}
+
+// config_from_json holds a value to its key's type and range, naming the key.
+TEST(config_json, a_bad_value_names_its_key) {
+  auto message = [](const nlohmann::json& j) -> std::string {
+    try {
+      config_from_json(j);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(message({{"parallel", {{"tp", "two"}}}}),
+            "config.parallel.tp: expected integer in [1, 2147483647], got 'two'");
+  EXPECT_EQ(message({{"parallel", {{"schedule", "zigzag"}}}}),
+            "config.parallel.schedule: expected one of gpipe 1f1b interleaved, got 'zigzag'");
+  EXPECT_EQ(message({{"train", {{"lr", -1.0}}}}),
+            "config.train.lr: value -1 out of range (expected number in [0, 1000])");
+}
