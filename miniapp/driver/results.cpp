@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "driver/statistics.hpp"
 #include "io/checked_file.hpp"
 #include "parallel/process_grid.hpp"
 #include "paraxis/build_info.hpp"
@@ -23,19 +24,11 @@ namespace paraxis::driver {
 
 using nlohmann::json;
 
-namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-}  // namespace
-
 double measured_median(const PointResult& r, double (*get)(const model::StepResult&)) {
   std::vector<double> v;
   for (const auto& s : r.steps)
     if (s.step >= r.point.config.train.warmup_steps) v.push_back(get(s));
-  return median_of(std::move(v));
+  return median(std::move(v));
 }
 
 namespace {
@@ -61,7 +54,7 @@ double rank_median(const PointResult& r, int rank, const std::string& name) {
   for (std::size_t s = 0; s < r.steps.size(); ++s)
     if (r.steps[s].step >= r.point.config.train.warmup_steps)
       v.push_back(r.rank_steps.at(rank).at(s).at(k));
-  return median_of(v);
+  return median(v);
 }
 }  // namespace
 
@@ -156,7 +149,7 @@ json point_to_json(const PointResult& r) {
         const auto it = s.comm.find(axis);
         v.push_back(it == s.comm.end() ? 0.0 : field(it->second));
       }
-      return median_of(std::move(v));
+      return median(std::move(v));
     };
     comm[axis] = {
         {"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
@@ -208,7 +201,7 @@ json point_to_json(const PointResult& r) {
         means.push_back(sum / static_cast<double>(r.rank_steps.size()));
       }
       ranks[names[k]] = {
-          {"min", median_of(mins)}, {"mean", median_of(means)}, {"max", median_of(maxs)}};
+          {"min", median(mins)}, {"mean", median(means)}, {"max", median(maxs)}};
     }
     j["time"]["ranks"] = ranks;
   }

@@ -1,0 +1,29 @@
+// The driver's one median (driver/statistics.hpp): odd and even counts, unsorted input, an
+// empty input, and values whose mean of the middle pair is not one of them.
+#include <gtest/gtest.h>
+
+#include "driver/statistics.hpp"
+
+using paraxis::driver::median;
+
+TEST(median, odd_count_is_the_middle_value_of_the_sorted_values) {
+  EXPECT_EQ(median({5.0, 1.0, 3.0}), 3.0);
+  EXPECT_EQ(median({7.0}), 7.0);
+  EXPECT_EQ(median({2.0, 9.0, -4.0, 9.0, 0.5}), 2.0);
+}
+
+TEST(median, even_count_is_the_mean_of_the_two_middle_values) {
+  EXPECT_EQ(median({4.0, 1.0}), 2.5);
+  EXPECT_EQ(median({10.0, 1.0, 3.0, 8.0}), 5.5);  // sorted 1 3 8 10: (3 + 8) / 2
+  EXPECT_EQ(median({0.25, 0.25, 0.5, 0.5}), 0.375);
+}
+
+TEST(median, empty_is_zero) {
+  EXPECT_EQ(median({}), 0.0);
+}
+
+TEST(median, leaves_the_callers_values_alone) {
+  const std::vector<double> v{3.0, 1.0, 2.0};
+  EXPECT_EQ(median(v), 2.0);
+  EXPECT_EQ(v, (std::vector<double>{3.0, 1.0, 2.0}));
+}
