@@ -41,24 +41,23 @@ TEST(data_parallel, every_zero_stage_matches_single_rank_fp64) {
   const auto c = deck_config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero)
-    expect_matches(run_parallel(c, zero), ref, 1e-9, "zero " + std::to_string(zero));
+    expect_matches(run_parallel(c, zero), ref, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, every_zero_stage_matches_single_rank_fp32) {
   const auto c = deck_config("fp32");
   const TrainedRun ref = run_reference(c);
   for (int zero = 0; zero <= 3; ++zero)
-    expect_matches(run_parallel(c, zero), ref, 1e-4, "zero " + std::to_string(zero));
+    expect_matches(run_parallel(c, zero), ref, "zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, bf16_tracks_single_rank) {
   const auto c = deck_config("bf16");
   const TrainedRun ref = run_reference(c);
-  for (int zero : {0, 3}) {
-    const TrainedRun par = run_parallel(c, zero);
-    for (std::size_t s = 0; s < ref.loss.size(); ++s)
-      EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), 2e-2 * ref.loss[s]) << "zero " << zero;
-  }
+  // bf16's tolerance: the loss within 2e-2 relative, the parameters compared but not bounded
+  // (driver::verify_tolerance).
+  for (int zero : {0, 3})
+    expect_matches(run_parallel(c, zero), ref, "bf16 zero " + std::to_string(zero));
 }
 
 TEST(data_parallel, reruns_are_bitwise_identical) {
@@ -78,7 +77,7 @@ TEST(data_parallel, overlap_matches_and_moves_the_same_bytes_at_every_stage) {
     const DpRun plain = run_parallel(c, zero, false, 0.01);
     const DpRun overlapped = run_parallel(c, zero, true, 0.01);
     const TrainedRun again = run_parallel(c, zero, true, 0.01);
-    expect_matches(overlapped, ref, 1e-9, "overlap zero " + std::to_string(zero));
+    expect_matches(overlapped, ref, "overlap zero " + std::to_string(zero));
     EXPECT_EQ(overlapped.dp_bytes, plain.dp_bytes) << "zero " << zero;
     EXPECT_EQ(overlapped.params, again.params) << "zero " << zero << ": overlapped reruns differ";
     // The accumulation order is the same with and without overlap, but MPI may reduce a
@@ -166,7 +165,7 @@ TEST(data_parallel, nccl_backend_matches_single_rank_fp64) {
   const auto c = deck_config("fp64");
   const TrainedRun ref = run_reference(c);
   for (int zero : {0, 1, 2, 3})
-    expect_matches(run_parallel(c, zero, true, 25, config::CommBackend::nccl), ref, 1e-9,
+    expect_matches(run_parallel(c, zero, true, 25, config::CommBackend::nccl), ref,
                    "nccl zero " + std::to_string(zero));
 }
 #endif
@@ -188,7 +187,7 @@ TEST(data_parallel, overlap_under_every_pipeline_schedule_matches_single_rank) {
     const TrainedRun ref = run_reference(c);
     for (int zero : {0, 1, 2, 3}) {
       c.parallel.zero = zero;
-      expect_matches(ptest::run_parallel(c), ref, 1e-9,
+      expect_matches(ptest::run_parallel(c), ref,
                      std::string(schedule) + " overlap zero " + std::to_string(zero));
     }
   }

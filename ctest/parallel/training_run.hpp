@@ -1,7 +1,9 @@
 // What the multi-rank training tests share: a deck (inputs/tiny.yaml with overrides), a run of
 // the parallel trainer on a grid over MPI_COMM_WORLD, the single-rank reference run, and the
-// correctness contract's comparison (docs/parallel.md): loss of every step within `tol` relative,
-// final parameters within `tol` x max|p|.
+// correctness contract's comparison (docs/parallel.md). The comparison is --verify's own
+// (driver::compare_runs, driver/verify.hpp): one statement of what "reproduces the single-rank
+// run" means, with the precision's tolerances (driver::verify_tolerance), for the program and
+// its tests alike.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "driver/deck.hpp"
+#include "driver/verify.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"
@@ -42,6 +45,7 @@ inline driver::RunConfig tiny(const std::vector<std::string>& overrides) {
 }
 
 struct TrainedRun {
+  model::Precision precision = model::Precision::fp64;  // the run's train.precision
   std::vector<double> loss, params;
   std::vector<model::StepResult> steps;
   model::MemoryReport memory;
@@ -57,6 +61,7 @@ inline TrainedRun run_parallel(const driver::RunConfig& c, bool record_routing =
   auto t = parallel::make_parallel_trainer(c.model, c.train, p, c.comm, grid);
   if (record_routing) t->record_routing(true);
   TrainedRun r;
+  r.precision = c.train.precision;
   for (int s = 0; s < c.train.steps; ++s) {
     r.steps.push_back(t->step());
     r.loss.push_back(r.steps.back().loss);
@@ -72,6 +77,7 @@ inline TrainedRun run_reference(const driver::RunConfig& c, bool record_routing 
   auto t = model::make_trainer(c.model, c.train);
   if (record_routing) t->record_routing(true);
   TrainedRun r;
+  r.precision = c.train.precision;
   for (int s = 0; s < c.train.steps; ++s) {
     r.steps.push_back(t->step());
     r.loss.push_back(r.steps.back().loss);
@@ -80,24 +86,18 @@ inline TrainedRun run_reference(const driver::RunConfig& c, bool record_routing 
   return r;
 }
 
-inline void expect_matches(const TrainedRun& par, const TrainedRun& ref, double tol,
-                           const std::string& what) {
-  ASSERT_EQ(par.loss.size(), ref.loss.size()) << what;
-  for (std::size_t s = 0; s < ref.loss.size(); ++s)
-    EXPECT_LE(std::fabs(par.loss[s] - ref.loss[s]), tol * std::fabs(ref.loss[s]))
-        << what << " step " << s << ": " << par.loss[s] << " vs " << ref.loss[s];
-  ASSERT_EQ(par.params.size(), ref.params.size()) << what;
-  double pmax = 0, dmax = 0;
-  for (std::size_t i = 0; i < ref.params.size(); ++i) {
-    pmax = std::max(pmax, std::fabs(ref.params[i]));
-    dmax = std::max(dmax, std::fabs(par.params[i] - ref.params[i]));
-  }
-  EXPECT_LE(dmax, tol * pmax) << what << ": max |p - p_ref| = " << dmax;
-  EXPECT_GT(pmax, 0) << what;
-  // Copies of a replicated parameter on several ranks stay bitwise identical.
-  if (par.replica_divergence >= 0) {
-    EXPECT_EQ(par.replica_divergence, 0.0) << what;
-  }
+// `par` reproduces `ref` as --verify judges it (driver::compare_runs with the precision's
+// tolerances: every step's loss, the final parameters, nothing non-finite, copies of a
+// replicated parameter identical); the failure names what differs and by how much.
+inline void expect_matches(const TrainedRun& par, const TrainedRun& ref, const std::string& what) {
+  ASSERT_EQ(par.precision, ref.precision) << what << ": runs of different precisions";
+  const driver::VerifyResult v =
+      driver::compare_runs(ref.precision, {ref.loss, ref.params}, {par.loss, par.params}, {}, false,
+                           par.replica_divergence);
+  EXPECT_TRUE(v.passed) << what << ": " << v.reason;
+  EXPECT_EQ(v.steps_compared, static_cast<int>(ref.loss.size())) << what;
+  // A run whose parameters are all 0 would match anything within 0 x max|p|.
+  EXPECT_GT(v.max_param_abs, 0) << what;
 }
 
 // Runs `c` twice and checks both runs are bitwise identical.

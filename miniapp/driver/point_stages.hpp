@@ -1,0 +1,38 @@
+// The stages of one sweep point after its trainer is built (point_run.cpp strings them together):
+// train the steps (point_train.cpp), gather every rank's figures to rank 0 (point_gather.cpp),
+// and check the run against the single-rank reference (point_verify.cpp). Every wait on other
+// ranks goes through the watchdog (parallel/watchdog.hpp) unless its comment says why not.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "driver/results.hpp"
+#include "driver/run_config.hpp"
+#include "model/trainer.hpp"
+
+namespace paraxis::driver {
+
+// Runs cfg.train.steps steps of `trainer`, appending each to `steps` (rank 0 prints them), with
+// the deck's fault injections for `rank`; stops after the first step that diverges. Returns ""
+// or why the run diverged (divergence_of). Throws on fault.dead_rank; never returns on
+// fault.hang.
+std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
+                        std::vector<model::StepResult>& steps);
+
+// Every rank's per-step metrics (rank_metrics) into r.rank_steps and, with output.trace, every
+// rank's trace events (times relative to t0) into r.trace_events, on rank 0. Collective.
+void gather_steps_and_trace(const RunConfig& cfg, int world, int rank, double t0, PointResult& r);
+
+// Every rank's memory into r.memory_per_rank on rank 0; r.memory: the rank with the largest
+// peak (this rank's own report elsewhere). Collective.
+void gather_memory(const model::MemoryReport& mine, int world, PointResult& r);
+
+// --verify after a run that did not diverge: rank 0 trains the single-rank reference and
+// compares (verify_against_reference) with r.steps and `params` (the run's final parameters,
+// gathered); the verdict is broadcast, so every rank sets r.verify and, on a failure,
+// r.status = "failed: --verify: why". Collective.
+void verify_point(const RunConfig& cfg, int rank, const std::vector<double>& params,
+                  double replica_divergence, PointResult& r);
+
+}  // namespace paraxis::driver
