@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "schedule/pipeline_schedule.hpp"
+#include "schedule/stage_time_replay.hpp"
 
 using namespace paraxis::schedule;
 
@@ -452,4 +453,39 @@ TEST(pipeline_schedule, interleaved_keeps_its_warm_up_plus_one_chunk_activations
           ASSERT_EQ(r.peak_live[0], v * p + p - 1);
         }
       }
+}
+
+// The driver's bubble model (schedule/stage_time_replay.hpp), by hand: gpipe, p = 2, m = 2,
+// forward 1 s / 2 s and backward 3 s / 4 s on stages 0 / 1.
+//   stage 0: F0 [0,1] F1 [1,2]; B1 after stage 1's B1: [9,12]; B0 after stage 1's B0: [13,16]
+//   stage 1: F0 [1,3] F1 [3,5] B1 [5,9] B0 [9,13]
+// makespan 16; busy 8 and 12: bubbles 0.5 and 0.25, mean 0.375.
+TEST(pipeline_schedule, replay_with_stage_times_matches_a_hand_computed_gpipe_timeline) {
+  const PipelineShape shape{2, 2, 1};
+  const ReplayResult r =
+      replay_with_stage_times(ScheduleKind::gpipe, shape, {1.0, 2.0}, {3.0, 4.0});
+  EXPECT_DOUBLE_EQ(r.makespan, 16.0);
+  ASSERT_EQ(r.bubble_fraction.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.busy[0], 8.0);
+  EXPECT_DOUBLE_EQ(r.busy[1], 12.0);
+  EXPECT_DOUBLE_EQ(r.bubble_fraction[0], 0.5);
+  EXPECT_DOUBLE_EQ(r.bubble_fraction[1], 0.25);
+  EXPECT_DOUBLE_EQ(r.mean_bubble_fraction, 0.375);
+  // Uniform stages: the textbook (p-1)/(v*m+p-1), here interleaved p = 2, v = 2, m = 4: 1/9.
+  const PipelineShape il{2, 4, 2};
+  EXPECT_NEAR(replay_with_stage_times(ScheduleKind::interleaved, il, {0.5, 0.5}, {1.0, 1.0})
+                  .mean_bubble_fraction,
+              1.0 / 9.0, 1e-12);
+}
+
+TEST(pipeline_schedule, replay_with_stage_times_refuses_times_not_one_per_stage) {
+  const PipelineShape shape{3, 3, 1};
+  try {
+    replay_with_stage_times(ScheduleKind::one_f_one_b, shape, {1.0, 1.0}, {2.0, 2.0, 2.0});
+    FAIL() << "two forward times for three stages accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 forward and 3 backward times for 3 stages"),
+              std::string::npos)
+        << e.what();
+  }
 }

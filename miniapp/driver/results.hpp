@@ -1,6 +1,8 @@
 // What a run leaves behind (--out DIR): summary.json (schema paraxis.summary/1), points.csv
 // and one Chrome trace per point. Written by rank 0 after every point, so an interrupted
-// sweep keeps the points it finished.
+// sweep keeps the points it finished. Defined in results.cpp (the writers), point_json.cpp (a
+// point's JSON), point_metrics.cpp (per-rank metrics, pipeline figures), trace_events.cpp and
+// provenance.cpp.
 #pragma once
 
 #include <functional>
@@ -37,7 +39,8 @@ struct PointResult {
 
 // Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over
 // measured steps) and its mean, the schedule replayed with the measured forward and backward
-// action times of each stage (model), the textbook formula (ideal).
+// action times of each stage (model: schedule::replay_with_stage_times), the textbook formula
+// (ideal).
 struct PipelineFigures {
   int micro_batches = 0;
   double measured_mean = 0, model = 0, ideal = 0;

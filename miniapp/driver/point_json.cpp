@@ -1,0 +1,178 @@
+// The JSON of one sweep point in summary.json (docs/results.md, schema paraxis.summary/1): its
+// configuration, steps, medians over measured steps, per-axis communication, pipeline figures,
+// per-rank statistics, memory, throughput and --verify figures.
+#include <cmath>
+
+#include "driver/results.hpp"
+#include "driver/statistics.hpp"
+#include "schedule/pipeline_schedule.hpp"
+
+namespace paraxis::driver {
+
+using nlohmann::json;
+
+double measured_median(const PointResult& r, double (*get)(const model::StepResult&)) {
+  std::vector<double> v;
+  for (const auto& s : r.steps)
+    if (s.step >= r.point.config.train.warmup_steps) v.push_back(get(s));
+  return median(std::move(v));
+}
+
+namespace {
+json memory_json(const model::MemoryReport& m) {
+  return json{{"params_bytes", m.params_bytes},
+              {"grads_bytes", m.grads_bytes},
+              {"optimizer_bytes", m.optimizer_bytes},
+              {"activations_peak_bytes", m.activations_peak_bytes},
+              {"peak_bytes", m.peak_bytes},
+              {"params_peak_bytes", m.params_peak_bytes},
+              {"grads_peak_bytes", m.grads_peak_bytes},
+              {"optimizer_peak_bytes", m.optimizer_peak_bytes}};
+}
+}  // namespace
+
+json point_to_json(const PointResult& r) {
+  const auto& c = r.point.config;
+  json j;
+  j["index"] = r.index;
+  j["config"] = config_to_json(c);
+  j["settings"] = json::object();
+  for (const auto& [k, v] : r.point.settings) j["settings"][k] = v;
+  j["grid"] = {{"world", r.world},
+               {"tp", c.parallel.tp},
+               {"pp", c.parallel.pp},
+               {"dp", c.parallel.dp},
+               {"ep", c.parallel.ep}};
+  j["status"] = r.status;
+  if (r.steps.empty()) return j;
+  json steps = json::array();
+  for (const auto& s : r.steps) {
+    json e{{"step", s.step},
+           {"loss", s.loss},
+           {"lm_loss", s.lm_loss},
+           {"aux_loss", s.aux_loss},
+           {"grad_norm", s.grad_norm},
+           {"time_s", s.time_s},
+           {"measured", s.step >= c.train.warmup_steps}};
+    if (c.model.moe.experts > 0)
+      e["moe"] = {{"tokens_per_expert_min", s.moe.min_tokens},
+                  {"tokens_per_expert_mean", s.moe.mean_tokens},
+                  {"tokens_per_expert_max", s.moe.max_tokens},
+                  {"load_imbalance", s.moe.imbalance},
+                  {"tokens_dropped", s.moe.dropped},
+                  {"tokens_per_expert", s.moe.tokens_per_expert},
+                  {"dropped_per_expert", s.moe.dropped_per_expert}};
+    steps.push_back(e);
+  }
+  j["steps"] = steps;
+  const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
+  const double fwd = measured_median(r, [](const model::StepResult& s) { return s.forward_s; });
+  const double bwd = measured_median(r, [](const model::StepResult& s) { return s.backward_s; });
+  const double opt = measured_median(r, [](const model::StepResult& s) { return s.optimizer_s; });
+  const double compute = measured_median(r, [](const model::StepResult& s) { return s.compute_s; });
+  // Communication per axis: medians over measured steps of each step's totals (rank 0).
+  json comm = json::object();
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    auto get = [&](auto field) {
+      std::vector<double> v;
+      for (const auto& s : r.steps) {
+        if (s.step < c.train.warmup_steps) continue;
+        const auto it = s.comm.find(axis);
+        v.push_back(it == s.comm.end() ? 0.0 : field(it->second));
+      }
+      return median(std::move(v));
+    };
+    comm[axis] = {
+        {"time_s", get([](const model::CommTotals& t) { return t.time_s; })},
+        {"exposed_s", get([](const model::CommTotals& t) { return t.exposed_s; })},
+        {"bytes", get([](const model::CommTotals& t) { return static_cast<double>(t.bytes); })},
+        {"calls", get([](const model::CommTotals& t) { return static_cast<double>(t.calls); })}};
+  }
+
+  j["time"] = {{"step_median_s", step_s},
+               {"forward_s", fwd},
+               {"backward_s", bwd},
+               {"optimizer_s", opt},
+               {"compute_s", compute},
+               {"bubble_fraction", 0.0},
+               {"bubble_fraction_model", 0.0},
+               {"bubble_fraction_ideal", 0.0},
+               {"comm", comm}};
+  if (c.parallel.pp > 1) {
+    const PipelineFigures pf = pipeline_figures(r);
+    j["time"]["bubble_fraction"] = pf.measured_mean;
+    j["time"]["bubble_fraction_model"] = pf.model;
+    j["time"]["bubble_fraction_ideal"] = pf.ideal;
+    j["time"]["bubble_fraction_per_rank"] = pf.measured_per_rank;
+    j["pipeline"] = {{"stages", c.parallel.pp},
+                     {"micro_batches", pf.micro_batches},
+                     {"virtual_stages", c.parallel.virtual_stages},
+                     {"schedule", schedule::to_string(c.parallel.schedule)},
+                     {"forward_action_s_per_stage", pf.forward_s},
+                     {"backward_action_s_per_stage", pf.backward_s},
+                     {"peak_live_activations_per_stage", pf.peak_live}};
+  }
+  // Across ranks: min, mean and max of each per-step metric, then the median over measured steps.
+  if (!r.rank_steps.empty()) {
+    json ranks = json::object();
+    const auto& names = rank_metric_names();
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      std::vector<double> mins, means, maxs;
+      for (std::size_t s = 0; s < r.steps.size(); ++s) {
+        if (r.steps[s].step < c.train.warmup_steps) continue;
+        double mn = 1e300, mx = -1e300, sum = 0;
+        for (const auto& rank : r.rank_steps) {
+          const double v = rank.at(s).at(k);
+          mn = std::min(mn, v);
+          mx = std::max(mx, v);
+          sum += v;
+        }
+        mins.push_back(mn);
+        maxs.push_back(mx);
+        means.push_back(sum / static_cast<double>(r.rank_steps.size()));
+      }
+      ranks[names[k]] = {{"min", median(mins)}, {"mean", median(means)}, {"max", median(maxs)}};
+    }
+    j["time"]["ranks"] = ranks;
+  }
+  if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
+  j["memory"] = memory_json(r.memory);
+  j["memory_per_rank"] = json::array();
+  for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));
+  const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq_len;
+  const double tps = step_s > 0 ? tokens / step_s : 0;
+  const double flops = 3.0 * r.flops_per_token * tps;
+  j["throughput"] = {
+      {"tokens_per_s", tps},
+      {"model_flops_per_s", flops},
+      {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
+      {"mfu", c.hardware.peak_flops > 0 ? json(flops / (c.hardware.peak_flops * r.world))
+                                        : json(nullptr)}};
+  j["model"] = {{"parameters", r.parameters}, {"forward_flops_per_token", r.flops_per_token}};
+  j["corpus"] = {{"entropy_floor", r.entropy_floor},
+                 {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},
+                 {"branching", c.train.corpus_branching}};
+  if (r.verify) {
+    j["verify"] = {
+        {"max_loss_rel_diff", r.verify->max_loss_rel_diff},
+        {"max_param_abs_diff", r.verify->max_param_abs_diff},
+        {"max_param_abs", r.verify->max_param_abs},
+        {"loss_tolerance", r.verify->loss_tolerance},
+        {"param_tolerance", r.verify->param_tolerance},
+        {"routing_flips", r.verify->routing_flips},
+        {"replica_divergence", r.verify->replica_divergence},
+        {"first_flip_step",
+         r.verify->first_flip_step < 0 ? json(nullptr) : json(r.verify->first_flip_step)},
+        {"steps_compared", r.verify->steps_compared},
+        {"routing_replayed", r.verify->routing_replayed},
+        {"passed", r.verify->passed},
+        {"reason", r.verify->passed ? json(nullptr) : json(r.verify->reason)}};
+  }
+  const auto& last = r.steps.back();
+  j["final"] = {{"loss", last.loss},
+                {"lm_loss", last.lm_loss},
+                {"lm_loss_above_floor", last.lm_loss - r.entropy_floor}};
+  return j;
+}
+
+}  // namespace paraxis::driver
