@@ -1,0 +1,108 @@
+// `paraxis report`, the loading (report_parts.hpp): every folder's summary.json validated first
+// (summary_reader.hpp); the machine of each folder, the calibrated collectives, its ok points
+// analysed and the others listed, never analysed.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "driver/calibration.hpp"
+#include "driver/report_parts.hpp"
+#include "driver/summary_reader.hpp"
+#include "perfmodel/collectives.hpp"
+
+namespace paraxis::driver::report {
+
+using nlohmann::json;
+namespace pm = paraxis::perfmodel;
+
+int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
+  json& machines = in.machines;
+  json& calibration = in.calibration;
+  json& not_analysed = in.not_analysed;
+  std::vector<std::string>& warnings = in.warnings;
+  std::vector<Analysed>& all = in.all;
+  // The same folder twice would pair every point with itself as "another machine".
+  std::map<std::string, std::string> canonical;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    const std::string key = std::filesystem::weakly_canonical(dir, ec).string();
+    const auto [it, fresh] = canonical.emplace(ec ? dir : key, dir);
+    if (!fresh) {
+      std::fprintf(stderr,
+                   "paraxis: error: report: folder '%s' is given twice (as '%s' and '%s')\n",
+                   it->first.c_str(), it->second.c_str(), dir.c_str());
+      return 2;
+    }
+  }
+  for (const auto& dir : dirs) {
+    const std::string file = dir + "/summary.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      std::fprintf(stderr, "paraxis: error: report: no summary.json in '%s'\n", dir.c_str());
+      return 2;
+    }
+    json s;
+    try {
+      s = read_summary(file);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
+      return 2;
+    }
+    const auto& prov = s.value("provenance", json::object());
+    std::string hosts;
+    for (const auto& h : prov.value("hosts", json::array()))
+      hosts += (hosts.empty() ? "" : ",") + h.get<std::string>();
+    const std::string machine = hosts.empty() ? dir : hosts;
+    const int ranks_per_host = prov.value("max_ranks_per_host", 0);
+    const int cores = prov.value("cores_per_host", 0);
+    if (cores > 0 && ranks_per_host > cores)
+      warnings.push_back("`" + dir + "`: " + std::to_string(ranks_per_host) +
+                         " ranks on a host with " + std::to_string(cores) +
+                         " cores: ranks time-share cores (and MPI busy-polls), which no model "
+                         "here describes; predictions assume a core per rank");
+    machines.push_back({{"dir", dir},
+                        {"machine", machine},
+                        {"world", prov.value("world", 0)},
+                        {"execution_space", prov.value("execution_space", "")},
+                        {"mpi_library", prov.value("mpi_library", "")},
+                        {"git_hash", prov.value("git_hash", "")},
+                        {"date", prov.value("date", "")}});
+    std::set<std::string> seen_fits;
+    for (const auto& p : s.at("points")) {
+      const std::string status = p.at("status");
+      if (status != "ok") {  // diverged, failed, skipped: its figures mean nothing
+        not_analysed.push_back({{"dir", dir},
+                                {"index", p.at("index")},
+                                {"settings", p.value("settings", json::object())},
+                                {"status", status}});
+        continue;
+      }
+      try {
+        all.push_back(analyse(p, dir, machine));
+        if (!p.contains("calibration")) continue;
+        for (const auto& [axis, ops] : p["calibration"]["comm"].items())
+          for (const auto& [op, f] : ops.items()) {
+            const int ranks = f.at("ranks");
+            if (!seen_fits.insert(axis + op + std::to_string(ranks)).second) continue;
+            calibration.push_back({{"machine", machine},
+                                   {"dir", dir},
+                                   {"axis", axis},
+                                   {"op", op},
+                                   {"ranks", ranks},
+                                   {"alpha_s", f["alpha_s"]},
+                                   {"beta_s_per_byte", f["beta_s_per_byte"]},
+                                   {"busbw_factor", pm::busbw_factor(collective_named(op), ranks)},
+                                   {"samples", f["samples"]}});
+          }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "paraxis: error: report: %s: point %d: %s\n", file.c_str(),
+                     p.at("index").get<int>(), e.what());
+        return 2;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace paraxis::driver::report

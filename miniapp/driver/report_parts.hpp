@@ -1,0 +1,58 @@
+// The parts of `paraxis report` (report.cpp strings them together): load every results folder
+// and analyse each ok point against the models (report_load.cpp, report_point.cpp), compare the
+// points with each other (report_compare.cpp: ranks, accuracy, scaling, machines side by side),
+// and write report.json, the plots and report.md (report_write.cpp). Rank 0 only.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace paraxis::driver::report {
+
+constexpr double kEveryPointPct = 15.0, kMeanPct = 10.0;  // issue 9's accuracy target
+
+// One ok point, measured against predicted.
+struct Analysed {
+  nlohmann::json point;  // the report's entry
+  std::string model;  // every model.* key and the precision: what scaling compares like with like
+  std::string model_label;  // the same, short, for tables
+  double measured_step = 0, predicted_step = 0;
+  bool predicted = false;
+};
+
+// Point `p` of summary.json (validated, status ok) of folder `dir` measured on `machine`: its
+// terms, measured against the analytic models with the point's own calibration. Throws on a
+// point the models cannot take.
+Analysed analyse(const nlohmann::json& p, const std::string& dir, const std::string& machine);
+
+// What the folders hold: machines, every ok point analysed, the calibrated collectives (one row
+// per axis, operation and rank count per folder), the points not analysed, warnings.
+struct Loaded {
+  nlohmann::json machines = nlohmann::json::array(), calibration = nlohmann::json::array();
+  nlohmann::json not_analysed = nlohmann::json::array();
+  std::vector<std::string> warnings;
+  std::vector<Analysed> all;
+};
+
+// Reads and validates every folder's summary.json (read_summary) and analyses its ok points.
+// Returns 0, or 2 after printing the error (a folder given twice, no summary.json, an invalid
+// summary, a point that cannot be analysed).
+int load_folders(const std::vector<std::string>& dirs, Loaded& in);
+
+// The points compared with each other. Sets each point's rank_measured and rank_predicted.
+struct Comparison {
+  nlohmann::json points = nlohmann::json::array();  // every analysed point, in folder order
+  int n_pred = 0;                                   // points with a prediction
+  double max_abs = 0;                               // largest |residual| %, step time
+  nlohmann::json accuracy, misses = nlohmann::json::array();
+  nlohmann::json strong = nlohmann::json::array(), weak = nlohmann::json::array();
+  nlohmann::json side = nlohmann::json::array();  // machines side by side
+};
+Comparison compare_points(std::vector<Analysed>& all);
+
+// Writes report.json, plots/ and report.md into dirs.front() and prints the summary line.
+// Returns 0, or 4 when a file could not be written or the plot script failed.
+int write_report(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp);
+
+}  // namespace paraxis::driver::report

@@ -1,0 +1,207 @@
+// One point of `paraxis report` measured against the performance models (report_parts.hpp):
+// predictions use only what the run calibrated before the point (summary.json `calibration`:
+// fitted collectives, the shard's compute per chunk, the optimizer) and the analytic models
+// (perfmodel/), never the point's own measured steps. Terms: docs/report.md.
+#include <cmath>
+#include <sstream>
+
+#include "driver/calibration.hpp"
+#include "driver/deck.hpp"
+#include "driver/report_parts.hpp"
+#include "driver/summary_reader.hpp"
+#include "perfmodel/collectives.hpp"
+#include "perfmodel/memory.hpp"
+#include "perfmodel/step_time.hpp"
+#include "perfmodel/step_traffic.hpp"
+#include "schedule/pipeline_schedule.hpp"
+
+namespace paraxis::driver::report {
+
+using nlohmann::json;
+namespace pm = paraxis::perfmodel;
+
+namespace {
+
+pm::Scenario perf_config(const RunConfig& c) {
+  return pm::scenario_of(c.parallel, c.comm, c.train);
+}
+
+// Measured per-rank statistic (time.ranks.<name>.<field>), 0 when absent.
+double rank_stat(const json& point, const std::string& name, const char* field) {
+  const auto& ranks = point.at("time").value("ranks", json::object());
+  if (!ranks.contains(name)) return 0;
+  return ranks.at(name).value(field, 0.0);
+}
+
+json term(const std::string& name, double measured, double predicted, const std::string& unit) {
+  json t{{"name", name}, {"measured", measured}, {"predicted", predicted}, {"unit", unit}};
+  t["residual_pct"] = predicted != 0 ? json(100.0 * (measured - predicted) / predicted) : json();
+  return t;
+}
+
+std::string label_of(const RunConfig& c, const json& point) {
+  std::ostringstream os;
+  os << "tp" << c.parallel.tp << " pp" << c.parallel.pp << " dp" << c.parallel.dp;
+  if (c.parallel.ep > 1) os << " ep" << c.parallel.ep;
+  os << " z" << c.parallel.zero;
+  if (c.parallel.pp > 1)
+    os << ' ' << schedule::to_string(c.parallel.schedule) << " m"
+       << config::micro_batches(c.train, c.parallel);
+  if (c.parallel.sequence_parallel && c.parallel.tp > 1) os << " sp";
+  if (c.comm.overlap) os << " ov";
+  (void)point;
+  return os.str();
+}
+
+// The model in a few words: scaling tables may hold several.
+std::string model_label_of(const RunConfig& c) {
+  const auto& m = c.model;
+  std::ostringstream os;
+  os << "L" << m.layers << " h" << m.hidden << " a" << m.heads << " f" << m.ffn << " s" << m.seq_len
+     << " V" << m.vocab;
+  if (m.moe.experts > 0) os << " E" << m.moe.experts << "k" << m.moe.top_k;
+  os << ' ' << model::to_string(c.train.precision);
+  return os.str();
+}
+
+}  // namespace
+
+Analysed analyse(const json& p, const std::string& dir, const std::string& machine) {
+  Analysed a;
+  const RunConfig c = config_from_json(p.at("config"));
+  const auto& t = p.at("time");
+  json out{{"dir", dir},
+           {"machine", machine},
+           {"index", p.at("index")},
+           {"label", label_of(c, p)},
+           {"settings", p.value("settings", json::object())},
+           {"grid", p.at("grid")},
+           {"precision", model::to_string(c.train.precision)},
+           {"global_batch", c.train.global_batch},
+           {"micro_batch", c.train.micro_batch}};
+  a.model = p.at("config").at("model").dump() + " " + model::to_string(c.train.precision);
+  a.model_label = model_label_of(c);
+  a.measured_step = t.at("step_median_s");
+  json terms = json::array();
+  const pm::Scenario pc = perf_config(c);
+  // Measured terms (docs/report.md), each the mean over ranks: compute (fenced phases less
+  // the communication blocked in them, optimizer included); per axis the time in its calls
+  // (data parallelism: exposed time); the bubble: the pipelined span less the fenced compute
+  // actions (it includes waiting for transfers). Their sum is about the step.
+  const double m_compute = rank_stat(p, "compute_s", "mean");
+  const double m_tp = rank_stat(p, "comm.tp.time_s", "mean");
+  const double m_ep = rank_stat(p, "comm.ep.time_s", "mean");
+  const double m_dp = rank_stat(p, "comm.dp.exposed_s", "mean");
+  const double m_bubble =
+      rank_stat(p, "pipeline_span_s", "mean") - rank_stat(p, "pipeline_busy_s", "mean");
+  // Model: traffic of rank 0 (stage 0) and memory of the largest rank, always; times when the
+  // point was calibrated.
+  const auto traffic = pm::step_traffic(c.model, pc, 0);
+  const pm::MemoryEstimate mem = pm::largest_rank_memory(c.model, pc);
+  pm::StepTimeBreakdown br;
+  if (p.contains("calibration")) {
+    const Calibration cal = calibration_from_json(p.at("calibration"));
+    pm::StepTimeInputs in;
+    in.forward_s = cal.compute.forward_s;
+    in.backward_s = cal.compute.backward_s;
+    in.optimizer_s = cal.compute.optimizer_s;
+    for (const auto& f : cal.comm) {
+      const pm::LinkCost l{f.alpha, f.beta, 0.0};
+      pm::OpLinks* ops = f.axis == "tp"   ? &in.op_links.tp
+                         : f.axis == "pp" ? &in.op_links.pp
+                         : f.axis == "dp" ? &in.op_links.dp
+                                          : &in.op_links.ep;
+      pm::LinkCost* axis = f.axis == "tp"   ? &in.links.tp
+                           : f.axis == "pp" ? &in.links.pp
+                           : f.axis == "dp" ? &in.links.dp
+                                            : &in.links.ep;
+      (*ops)[collective_named(f.op)] = l;
+      if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
+    }
+    br = pm::predict_step_time(c.model, pc, in);
+    a.predicted = true;
+    a.predicted_step = br.step_time;
+    // The model's terms describe the stage that finishes last; the measured ones are means
+    // over ranks: compare compute and bubble as means over stages too. Experts loaded
+    // unevenly: the step follows the slowest expert rank (in.forward_s), a rank computes the
+    // mean and waits the difference in the all-to-all, so the expert-parallel term is the
+    // wire time plus that wait.
+    double chunk_compute = 0, chunk_wait = 0;
+    for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
+      chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k];
+      chunk_wait += in.forward_s[k] + in.backward_s[k] - cal.compute.forward_mean_s[k] -
+                    cal.compute.backward_mean_s[k];
+    }
+    const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
+    const double p_ep = br.ep + pc.micro_batches() * chunk_wait / pc.pp;
+    const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
+    terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
+    terms.push_back(term("compute", m_compute, p_compute, "s"));
+    if (pc.tp > 1) terms.push_back(term("tp", m_tp, br.tp, "s"));
+    if (pc.ep > 1) terms.push_back(term("ep", m_ep, p_ep, "s"));
+    if (pc.dp > 1) terms.push_back(term("dp", m_dp, br.dp, "s"));
+    if (pc.pp > 1) terms.push_back(term("bubble", m_bubble, p_bubble, "s"));
+  } else {
+    terms.push_back(term("step_time", a.measured_step, 0, "s"));
+  }
+  // Traffic: what rank 0 recorded against the model (exact for tp, pp, dp; ep follows the
+  // routing that happened, the model assumes uniform routing).
+  const std::pair<const char*, const pm::AxisTraffic*> axes[] = {
+      {"tp", &traffic.tp}, {"pp", &traffic.pp}, {"dp", &traffic.dp}, {"ep", &traffic.ep}};
+  for (const auto& [axis, tr] : axes) {
+    const double measured = t.at("comm").at(axis).value("bytes", 0.0);
+    if (measured > 0 || tr->bytes() > 0)
+      terms.push_back(term(std::string("bytes.") + axis, measured, tr->bytes(), "B"));
+  }
+  const auto& mm = p.at("memory");
+  terms.push_back(term("memory.params", mm.value("params_bytes", 0.0), mem.params, "B"));
+  terms.push_back(term("memory.grads", mm.value("grads_bytes", 0.0), mem.grads, "B"));
+  terms.push_back(term("memory.optimizer", mm.value("optimizer_bytes", 0.0), mem.optimizer, "B"));
+  terms.push_back(
+      term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
+  terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
+  out["terms"] = terms;
+  // The axis that costs most (measured seconds).
+  std::string costliest = "none";
+  double worst = 0;
+  for (const auto& [name, v] : std::vector<std::pair<std::string, double>>{
+           {"tp", m_tp}, {"ep", m_ep}, {"dp", m_dp}, {"pp (bubble)", m_bubble}})
+    if (v > worst) {
+      worst = v;
+      costliest = name;
+    }
+  out["costliest_axis"] = costliest;
+  out["costliest_axis_s"] = worst;
+  if (pc.pp > 1) {
+    out["pipeline"] = {{"stages", pc.pp},
+                       {"micro_batches", pc.micro_batches()},
+                       {"virtual_stages", pc.virtual_stages},
+                       {"schedule", c.parallel.schedule},
+                       {"bubble_measured", t.value("bubble_fraction", 0.0)},
+                       {"bubble_model", t.value("bubble_fraction_model", 0.0)},
+                       {"bubble_ideal", t.value("bubble_fraction_ideal", 0.0)},
+                       {"bubble_predicted", a.predicted ? json(br.bubble_fraction) : json()}};
+  }
+  // Where a prediction misses: the term whose seconds are furthest off.
+  if (a.predicted) {
+    std::string off;
+    double gap = -1;
+    for (const auto& x : terms) {
+      const std::string n = x["name"];
+      if (n == "step_time" || x["unit"] != "s") continue;
+      const double g = std::fabs(x["measured"].get<double>() - x["predicted"].get<double>());
+      if (g > gap) {
+        gap = g;
+        off = n;
+      }
+    }
+    out["term_most_off"] = off;
+    out["term_most_off_s"] = gap;
+  }
+  out["measured_step_s"] = a.measured_step;
+  out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  a.point = out;
+  return a;
+}
+
+}  // namespace paraxis::driver::report

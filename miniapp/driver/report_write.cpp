@@ -1,0 +1,212 @@
+// `paraxis report`, the writing (report_parts.hpp): report.json and report.md atomically
+// (io/checked_file.hpp) and plots/ (report_plots.hpp) into the first folder; a failed write
+// exits 4 naming the file, the previous file left in place.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "driver/report_parts.hpp"
+#include "driver/report_plots.hpp"
+#include "io/checked_file.hpp"
+
+namespace paraxis::driver::report {
+
+using nlohmann::json;
+
+namespace {
+
+std::string fmt(double v, int digits = 4) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*g", digits, v);
+  return b;
+}
+
+}  // namespace
+
+int write_report(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp) {
+  json report{{"schema", "paraxis.report/1"},
+              {"sources", dirs},
+              {"target", {{"every_point_pct", kEveryPointPct}, {"mean_pct", kMeanPct}}}};
+  const json& machines = in.machines;
+  const json& calibration = in.calibration;
+  const json& not_analysed = in.not_analysed;
+  const std::vector<std::string>& warnings = in.warnings;
+  const std::vector<Analysed>& all = in.all;
+  const json& points = cmp.points;
+  const json& accuracy = cmp.accuracy;
+  const json& misses = cmp.misses;
+  const json& strong = cmp.strong;
+  const json& weak = cmp.weak;
+  const json& side = cmp.side;
+  const int n_pred = cmp.n_pred;
+  const double max_abs = cmp.max_abs;
+  report["machines"] = machines;
+  report["points"] = points;
+  report["calibration"] = calibration;
+  report["accuracy"] = accuracy;
+  report["scaling"] = {{"strong", strong}, {"weak", weak}};
+  report["machines_side_by_side"] = side;
+  report["warnings"] = warnings;
+
+  report["points_not_analysed"] = not_analysed;
+
+  const std::string out = dirs.front();
+  // Strings from the summaries are written as they came; invalid UTF-8 is replaced, not thrown.
+  try {
+    io::write_file_checked(out + "/report.json",
+                           report.dump(2, ' ', false, json::error_handler_t::replace) + '\n');
+  } catch (const io::WriteError& e) {
+    std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
+    return 4;
+  }
+  // Plots: a missing interpreter is a warning, a script that fails (it names the file) an error.
+  const PlotOutcome plots = make_plots(out + "/report.json", out + "/plots");
+  const std::string& plots_note = plots.note;
+  if (plots.kind == PlotOutcome::skipped)
+    std::fprintf(stderr, "paraxis: warning: %s\n", plots_note.c_str());
+  else if (plots.kind == PlotOutcome::failed)
+    std::fprintf(stderr, "paraxis: error: report: %s\n", plots_note.c_str());
+  // Markdown.
+  std::ostringstream md;
+  md << "# paraxis report\n\nSources: ";
+  for (const auto& d : dirs) md << '`' << d << "` ";
+  md << "\n\nPredictions use only the calibration each point recorded before it ran (fitted "
+        "collectives per communicator, the shard's compute per model chunk, the optimizer) and "
+        "the analytic models of `docs/perfmodel.md`; residual = (measured - predicted) / "
+        "predicted. Terms: see `docs/report.md`.\n\n";
+  for (const auto& w : warnings) md << "**Warning:** " << w << ".\n\n";
+  md << "## Machines\n\n| folder | hosts | ranks | execution space | MPI "
+        "|\n|---|---|---|---|---|\n";
+  for (const auto& m : machines)
+    md << "| `" << m["dir"].get<std::string>() << "` | " << m["machine"].get<std::string>() << " | "
+       << m["world"] << " | " << m["execution_space"].get<std::string>() << " | "
+       << m["mpi_library"].get<std::string>() << " |\n";
+  md << "\n## Step time, measured and predicted\n\n";
+  if (n_pred > 0) {
+    md << "Largest |residual| " << fmt(max_abs, 3) << " % (target " << kEveryPointPct
+       << " %), mean " << fmt(accuracy["mean_abs_residual_pct"].get<double>(), 3) << " % (target "
+       << kMeanPct << " %): "
+       << (accuracy["every_point_within_target"].get<bool>() &&
+                   accuracy["mean_within_target"].get<bool>()
+               ? "**met**"
+               : "**missed**")
+       << ".\n\n";
+    for (const auto& miss : misses)
+      md << "- `" << miss["label"].get<std::string>() << "` is off by "
+         << fmt(miss["residual_pct"].get<double>(), 3) << " %; the term furthest from its model: `"
+         << miss["term_most_off"].get<std::string>() << "`\n";
+    if (!misses.empty()) md << '\n';
+  } else {
+    md << "No point was calibrated (`hardware.calibrate: false`): nothing to predict.\n\n";
+  }
+  md << "| point | machine | measured s | predicted s | residual % | rank (meas / pred) | "
+        "costliest axis |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& p : points) {
+    const auto& st = p["terms"][0];
+    md << "| " << p["label"].get<std::string>() << " | " << p["machine"].get<std::string>() << " | "
+       << fmt(p["measured_step_s"].get<double>()) << " | "
+       << (p["predicted_step_s"].is_null() ? "-" : fmt(p["predicted_step_s"].get<double>()))
+       << " | " << (st["residual_pct"].is_null() ? "-" : fmt(st["residual_pct"].get<double>(), 3))
+       << " | " << p["rank_measured"] << " / "
+       << (p.contains("rank_predicted") ? p["rank_predicted"].dump() : "-") << " | "
+       << p["costliest_axis"].get<std::string>() << " |\n";
+  }
+  if (!not_analysed.empty()) {
+    md << "\n## Points not analysed\n\nTheir status is not `ok`, so their figures are not "
+          "compared with any model.\n\n| folder | point | settings | status |\n|---|---|---|---|\n";
+    for (const auto& q : not_analysed)
+      md << "| `" << q["dir"].get<std::string>() << "` | " << q["index"] << " | `"
+         << q["settings"].dump(-1, ' ', false, json::error_handler_t::replace) << "` | "
+         << q["status"].get<std::string>() << " |\n";
+  }
+  md << "\n## Terms per point\n\n";
+  for (const auto& p : points) {
+    md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
+       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % |\n"
+       << "|---|---|---|---|\n";
+    for (const auto& t : p["terms"])
+      md << "| " << t["name"].get<std::string>() << " | " << fmt(t["measured"].get<double>()) << ' '
+         << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
+         << t["unit"].get<std::string>() << " | "
+         << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3)) << " |\n";
+    if (p.contains("pipeline")) {
+      const auto& q = p["pipeline"];
+      md << "\nBubble: measured " << fmt(q["bubble_measured"].get<double>(), 3)
+         << ", formula with measured stage times " << fmt(q["bubble_model"].get<double>(), 3)
+         << ", ideal " << fmt(q["bubble_ideal"].get<double>(), 3) << ".\n";
+    }
+    md << '\n';
+  }
+  if (!calibration.empty()) {
+    md << "## Calibrated collectives\n\n| machine | axis | op | ranks | alpha (us) | "
+          "1/beta (GB/s) |\n|---|---|---|---|---|---|\n";
+    for (const auto& c : calibration) {
+      const double beta = c["beta_s_per_byte"];
+      md << "| " << c["machine"].get<std::string>() << " | " << c["axis"].get<std::string>()
+         << " | " << c["op"].get<std::string>() << " | " << c["ranks"] << " | "
+         << fmt(c["alpha_s"].get<double>() * 1e6, 3) << " | "
+         << (beta > 0 ? fmt(1e-9 / beta, 3) : std::string("-")) << " |\n";
+    }
+    md << '\n';
+  }
+  if (!strong.empty() || !weak.empty()) {
+    md << "## Scaling\n\n";
+    if (!strong.empty()) {
+      md << "Strong (one model, fixed global batch):\n\n| model | global batch | ranks | fastest "
+            "configuration | step s | speedup | efficiency |\n|---|---|---|---|---|---|---|\n";
+      for (const auto& s : strong)
+        md << "| " << s["model"].get<std::string>() << " | " << s["global_batch"] << " | "
+           << s["world"] << " | " << s["label"].get<std::string>() << " | "
+           << fmt(s["step_s"].get<double>()) << " | " << fmt(s["speedup"].get<double>(), 3) << " | "
+           << fmt(s["efficiency"].get<double>(), 3) << " |\n";
+      md << '\n';
+    }
+    if (!weak.empty()) {
+      md << "Weak (one model, fixed batch per data-parallel replica):\n\n| model | batch per "
+            "replica | ranks | fastest configuration | step s | efficiency "
+            "|\n|---|---|---|---|---|---|\n";
+      for (const auto& s : weak)
+        md << "| " << s["model"].get<std::string>() << " | " << s["batch_per_replica"] << " | "
+           << s["world"] << " | " << s["label"].get<std::string>() << " | "
+           << fmt(s["step_s"].get<double>()) << " | " << fmt(s["efficiency"].get<double>(), 3)
+           << " |\n";
+      md << '\n';
+    }
+  }
+  if (!side.empty()) {
+    md << "## Machines side by side\n\n| configuration | step s per machine |\n|---|---|\n";
+    for (const auto& r : side) {
+      md << "| " << r["configuration"].get<std::string>() << " | ";
+      for (const auto& [m, v] : r["step_s"].items())
+        md << m << ": " << fmt(v.get<double>()) << "; ";
+      md << "|\n";
+    }
+    md << '\n';
+  }
+  md << "## Plots\n\n";
+  if (plots_note.empty()) {
+    for (const char* f :
+         {"step_breakdown", "bubble_vs_microbatches", "measured_vs_predicted", "busbw"})
+      if (std::filesystem::exists(out + "/plots/" + f + ".png"))
+        md << "![" << f << "](plots/" << f << ".png)\n\n";
+  } else {
+    md << plots_note << "\n";
+  }
+  try {
+    io::write_file_checked(out + "/report.md", md.str());
+  } catch (const io::WriteError& e) {
+    std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
+    return 4;
+  }
+  if (plots.kind == PlotOutcome::failed) return 4;
+  std::printf("report: %zu point(s) from %zu folder(s)", all.size(), dirs.size());
+  if (!not_analysed.empty()) std::printf(" (%zu more not ok, listed)", not_analysed.size());
+  if (n_pred > 0)
+    std::printf(", step time predicted within %.1f %% (max) / %.1f %% (mean)", max_abs,
+                accuracy["mean_abs_residual_pct"].get<double>());
+  std::printf(" -> %s/report.md, report.json, plots/\n", out.c_str());
+  for (const auto& w : warnings) std::printf("report: warning: %s\n", w.c_str());
+  return 0;
+}
+
+}  // namespace paraxis::driver::report
