@@ -1,5 +1,5 @@
-// ParallelTrainer: one rank's shard, its pipeline schedule and the engine that runs it, the
-// data it reads, and the step's metrics reduced over the grid.
+// ParallelTrainer: one rank's shard, its pipeline schedule and the engine that runs it, and the
+// data it reads; the step's metrics, reduced over the grid, are parallel_trainer_metrics.hpp's.
 #include "parallel/parallel_trainer.hpp"
 
 #include <mpi.h>
@@ -16,6 +16,7 @@
 #include "model/gpt_model.hpp"
 #include "model/shard_layout.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/parallel_trainer_metrics.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/zero_optimizer.hpp"
 #include "schedule/pipeline_schedule.hpp"
@@ -123,7 +124,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     Kokkos::fence();
     const double t0 = model::steady_seconds();
     zero_->begin_step();
-    tally_ = Tally(mcfg_.moe.experts);
+    tally_ = StepTally(mcfg_.moe.experts);
     backwards_done_.assign(model_->chunks(), 0);
     live_peak_ = 0;
 
@@ -165,7 +166,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     Kokkos::Profiling::popRegion();
     zero_->end_step();
 
-    finish_metrics(r);
+    finish_step_metrics(tally_, coords_.tp == 0, mcfg_, tcfg_, record_routing_, *metrics_, world_,
+                        r);
     r.optimizer_s = opt_end - opt_begin;
     r.time_s = model::steady_seconds() - t0;
     r.forward_s = model_->forward_seconds() - f0;
@@ -236,8 +238,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       }
     }
     std::vector<double> out(static_cast<std::size_t>(total), 0.0);
-    const auto all_pos = all_gather_v(pos, MPI_LONG_LONG);
-    const auto all_val = all_gather_v(val, MPI_DOUBLE);
+    const auto all_pos = all_gather_v(pos, MPI_LONG_LONG, world_);
+    const auto all_val = all_gather_v(val, MPI_DOUBLE, world_);
     for (std::size_t k = 0; k < all_pos.size(); ++k)
       out[static_cast<std::size_t>(all_pos[k])] = all_val[k];
     return out;
@@ -421,79 +423,6 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     if (!sends_.empty() || !recvs_.empty()) progress_transfers();
   }
 
-  // ---- metrics
-  struct Tally {
-    explicit Tally(int experts = 0)
-        : expert_tokens(static_cast<std::size_t>(experts), 0),
-          expert_dropped(static_cast<std::size_t>(experts), 0) {}
-    void add(const model::MicroBatchResult& mr, int global_mb, bool head) {
-      if (head) ce_sum += mr.ce_sum;
-      aux_sum += mr.aux_sum;
-      for (const auto& st : mr.moe) {
-        for (std::size_t e = 0; e < expert_tokens.size(); ++e) {
-          expert_tokens[e] += st.tokens_per_expert[e];
-          expert_dropped[e] += st.dropped_per_expert[e];
-        }
-        if (!st.routing.empty()) {
-          routing.push_back(global_mb);
-          routing.push_back(st.layer);
-          routing.push_back(static_cast<int>(st.routing.size()));
-          routing.insert(routing.end(), st.routing.begin(), st.routing.end());
-        }
-      }
-    }
-    double ce_sum = 0, aux_sum = 0;
-    std::vector<long long> expert_tokens, expert_dropped;
-    std::vector<int> routing;  // records: global micro-batch, layer, n, n choices
-  };
-
-  template <class V>
-  std::vector<V> all_gather_v(const std::vector<V>& mine, MPI_Datatype type) const {
-    int world = 1;
-    MPI_Comm_size(world_, &world);
-    int n = static_cast<int>(mine.size());
-    std::vector<int> counts(world), displs(world, 0);
-    watchdog::all_gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world_, "all_gather (counts)");
-    for (int k = 1; k < world; ++k) displs[k] = displs[k - 1] + counts[k - 1];
-    std::vector<V> all(static_cast<std::size_t>(displs[world - 1] + counts[world - 1]));
-    watchdog::all_gather_v(mine.data(), n, type, all.data(), counts.data(), displs.data(), type,
-                           world_, "all_gather_v (parameters / routing)");
-    return all;
-  }
-
-  // The loss of the whole global batch and the MoE statistics, the same on every rank: each
-  // quantity summed over the ranks that own it once (tensor-parallel rank 0; the loss from the
-  // last pipeline stage).
-  void finish_metrics(model::StepResult& r) {
-    const bool counts = coords_.tp == 0;
-    const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
-    double sums[2] = {counts ? tally_.ce_sum : 0.0, counts ? tally_.aux_sum : 0.0};
-    std::vector<long long> moe = tally_.expert_tokens;  // then the dropped, per expert
-    moe.insert(moe.end(), tally_.expert_dropped.begin(), tally_.expert_dropped.end());
-    if (!counts) std::fill(moe.begin(), moe.end(), 0);
-    metrics_->all_reduce(sums, sums, 2, DType::f64);
-    metrics_->all_reduce(moe.data(), moe.data(), moe.size(), DType::i64);
-    if (record_routing_ && mcfg_.moe.experts > 0) {
-      // Records of every rank, in single-rank order: micro-batch, then layer.
-      const auto all = all_gather_v(counts ? tally_.routing : std::vector<int>{}, MPI_INT);
-      std::map<std::pair<int, int>, std::pair<std::size_t, int>> order;
-      for (std::size_t k = 0; k < all.size(); k += 3 + static_cast<std::size_t>(all[k + 2]))
-        order[{all[k], all[k + 1]}] = {k + 3, all[k + 2]};
-      for (const auto& [key, where] : order)
-        r.routing.insert(r.routing.end(), all.begin() + static_cast<std::ptrdiff_t>(where.first),
-                         all.begin() + static_cast<std::ptrdiff_t>(where.first + where.second));
-    }
-    const double ce_scale = 1.0 / (static_cast<double>(tcfg_.global_batch) * mcfg_.seq_len);
-    r.lm_loss = sums[0] * ce_scale;
-    r.aux_loss = sums[1] / total_micro;
-    r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
-    const int E = mcfg_.moe.experts;
-    if (E > 0) {
-      r.moe = model::moe_step_stats(std::vector<long long>(moe.begin(), moe.begin() + E),
-                                    std::vector<long long>(moe.begin() + E, moe.end()));
-    }
-  }
-
   struct Send {
     Request request;
     int key;
@@ -525,7 +454,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   std::vector<int> backwards_done_;
   int live_peak_ = 0;
   double ce_scale_ = 0, aux_scale_ = 0;
-  Tally tally_;
+  StepTally tally_;
   bool record_routing_ = false;
   int step_ = 0;
 };

@@ -1,0 +1,55 @@
+// The metrics of one step of the parallel trainer (parallel_trainer.cpp): what this rank's
+// micro-batches add up to (StepTally), and the step's loss, MoE statistics and routing record
+// reduced over the grid so every rank holds the single-rank run's figures (finish_step_metrics).
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "model/gpt_model.hpp"
+#include "model/trainer.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/watchdog.hpp"
+
+namespace paraxis::parallel {
+
+// Sums over this rank's micro-batches of one step.
+struct StepTally {
+  explicit StepTally(int experts = 0)
+      : expert_tokens(static_cast<std::size_t>(experts), 0),
+        expert_dropped(static_cast<std::size_t>(experts), 0) {}
+  // head: this rank holds the last model chunk (the loss).
+  void add(const model::MicroBatchResult& mr, int global_mb, bool head);
+  double ce_sum = 0, aux_sum = 0;
+  std::vector<long long> expert_tokens, expert_dropped;
+  std::vector<int> routing;  // records: global micro-batch, layer, n, n choices
+};
+
+// Every rank's `mine` over `world`, concatenated in rank order (lengths may differ), through
+// the watchdog.
+template <class V>
+std::vector<V> all_gather_v(const std::vector<V>& mine, MPI_Datatype type, MPI_Comm world_comm) {
+  int world = 1;
+  MPI_Comm_size(world_comm, &world);
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(world), displs(world, 0);
+  watchdog::all_gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world_comm,
+                       "all_gather (counts)");
+  for (int k = 1; k < world; ++k) displs[k] = displs[k - 1] + counts[k - 1];
+  std::vector<V> all(static_cast<std::size_t>(displs[world - 1] + counts[world - 1]));
+  watchdog::all_gather_v(mine.data(), n, type, all.data(), counts.data(), displs.data(), type,
+                         world_comm, "all_gather_v (parameters / routing)");
+  return all;
+}
+
+// The loss of the whole global batch and the MoE statistics, the same on every rank: each
+// quantity summed over the ranks that own it once (`counts`: this rank is tensor-parallel rank 0;
+// the loss from the last pipeline stage), through `metrics` (a communicator over `world`). With
+// record_routing (MoE), r.routing: every rank's routing in single-rank order (micro-batch, then
+// layer). Collective over `world`.
+void finish_step_metrics(const StepTally& tally, bool counts, const model::ModelConfig& mcfg,
+                         const model::TrainConfig& tcfg, bool record_routing, Communicator& metrics,
+                         MPI_Comm world, model::StepResult& r);
+
+}  // namespace paraxis::parallel
