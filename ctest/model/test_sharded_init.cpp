@@ -1,6 +1,7 @@
 // Sharded initialisation: a parameter's initial value depends only on (seed, name, index in
-// the logical unsharded tensor), so the shards tp ranks declare with ParamStore::add_shard,
-// put back together, equal the tensor the single-rank run declares with add, bit for bit:
+// the logical unsharded tensor), so the shards tp ranks lay out with ParamLayoutBuilder::add_shard
+// and a ParamStore initialises, put back together, equal the tensor the single-rank run
+// declares with add, bit for bit:
 // column shards (QKV, MLP w1, the LM head), row shards (attention output, MLP w2, the token
 // embedding), vector shards (column-parallel biases), for tp in {2, 3, 4}, on even (Megatron)
 // and uneven splits, and on a vocabulary padded to a multiple of tp (the padding is 0).
@@ -42,10 +43,11 @@ std::vector<double> values_of(const ParamStore<double>& ps, const std::string& n
 }
 
 std::vector<double> unsharded(const std::string& name, int rows, int cols, Init init) {
-  ParamStore<double> ps;
-  ps.begin_unit("u");
-  ps.add(name, rows, cols, init, kStd, true);
-  ps.end_unit();
+  ParamLayoutBuilder b;
+  b.begin_unit("u");
+  b.add(name, rows, cols, init, kStd, true);
+  b.end_unit();
+  const ParamStore<double> ps(b.finish());
   return values_of(ps, name);
 }
 
@@ -58,8 +60,8 @@ std::vector<double> reassembled(const std::string& name, int rows, int cols, Ini
   const int lc = cols ? cols : 1;
   std::vector<double> out(static_cast<std::size_t>(rows) * lc, -99.0);
   for (int k = 0; k < tp; ++k) {
-    ParamStore<double> ps;  // one rank's store
-    ps.begin_unit("u");
+    ParamLayoutBuilder b;  // one rank's layout
+    b.begin_unit("u");
     int r0 = 0, nr = rows, c0 = 0, nc = cols;
     if (cut == Cut::rows || cols == 0) {
       const Split s = split(rows, tp, k, pad);
@@ -70,8 +72,9 @@ std::vector<double> reassembled(const std::string& name, int rows, int cols, Ini
       c0 = s.offset;
       nc = s.size;
     }
-    ps.add_shard(name, nr, nc, rows, cols, r0, c0, init, kStd, true);
-    ps.end_unit();
+    b.add_shard(name, nr, nc, rows, cols, r0, c0, init, kStd, true);
+    b.end_unit();
+    const ParamStore<double> ps(b.finish());
     const auto v = values_of(ps, name);
     const int w = nc ? nc : 1;
     for (int r = 0; r < nr; ++r)
@@ -136,10 +139,11 @@ TEST(sharded_init, padded_vocabulary_shards_equal_unpadded_tensor) {
 
 // A shard wholly in the padding (vocabulary 5 on 4 ranks: 8 rows, the last shard rows 6, 7).
 TEST(sharded_init, shard_of_padding_only_is_zero) {
-  ParamStore<double> ps;
-  ps.begin_unit("u");
-  ps.add_shard("wte", 2, 3, 5, 3, 6, 0, Init::normal, kStd, true);
-  ps.end_unit();
+  ParamLayoutBuilder b;
+  b.begin_unit("u");
+  b.add_shard("wte", 2, 3, 5, 3, 6, 0, Init::normal, kStd, true);
+  b.end_unit();
+  const ParamStore<double> ps(b.finish());
   for (double v : values_of(ps, "wte")) EXPECT_EQ(v, 0.0);
 }
 
@@ -148,10 +152,11 @@ TEST(sharded_init, shard_of_padding_only_is_zero) {
 TEST(sharded_init, initialize_fills_the_shard_slice) {
   const auto ref = unsharded("head", 8, 12, Init::normal);
   MemoryLedger ledger;
-  ParamStore<double> ps;
-  ps.begin_unit("u");
-  const int t = ps.add_shard("head", 8, 4, 8, 12, 0, 4, Init::normal, kStd, true);
-  ps.end_unit();
+  ParamLayoutBuilder b;
+  b.begin_unit("u");
+  const int t = b.add_shard("head", 8, 4, 8, 12, 0, 4, Init::normal, kStd, true);
+  b.end_unit();
+  ParamStore<double> ps(b.finish());
   ps.allocate(ledger);
   ps.initialize(kSeed);
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.w2(t));
@@ -161,8 +166,8 @@ TEST(sharded_init, initialize_fills_the_shard_slice) {
 }
 
 TEST(sharded_init, bad_geometry_throws_naming_tensor_and_values) {
-  ParamStore<double> ps;
-  ps.begin_unit("u");
+  ParamLayoutBuilder b;
+  b.begin_unit("u");
   auto expect_throw = [&](auto f, const std::string& part) {
     try {
       f();
@@ -173,11 +178,11 @@ TEST(sharded_init, bad_geometry_throws_naming_tensor_and_values) {
       EXPECT_NE(msg.find(part), std::string::npos) << msg << " lacks " << part;
     }
   };
-  expect_throw([&] { ps.add_shard("layers.1.mlp.w1", 4, 4, 4, 8, 0, -4, Init::normal, 1, 1); },
+  expect_throw([&] { b.add_shard("layers.1.mlp.w1", 4, 4, 4, 8, 0, -4, Init::normal, 1, 1); },
                "(0, -4)");
-  expect_throw([&] { ps.add_shard("layers.1.mlp.w1", 4, 0, 8, 3, 4, 0, Init::normal, 1, 1); },
+  expect_throw([&] { b.add_shard("layers.1.mlp.w1", 4, 0, 8, 3, 4, 0, Init::normal, 1, 1); },
                "logical 8 x 3");
-  ps.end_unit();
+  b.end_unit();
 }
 
 }  // namespace

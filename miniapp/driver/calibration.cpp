@@ -239,11 +239,11 @@ template <class T>
 std::vector<OptimizerPiece> owned_pieces(const model::ParamStore<T>& ps, int zero, int dp, int ep) {
   std::vector<OptimizerPiece> out;
   for (const auto& u : ps.units()) {
-    const int shards = zero >= 1 ? (u.expert && ep > 1 ? dp / ep : dp) : 1;
-    const std::size_t lo = u.begin, hi = u.begin + u.size / static_cast<std::size_t>(shards);
+    const model::FlatRange own = model::owned_range(u, zero, model::zero_group_size(u, dp, ep), 0);
     for (int i = u.first_tensor; i < u.end_tensor; ++i) {
       const auto& s = ps.spec(i);
-      const std::size_t a = std::max(lo, s.offset), b = std::min(hi, s.offset + s.size());
+      const std::size_t a = std::max(own.begin, s.offset),
+                        b = std::min(own.end, s.offset + s.size());
       if (a < b) out.push_back({b - a, s.weight_decay});
     }
   }

@@ -1,10 +1,11 @@
-// ParamStore: layout, counter-based initialisation, gradient norm and the AdamW step.
+// ParamStore: buffers of a ParamLayout, counter-based initialisation, gradient norm and the AdamW
+// step.
 #include "param_store.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "init_rng.hpp"
 #include "paraxis/kernels/adamw.hpp"
@@ -12,83 +13,35 @@
 
 namespace paraxis::model {
 
-namespace {
-constexpr std::size_t kAlign = 16;  // elements: keeps every tensor's start vector-aligned
-}
-
 template <class T, class Space>
-void ParamStore<T, Space>::begin_unit(std::string name, bool expert) {
-  if (in_unit_) throw std::logic_error("ParamStore::begin_unit inside unit " + units_.back().name);
-  if (param.data() || grad.data()) throw std::logic_error("ParamStore::begin_unit after allocate");
-  in_unit_ = true;
-  units_.push_back({std::move(name), total_, 0, static_cast<int>(specs_.size()), 0, expert});
-}
-
-template <class T, class Space>
-void ParamStore<T, Space>::end_unit() {
-  if (!in_unit_) throw std::logic_error("ParamStore::end_unit without begin_unit");
-  in_unit_ = false;
-  UnitSpec& u = units_.back();
-  const std::size_t m = static_cast<std::size_t>(unit_multiple_);
-  u.size = (total_ - u.begin + m - 1) / m * m;
-  total_ = u.begin + u.size;
-  u.end_tensor = static_cast<int>(specs_.size());
-  unit_param_.push_back(nullptr);
-  unit_grad_.push_back(nullptr);
-}
-
-template <class T, class Space>
-int ParamStore<T, Space>::add(std::string name, int rows, int cols, Init init, double stddev,
-                              bool decay) {
-  if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
-  return add_shard(std::move(name), rows, cols, rows, cols, 0, 0, init, stddev, decay);
-}
-
-template <class T, class Space>
-int ParamStore<T, Space>::add_shard(std::string name, int rows, int cols, int logical_rows,
-                                    int logical_cols, int row_offset, int col_offset, Init init,
-                                    double stddev, bool decay) {
-  if (!in_unit_) throw std::logic_error("ParamStore::add outside a unit: " + name);
-  const bool vector = cols == 0;
-  const bool bad = rows < 0 || cols < 0 || logical_rows < 0 || logical_cols < 0 || row_offset < 0 ||
-                   col_offset < 0 || vector != (logical_cols == 0) || (vector && col_offset != 0);
-  if (bad) {
-    std::ostringstream os;
-    os << "ParamStore::add_shard: tensor " << name << ": block " << rows << " x " << cols << " at ("
-       << row_offset << ", " << col_offset << ") of logical " << logical_rows << " x "
-       << logical_cols
-       << ", expected non-negative extents and offsets (cols = logical_cols = col_offset = 0 "
-          "for a vector)";
-    throw std::invalid_argument(os.str());
-  }
-  TensorSpec s{std::move(name), rows,  cols,   init,
-               stddev,          decay, total_, static_cast<int>(units_.size()) - 1};
-  s.logical_rows = logical_rows;
-  s.logical_cols = logical_cols;
-  s.row_offset = row_offset;
-  s.col_offset = col_offset;
-  total_ += (s.size() + kAlign - 1) / kAlign * kAlign;
-  specs_.push_back(std::move(s));
-  return static_cast<int>(specs_.size()) - 1;
+void ParamStore<T, Space>::set_layout(ParamLayout layout) {
+  if (param.data() || grad.data()) throw std::logic_error("ParamStore::set_layout after allocate");
+  if (layout.unit_multiple != unit_multiple_)
+    throw std::logic_error("ParamStore::set_layout: the layout pads units to a multiple of " +
+                           std::to_string(layout.unit_multiple) + ", the store expects " +
+                           std::to_string(unit_multiple_));
+  layout_ = std::move(layout);
+  unit_param_.assign(layout_.units.size(), nullptr);
+  unit_grad_.assign(layout_.units.size(), nullptr);
 }
 
 template <class T, class Space>
 void ParamStore<T, Space>::bind_flat() {
-  for (std::size_t u = 0; u < units_.size(); ++u) {
-    unit_param_[u] = param.data() ? param.data() + units_[u].begin : nullptr;
-    unit_grad_[u] = grad.data() ? grad.data() + units_[u].begin : nullptr;
+  for (std::size_t u = 0; u < layout_.units.size(); ++u) {
+    unit_param_[u] = param.data() ? param.data() + layout_.units[u].begin : nullptr;
+    unit_grad_[u] = grad.data() ? grad.data() + layout_.units[u].begin : nullptr;
   }
 }
 
 template <class T, class Space>
 void ParamStore<T, Space>::allocate_params(MemoryLedger& ledger) {
-  param = ledger.track(MemCategory::params, ParamView("paraxis::params", total_));
+  param = ledger.track(MemCategory::params, ParamView("paraxis::params", layout_.total));
   bind_flat();
 }
 
 template <class T, class Space>
 void ParamStore<T, Space>::allocate_grads(MemoryLedger& ledger) {
-  grad = ledger.track(MemCategory::grads, GradView("paraxis::grads", total_));
+  grad = ledger.track(MemCategory::grads, GradView("paraxis::grads", layout_.total));
   bind_flat();
 }
 
@@ -103,7 +56,7 @@ template <class T, class Space>
 std::vector<typename ParamStore<T, Space>::G> ParamStore<T, Space>::initial_values(
     std::uint64_t seed, std::size_t begin, std::size_t end) const {
   std::vector<G> out(end - begin, G(0));
-  for (const auto& s : specs_) {
+  for (const auto& s : layout_.tensors) {
     const std::size_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.size());
     if (lo >= hi) continue;
     const auto key = stream_key(seed, s.name);
@@ -125,20 +78,13 @@ std::vector<typename ParamStore<T, Space>::G> ParamStore<T, Space>::initial_valu
 }
 
 template <class T, class Space>
-int ParamStore<T, Space>::find(const std::string& name) const {
-  for (std::size_t i = 0; i < specs_.size(); ++i)
-    if (specs_[i].name == name) return static_cast<int>(i);
-  return -1;
-}
-
-template <class T, class Space>
 void ParamStore<T, Space>::allocate(MemoryLedger& ledger) {
   allocate_params(ledger);
   allocate_grads(ledger);
-  m = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_m", total_));
-  v = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_v", total_));
+  m = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_m", layout_.total));
+  v = ledger.track(MemCategory::optimizer, GradView("paraxis::adam_v", layout_.total));
   if constexpr (has_master)
-    master = ledger.track(MemCategory::optimizer, GradView("paraxis::master", total_));
+    master = ledger.track(MemCategory::optimizer, GradView("paraxis::master", layout_.total));
 }
 
 template <class T, class Space>
@@ -152,8 +98,9 @@ typename ParamStore<T, Space>::GradView ParamStore<T, Space>::master_view() cons
 
 template <class T, class Space>
 void ParamStore<T, Space>::initialize(std::uint64_t seed) {
-  const std::vector<G> values = initial_values(seed, 0, total_);
-  Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(values.data(), total_);
+  const std::vector<G> values = initial_values(seed, 0, layout_.total);
+  Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> host(values.data(),
+                                                                          layout_.total);
   Kokkos::deep_copy(master_view(), host);
   if constexpr (has_master) kernels::convert(Space(), master, param);
   Kokkos::fence();
@@ -169,7 +116,7 @@ void ParamStore<T, Space>::adamw_step(const Space& space, double lr, double beta
                                       double eps, double weight_decay, int step,
                                       double grad_scale) const {
   auto mv = master_view();
-  for (const auto& s : specs_) {
+  for (const auto& s : layout_.tensors) {
     const auto range = std::make_pair(s.offset, s.offset + s.size());
     kernels::AdamWHyper h;
     h.lr = lr;

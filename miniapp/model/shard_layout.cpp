@@ -1,5 +1,4 @@
-// Shard layouts: the whole model, expert ranges (parameter_specs is in gpt_model_params.cpp, next
-// to the declarations it lists).
+// Shard layouts: the whole model, expert ranges (the parameters of a shard: param_layout.cpp).
 #include "model/shard_layout.hpp"
 
 #include <sstream>

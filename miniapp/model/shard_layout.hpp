@@ -1,8 +1,8 @@
 // Which part of the model one rank holds: its tensor-parallel slice (heads, ffn columns,
 // vocabulary rows), its experts, and its model chunks (contiguous runs of blocks, the
 // embedding on the first chunk, the final LayerNorm + head + loss on the last). The model
-// builds exactly these parameters; the single-rank model is the layout `whole`.
-// Chunks come from split_layers (model_pieces.hpp).
+// builds exactly these parameters (param_layout.hpp); the single-rank model is the layout
+// `whole`. Chunks come from split_layers (model_pieces.hpp). Plain C++: paraxis_model_core.
 #pragma once
 
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "model/model_config.hpp"
 #include "model/model_pieces.hpp"
-#include "model/param_store.hpp"
+#include "model/param_layout.hpp"
 
 namespace paraxis::model {
 
@@ -30,9 +30,5 @@ struct ExpertRange {
   int first = 0, count = 0;
 };
 ExpertRange expert_range(const ModelConfig& c, int ep, int ep_rank);
-
-// Every tensor of the shard, in the order the model declares them (the single-rank order for
-// `whole`), without allocating anything.
-std::vector<TensorSpec> parameter_specs(const ModelConfig& c, const ShardLayout& layout);
 
 }  // namespace paraxis::model

@@ -52,13 +52,11 @@ void ZeroOptimizer<T>::layout() {
     Communicator* g = expert && edp_ ? edp_ : &dp_;
     expert_.push_back(expert);
     group_.push_back(g);
-    const int shards = opt_.zero >= 1 ? g->size() : 1;
-    const int me = opt_.zero >= 1 ? g->rank() : 0;
-    if (U.size % static_cast<std::size_t>(shards) != 0)
-      throw std::logic_error("ZeroOptimizer: unit " + U.name + " is not padded to its group");
-    const std::size_t s = U.size / static_cast<std::size_t>(shards);
+    // This rank's shard of the unit: the layout's one definition of ZeRO ownership.
+    const model::FlatRange own = model::owned_range(U, opt_.zero, g->size(), g->rank());
+    const std::size_t s = own.size();
     shard_.push_back(s);
-    own_.push_back(U.begin + static_cast<std::size_t>(me) * s);
+    own_.push_back(own.begin);
     compact_.push_back(c);
     c += s;
     max_unit_[expert ? 1 : 0] = std::max(max_unit_[expert ? 1 : 0], U.size);

@@ -1,4 +1,5 @@
-// Per-unit parameter counts of one rank's shard, following paraxis's declaration order.
+// Per-unit parameter counts of one rank's shard: model::param_layout's units, with their ZeRO
+// groups.
 #include "perfmodel/shard_params.hpp"
 
 #include <algorithm>
@@ -10,30 +11,6 @@ namespace paraxis::perfmodel {
 
 namespace {
 
-constexpr std::size_t kAlign = 16;  // model/param_store.cpp: every tensor starts aligned
-
-// Builds one unit tensor by tensor, tracking the in-unit offsets that alignment produces.
-class UnitBuilder {
- public:
-  UnitBuilder(std::string name, bool expert, int group) {
-    unit_.name = std::move(name);
-    unit_.expert = expert;
-    unit_.group = group;
-  }
-  void add(std::size_t size, bool sp_partial = false) {
-    if (sp_partial) unit_.sp_partial.emplace_back(unit_.aligned, unit_.aligned + size);
-    unit_.elements += size;
-    unit_.aligned += (size + kAlign - 1) / kAlign * kAlign;
-  }
-  ParamUnit finish(std::size_t multiple) {
-    unit_.padded = (unit_.aligned + multiple - 1) / multiple * multiple;
-    return std::move(unit_);
-  }
-
- private:
-  ParamUnit unit_;
-};
-
 void require_divides(const char* what, int n, const char* axis, int degree) {
   if (degree < 1 || n % degree != 0)
     throw std::invalid_argument(std::string(axis) + " = " + std::to_string(degree) +
@@ -42,70 +19,39 @@ void require_divides(const char* what, int n, const char* axis, int degree) {
 
 }  // namespace
 
+model::ShardLayout stage_shard(const model::ModelConfig& m, const Scenario& c, int stage) {
+  model::ShardLayout lay;
+  lay.tp = c.tp;
+  lay.sequence_parallel = c.sequence_parallel;
+  lay.ep = c.ep;
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  for (int id : stage_chunk_ids(c, stage)) lay.chunks.push_back(chunks[id]);
+  return lay;
+}
+
 std::vector<ParamUnit> shard_units(const model::ModelConfig& m, const Scenario& c, int stage) {
   require_divides("heads", m.heads, "tp", c.tp);
   require_divides("ffn", m.ffn, "tp", c.tp);
   if (m.moe.experts > 0) require_divides("experts", m.moe.experts, "ep", c.ep);
   require_divides("dp", c.dp, "ep", c.ep);
-  const std::size_t H = m.hidden, S = m.seq_len, E = m.moe.experts;
-  const std::size_t hl = static_cast<std::size_t>(m.heads / c.tp) * m.head_dim();
-  const std::size_t Fl = m.ffn / c.tp;
-  const std::size_t Vl = (m.vocab + c.tp - 1) / c.tp;  // vocabulary padded to a multiple of tp
-  const std::size_t El = E / c.ep;
-  const bool sp = c.sp();
-  const std::size_t multiple = c.effective_zero() >= 1 ? c.dp : 1;
-  const int dense_group = c.dp, expert_group = c.ep > 1 ? c.dp / c.ep : c.dp;
-
-  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  const int multiple = c.effective_zero() >= 1 ? c.dp : 1;
+  const model::ParamLayout layout = model::param_layout(m, stage_shard(m, c, stage), multiple);
   std::vector<ParamUnit> units;
-  for (int id : stage_chunk_ids(c, stage)) {
-    const ChunkLayers& ch = chunks[id];
-    if (ch.embedding) {
-      UnitBuilder u("embedding", false, dense_group);
-      u.add(Vl * H);  // wte rows of this rank's vocabulary shard
-      u.add(S * H);   // wpe
-      units.push_back(u.finish(multiple));
+  for (const auto& U : layout.units) {
+    ParamUnit u;
+    u.name = U.name;
+    u.expert = U.expert;
+    u.group = model::zero_group_size(U, c.dp, c.ep);
+    u.begin = U.begin;
+    u.aligned = U.aligned;
+    u.padded = U.size;
+    for (int i = U.first_tensor; i < U.end_tensor; ++i) {
+      const auto& s = layout.tensors[static_cast<std::size_t>(i)];
+      u.elements += s.size();
+      if (s.sp_partial)
+        u.sp_partial.emplace_back(s.offset - U.begin, s.offset - U.begin + s.size());
     }
-    for (int l = ch.first_layer; l < ch.end_layer; ++l) {
-      const std::string name = "layers." + std::to_string(l);
-      UnitBuilder u(name, false, dense_group);
-      u.add(H, sp);  // ln1.gamma
-      u.add(H, sp);  // ln1.beta
-      for (int qkv = 0; qkv < 3; ++qkv) {
-        u.add(H * hl);  // column-parallel weight
-        u.add(hl);      // its bias slice
-      }
-      u.add(hl * H);  // attn.wo (row-parallel)
-      u.add(H);       // attn.bo
-      u.add(H, sp);   // ln2.gamma
-      u.add(H, sp);   // ln2.beta
-      if (!m.is_moe_layer(l)) {
-        u.add(H * Fl);
-        u.add(Fl);
-        u.add(Fl * H);
-        u.add(H);
-        units.push_back(u.finish(multiple));
-      } else {
-        u.add(H * E);                         // router
-        if (m.moe.router_skew > 0) u.add(E);  // router bias (benchmarking skew only)
-        units.push_back(u.finish(multiple));
-        UnitBuilder x(name + ".experts", true, expert_group);
-        for (std::size_t e = 0; e < El; ++e) {
-          x.add(H * Fl);
-          x.add(Fl);
-          x.add(Fl * H);
-          x.add(H);
-        }
-        units.push_back(x.finish(multiple));
-      }
-    }
-    if (ch.head) {
-      UnitBuilder u("head", false, dense_group);
-      u.add(H, sp);  // lnf.gamma
-      u.add(H, sp);  // lnf.beta
-      u.add(H * Vl);
-      units.push_back(u.finish(multiple));
-    }
+    units.push_back(std::move(u));
   }
   return units;
 }
@@ -135,10 +81,10 @@ std::size_t estimate_rank_parameters(const model::ModelConfig& m, const Scenario
 std::size_t owned_sp_partial_elements(const std::vector<ParamUnit>& units, int zero, int dp_rank) {
   std::size_t n = 0;
   for (const auto& u : units) {
-    const std::size_t shard = u.owned(zero);
-    // Expert units hold no LayerNorm; a dense unit's shard index is the data-parallel rank.
-    const std::size_t begin = zero >= 1 ? static_cast<std::size_t>(dp_rank) * shard : 0;
-    const std::size_t end = begin + shard;
+    // Expert units hold no LayerNorm; a dense unit's ZeRO group is the data-parallel group.
+    if (u.sp_partial.empty()) continue;
+    const model::FlatRange own = u.owned_range(zero, dp_rank);
+    const std::size_t begin = own.begin - u.begin, end = own.end - u.begin;
     for (const auto& [lo, hi] : u.sp_partial) {
       const std::size_t a = std::max(lo, begin), b = std::min(hi, end);
       if (a < b) n += b - a;
@@ -148,13 +94,9 @@ std::size_t owned_sp_partial_elements(const std::vector<ParamUnit>& units, int z
 }
 
 std::size_t model_parameters(const model::ModelConfig& m) {
-  const std::size_t H = m.hidden, F = m.ffn, V = m.vocab, S = m.seq_len, E = m.moe.experts;
-  std::size_t n = V * H + S * H + 2 * H + H * V;  // wte, wpe, lnf, head
-  for (int l = 0; l < m.layers; ++l) {
-    n += 4 * H + 4 * (H * H + H);  // LayerNorms; Q, K, V, output projection with biases
-    const std::size_t mlp = H * F + F + F * H + H;
-    n += m.is_moe_layer(l) ? H * E + (m.moe.router_skew > 0 ? E : 0) + E * mlp : mlp;
-  }
+  std::size_t n = 0;
+  for (const auto& t : model::parameter_specs(m, model::ShardLayout::whole(m)))
+    n += t.logical_size();
   return n;
 }
 

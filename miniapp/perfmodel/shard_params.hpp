@@ -1,10 +1,10 @@
-// The parameter elements one rank holds, unit by unit, exactly as paraxis lays them out
-// (model/gpt_model_params.cpp declare_parameters + model/param_store.cpp): the tensor-parallel
-// slice of every tensor, this expert-parallel rank's experts, the chunks of its pipeline stage;
-// every tensor's start aligned to 16 elements in the flat buffer, every unit (the embedding,
-// each block's dense part, each MoE block's experts, the final LayerNorm + head) padded to a
-// multiple of dp under ZeRO >= 1 so that it cuts into equal shards. These sizes are what the
-// data-parallel traffic and the model-state memory are made of.
+// The parameter elements one rank holds, unit by unit: model::param_layout (the one
+// description of paraxis's parameter layout, model/param_layout.hpp) of the shard of a
+// pipeline stage — the tensor-parallel slice of every tensor, this expert-parallel rank's
+// experts, the chunks of the stage; every tensor's start aligned to 16 elements, every unit
+// (the embedding, each block's dense part, each MoE block's experts, the final LayerNorm +
+// head) padded to a multiple of dp under ZeRO >= 1 — with the ZeRO group of each unit. These
+// sizes are what the data-parallel traffic and the model-state memory are made of.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "model/model_config.hpp"
+#include "model/param_layout.hpp"
+#include "model/shard_layout.hpp"
 #include "perfmodel/parallel_config.hpp"
 
 namespace paraxis::perfmodel {
@@ -20,17 +22,28 @@ namespace paraxis::perfmodel {
 struct ParamUnit {
   std::string name;          // "embedding", "layers.3", "layers.3.experts", "head"
   bool expert = false;       // reduced over the expert-data-parallel group (dp / ep ranks)
+  std::size_t begin = 0;     // in the flat layout
   std::size_t elements = 0;  // sum of the tensors' sizes: no padding
   std::size_t aligned = 0;   // with each tensor's 16-element alignment
   std::size_t padded = 0;    // `aligned` rounded up to a multiple of dp (ZeRO >= 1)
-  int group = 1;             // ranks this unit's gradients are reduced over
+  int group = 1;             // ranks this unit's gradients are reduced over (its ZeRO group)
   // Element ranges [begin, end) inside the unit of the tensors whose gradients are partial
   // sums over the tensor-parallel group under sequence parallelism (the LayerNorms).
   std::vector<std::pair<std::size_t, std::size_t>> sp_partial;
-  // Elements this rank owns (updates, keeps optimizer state for): padded / group under
-  // ZeRO >= 1, else the whole unit.
-  std::size_t owned(int zero) const { return zero >= 1 ? padded / group : padded; }
+  // The flat range rank group_rank of the group owns (model::owned_range), and its size:
+  // padded / group under ZeRO >= 1, else the whole unit.
+  model::FlatRange owned_range(int zero, int group_rank) const {
+    model::UnitSpec u;
+    u.name = name;
+    u.begin = begin;
+    u.size = padded;
+    return model::owned_range(u, zero, group, group_rank);
+  }
+  std::size_t owned(int zero) const { return owned_range(zero, 0).size(); }
 };
+
+// The shard of the rank at pipeline stage `stage` (tensor-parallel, expert-parallel rank 0).
+model::ShardLayout stage_shard(const model::ModelConfig& m, const Scenario& c, int stage);
 
 // The units of the rank at pipeline stage `stage` (every tensor-parallel, expert-parallel and
 // data-parallel rank of a stage holds units of the same sizes), in flat-layout order.
