@@ -1,0 +1,140 @@
+// Calibration of the collectives: a size sweep of every operation paraxis calls on a
+// communicator (nccl-tests sizes, the slowest rank's time, the median over repetitions), fitted
+// to alpha and beta (perfmodel/collectives.hpp).
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+
+#include "driver/calibration_detail.hpp"
+#include "driver/statistics.hpp"
+#include "model/collectives.hpp"
+#include "model/trainer.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/watchdog.hpp"
+#include "perfmodel/collectives.hpp"
+
+namespace paraxis::driver {
+
+namespace {
+
+double now() {
+  return model::steady_seconds();
+}
+
+std::vector<perfmodel::Collective> ops_of(const std::string& axis) {
+  using C = perfmodel::Collective;
+  if (axis == "tp" || axis == "dp") return {C::all_reduce, C::reduce_scatter, C::all_gather};
+  if (axis == "ep") return {C::all_to_all};
+  return {C::point_to_point};
+}
+
+// Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
+double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                       perfmodel::Collective op, std::size_t S) {
+  using C = perfmodel::Collective;
+  const int p = c.size();
+  // fp32 elements; reduce-scatter / all-gather / all-to-all need a multiple of p.
+  std::size_t n = std::max<std::size_t>(S / 4, static_cast<std::size_t>(p));
+  n = (n + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p) *
+      static_cast<std::size_t>(p);
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("paraxis::calib_a", n),
+      b("paraxis::calib_b", n);
+  std::vector<int> counts(p, static_cast<int>(n / p)), displs(p);
+  for (int k = 0; k < p; ++k) displs[k] = k * static_cast<int>(n / p);
+  const int me = c.rank();
+  auto once = [&]() {
+    switch (op) {
+      case C::all_reduce:
+        c.all_reduce(a.data(), b.data(), n, model::DType::f32);
+        break;
+      case C::reduce_scatter:
+        c.reduce_scatter(a.data(), b.data(), n / p, model::DType::f32);
+        break;
+      case C::all_gather:
+        c.all_gather(a.data(), b.data(), n / p, model::DType::f32);
+        break;
+      case C::all_to_all:
+        c.all_to_all_v(a.data(), counts.data(), displs.data(), b.data(), counts.data(),
+                       displs.data(), model::DType::f32);
+        break;
+      default:  // ping-pong between ranks 0 and 1 of the group: half the round trip
+        if (me == 0) {
+          c.send(a.data(), n, model::DType::f32, 1, 91);
+          c.recv(b.data(), n, model::DType::f32, 1, 92);
+        } else if (me == 1) {
+          c.recv(b.data(), n, model::DType::f32, 0, 91);
+          c.send(a.data(), n, model::DType::f32, 0, 92);
+        }
+        break;
+    }
+  };
+  Kokkos::fence();
+  once();  // warm-up
+  std::vector<double> times;
+  // Small messages are latency-bound and noisy on a shared machine: more repetitions.
+  const int reps = S <= (1u << 16) ? 9 : 5;
+  for (int rep = 0; rep < reps; ++rep) {
+    parallel::watchdog::barrier(comm, "calibration: barrier before a repetition", axis);
+    const double t0 = now();
+    once();
+    Kokkos::fence();
+    double t = now() - t0;
+    if (op == C::point_to_point) t *= 0.5;
+    parallel::watchdog::all_reduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm,
+                                   "calibration: slowest rank's time", axis);
+    times.push_back(t);
+  }
+  return median(times);
+}
+
+std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
+                                          config::CommBackend backend) {
+  auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr);
+  std::vector<CommCalibration> out;
+  for (auto op : ops_of(axis)) {
+    CommCalibration cc;
+    cc.axis = axis;
+    cc.op = perfmodel::to_string(op);
+    cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
+    for (std::size_t S = 1 << 10; S <= (1u << 22); S <<= 2)
+      cc.samples.push_back(
+          {static_cast<double>(S), time_collective(*c, comm, axis.c_str(), op, S)});
+    const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
+    cc.alpha = fit.alpha;
+    cc.beta = fit.beta;
+    cc.latency = fit.latency;
+    cc.beta_eff = fit.beta_eff;
+    cc.rms_residual = fit.rms_residual;
+    out.push_back(std::move(cc));
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace calibration_detail {
+
+std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
+                                            config::CommBackend backend) {
+  auto fits = measure_axis(axis, comm, backend);
+  for (auto& f : fits) {
+    double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
+    parallel::watchdog::broadcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                  "calibration: broadcast a fit");
+    f.alpha = v[0];
+    f.beta = v[1];
+    f.latency = v[2];
+    f.beta_eff = v[3];
+    for (auto& s : f.samples)
+      parallel::watchdog::broadcast(&s.second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                    "calibration: broadcast a sample");
+    parallel::watchdog::broadcast(&f.rms_residual, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                  "calibration: broadcast a fit's residual");
+  }
+  return fits;
+}
+
+}  // namespace calibration_detail
+
+}  // namespace paraxis::driver

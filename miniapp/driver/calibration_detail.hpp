@@ -1,0 +1,28 @@
+// Internal to the calibration (calibration*.cpp): the two measurements the Calibrator caches.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "driver/calibration.hpp"
+
+namespace paraxis::driver::calibration_detail {
+
+// calibration_comm.cpp. The fits of the collectives paraxis calls on one axis ("tp" | "pp" |
+// "dp" | "ep"): every group of the axis measures at once, as in training; rank 0's group speaks
+// for the axis (its fits are broadcast over the world, so every rank stores the same).
+// Collective over MPI_COMM_WORLD.
+std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
+                                            config::CommBackend backend);
+
+// calibration_compute.cpp. The shard shape the compute calibration depends on (its cache key).
+std::string compute_key(const RunConfig& c);
+// This rank's shard timed alone; with a grid (collective over MPI_COMM_WORLD), every chunk's
+// times from the ranks that hold it (slowest and mean), the optimizer's from the slowest rank,
+// and the model FLOP rate.
+ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridCoords& coords,
+                                     bool grid);
+
+}  // namespace paraxis::driver::calibration_detail
