@@ -149,6 +149,15 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
        "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
   rule({"parallel.ep", "model.moe.experts"}, m.moe.experts > 0 && m.moe.experts % p.ep != 0,
        "ep = " + num(p.ep) + " does not divide model.moe.experts = " + num(m.moe.experts));
+  // Activation recomputation: a number of recomputed blocks only means something for full.
+  rule({"train.recompute_layers", "train.recompute"},
+       t.recompute_layers != 0 && t.recompute != model::Recompute::full,
+       "recompute_layers = " + num(t.recompute_layers) + " needs train.recompute: full (it is " +
+           model::to_string(t.recompute) + ")");
+  rule({"train.recompute_layers", "model.layers"},
+       t.recompute_layers < 0 || t.recompute_layers > m.layers,
+       "recompute_layers = " + num(t.recompute_layers) + ", expected 0 (every block) to " +
+           "model.layers = " + num(m.layers));
   return rule.found;
 }
 

@@ -77,6 +77,8 @@ const std::vector<KeySpec>& key_table() {
     add(int_key("train.seed", 0, LLONG_MAX, PARAXIS_FIELD(train.seed)));
     add(int_key("train.corpus_branching", 1, kMaxInt, PARAXIS_FIELD(train.corpus_branching)));
     add(enum_key("train.precision", model::precision_names(), PARAXIS_FIELD(train.precision)));
+    add(enum_key("train.recompute", model::recompute_names(), PARAXIS_FIELD(train.recompute)));
+    add(int_key("train.recompute_layers", 0, kMaxInt, PARAXIS_FIELD(train.recompute_layers)));
     add(int_key("parallel.tp", 1, kMaxInt, PARAXIS_FIELD(parallel.tp)));
     add(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
     add(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));

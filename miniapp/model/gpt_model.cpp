@@ -1,7 +1,7 @@
 // GptModel: the forward/backward of a chunk (embedding, blocks, final LayerNorm, head and the
 // loss, with the hooks around each unit; the embedding, head and loss are the vocabulary-parallel
-// layers of tensor_parallel.hpp), the public members and their timing. The other parts: see
-// gpt_model_impl.hpp.
+// layers of tensor_parallel.hpp; a block recomputed in full runs its forward again just before
+// its backward), the public members and their timing. The other parts: see gpt_model_impl.hpp.
 #include "model/gpt_model.hpp"
 
 #include <chrono>
@@ -57,8 +57,10 @@ MicroBatchResult GptModel<T>::Impl::forward_chunk(int chunk, ActSet& S, const To
     h().after_forward(cp.emb_unit);
   }
   for (std::size_t i = 0; i < cp.blocks.size(); ++i) {
+    const int b = static_cast<int>(i);
+    S.replay_at[i] = m.replay_routing_;
     open_units(cp.blocks[i], true);
-    block_forward(cp.blocks[i], S.layers[i], S.xs[i], S.xs[i + 1], res);
+    block_forward(cp.blocks[i], acts_of(S, b), S.xs[i], S.xs[i + 1], res);
     close_units(cp.blocks[i], true);
   }
   if (cp.spec.head) {
@@ -74,6 +76,25 @@ MicroBatchResult GptModel<T>::Impl::forward_chunk(int chunk, ActSet& S, const To
     h().after_forward(cp.head_unit);
   }
   return res;
+}
+
+// Runs block i's forward again from its kept input into the working set, as forward_chunk ran
+// it: the same parameters, the same routing (a replayed one is replayed again), its collectives
+// issued again (and logged). Its output is written over the kept next input with the same bits
+// (that block's backward is done; a pipeline send of the chunk output completed before the
+// backward began); its statistics and recorded routing are not counted twice.
+template <class T>
+void GptModel<T>::Impl::recompute_block(const BlockParams& b, ActSet& S, int i) {
+  Kokkos::Profiling::pushRegion("paraxis::recompute_block");
+  const int* replay = m.replay_routing_;
+  const bool record = m.record_routing_;
+  m.replay_routing_ = S.replay_at[i];
+  m.record_routing_ = false;
+  MicroBatchResult ignored;
+  block_forward(b, acts_of(S, i), S.xs[i], S.xs[i + 1], ignored);
+  m.replay_routing_ = replay;
+  m.record_routing_ = record;
+  Kokkos::Profiling::popRegion();
 }
 
 template <class T>
@@ -98,8 +119,11 @@ void GptModel<T>::Impl::backward_chunk(int chunk, ActSet& S, const Act& grad_out
     Kokkos::deep_copy(dx_a, grad_output);
   }
   for (int i = static_cast<int>(cp.blocks.size()) - 1; i >= 0; --i) {
+    // The units are open for backward (ZeRO-3: their parameters gathered) before a
+    // recomputed forward runs, and stay open through the block's backward.
     open_units(cp.blocks[i], false);
-    block_backward(cp.blocks[i], S.layers[i], S.xs[i], aux_scale);
+    if (m.recomputed_in_full(i)) recompute_block(cp.blocks[i], S, i);
+    block_backward(cp.blocks[i], acts_of(S, i), S.xs[i], aux_scale);
     close_units(cp.blocks[i], false);
   }
   if (cp.spec.embedding) {
@@ -127,6 +151,29 @@ GptModel<T>::~GptModel() = default;
 template <class T>
 void GptModel<T>::initialize(std::uint64_t seed) {
   params_.initialize(seed);
+}
+
+template <class T>
+void GptModel<T>::set_recompute(Recompute mode, int layers) {
+  if (mode == recompute_ && layers == recompute_layers_) return;
+  for (const auto& sets : impl_->pool)
+    if (!sets.empty())
+      throw std::logic_error(
+          "GptModel::set_recompute: activation sets exist already (set it before the first "
+          "forward)");
+  if (layers < 0)
+    throw std::invalid_argument("train.recompute_layers = " + std::to_string(layers) +
+                                ", expected >= 0");
+  if (layers != 0 && mode != Recompute::full)
+    throw std::invalid_argument("train.recompute_layers = " + std::to_string(layers) +
+                                " needs train.recompute: full (it is " + to_string(mode) + ")");
+  // Selective recomputation writes the probabilities into the scratch workspace's buffer,
+  // which no other mode uses: count it while it is used.
+  const std::size_t probs = impl_->attn_scratch->probs.span() * sizeof(T);
+  if (recompute_ == Recompute::selective) ledger_.release(MemCategory::activations, probs);
+  if (mode == Recompute::selective) ledger_.add(MemCategory::activations, probs);
+  recompute_ = mode;
+  recompute_layers_ = layers;
 }
 
 template <class T>

@@ -11,6 +11,12 @@
 // Forward and backward run per (model chunk, micro-batch): each pair's activations live from
 // its forward to its backward, so a pipeline schedule may keep several micro-batches in flight.
 // Gradients accumulate in the ParamStore until the optimizer step.
+//
+// Activation recomputation (set_recompute, docs/model.md): selective keeps everything but the
+// attention probabilities, which the backward pass computes again from the kept q and k; full
+// keeps only a block's input and runs the block's forward again in the backward pass. With
+// deterministic kernels the recomputed activations are the stored ones, bit for bit, so the
+// gradients are those of recompute none.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -119,6 +125,18 @@ class GptModel {
                                     double aux_scale);
   MicroBatchResult forward(const Tokens& tokens, const Tokens& targets);
 
+  // What the forward pass keeps for the backward pass (model_config.hpp, Recompute): with full,
+  // the first `layers` blocks of each chunk (0: all) are recomputed. Call before the first
+  // forward (the activation sets are shaped by it): throws std::logic_error once a set exists,
+  // std::invalid_argument for layers < 0 or for layers != 0 without full.
+  void set_recompute(Recompute mode, int layers = 0);
+  Recompute recompute() const { return recompute_; }
+  int recompute_layers() const { return recompute_layers_; }
+  // Whether block `index` of a chunk keeps only its input (recomputed in full).
+  bool recomputed_in_full(int index) const {
+    return recomputes_block(recompute_, recompute_layers_, index);
+  }
+
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
   // Keep every MoE layer's top-k choices in MicroBatchResult (for --verify's routing flips).
   void set_record_routing(bool on) { record_routing_ = on; }
@@ -154,6 +172,8 @@ class GptModel {
   UnitHooks* hooks_ = nullptr;
   bool record_routing_ = false;
   const int* replay_routing_ = nullptr;
+  Recompute recompute_ = Recompute::none;
+  int recompute_layers_ = 0;
   double fwd_s_ = 0, bwd_s_ = 0;
   std::vector<Span> spans_;
   int peak_sets_ = 0;

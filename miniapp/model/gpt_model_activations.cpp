@@ -1,5 +1,6 @@
 // GptModel's activation memory: the scratch sized once for the shard (Impl's constructor) and
-// the pool of activation sets, one per (chunk, micro-batch) in flight, reused and never shrunk.
+// the pool of activation sets, one per (chunk, micro-batch) in flight, reused and never shrunk,
+// shaped by the recomputation mode (what a block keeps; the working set of full recomputation).
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -114,44 +115,77 @@ void GptModel<T>::Impl::release(int chunk, int mb) {
 }
 
 template <class T>
+void GptModel<T>::Impl::allocate_layer(LayerActs& a, bool moe) {
+  const int H = cfg.hidden, E = cfg.moe.experts, K = E > 0 ? cfg.moe.top_k : 0;
+  a.h1 = mat("paraxis::h1", Nl, H);
+  a.a = mat("paraxis::attn_out", N, Hl);
+  a.x_mid = mat("paraxis::x_mid", Nl, H);
+  a.h2 = mat("paraxis::h2", Nl, H);
+  a.ln1_mean = vec("paraxis::ln1_mean", Nl);
+  a.ln1_rstd = vec("paraxis::ln1_rstd", Nl);
+  a.ln2_mean = vec("paraxis::ln2_mean", Nl);
+  a.ln2_rstd = vec("paraxis::ln2_rstd", Nl);
+  if (m.recompute_ != Recompute::selective) {
+    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch, true);
+    m.ledger_.add(MemCategory::activations, a.attn->saved_bytes());
+  } else {
+    // A copy shares every buffer of the scratch workspace (probabilities included); q, k and
+    // v, which the recomputation reads, are the block's own.
+    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch);
+    auto own = [&](const char* label) {
+      return m.ledger_.track(
+          MemCategory::activations,
+          k::View3<T, Space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                             attn_scratch->q.extent(0), attn_scratch->q.extent(1),
+                             attn_scratch->q.extent(2)));
+    };
+    a.attn->q = own("paraxis::attention_q");
+    a.attn->k = own("paraxis::attention_k");
+    a.attn->v = own("paraxis::attention_v");
+  }
+  if (!moe) {
+    a.u = mat("paraxis::mlp_u", N, Fl);
+    a.g = mat("paraxis::mlp_g", N, Fl);
+  } else {
+    MoeActs& mo = a.moe;
+    mo.probs = mat("paraxis::router_probs", N, E);
+    mo.gate = mat("paraxis::gate", N, K);
+    mo.expert_idx = m.ledger_.track(MemCategory::activations, I2("paraxis::expert_idx", N, K));
+    mo.routing = std::make_unique<k::MoeRouting<Space>>(N, E, K);
+    const auto& r = *mo.routing;
+    m.ledger_.add(
+        MemCategory::activations,
+        (r.counts.span() + r.requested.span() + r.dropped.span() + r.offsets.span() +
+         r.slot_token.span() + r.slot_k.span() + r.token_slot.span() + r.block_counts.span()) *
+            sizeof(int));
+  }
+}
+
+template <class T>
+typename GptModel<T>::Impl::LayerActs& GptModel<T>::Impl::acts_of(ActSet& S, int i) {
+  if (!m.recomputed_in_full(i)) return S.layers[i];
+  const bool moe = chunk_params[S.chunk].blocks[i].moe;
+  auto& w = moe ? working_moe : working_dense;
+  if (!w) {
+    w = std::make_unique<LayerActs>();
+    allocate_layer(*w, moe);
+  }
+  return *w;
+}
+
+template <class T>
 std::unique_ptr<typename GptModel<T>::Impl::ActSet> GptModel<T>::Impl::allocate_set(int chunk) {
   const ModelConfig& c = cfg;
   const ChunkParams& cp = chunk_params[chunk];
-  const int H = c.hidden, E = c.moe.experts, K = E > 0 ? c.moe.top_k : 0;
+  const int H = c.hidden;
   auto s = std::make_unique<ActSet>();
   s->chunk = chunk;
   const int nl = cp.spec.layers();
   for (int l = 0; l <= nl; ++l) s->xs.push_back(mat("paraxis::x", Nl, H));
   s->layers.resize(nl);
-  for (int l = 0; l < nl; ++l) {
-    LayerActs& a = s->layers[l];
-    a.h1 = mat("paraxis::h1", Nl, H);
-    a.a = mat("paraxis::attn_out", N, Hl);
-    a.x_mid = mat("paraxis::x_mid", Nl, H);
-    a.h2 = mat("paraxis::h2", Nl, H);
-    a.ln1_mean = vec("paraxis::ln1_mean", Nl);
-    a.ln1_rstd = vec("paraxis::ln1_rstd", Nl);
-    a.ln2_mean = vec("paraxis::ln2_mean", Nl);
-    a.ln2_rstd = vec("paraxis::ln2_rstd", Nl);
-    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch, true);
-    m.ledger_.add(MemCategory::activations, a.attn->saved_bytes());
-    if (!cp.blocks[l].moe) {
-      a.u = mat("paraxis::mlp_u", N, Fl);
-      a.g = mat("paraxis::mlp_g", N, Fl);
-    } else {
-      MoeActs& mo = a.moe;
-      mo.probs = mat("paraxis::router_probs", N, E);
-      mo.gate = mat("paraxis::gate", N, K);
-      mo.expert_idx = m.ledger_.track(MemCategory::activations, I2("paraxis::expert_idx", N, K));
-      mo.routing = std::make_unique<k::MoeRouting<Space>>(N, E, K);
-      const auto& r = *mo.routing;
-      m.ledger_.add(
-          MemCategory::activations,
-          (r.counts.span() + r.requested.span() + r.dropped.span() + r.offsets.span() +
-           r.slot_token.span() + r.slot_k.span() + r.token_slot.span() + r.block_counts.span()) *
-              sizeof(int));
-    }
-  }
+  s->replay_at.assign(nl, nullptr);
+  for (int l = 0; l < nl; ++l)
+    if (!m.recomputed_in_full(l)) allocate_layer(s->layers[l], cp.blocks[l].moe);
   if (cp.spec.embedding)
     s->tokens = m.ledger_.track(MemCategory::activations, Tokens("paraxis::tokens_saved", N));
   if (cp.spec.head) {
@@ -165,12 +199,14 @@ std::unique_ptr<typename GptModel<T>::Impl::ActSet> GptModel<T>::Impl::allocate_
   return s;
 }
 
-#define PARAXIS_GPT_MODEL_ACTIVATIONS(T)                                    \
-  template GptModel<T>::Impl::Impl(GptModel<T>&, ShardComms, bool);         \
-  template GptModel<T>::Impl::ActSet& GptModel<T>::Impl::acquire(int, int); \
-  template GptModel<T>::Impl::ActSet& GptModel<T>::Impl::find(int, int);    \
-  template void GptModel<T>::Impl::release(int, int);                       \
-  template std::unique_ptr<GptModel<T>::Impl::ActSet> GptModel<T>::Impl::allocate_set(int);
+#define PARAXIS_GPT_MODEL_ACTIVATIONS(T)                                                    \
+  template GptModel<T>::Impl::Impl(GptModel<T>&, ShardComms, bool);                         \
+  template GptModel<T>::Impl::ActSet& GptModel<T>::Impl::acquire(int, int);                 \
+  template GptModel<T>::Impl::ActSet& GptModel<T>::Impl::find(int, int);                    \
+  template void GptModel<T>::Impl::release(int, int);                                       \
+  template std::unique_ptr<GptModel<T>::Impl::ActSet> GptModel<T>::Impl::allocate_set(int); \
+  template void GptModel<T>::Impl::allocate_layer(LayerActs&, bool);                        \
+  template GptModel<T>::Impl::LayerActs& GptModel<T>::Impl::acts_of(ActSet&, int);
 PARAXIS_GPT_MODEL_ACTIVATIONS(double)
 PARAXIS_GPT_MODEL_ACTIVATIONS(float)
 PARAXIS_GPT_MODEL_ACTIVATIONS(paraxis::bf16)

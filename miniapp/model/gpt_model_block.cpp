@@ -1,7 +1,10 @@
 // GptModel's transformer block, forward and backward: LayerNorm, attention and its output
 // projection, LayerNorm, then the GELU MLP (or the MoE layer, gpt_model_moe.cpp), with the
 // residual adds; each linear is a column- or row-parallel layer of tensor_parallel.hpp (with its
-// tensor/sequence-parallel exchanges).
+// tensor/sequence-parallel exchanges). With recompute selective, the attention probabilities
+// are computed again before the attention backward.
+#include <cmath>
+
 #include "model/gpt_model_impl.hpp"
 #include "paraxis/kernels/layernorm.hpp"
 
@@ -72,6 +75,7 @@ void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const
   {
     const V2 dy = tp_gather_tokens(space, g, dx_b, dfull);
     row_parallel_backward(space, dy, A.a, ps.w2(b.wo), da, 0.0, ps.g2(b.wo), ps.g1(b.bo));
+    if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
     k::attention_backward(space, da, *A.attn, dq, dk, dv);
     const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
     // Q, K and V share their input: their input gradients are summed, then reduced once.
@@ -88,11 +92,26 @@ void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const
   k::add_inplace(space, dx_a, dx_b);  // dx_a: gradient w.r.t. the block's input
 }
 
+// The probabilities as attention_forward computes them (kernels/attention.hpp): unscaled
+// scores q k^T into the dprobs scratch, then the scaled causal softmax. Same kernels, same
+// inputs, same order: the same bits.
+template <class T>
+void GptModel<T>::Impl::recompute_attention_probs(k::AttentionWorkspace<T, Space>& ws) {
+  const Space space;
+  Kokkos::Profiling::pushRegion("paraxis::recompute_attention_probs");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(ws.head_dim));
+  k::gemm_batched(space, Trans::N, Trans::T, 1.0, ws.q, ws.k, 0.0, ws.dprobs);
+  k::causal_softmax_forward(space, ws.dprobs, scale, ws.probs);
+  Kokkos::Profiling::popRegion();
+}
+
 #define PARAXIS_GPT_MODEL_BLOCK(T)                                                           \
   template void GptModel<T>::Impl::block_forward(const BlockParams&, LayerActs&, const V2&,  \
                                                  const V2&, MicroBatchResult&);              \
   template void GptModel<T>::Impl::block_backward(const BlockParams&, LayerActs&, const V2&, \
-                                                  double);
+                                                  double);                                   \
+  template void GptModel<T>::Impl::recompute_attention_probs(                                \
+      k::AttentionWorkspace<T, Kokkos::DefaultExecutionSpace>&);
 PARAXIS_GPT_MODEL_BLOCK(double)
 PARAXIS_GPT_MODEL_BLOCK(float)
 PARAXIS_GPT_MODEL_BLOCK(paraxis::bf16)

@@ -108,7 +108,11 @@ struct GptModel<T>::Impl {
     int chunk = -1;
     bool in_use = false;
     std::vector<V2> xs;  // residual stream: input of each block, then the last block's output
+    // Per block: its activations (left empty for a block recomputed in full, which works in
+    // the shard's `working` set) and, for a recomputed MoE block, where its forward read the
+    // replayed routing (the recomputed forward must replay the same choices).
     std::vector<LayerActs> layers;
+    std::vector<const int*> replay_at;
     Tokens tokens, targets;
     V2 xf, logits;
     A1 lnf_mean, lnf_rstd, lse;
@@ -138,6 +142,11 @@ struct GptModel<T>::Impl {
   // in flight) and the pairs in flight.
   std::vector<std::vector<std::unique_ptr<ActSet>>> pool;
   std::map<std::pair<int, int>, ActSet*> live;
+  // Recompute full: the activations of the block being computed, shared by every block
+  // recomputed in full (one for dense blocks, one for MoE blocks; allocated on first use). A
+  // block's forward writes them, the next block's forward overwrites them, and the backward
+  // pass runs the block's forward again into them just before the block's backward.
+  std::unique_ptr<LayerActs> working_dense, working_moe;
 
   // Scratch, sized once for the shard (gpt_model_activations.cpp).
   Impl(GptModel& model, ShardComms shard_comms, bool allocate_store);
@@ -177,6 +186,14 @@ struct GptModel<T>::Impl {
   ActSet& find(int chunk, int mb);
   void release(int chunk, int mb);
   std::unique_ptr<ActSet> allocate_set(int chunk);
+  // One block's activations (dense or MoE), tracked by the ledger; with recompute selective
+  // its attention probabilities are the shard's scratch (attn_scratch->probs), not its own.
+  void allocate_layer(LayerActs& a, bool moe);
+  // Where block i of a set keeps its activations: its own, or the working set (full).
+  LayerActs& acts_of(ActSet& S, int i);
+  // Recompute selective: the attention probabilities of a block, from its kept q and k, into
+  // the shared buffer, by the same kernels attention_forward ran (hence the same bits).
+  void recompute_attention_probs(k::AttentionWorkspace<T, Space>& ws);
 
   UnitHooks no_hooks;
   UnitHooks& h() { return m.hooks_ ? *m.hooks_ : no_hooks; }
@@ -209,6 +226,8 @@ struct GptModel<T>::Impl {
   MicroBatchResult forward_chunk(int chunk, ActSet& S, const Tokens& tokens, const Tokens& targets);
   void backward_chunk(int chunk, ActSet& S, const Act& grad_output, const Act& grad_input,
                       double ce_scale, double aux_scale);
+  // Recompute full: block i's forward again, into the working set, before its backward.
+  void recompute_block(const BlockParams& b, ActSet& S, int i);
 
   void require_rows(const char* what, const Act& v) const {
     if (v.extent(0) != static_cast<std::size_t>(Nl) ||

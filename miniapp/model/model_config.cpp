@@ -1,6 +1,10 @@
+// The model's and the run's plain configuration: enum names, MoE capacity, which blocks are
+// recomputed and the FLOPs recomputation adds.
 #include "model_config.hpp"
 
 #include <cmath>
+
+#include "model_pieces.hpp"
 
 namespace paraxis::model {
 
@@ -20,6 +24,48 @@ const std::vector<std::string>& precision_names() {
   static const std::vector<std::string> n{to_string(Precision::fp64), to_string(Precision::fp32),
                                           to_string(Precision::bf16)};
   return n;
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+  }
+  return "unknown";
+}
+
+const std::vector<std::string>& recompute_names() {
+  static const std::vector<std::string> n{
+      to_string(Recompute::none), to_string(Recompute::selective), to_string(Recompute::full)};
+  return n;
+}
+
+bool recomputes_block(Recompute mode, int recompute_layers, int index) {
+  return mode == Recompute::full && (recompute_layers == 0 || index < recompute_layers);
+}
+
+double recompute_forward_flops_per_token(const ModelConfig& m, const TrainConfig& t,
+                                         const std::vector<ModelChunk>& chunks) {
+  switch (t.recompute) {
+    case Recompute::none:
+      return 0;
+    case Recompute::selective:
+      return m.layers * 2.0 * m.seq_len * m.hidden;
+    case Recompute::full: {
+      const auto cost = piece_costs(m);  // [1 + l]: block l
+      double f = 0;
+      for (const auto& ch : chunks)
+        for (int l = ch.first_layer; l < ch.end_layer; ++l)
+          if (recomputes_block(t.recompute, t.recompute_layers, l - ch.first_layer))
+            f += cost[static_cast<std::size_t>(l) + 1];
+      return f;
+    }
+  }
+  return 0;
 }
 
 int ModelConfig::moe_layer_count() const {

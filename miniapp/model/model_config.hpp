@@ -14,6 +14,20 @@ const char* to_string(Precision p);
 // Every precision's name, in the enum's order (the deck's choices).
 const std::vector<std::string>& precision_names();
 
+// Activation recomputation (Megatron-LM's --recompute-granularity): what the forward pass keeps
+// for the backward pass and what the backward pass computes again (docs/model.md,
+// "Activation recomputation").
+//   none: every activation the backward pass reads is kept.
+//   selective: the attention core's softmax probabilities (the s^2 term) are not kept; the
+//     backward pass recomputes scores and softmax from the kept q and k.
+//   full: only a recomputed block's input is kept; the backward pass runs the block's forward
+//     again (its tensor-parallel collectives included) just before the block's backward.
+enum class Recompute { none, selective, full };
+
+const char* to_string(Recompute r);
+// Every recomputation mode's name, in the enum's order (the deck's choices).
+const std::vector<std::string>& recompute_names();
+
 struct MoeConfig {
   int experts = 0;  // 0: every block has a dense MLP
   int top_k = 1;
@@ -51,7 +65,26 @@ struct TrainConfig {
   std::uint64_t seed = 1234;
   Precision precision = Precision::fp32;
   int corpus_branching = 8;  // successors per token in the synthetic Markov corpus
+  Recompute recompute = Recompute::none;
+  // With recompute full: the first recompute_layers blocks of each model chunk are recomputed
+  // (Megatron-LM's "block" method; a chunk with fewer blocks recomputes all of them); 0: every
+  // block. Any other mode needs 0 (config_rules.cpp).
+  int recompute_layers = 0;
 };
+
+// Whether block `index` (0-based, within its model chunk) is recomputed in full.
+bool recomputes_block(Recompute mode, int recompute_layers, int index);
+
+struct ModelChunk;  // model_pieces.hpp
+
+// The forward FLOPs per token that recomputation adds to a training step (counted like
+// forward_flops_per_token, model_pieces.hpp: matmuls, 2 FLOPs per multiply-add): none, 0;
+// selective, the attention scores q k^T of every block (2 S H each; the softmax is not a
+// matmul); full, the whole forward of every recomputed block (the first recompute_layers blocks
+// of each chunk of `chunks`, the model's pipeline chunks in order, e.g. split_layers(model,
+// pp * virtual_stages, stage_layers)). Hardware FLOPs per step = (3 x forward + this) x tokens.
+double recompute_forward_flops_per_token(const ModelConfig& m, const TrainConfig& t,
+                                         const std::vector<ModelChunk>& chunks);
 
 // Tokens per expert that one micro-batch may keep: ceil(cf * tokens * k / E); 0 = dropless.
 int expert_capacity(const ModelConfig& m, int tokens);

@@ -26,6 +26,7 @@ class TrainerImpl final : public Trainer {
         model_(m, t.micro_batch),
         tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
         targets_("paraxis::targets", tokens_.extent(0)) {
+    model_.set_recompute(t.recompute, t.recompute_layers);
     model_.initialize(t.seed);
   }
 
