@@ -142,3 +142,27 @@ TEST(config_rules, values_out_of_range_are_refused_before_any_division) {
   }
   EXPECT_EQ(config::grid_rule_violations(p, 1).size(), 1u);  // ep only: no product of a 0
 }
+
+// Activation recomputation: a number of recomputed blocks needs recompute full and at most the
+// model's blocks; recompute none / selective / full with 0 (every block) are valid.
+TEST(config_rules, recompute_layers_needs_full_and_at_most_the_model_s_blocks) {
+  const model::ModelConfig m;  // 4 layers
+  model::TrainConfig t;
+  const ParallelConfig p;
+  for (auto mode : {model::Recompute::none, model::Recompute::selective, model::Recompute::full}) {
+    t.recompute = mode;
+    EXPECT_EQ(violations(m, t, p), "") << model::to_string(mode);
+  }
+  t.recompute = model::Recompute::selective;
+  t.recompute_layers = 2;
+  EXPECT_EQ(violations(m, t, p),
+            "train.recompute_layers: recompute_layers = 2 needs train.recompute: full (it is "
+            "selective)\n");
+  t.recompute = model::Recompute::full;
+  EXPECT_EQ(violations(m, t, p), "");
+  t.recompute_layers = 5;
+  EXPECT_EQ(violations(m, t, p),
+            "train.recompute_layers: recompute_layers = 5, expected 0 (every block) to "
+            "model.layers = 4\n");
+  EXPECT_EQ(model::recompute_names(), (std::vector<std::string>{"none", "selective", "full"}));
+}
