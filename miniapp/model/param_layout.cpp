@@ -18,34 +18,6 @@ std::size_t round_up(std::size_t n, std::size_t m) {
   return (n + m - 1) / m * m;
 }
 
-// This rank's block [offset, offset + size) of an extent cut across a tensor-parallel group:
-// Megatron's even split (the same rule as tensor_parallel.hpp's even_shard, which the layers
-// use for their activations).
-struct Split {
-  int offset = 0, size = 0;
-};
-
-Split even_split(const std::string& what, int n, int tp, int rank) {
-  if (tp < 1 || rank < 0 || rank >= tp || n < 1 || n % tp != 0) {
-    std::ostringstream os;
-    os << what << " = " << n << " cannot be split evenly across parallel.tp = " << tp
-       << " ranks (rank " << rank << "): expected a positive multiple of " << tp;
-    throw std::invalid_argument(os.str());
-  }
-  return {rank * (n / tp), n / tp};
-}
-
-// The vocabulary rounded up to a multiple of tp, and this rank's rows of it.
-Split vocab_split(int vocab, int tp, int rank) {
-  if (vocab < 1 || tp < 1) {
-    std::ostringstream os;
-    os << "padded_vocab: model.vocab = " << vocab << ", parallel.tp = " << tp
-       << ", expected both >= 1";
-    throw std::invalid_argument(os.str());
-  }
-  return even_split("padded model.vocab", (vocab + tp - 1) / tp * tp, tp, rank);
-}
-
 }  // namespace
 
 // ---- ParamLayout
@@ -150,10 +122,10 @@ ParamLayout ParamLayoutBuilder::finish() {
 ParamLayout param_layout(const ModelConfig& c, const ShardLayout& lay, int unit_multiple) {
   const int H = c.hidden, F = c.ffn, V = c.vocab, S = c.seq_len, E = c.moe.experts;
   const int tp = lay.tp, r = lay.tp_rank, hd = c.head_dim();
-  const Split heads = even_split("model.heads", c.heads, tp, r);
+  const ShardRange heads = even_shard("model.heads", c.heads, tp, r);
   const int hl = heads.size * hd, hoff = heads.offset * hd;
-  const Split ffn = even_split("model.ffn", F, tp, r);
-  const Split voc = vocab_split(V, tp, r);
+  const ShardRange ffn = even_shard("model.ffn", F, tp, r);
+  const ShardRange voc = vocab_shard(V, tp, r);
   const double resid_std = kInitStd / std::sqrt(2.0 * c.layers);
   const bool sp = lay.sp();
   ParamLayoutBuilder b(unit_multiple);

@@ -26,6 +26,21 @@ struct ShardLayout {
 };
 
 // Expert range [first, first + count) held by expert-parallel rank ep_rank of ep.
+// This rank's block [offset, offset + size) of an extent cut across a tensor-parallel group.
+struct ShardRange {
+  int offset = 0, size = 0;
+};
+
+// Megatron's even split of n over tp ranks (paraxis splits heads and ffn evenly too). Throws
+// std::invalid_argument naming `what` (the deck key, e.g. "model.heads"), n and tp when tp does
+// not divide n. The parameter layout and the tensor-parallel layers' activations both use it.
+ShardRange even_shard(const std::string& what, int n, int tp, int rank);
+// The vocabulary rounded up to a multiple of tp, and this rank's rows of it (the last shard
+// may hold padding, excluded from the loss and zero in the parameters; with a tiny vocabulary
+// on many ranks, nothing but padding).
+int padded_vocab(int vocab, int tp);
+ShardRange vocab_shard(int vocab, int tp, int rank);
+
 struct ExpertRange {
   int first = 0, count = 0;
 };

@@ -1,33 +1,8 @@
-// Tensor-parallel split rules and the layers' argument checks (the layers are templates in the
+// The tensor-parallel layers' argument checks (the layers are templates in the
 // header).
 #include "model/tensor_parallel.hpp"
 
 namespace paraxis::model {
-
-ShardRange even_shard(const std::string& what, int n, int tp, int rank) {
-  if (tp < 1 || rank < 0 || rank >= tp || n < 1 || n % tp != 0) {
-    std::ostringstream os;
-    os << what << " = " << n << " cannot be split evenly across parallel.tp = " << tp
-       << " ranks (rank " << rank << "): expected a positive multiple of " << tp;
-    throw std::invalid_argument(os.str());
-  }
-  const int size = n / tp;
-  return {rank * size, size};
-}
-
-int padded_vocab(int vocab, int tp) {
-  if (vocab < 1 || tp < 1) {
-    std::ostringstream os;
-    os << "padded_vocab: model.vocab = " << vocab << ", parallel.tp = " << tp
-       << ", expected both >= 1";
-    throw std::invalid_argument(os.str());
-  }
-  return (vocab + tp - 1) / tp * tp;
-}
-
-ShardRange vocab_shard(int vocab, int tp, int rank) {
-  return even_shard("padded model.vocab", padded_vocab(vocab, tp), tp, rank);
-}
 
 namespace detail {
 void require_contiguous(const char* what, bool contiguous) {

@@ -26,9 +26,8 @@
 // group of one rank nothing is called and every layer is the single-rank computation, operation
 // for operation.
 //
-// Split rules: Megatron splits evenly; so does paraxis (even_shard rejects heads or ffn that tp
-// does not divide, naming the values); the vocabulary is padded to a multiple of tp instead
-// (vocab_shard), the padding excluded from the loss and zero in the parameters.
+// Split rules (even_shard, vocab_shard): model/shard_layout.hpp, shared with the parameter
+// layout.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -38,6 +37,7 @@
 #include <string>
 
 #include "model/collectives.hpp"
+#include "model/shard_layout.hpp"
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/cross_entropy.hpp"
 #include "paraxis/kernels/elementwise.hpp"
@@ -46,19 +46,6 @@
 #include "paraxis/kernels/vocab_parallel_cross_entropy.hpp"
 
 namespace paraxis::model {
-
-// This rank's block [offset, offset + size) of an extent cut across a tensor-parallel group.
-struct ShardRange {
-  int offset = 0, size = 0;
-};
-
-// Megatron's even split of n over tp ranks. Throws std::invalid_argument naming `what` (the
-// deck key, e.g. "model.heads"), n and tp when tp does not divide n.
-ShardRange even_shard(const std::string& what, int n, int tp, int rank);
-// The vocabulary rounded up to a multiple of tp, and this rank's rows of it (the last shard
-// may hold padding; with a tiny vocabulary on many ranks, nothing but padding).
-int padded_vocab(int vocab, int tp);
-ShardRange vocab_shard(int vocab, int tp, int rank);
 
 // The tensor-parallel group as the layers see it. group: null on a single rank (a group of one
 // rank is treated the same: no call is made). sequence_parallel: the tokens outside the
