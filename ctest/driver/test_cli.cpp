@@ -94,6 +94,44 @@ TEST(cli, run_tiny_writes_summary_per_schema) {
   EXPECT_TRUE(std::filesystem::exists(out + "/trace-0.json"));
 }
 
+// MFU counts model FLOPs, HFU adds what train.recompute runs again: equal without recompute, and
+// with recompute: full on the tiny deck (every block of its one chunk recomputed) the difference
+// is the blocks' forward FLOPs per token times the step's tokens.
+TEST(cli, hardware_flops_add_the_recomputed_forward) {
+  const std::string out = ::testing::TempDir() + "paraxis_hfu";
+  std::filesystem::remove_all(out);
+  const Result r = run(exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+                       "/tiny.yaml --set train.steps=2 --set hardware.calibrate=false"
+                       " --set output.trace=false --set hardware.peak_flops=1e12"
+                       " --set sweep.train.recompute=[none,full] --out " +
+                       out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["points"].size(), 2u);
+  const auto& none = j["points"][0]["throughput"];
+  const auto& full = j["points"][1]["throughput"];
+  EXPECT_EQ(none["hardware_flops_per_step"], none["model_flops_per_step"]);
+  EXPECT_EQ(none["hfu"], none["mfu"]);
+  const auto& cfg = j["points"][1]["config"]["model"];
+  const double H = cfg["hidden"], F = cfg["ffn"], S = cfg["seq_len"];
+  const double L = cfg["layers"], E = cfg["moe"]["experts"], K = cfg["moe"]["top_k"];
+  const double every = cfg["moe"]["every"];
+  const double tokens = j["points"][1]["config"]["train"]["global_batch"].get<double>() * S;
+  // Forward FLOPs per token of the blocks (docs/model.md): attention projections 8 H^2, scores
+  // and weighted sum 4 S H (causal counted in full), MLP 4 H F dense or 4 H F top_k + router 2 H E
+  // in an MoE block.
+  double blocks = 0;
+  for (int l = 0; l < L; ++l) {
+    const bool moe = E > 0 && (l + 1) % static_cast<int>(every) == 0;
+    blocks += 8 * H * H + 4 * S * H + (moe ? 4 * H * F * K + 2 * H * E : 4 * H * F);
+  }
+  const double extra =
+      full["hardware_flops_per_step"].get<double>() - full["model_flops_per_step"].get<double>();
+  EXPECT_NEAR(extra, blocks * tokens, 1e-9 * blocks * tokens);
+  EXPECT_GT(full["hfu"].get<double>(), full["mfu"].get<double>());
+}
+
 TEST(cli, verify_on_two_ranks_reports_deviations_and_dp_traffic) {
   const std::string mpiexec = PARAXIS_MPIEXEC;
   if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";

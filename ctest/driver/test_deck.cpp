@@ -518,12 +518,13 @@ TEST(DeckHostile, AliasedValueIsNamedAtItsKeyLineInShortText) {
 // default survives the round trip. A key that config_from_json dropped would come back as its
 // default and differ.
 TEST(config_json, every_key_round_trips) {
-  const std::string deck = R"(model: {vocab: 300, seq_len: 24, hidden: 48, heads: 6, layers: 6, ffn: 96,
+  const std::string deck =
+      R"(model: {vocab: 300, seq_len: 24, hidden: 48, heads: 6, layers: 6, ffn: 96,
         moe: {experts: 6, top_k: 3, every: 2, capacity_factor: 1.25, aux_loss_coef: 0.03,
               router_skew: 0.7}}
 train: {global_batch: 12, micro_batch: 2, steps: 9, warmup_steps: 2, lr: 0.0003, beta1: 0.8,
         beta2: 0.97, adam_eps: 1.0e-7, weight_decay: 0.1, grad_clip: 0.5, seed: 98765,
-        precision: bf16, corpus_branching: 5}
+        precision: bf16, corpus_branching: 5, recompute: full, recompute_layers: 1}
 parallel: {tp: 2, pp: 3, dp: 2, ep: 2, zero: 2, schedule: interleaved, virtual_stages: 2,
            stage_layers: [1, 1, 1, 1, 1, 1], sequence_parallel: true, order: tp-dp-pp}
 comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5}
@@ -553,6 +554,7 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6}}
   EXPECT_EQ(j["parallel"]["order"], "tp-dp-pp");
   EXPECT_EQ(j["comm"]["backend"], "nccl");
   EXPECT_EQ(j["train"]["precision"], "bf16");
+  EXPECT_EQ(j["train"]["recompute"], "full");
   const RunConfig back = config_from_json(j);
   EXPECT_EQ(config_to_json(back), j);
   EXPECT_EQ(back.parallel.schedule, paraxis::schedule::ScheduleKind::interleaved);

@@ -220,6 +220,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
   {
     model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, zero >= 1 ? shape.dp : 1,
                          /*allocate_store=*/false);
+    m.set_recompute(cfg.train.recompute, cfg.train.recompute_layers);  // timed as the step runs
     auto& ps = m.params();
     const auto& units = ps.units();
     const int nu = static_cast<int>(units.size());

@@ -13,6 +13,9 @@ namespace paraxis::model {
 inline void to_json(nlohmann::json& j, Precision p) {
   j = to_string(p);
 }
+inline void to_json(nlohmann::json& j, Recompute r) {
+  j = to_string(r);
+}
 }  // namespace paraxis::model
 
 namespace paraxis::schedule {

@@ -142,12 +142,16 @@ json point_to_json(const PointResult& r) {
   const double tokens = static_cast<double>(c.train.global_batch) * c.model.seq_len;
   const double tps = step_s > 0 ? tokens / step_s : 0;
   const double flops = 3.0 * r.flops_per_token * tps;
-  j["throughput"] = {
-      {"tokens_per_s", tps},
-      {"model_flops_per_s", flops},
-      {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
-      {"mfu", c.hardware.peak_flops > 0 ? json(flops / (c.hardware.peak_flops * r.world))
-                                        : json(nullptr)}};
+  // Hardware FLOPs: the model's, plus the forward work train.recompute runs again.
+  const double hw_per_token = 3.0 * r.flops_per_token + r.recompute_flops_per_token;
+  const double peak = c.hardware.peak_flops * r.world;
+  j["throughput"] = {{"tokens_per_s", tps},
+                     {"model_flops_per_s", flops},
+                     {"model_flops_per_step", 3.0 * r.flops_per_token * tokens},
+                     {"mfu", peak > 0 ? json(flops / peak) : json(nullptr)},
+                     {"hardware_flops_per_s", hw_per_token * tps},
+                     {"hardware_flops_per_step", hw_per_token * tokens},
+                     {"hfu", peak > 0 ? json(hw_per_token * tps / peak) : json(nullptr)}};
   j["model"] = {{"parameters", r.parameters}, {"forward_flops_per_token", r.flops_per_token}};
   j["corpus"] = {{"entropy_floor", r.entropy_floor},
                  {"uniform_loss", std::log(static_cast<double>(c.model.vocab))},

@@ -60,6 +60,9 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
   r.parameters = trainer->parameter_count();
   r.flops_per_token = model::forward_flops_per_token(cfg.model);
+  r.recompute_flops_per_token = model::recompute_forward_flops_per_token(
+      cfg.model, cfg.train,
+      model::split_layers(cfg.model, cfg.parallel.chunks(), cfg.parallel.stage_layers));
   if (rank == 0)
     std::printf(
         "point %zu/%zu: %s | %zu parameters, %s, corpus entropy floor %.4f nats (uniform %.4f)\n",

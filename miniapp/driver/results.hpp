@@ -28,6 +28,9 @@ struct PointResult {
   double entropy_floor = 0;
   std::size_t parameters = 0;
   double flops_per_token = 0;  // forward
+  // Forward FLOPs per token that train.recompute runs again in the backward (0 without it):
+  // hardware FLOPs = 3 * flops_per_token + this (model FLOPs leave it out).
+  double recompute_flops_per_token = 0;
   int world = 1;
   std::optional<VerifyResult> verify;
   std::optional<Calibration> calibration;  // with hardware.calibrate

@@ -70,6 +70,10 @@ struct TrainConfig {
   // (Megatron-LM's "block" method; a chunk with fewer blocks recomputes all of them); 0: every
   // block. Any other mode needs 0 (config_rules.cpp).
   int recompute_layers = 0;
+
+  // Micro-batches of one step, every data-parallel replica together (the per-replica count is
+  // config::micro_batches; the configuration rules make both exact).
+  int micro_batches_per_step() const { return global_batch / micro_batch; }
 };
 
 // Whether block `index` (0-based, within its model chunk) is recomputed in full.

@@ -35,7 +35,7 @@ class TrainerImpl final : public Trainer {
     StepResult r;
     r.step = step_++;
     const int S = mcfg_.seq_len;
-    const int micro = tcfg_.global_batch / tcfg_.micro_batch;
+    const int micro = tcfg_.micro_batches_per_step();
     const double ce_scale = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
     const double aux_scale = mcfg_.moe.aux_loss_coef / micro;
     const double f0 = model_.forward_seconds(), b0 = model_.backward_seconds();

@@ -105,6 +105,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
                                                ZeroOptions{zero, comm.bucket_mb, comm.overlap},
                                                *dp_, edp_.get(), grid.dp(), grid.edp());
+    model_->set_recompute(t.recompute, t.recompute_layers);
     model_->set_hooks(this);
     ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
   }
@@ -117,7 +118,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     watchdog::set_step(r.step);
     watchdog::set_micro_batch(-1);
     const int S = mcfg_.seq_len;
-    const int total_micro = tcfg_.global_batch / tcfg_.micro_batch;
+    const int total_micro = tcfg_.micro_batches_per_step();
     ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
     aux_scale_ = mcfg_.moe.aux_loss_coef / total_micro;
     const double f0 = model_->forward_seconds(), b0 = model_->backward_seconds();

@@ -26,7 +26,7 @@ void StepTally::add(const model::MicroBatchResult& mr, int global_mb, bool head)
 void finish_step_metrics(const StepTally& tally, bool counts, const model::ModelConfig& mcfg,
                          const model::TrainConfig& tcfg, bool record_routing, Communicator& metrics,
                          MPI_Comm world, model::StepResult& r) {
-  const int total_micro = tcfg.global_batch / tcfg.micro_batch;
+  const int total_micro = tcfg.micro_batches_per_step();
   double sums[2] = {counts ? tally.ce_sum : 0.0, counts ? tally.aux_sum : 0.0};
   std::vector<long long> moe = tally.expert_tokens;  // then the dropped, per expert
   moe.insert(moe.end(), tally.expert_dropped.begin(), tally.expert_dropped.end());
