@@ -26,6 +26,8 @@ model::TrainConfig Scenario::train() const {
   t.global_batch = global_batch;
   t.micro_batch = micro_batch;
   t.precision = precision;
+  t.recompute = recompute;
+  t.recompute_layers = recompute_layers;
   return t;
 }
 
@@ -36,6 +38,8 @@ Scenario scenario_of(const config::ParallelConfig& p, const config::CommConfig& 
   s.global_batch = t.global_batch;
   s.micro_batch = t.micro_batch;
   s.precision = t.precision;
+  s.recompute = t.recompute;
+  s.recompute_layers = t.recompute_layers;
   s.bucket_mb = comm.bucket_mb;
   s.overlap = comm.overlap;
   return s;
@@ -47,6 +51,10 @@ std::string describe(const Scenario& c) {
      << " mb=" << c.micro_batch << " zero=" << c.zero << " " << schedule::to_string(c.schedule);
   if (c.schedule == schedule::ScheduleKind::interleaved) os << " v=" << c.virtual_stages;
   if (c.sp()) os << " sp";
+  if (c.recompute != model::Recompute::none) {
+    os << " recompute=" << model::to_string(c.recompute);
+    if (c.recompute_layers > 0) os << ":" << c.recompute_layers;
+  }
   return os.str();
 }
 

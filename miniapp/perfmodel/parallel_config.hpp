@@ -17,8 +17,10 @@ struct Scenario : config::ParallelConfig {
   int global_batch = 8;  // sequences per step, all replicas together
   int micro_batch = 1;   // sequences per micro-batch
   model::Precision precision = model::Precision::fp32;
-  double bucket_mb = 25;  // comm.bucket_mb: ZeRO-0 all-reduce buckets
-  bool overlap = false;   // comm.overlap
+  model::Recompute recompute = model::Recompute::none;  // train.recompute
+  int recompute_layers = 0;  // train.recompute_layers (full: first N blocks per chunk; 0 all)
+  double bucket_mb = 25;     // comm.bucket_mb: ZeRO-0 all-reduce buckets
+  bool overlap = false;      // comm.overlap
 
   // m: micro-batches per data-parallel replica and step (config::micro_batches).
   int micro_batches() const { return config::micro_batches(train(), *this); }
