@@ -20,7 +20,7 @@ using paraxis::schedule::ScheduleKind;
 
 namespace {
 
-using Key = std::tuple<int, int, int, int, int, int, int, int, bool>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, bool, int>;
 
 Key key_of(const Scenario& c) {
   return {c.tp,
@@ -31,7 +31,8 @@ Key key_of(const Scenario& c) {
           c.zero,
           static_cast<int>(c.schedule),
           c.virtual_stages,
-          c.sp()};
+          c.sp(),
+          static_cast<int>(c.recompute)};
 }
 
 // 4 devices, 2 per node; the tiny model (heads 4, ffn 256, 4 layers, seq 32), batch 8.
@@ -77,21 +78,23 @@ std::vector<Scenario> brute_force(const PlanRequest& r, int devices) {
                 if (pp * v > m.layers) continue;
                 // Without a pipeline the schedules coincide: 1f1b stands for them all.
                 if (pp == 1 && kind != ScheduleKind::one_f_one_b) continue;
-                for (int zero = 0; zero <= 3; ++zero) {
-                  if (dp == 1 && zero != 0) continue;  // nothing to shard: stage 0
-                  Scenario c;
-                  c.tp = tp;
-                  c.pp = pp;
-                  c.dp = dp;
-                  c.micro_batch = mb;
-                  c.global_batch = r.global_batch;
-                  c.sequence_parallel = sp;
-                  c.schedule = kind;
-                  c.virtual_stages = v;
-                  c.zero = zero;
-                  c.precision = r.precision;
-                  out.push_back(c);
-                }
+                for (int zero = 0; zero <= 3; ++zero)
+                  for (int rc = 0; rc < 3; ++rc) {       // none, selective, full (every block)
+                    if (dp == 1 && zero != 0) continue;  // nothing to shard: stage 0
+                    Scenario c;
+                    c.recompute = static_cast<paraxis::model::Recompute>(rc);
+                    c.tp = tp;
+                    c.pp = pp;
+                    c.dp = dp;
+                    c.micro_batch = mb;
+                    c.global_batch = r.global_batch;
+                    c.sequence_parallel = sp;
+                    c.schedule = kind;
+                    c.virtual_stages = v;
+                    c.zero = zero;
+                    c.precision = r.precision;
+                    out.push_back(c);
+                  }
               }
           }
         }
@@ -225,4 +228,18 @@ TEST(planner, helpers) {
   Machine bad = small_machine(1e9);
   bad.peak_flops = 0;
   EXPECT_THROW(plan(small_request(), bad), std::invalid_argument);
+}
+
+TEST(planner, recompute_is_an_axis_of_the_search) {
+  // Every ranked shape comes once per mode asked for; one mode asked, one entry; none, refused.
+  PlanRequest r = small_request();
+  const Machine mc = small_machine(1e12);
+  const Plan all = plan(r, mc);
+  r.recomputes = {paraxis::model::Recompute::none};
+  const Plan none = plan(r, mc);
+  EXPECT_EQ(all.ranked.size(), 3 * none.ranked.size());
+  for (const auto& e : none.ranked) EXPECT_EQ(e.config.recompute, paraxis::model::Recompute::none);
+  for (const auto& e : all.ranked) EXPECT_EQ(e.config.recompute_layers, 0);
+  r.recomputes.clear();
+  EXPECT_THROW(plan(r, mc), std::invalid_argument);
 }

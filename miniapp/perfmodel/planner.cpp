@@ -37,6 +37,7 @@ void validate(const PlanRequest& r, const Machine& mc) {
   t.global_batch = r.global_batch;
   for (const auto& v : config::rule_violations(r.model, t, config::ParallelConfig{}, 0))
     fail(v.keys.front() + ": " + v.message);
+  if (r.recomputes.empty()) fail("no recompute mode to try, expected at least one");
   for (int z : r.zero_stages)
     if (z < 0 || z > 3) fail("zero stage " + std::to_string(z) + ", expected 0 .. 3");
 }
@@ -156,25 +157,29 @@ Plan plan(const PlanRequest& r, const Machine& mc) {
                     out.rejected.push_back({c, problem});
                     continue;
                   }
-                  PlanEntry e;
-                  e.config = c;
-                  e.memory = largest_rank_memory(m, c, {}, &e.memory_stage);
-                  if (e.memory.peak > mc.memory_bytes) {
-                    out.rejected.push_back({c, "memory " + format_gb(e.memory.peak) + " > " +
-                                                   format_gb(mc.memory_bytes)});
-                    continue;
+                  for (auto rc : r.recomputes) {
+                    c.recompute = rc;
+                    c.recompute_layers = 0;  // full: every block
+                    PlanEntry e;
+                    e.config = c;
+                    e.memory = largest_rank_memory(m, c, {}, &e.memory_stage);
+                    if (e.memory.peak > mc.memory_bytes) {
+                      out.rejected.push_back({c, "memory " + format_gb(e.memory.peak) + " > " +
+                                                     format_gb(mc.memory_bytes)});
+                      continue;
+                    }
+                    e.intra_node = axis_tiers(c, mc.devices_per_node);
+                    StepTimeInputs in;
+                    in.flops_per_s = rate;
+                    in.links = axis_links(c, mc);
+                    in.all_reduce = r.all_reduce;
+                    e.time = predict_step_time(m, c, in);
+                    e.tokens_per_s =
+                        static_cast<double>(r.global_batch) * m.seq_len / e.time.step_time;
+                    e.model_flops_per_s = flops / e.time.step_time;
+                    e.mfu = mfu(e.model_flops_per_s, mc.peak_flops, devices);
+                    out.ranked.push_back(std::move(e));
                   }
-                  e.intra_node = axis_tiers(c, mc.devices_per_node);
-                  StepTimeInputs in;
-                  in.flops_per_s = rate;
-                  in.links = axis_links(c, mc);
-                  in.all_reduce = r.all_reduce;
-                  e.time = predict_step_time(m, c, in);
-                  e.tokens_per_s =
-                      static_cast<double>(r.global_batch) * m.seq_len / e.time.step_time;
-                  e.model_flops_per_s = flops / e.time.step_time;
-                  e.mfu = mfu(e.model_flops_per_s, mc.peak_flops, devices);
-                  out.ranked.push_back(std::move(e));
                 }
             }
       }

@@ -1,7 +1,7 @@
 // The planner behind `paraxis plan`: for a model and a machine paraxis has not run on, every
 // configuration (tp, pp, dp, ep, micro-batch, ZeRO stage, schedule, virtual stages, sequence
-// parallelism) that uses all its devices, each either ranked by predicted step time
-// (step_time.hpp) when it fits in memory (memory.hpp), or rejected with the reason.
+// parallelism, activation recomputation) that uses all its devices, each either ranked by predicted
+// step time (step_time.hpp) when it fits in memory (memory.hpp), or rejected with the reason.
 //
 // Rules: the configuration rules the deck applies (config/config_rules.hpp; the first broken
 //   rule's message is the reason given), then the largest rank's peak memory <= the device's.
@@ -45,6 +45,9 @@ struct PlanRequest {
   std::vector<schedule::ScheduleKind> schedules = {schedule::ScheduleKind::gpipe,
                                                    schedule::ScheduleKind::one_f_one_b,
                                                    schedule::ScheduleKind::interleaved};
+  // Activation recomputation modes tried (full: every block, recompute_layers 0).
+  std::vector<model::Recompute> recomputes = {model::Recompute::none, model::Recompute::selective,
+                                              model::Recompute::full};
   int max_virtual_stages = 4;
   int max_micro_batch_values = 16;
   bool try_sequence_parallel = true;
