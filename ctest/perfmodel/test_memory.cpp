@@ -1,9 +1,12 @@
 // Memory per rank: model-state bytes per parameter for each precision and ZeRO stage, the
-// activation model against Korthikanti et al. 2022, and the activation sets in flight against
-// the replayed schedules.
+// activation model against Korthikanti et al. 2022, per recomputation mode against the bytes the
+// model's ledger measured (docs/model.md), and the activation sets in flight against the
+// replayed schedules.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "perfmodel/memory.hpp"
 #include "perfmodel_test_util.hpp"
@@ -94,7 +97,7 @@ TEST(memory, paraxis_block_activations_against_korthikanti) {
   auto c = config(1, 1, 1, 2);
   c.precision = Precision::bf16;
   const double s = m.seq_len, b = 2, h = m.hidden, a = m.heads;
-  const double ours = block_activation_bytes(m, c, 0);
+  const double ours = block_activation_bytes(m, c, 0, 0);
   EXPECT_DOUBLE_EQ(ours, s * b * h * (32 + 2 * a * s / h) + 16 * s * b);
   EXPECT_LT(ours, korthikanti_layer_activation_bytes(KorthikantiCase::no_parallelism, s, b, h, a));
   // Tensor + sequence parallel: every term (statistics included) divided by t, as the paper.
@@ -102,12 +105,12 @@ TEST(memory, paraxis_block_activations_against_korthikanti) {
     auto sp = c;
     sp.tp = t;
     sp.sequence_parallel = true;
-    EXPECT_DOUBLE_EQ(block_activation_bytes(m, sp, 0), ours / t) << t;
+    EXPECT_DOUBLE_EQ(block_activation_bytes(m, sp, 0, 0), ours / t) << t;
     // Tensor parallel alone: the 4 residual-stream tensors and the statistics stay whole.
     auto tp = c;
     tp.tp = t;
     const double whole = 4 * s * b * h * 2 + 16 * s * b;
-    EXPECT_DOUBLE_EQ(block_activation_bytes(m, tp, 0), whole + (ours - whole) / t) << t;
+    EXPECT_DOUBLE_EQ(block_activation_bytes(m, tp, 0, 0), whole + (ours - whole) / t) << t;
   }
 }
 
@@ -121,8 +124,8 @@ TEST(memory, moe_block_activations_by_hand) {
   const double attention = 4 * N * H + N * H + 3 * N * H + 1 * a * S * S;
   const double expected = 4 * (attention + N * E + N * K + 2 * R * H + 2 * R * F) + 4 * 4 * N +
                           4 * N * K + 4 * (3 * N * K + 4 * E + 1 + E);
-  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 1), expected);
-  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 0), 4 * (attention + 2 * N * F) + 4 * 4 * N);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 1, 1), expected);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 0, 0), 4 * (attention + 2 * N * F) + 4 * 4 * N);
 }
 
 TEST(memory, chunk_sets_add_output_tokens_and_head) {
@@ -130,7 +133,7 @@ TEST(memory, chunk_sets_add_output_tokens_and_head) {
   const auto c = config(1, 1, 1, 1);  // N = 32, fp32
   const ChunkLayers whole{0, 4, true, true};
   double blocks = 0;
-  for (int l = 0; l < 4; ++l) blocks += block_activation_bytes(m, c, l);
+  for (int l = 0; l < 4; ++l) blocks += block_activation_bytes(m, c, l, l);
   // + output N*H*e + tokens 4N + targets 4N + final LN out N*H*e + logits N*V*e + 3N*a.
   EXPECT_DOUBLE_EQ(
       chunk_activation_bytes(m, c, whole),
@@ -182,4 +185,107 @@ TEST(memory, gpipe_keeps_more_activations_than_1f1b) {
   EXPECT_GE(largest.peak, memory_per_rank(m, c, 0).peak);
   EXPECT_GE(largest.peak, memory_per_rank(m, c, 1).peak);
   EXPECT_TRUE(stage == 0 || stage == 1);
+}
+
+TEST(memory, korthikanti_recomputation_against_the_paper) {
+  // Korthikanti et al. 2022, section 5: selective recomputation keeps 34 s b h / t per layer
+  // under tensor + sequence parallelism, "70%" less than without it for GPT-3 175B
+  // (a = 96, h = 12288) and "65%" for MT-NLG 530B (a = 128, h = 20480), s = 2048; full
+  // recomputation keeps the layer's input, 2 s b h.
+  const double s = 2048, b = 1, t = 8;
+  const auto K = KorthikantiCase::tensor_sequence_parallel;
+  using paraxis::model::Recompute;
+  for (auto [h, a, saved] : {std::tuple{12288.0, 96.0, 0.70}, std::tuple{20480.0, 128.0, 0.65}}) {
+    const double none = korthikanti_layer_activation_bytes(K, s, b, h, a, t);
+    const double sel = korthikanti_layer_activation_bytes(K, s, b, h, a, t, Recompute::selective);
+    EXPECT_DOUBLE_EQ(sel, s * b * h * 34 / t);
+    EXPECT_NEAR(1 - sel / none, saved, 0.005) << h;
+    EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(KorthikantiCase::no_parallelism, s, b, h, a,
+                                                        1, Recompute::full),
+                     2 * s * b * h);
+    EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(K, s, b, h, a, t, Recompute::full),
+                     2 * s * b * h / t);
+  }
+  // paraxis, bf16, F = 4H, tensor + sequence parallel: selective s b h 32 / t + 16 s b / t
+  // (the paper's 34 less its dropout masks), full exactly the paper's 2 s b h / t.
+  auto m = tiny_model();
+  m.ffn = 4 * m.hidden;
+  auto c = config(2, 1, 1, 2);
+  c.sequence_parallel = true;
+  c.precision = Precision::bf16;
+  const double ps = m.seq_len, pb = 2, ph = m.hidden, pa = m.heads;
+  c.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 0, 0), (ps * pb * ph * 32 + 16 * ps * pb) / 2);
+  c.recompute = Recompute::full;
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 0, 0),
+                   korthikanti_layer_activation_bytes(K, ps, pb, ph, pa, 2, Recompute::full));
+}
+
+// inputs/small.yaml (fp32, b = 4, s = 128, h = 512, 8 heads, f = 2048, 4 blocks, V = 4096) on one
+// rank: the activation peak paraxis's MemoryLedger measured per mode (docs/model.md,
+// "Activation recomputation"; summary.json's memory.activations_peak_bytes).
+TEST(memory, recompute_activation_peak_equals_the_measured_ledger) {
+  paraxis::model::ModelConfig m;
+  m.vocab = 4096;
+  m.seq_len = 128;
+  m.hidden = 512;
+  m.heads = 8;
+  m.layers = 4;
+  m.ffn = 2048;
+  auto c = config(1, 1, 1, 4, 8);
+  using paraxis::model::Recompute;
+  const std::pair<Recompute, double> measured[] = {
+      {Recompute::none, 116434944}, {Recompute::selective, 110143488}, {Recompute::full, 62932992}};
+  for (auto [mode, bytes] : measured) {
+    c.recompute = mode;
+    EXPECT_EQ(memory_per_rank(m, c, 0).activations, bytes) << paraxis::model::to_string(mode);
+  }
+  // The documented differences: (L - 1) probabilities, (L - 1) (stored block - its input).
+  const double probs = 4.0 * 4 * 8 * 128 * 128;
+  EXPECT_EQ(measured[0].second - measured[1].second, 3 * probs);
+  c.recompute = Recompute::none;
+  const double stored = block_activation_bytes(m, c, 0, 0);
+  EXPECT_EQ(measured[0].second - measured[2].second, 3 * (stored - 4.0 * 512 * 512));
+}
+
+TEST(memory, recompute_layers_count_blocks_per_chunk) {
+  // pp 2 x 2 virtual stages on 8 layers: chunks of 2 blocks; recompute_layers 1 takes block 0
+  // of each chunk, so a chunk keeps one stored block and one input; 5 (> 2) takes all.
+  using paraxis::model::Recompute;
+  auto m = tiny_model();
+  m.layers = 8;
+  auto c = config(1, 2, 1, 1, 8);
+  c.schedule = ScheduleKind::interleaved;
+  c.virtual_stages = 2;
+  const ChunkLayers chunk{2, 4, false, false};
+  const double stored = block_activation_bytes(m, c, 2, 0);
+  const double input = 32.0 * 64 * 4, out = input;
+  c.recompute = Recompute::full;
+  c.recompute_layers = 1;
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 3, 1), stored);
+  EXPECT_DOUBLE_EQ(chunk_activation_bytes(m, c, chunk), out + input + stored);
+  c.recompute_layers = 5;
+  EXPECT_DOUBLE_EQ(chunk_activation_bytes(m, c, chunk), out + 2 * input);
+  // The working set is counted once per rank, whatever the number of recomputed blocks.
+  auto none = c;
+  none.recompute = Recompute::none;
+  none.recompute_layers = 0;
+  EXPECT_DOUBLE_EQ(activation_scratch_bytes(m, c, 0) - activation_scratch_bytes(m, none, 0),
+                   stored - input);
+}
+
+TEST(memory, full_recompute_keeps_one_working_set_per_kind_of_block) {
+  // The MoE model recomputed in full: one dense and one MoE working set (a block's stored
+  // bytes less its input); selective: one probabilities buffer.
+  using paraxis::model::Recompute;
+  const auto m = tiny_moe_model();
+  auto c = config(1, 1, 1, 1);
+  const double none = activation_scratch_bytes(m, c, 0);
+  const double dense = block_activation_bytes(m, c, 0, 0), moe = block_activation_bytes(m, c, 1, 1);
+  const double input = 32.0 * 64 * 4;
+  c.recompute = Recompute::full;
+  EXPECT_DOUBLE_EQ(activation_scratch_bytes(m, c, 0) - none, dense - input + moe - input);
+  c.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(activation_scratch_bytes(m, c, 0) - none, 4.0 * 4 * 32 * 32);
+  EXPECT_DOUBLE_EQ(block_activation_bytes(m, c, 1, 1), moe - 4.0 * 4 * 32 * 32);
 }

@@ -107,8 +107,12 @@ double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Scenari
   return bytes;
 }
 
-double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
-                              const ExpertRouting& routing) {
+namespace {
+
+// Everything one block keeps without recomputation (allocate_layer with recompute none, plus
+// the block's input in the set's residual stream).
+double stored_block_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
+                          const ExpertRouting& routing) {
   const Dims d = dims(m, c);
   double elems = 4 * d.Nl * d.H    // block input, LN1 out, x_mid, LN2 out
                  + d.N * d.Hl      // attention output (input of the row-parallel projection)
@@ -134,12 +138,25 @@ double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, in
   return bytes + elems * d.e;
 }
 
+}  // namespace
+
+double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer, int index,
+                              const ExpertRouting& routing) {
+  const Dims d = dims(m, c);
+  // Full: the input alone; the block's forward runs again in the shard's working set.
+  if (model::recomputes_block(c.recompute, c.recompute_layers, index)) return d.Nl * d.H * d.e;
+  const double stored = stored_block_bytes(m, c, layer, routing);
+  // Selective: the probabilities go to the shard's one buffer (activation_scratch_bytes).
+  if (c.recompute == model::Recompute::selective) return stored - d.B * d.al * d.S * d.S * d.e;
+  return stored;
+}
+
 double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing) {
   const Dims d = dims(m, c);
   double bytes = d.Nl * d.H * d.e;  // the chunk's output (the last residual)
   for (int l = chunk.first_layer; l < chunk.end_layer; ++l)
-    bytes += block_activation_bytes(m, c, l, routing);
+    bytes += block_activation_bytes(m, c, l, l - chunk.first_layer, routing);
   if (chunk.embedding) bytes += 4 * d.N;  // tokens
   if (chunk.head)
     bytes += 4 * d.N                            // targets
@@ -153,10 +170,14 @@ double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, 
   const Dims d = dims(m, c);
   const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
   bool head = false, moe = false;
+  int working[2] = {-1, -1};  // a dense and an MoE block recomputed in full, if any
   for (int id : stage_chunk_ids(c, stage)) {
     head = head || chunks[id].head;
-    for (int l = chunks[id].first_layer; l < chunks[id].end_layer; ++l)
+    for (int l = chunks[id].first_layer; l < chunks[id].end_layer; ++l) {
       moe = moe || m.is_moe_layer(l);
+      if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunks[id].first_layer))
+        working[m.is_moe_layer(l) ? 1 : 0] = l;
+    }
   }
   double elems = 7 * d.N * d.Hl    // q, k, v and their gradients, the attention gradient
                  + 3 * d.Nl * d.H  // residual-stream gradients
@@ -179,6 +200,11 @@ double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, 
       elems +=
           2 * rows_at_least_one(local) * d.H + 2 * rows_at_least_one(std::max(kept, local)) * d.H;
   }
+  // Recomputation's buffers, one per shard: selective's probabilities; full's working set per
+  // kind of block, everything a stored block keeps but its input (which the set keeps).
+  if (c.recompute == model::Recompute::selective) elems += d.B * d.al * d.S * d.S;
+  for (int l : working)
+    if (l >= 0) bytes += stored_block_bytes(m, c, l, routing) - d.Nl * d.H * d.e;
   return bytes + elems * d.e;
 }
 
@@ -310,9 +336,12 @@ MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& 
 }
 
 double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h, double a,
-                                          double t) {
+                                          double t, model::Recompute r) {
   if (!(t >= 1)) throw std::invalid_argument("korthikanti: t = " + std::to_string(t) + " < 1");
-  const double attention = 5.0 * a * s / h;
+  if (r == model::Recompute::full)  // the layer's input, sharded by sequence parallelism
+    return 2.0 * s * b * h / (k == KorthikantiCase::tensor_sequence_parallel ? t : 1.0);
+  // Selective recomputation keeps everything but the attention core's 5 a s / h term.
+  const double attention = r == model::Recompute::selective ? 0.0 : 5.0 * a * s / h;
   switch (k) {
     case KorthikantiCase::no_parallelism:
       return s * b * h * (34.0 + attention);

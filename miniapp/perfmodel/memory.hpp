@@ -30,6 +30,9 @@
 // kept sharded under sequence parallelism and gathered again in backward, so every term is
 // divided by tp. Scratch shared by every micro-batch (workspaces of one layer's forward and
 // backward) comes on top, once per rank.
+// Recomputation (docs/model.md): selective keeps a block's bytes less e*B*al*S*S (one shared
+// probabilities buffer per rank); a block recomputed in full keeps its input e*Nl*H, and the
+// rank holds one working block (a stored block less its input) per kind recomputed.
 #pragma once
 
 #include <vector>
@@ -55,14 +58,19 @@ ModelStateBytes model_state_bytes(const std::vector<ParamUnit>& units, const Sce
 // ZeRO's buffers that live only during a step.
 double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Scenario& c);
 
-// Activations one block keeps per micro-batch (layer: its index in the model).
-double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
+// Activations one block keeps per micro-batch under c.recompute (layer: its index in the
+// model; index: its index within its model chunk, which decides whether full recomputation
+// takes it, model::recomputes_block): selective drops the probabilities (e*B*al*S*S); a block
+// recomputed in full keeps its input alone (e*Nl*H).
+double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer, int index,
                               const ExpertRouting& routing = {});
 // One (micro-batch, chunk) activation set: the blocks, the chunk's output, the embedding's
 // tokens, the head's activations.
 double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing = {});
-// Workspaces shared by all of a rank's micro-batches and layers.
+// Workspaces shared by all of a rank's micro-batches and layers; with recomputation, once per
+// shard, selective's probabilities buffer (e*B*al*S*S) and full's working set for each kind of
+// block (dense, MoE) the stage recomputes (a stored block's bytes less its input).
 double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing = {});
 
@@ -100,8 +108,11 @@ MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& 
 //   no parallelism                 s b h (34 + 5 a s / h)
 //   tensor parallel                s b h (10 + 24/t + 5 a s / (h t))
 //   tensor + sequence parallel     s b h (34/t + 5 a s / (h t))
+// with selective recomputation (their section 5) the 5 a s / h term goes; with full
+// recomputation a layer keeps its input, 2 s b h (2 s b h / t under sequence parallelism).
 enum class KorthikantiCase { no_parallelism, tensor_parallel, tensor_sequence_parallel };
 double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h, double a,
-                                          double t = 1);
+                                          double t = 1,
+                                          model::Recompute r = model::Recompute::none);
 
 }  // namespace paraxis::perfmodel
