@@ -241,3 +241,47 @@ TEST(step_traffic, step_traffic_gathers_every_axis) {
   EXPECT_GT(s.ep.calls(), 0);
   EXPECT_THROW(step_traffic(m, c, 2), std::invalid_argument);
 }
+
+TEST(step_traffic, full_recompute_issues_the_block_forwards_again) {
+  // docs/model.md, "Collectives issued again": per recomputed block and micro-batch, 2
+  // all-reduces of N*H*e (tp, no sp) or 2 all-gathers + 2 reduce-scatters (sp), the MoE
+  // block's 3 all-to-alls (ep); selective issues none. tp = 2, micro_batch 2, m = 4.
+  using paraxis::model::Recompute;
+  const auto m = tiny_model();
+  auto c = config(2, 1, 1, 2);
+  const double rows = 64.0 * 64 * 4;
+  const AxisTraffic none = tensor_parallel_step_traffic(m, c, 0);
+  c.recompute = Recompute::selective;
+  EXPECT_DOUBLE_EQ(tensor_parallel_step_traffic(m, c, 0).bytes(), none.bytes());
+  c.recompute = Recompute::full;
+  AxisTraffic t = tensor_parallel_step_traffic(m, c, 0);
+  EXPECT_EQ(t.calls_of(Collective::all_reduce), 81 + 4 * 4 * 2);
+  EXPECT_DOUBLE_EQ(t.bytes(), none.bytes() + 4 * 4 * 2 * rows);
+  // recompute_layers 3 of the one 4-block chunk: 3 blocks again.
+  c.recompute_layers = 3;
+  t = tensor_parallel_step_traffic(m, c, 0);
+  EXPECT_EQ(t.calls_of(Collective::all_reduce), 81 + 4 * 3 * 2);
+  // Sequence parallelism: 27 + 8 all-gathers and 18 + 8 reduce-scatters per micro-batch.
+  c.recompute_layers = 0;
+  c.sequence_parallel = true;
+  t = tensor_parallel_step_traffic(m, c, 0);
+  EXPECT_EQ(t.calls_of(Collective::all_gather), 4 * (27 + 8));
+  EXPECT_EQ(t.calls_of(Collective::reduce_scatter), 4 * (18 + 8));
+  EXPECT_DOUBLE_EQ(t.bytes_of(Collective::reduce_scatter), 4 * (18 + 8) * rows);
+  // The forward alone is unchanged: the extra calls are in the backward.
+  const ChunkLayers whole{0, 4, true, true};
+  auto plain = c;
+  plain.recompute = Recompute::none;
+  EXPECT_DOUBLE_EQ(tensor_parallel_chunk_traffic(m, c, whole).forward.bytes(),
+                   tensor_parallel_chunk_traffic(m, plain, whole).forward.bytes());
+  // Expert parallelism (as expert_all_to_alls_by_hand): 5 + 3 calls per MoE layer and
+  // micro-batch, the counts and both row exchanges once more.
+  const auto moe = tiny_moe_model();
+  auto e = config(1, 1, 2, 1);
+  e.ep = 2;
+  e.recompute = Recompute::full;
+  const AxisTraffic ep = expert_step_traffic(moe, e, 0);
+  EXPECT_EQ(ep.calls(), 2 * 4 * 8);
+  EXPECT_DOUBLE_EQ(ep.bytes(), 2 * 4 * (2 * 16 + 6 * 16384.0));
+  EXPECT_EQ(step_traffic(moe, e, 0).pp.calls(), 0);
+}

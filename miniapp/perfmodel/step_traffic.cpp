@@ -91,14 +91,17 @@ PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Sce
   const double gate = N * m.moe.top_k * eb.activation;
   auto& f = t.forward;
   auto& b = t.backward;
-  int blocks = 0, moe_blocks = 0;
+  int blocks = 0, moe_blocks = 0, recomputed = 0;
   for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
     ++blocks;
     if (m.is_moe_layer(l)) ++moe_blocks;
+    if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunk.first_layer))
+      ++recomputed;
   }
   if (!c.sp()) {
     if (chunk.embedding) f.add(C::all_reduce, rows);
     f.add(C::all_reduce, rows, 2L * blocks);
+    b.add(C::all_reduce, rows, 2L * recomputed);  // the recomputed forwards, again
     b.add(C::all_reduce, rows, 2L * blocks);
     b.add(C::all_reduce, gate, moe_blocks);
     if (chunk.head) {
@@ -111,6 +114,8 @@ PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Sce
     }
     f.add(C::all_gather, rows, 2L * blocks);
     f.add(C::reduce_scatter, rows, 2L * blocks);
+    b.add(C::all_gather, rows, 2L * recomputed);  // the recomputed forwards, again
+    b.add(C::reduce_scatter, rows, 2L * recomputed);
     b.add(C::all_gather, rows, 4L * blocks);
     b.add(C::reduce_scatter, rows, 2L * blocks);
     b.add(C::all_reduce, gate, moe_blocks);
@@ -141,6 +146,11 @@ PassTraffic expert_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
     t.forward.add(C::all_to_all, 4.0 * m.moe.experts);  // rows per (rank, local expert)
     t.forward.add(C::all_to_all, kept * row);
     t.forward.add(C::all_to_all, local * row);
+    if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunk.first_layer)) {
+      t.backward.add(C::all_to_all, 4.0 * m.moe.experts);  // the recomputed forward's three
+      t.backward.add(C::all_to_all, kept * row);
+      t.backward.add(C::all_to_all, local * row);
+    }
     t.backward.add(C::all_to_all, kept * row);
     t.backward.add(C::all_to_all, local * row);
   }

@@ -23,6 +23,10 @@
 //                 1 reduce-scatter
 //   per step: 1 all-reduce of 8 bytes (the gradient norm); with sequence parallelism also one
 //   all-reduce of the LayerNorm gradients this rank owns (g bytes each), if it owns any.
+// Activation recomputation (docs/model.md): the backward of a block recomputed in full first
+// runs its forward again, with that forward's calls (2 all-reduces, or with sequence
+// parallelism 2 all-gathers + 2 reduce-scatters; an MoE block's 3 all-to-alls); selective
+// recomputation issues none.
 // Pipeline parallelism (pp > 1), per step: each forward of a chunk with a successor sends its
 // output (N_l*H*e, N_l = N/tp with sequence parallelism, else N), each backward of a chunk
 // with a predecessor sends its input gradient (the same size); receives are calls, not bytes;
