@@ -87,3 +87,41 @@ TEST(flops, split_layers_balances_and_refuses_the_impossible) {
   EXPECT_THROW(split_layers(m, 2, {3, 4}), std::invalid_argument);
   EXPECT_EQ(split_layers(m, 2, {3, 5})[1].first_layer, 3);
 }
+
+TEST(flops, hardware_flops_with_full_recomputation_equal_narayanan) {
+  // Narayanan et al. 2021's 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) counts the recomputed
+  // forward: paraxis's hardware FLOPs with recompute full over every block, F = 4H; the model
+  // FLOPs stay the 72 figure. Per chunk, the recomputed FLOPs add up to the model's count.
+  auto m = tiny_model();
+  m.hidden = 1024;
+  m.ffn = 4096;
+  m.heads = 8;
+  m.seq_len = 512;
+  m.vocab = 50257;
+  m.layers = 12;
+  paraxis::perfmodel::Scenario c;
+  c.global_batch = 16;
+  c.micro_batch = 1;
+  c.recompute = paraxis::model::Recompute::full;
+  const double paper = narayanan_step_flops_recompute(16, 512, 12, 1024, 50257);
+  EXPECT_NEAR(hardware_step_flops(m, c), paper, 1e-12 * paper);
+  for (auto mode : {paraxis::model::Recompute::none, paraxis::model::Recompute::selective,
+                    paraxis::model::Recompute::full})
+    for (int layers : {0, 2}) {
+      if (layers && mode != paraxis::model::Recompute::full) continue;
+      c.recompute = mode;
+      c.recompute_layers = layers;
+      c.pp = 2;
+      c.virtual_stages = 2;
+      c.schedule = paraxis::schedule::ScheduleKind::interleaved;
+      const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+      double sum = 0;
+      for (const auto& ch : chunks) sum += chunk_recompute_flops_per_token(m, c, ch);
+      EXPECT_NEAR(sum, paraxis::model::recompute_forward_flops_per_token(m, c.train(), chunks),
+                  1e-9 * sum + 1e-9);
+      EXPECT_NEAR(hardware_step_flops(m, c) - step_flops(m, 16), sum * 16 * 512, 1e-6 * paper);
+    }
+  c.recompute = paraxis::model::Recompute::none;
+  EXPECT_NEAR(hardware_step_flops(m, c), narayanan_step_flops(16, 512, 12, 1024, 50257),
+              1e-12 * paper);
+}

@@ -145,3 +145,51 @@ TEST(step_time, refuses_what_it_cannot_model) {
   in.flops_per_s = 1e9;
   EXPECT_THROW(predict_step_time(m, config(1, 8, 1), in), std::invalid_argument);  // 8 > layers
 }
+
+TEST(step_time, recomputation_adds_its_forward_work_to_the_backward) {
+  // One rank: full recomputation of every block runs the blocks' forward again, so the step is
+  // (3 forward + blocks' forward) / rate = hardware_step_flops / rate; selective adds q k^T,
+  // 2 S H per block and token, and its softmax pass 2 B heads S^2 e per block and micro-batch
+  // at the memory bandwidth.
+  using paraxis::model::Recompute;
+  const auto m = tiny_model();
+  auto c = config(1, 1, 1, 2, 8);
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  const double none = predict_step_time(m, c, in).step_time;
+  c.recompute = Recompute::full;
+  const auto full = predict_step_time(m, c, in);
+  const double block = paraxis::model::piece_costs(m)[1];  // every block costs the same
+  EXPECT_NEAR(full.step_time, none + 4 * block * 8 * 32 / 1e9, 1e-12 * none);
+  EXPECT_NEAR(full.step_time, hardware_step_flops(m, c) / 1e9, 1e-12 * none);
+  EXPECT_NEAR(full.compute, full.step_time, 1e-12 * none);
+  c.recompute = Recompute::selective;
+  EXPECT_NEAR(predict_step_time(m, c, in).step_time, none + 4 * 2.0 * 32 * 64 * 8 * 32 / 1e9,
+              1e-12 * none);
+  in.memory_bytes_per_s = 1e8;
+  const double softmax = 4 * 4 * (2.0 * 2 * 4 * 32 * 32 * 4) / 1e8;  // 4 micro-batches
+  EXPECT_NEAR(predict_step_time(m, c, in).step_time,
+              none + 4 * 2.0 * 32 * 64 * 8 * 32 / 1e9 + softmax, 1e-12 * none);
+  // Measured forward times scale the recomputation by its share of the chunk's FLOPs; a
+  // measured backward has it already.
+  c.recompute = Recompute::full;
+  in.forward_s = {1.0};
+  const double share = 4 * block / chunk_forward_flops_per_token(m, {0, 4, true, true});
+  EXPECT_NEAR(predict_step_time(m, c, in).compute, 4 * (1 + 2 + share), 1e-12);
+  in.backward_s = {5.0};
+  EXPECT_NEAR(predict_step_time(m, c, in).compute, 4 * (1 + 5.0), 1e-12);
+}
+
+TEST(step_time, full_recomputation_pays_the_tensor_parallel_calls_again) {
+  const auto m = tiny_model();
+  auto c = config(2, 1, 1, 1, 4);
+  c.recompute = paraxis::model::Recompute::full;
+  StepTimeInputs in;
+  in.flops_per_s = 1e12;
+  in.links.tp = {1e-5, 1e-9, 0};
+  const auto b = predict_step_time(m, c, in);
+  // 4 micro-batches x 4 blocks x 2 all-reduces of 8192 B more than without (18 + 8 in all).
+  const double ar = 2 * 1e-5;
+  const double by_hand = 4 * (26 * (ar + 8192e-9) + (ar + 128e-9) + (ar + 256e-9)) + ar + 8e-9;
+  EXPECT_NEAR(b.tp, by_hand, 1e-15);
+}

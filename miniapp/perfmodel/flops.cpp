@@ -10,6 +10,13 @@ double step_flops(const model::ModelConfig& m, double sequences) {
   return 3.0 * forward_flops_per_token(m) * sequences * m.seq_len;
 }
 
+double hardware_step_flops(const model::ModelConfig& m, const Scenario& c) {
+  const double recompute = model::recompute_forward_flops_per_token(
+      m, c.train(), split_layers(m, c.chunks(), c.stage_layers));
+  return step_flops(m, c.global_batch) +
+         recompute * static_cast<double>(c.global_batch) * m.seq_len;
+}
+
 double narayanan_step_flops(double B, double s, double l, double h, double V) {
   return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }

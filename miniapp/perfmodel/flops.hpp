@@ -9,6 +9,7 @@
 
 #include "model/model_config.hpp"
 #include "model/model_pieces.hpp"
+#include "perfmodel/parallel_config.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -23,9 +24,15 @@ using model::forward_flops_per_token;
 // 3 * forward per token * sequences * seq_len.
 double step_flops(const model::ModelConfig& m, double sequences);
 
+// Hardware FLOPs of one training step of configuration c (c.global_batch sequences): the
+// model FLOPs plus the forward FLOPs recomputation runs again,
+// (3 * forward + model::recompute_forward_flops_per_token) per token; for HFU.
+double hardware_step_flops(const model::ModelConfig& m, const Scenario& c);
+
 // Narayanan et al. 2021 (arXiv 2104.04473), section 5.1, for a dense GPT with F = 4H:
-// with full activation recomputation 96 B s l h^2 (1 + s/(6h) + V/(16 l h)); without (paraxis
-// recomputes nothing) the same derivation gives 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+// with full activation recomputation 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) (hardware FLOPs
+// with train.recompute full over every block); without, the same derivation gives
+// 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (model FLOPs).
 double narayanan_step_flops(double batch, double seq_len, double layers, double hidden,
                             double vocab);
 double narayanan_step_flops_recompute(double batch, double seq_len, double layers, double hidden,

@@ -29,4 +29,12 @@ double chunk_forward_flops_per_token(const model::ModelConfig& m, const ChunkLay
   return f;
 }
 
+double chunk_recompute_flops_per_token(const model::ModelConfig& m, const Scenario& c,
+                                       const ChunkLayers& chunk) {
+  if (c.recompute == model::Recompute::selective)
+    return chunk.layers() * 2.0 * m.seq_len * m.hidden;
+  // Full (or none: 0): the model's own count over this one chunk.
+  return model::recompute_forward_flops_per_token(m, c.train(), {chunk});
+}
+
 }  // namespace paraxis::perfmodel

@@ -20,4 +20,10 @@ std::vector<int> stage_chunk_ids(const Scenario& c, int stage);
 // Forward FLOPs per token of one chunk (its blocks, plus the head if it has it).
 double chunk_forward_flops_per_token(const model::ModelConfig& m, const ChunkLayers& chunk);
 
+// Forward FLOPs per token that c.recompute adds to one chunk's backward (the chunk's share of
+// model::recompute_forward_flops_per_token): selective 2 S H per block (q k^T again); full the
+// forward of each block recomputed (model::recomputes_block by its index in the chunk).
+double chunk_recompute_flops_per_token(const model::ModelConfig& m, const Scenario& c,
+                                       const ChunkLayers& chunk);
+
 }  // namespace paraxis::perfmodel

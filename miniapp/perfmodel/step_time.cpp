@@ -45,6 +45,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
         "predict_step_time: flops_per_s = " + std::to_string(in.flops_per_s) +
         ", expected a positive achieved rate (or forward_s)");
   const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  // Selective recomputation's softmax per block and micro-batch: the scores read, the
+  // probabilities written, B * heads/tp * S * S elements each.
+  const double softmax_bytes = 2.0 * c.micro_batch * (m.heads / c.tp) * m.seq_len * m.seq_len *
+                               element_bytes(c.precision).activation;
 
   // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it.
   std::vector<double> fwd(C), bwd(C), tp_f(C), tp_b(C), ep_f(C), ep_b(C);
@@ -52,7 +56,18 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     fwd[k] = in.forward_s.empty()
                  ? chunk_forward_flops_per_token(m, chunks[k]) * tokens / c.tp / in.flops_per_s
                  : in.forward_s[k];
-    bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] : in.backward_s[k];
+    // Recomputation runs forward work again inside the backward (a measured backward_s has
+    // it already): its FLOPs at the forward's rate (from the measured forward's time per FLOP
+    // when given), and selective's softmax pass from memory bandwidth when known.
+    double again = 0;
+    const double rflops = chunk_recompute_flops_per_token(m, c, chunks[k]);
+    if (rflops > 0)
+      again = in.forward_s.empty()
+                  ? rflops * tokens / c.tp / in.flops_per_s
+                  : in.forward_s[k] * rflops / chunk_forward_flops_per_token(m, chunks[k]);
+    if (c.recompute == model::Recompute::selective && in.memory_bytes_per_s > 0)
+      again += chunks[k].layers() * softmax_bytes / in.memory_bytes_per_s;
+    bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] + again : in.backward_s[k];
     const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
     const PassTraffic ept = expert_chunk_traffic(m, c, chunks[k], in.routing);
     tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);

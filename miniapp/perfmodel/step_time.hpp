@@ -4,6 +4,12 @@
 //   - compute: a chunk's forward of one micro-batch costs its modelled FLOPs
 //     (chunk_forward_flops_per_token * N) / tp at the given achieved rate; backward costs
 //     backward_ratio (2) times that; measured per-chunk times may replace both;
+//   - recomputation (train.recompute) adds to each backward the forward work it runs again,
+//     chunk_recompute_flops_per_token * N / tp at the forward's rate (full: the recomputed
+//     blocks' forward; selective: q k^T, 2 S H per block and token), plus for selective the
+//     softmax's memory traffic, 2 * B * (heads/tp) * S^2 * e per block, at memory_bytes_per_s
+//     when given; the recomputed forward's tp and ep collectives are in the backward's traffic
+//     (step_traffic.hpp);
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
 //     their alpha-beta time is added to the action that makes them (fully exposed);
 //   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
@@ -58,6 +64,9 @@ struct StepTimeInputs {
   ExpertRouting routing;
   AxisOpLinks op_links;    // per-operation fits; empty: the axis links
   double optimizer_s = 0;  // the optimizer step's compute, when measured (0: not modelled)
+  // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
+  // softmax selective recomputation runs again uses it).
+  double memory_bytes_per_s = 0;
 };
 
 struct StepTimeBreakdown {
