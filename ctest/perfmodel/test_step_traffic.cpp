@@ -3,6 +3,8 @@
 // tiny model (H = 64, V = 256, S = 32, 4 layers, ffn 256, fp32 unless said).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "perfmodel/shard_params.hpp"
 #include "perfmodel/step_traffic.hpp"
 #include "perfmodel_test_util.hpp"
@@ -284,4 +286,28 @@ TEST(step_traffic, full_recompute_issues_the_block_forwards_again) {
   EXPECT_EQ(ep.calls(), 2 * 4 * 8);
   EXPECT_DOUBLE_EQ(ep.bytes(), 2 * 4 * (2 * 16 + 6 * 16384.0));
   EXPECT_EQ(step_traffic(moe, e, 0).pp.calls(), 0);
+}
+
+TEST(step_traffic, recompute_traffic_equals_a_measured_run) {
+  // inputs/tiny.yaml (2 blocks, MoE block 1, fp32), micro_batch 2, 3 steps on 2 ranks: the
+  // per-step bytes summary.json logged (paraxis report's bytes.tp / bytes.ep, measured ==
+  // predicted) per train.recompute. tp 2 with sequence parallelism; dp = ep = 2.
+  using paraxis::model::Recompute;
+  auto m = tiny_moe_model();
+  m.vocab = 128;
+  m.layers = 2;
+  m.ffn = 128;
+  auto tp = config(2, 1, 1, 2, 8);
+  tp.sequence_parallel = true;
+  auto ep = config(1, 1, 2, 2, 8);
+  ep.ep = 2;
+  const std::tuple<Recompute, double, double> measured[] = {{Recompute::none, 1646088, 262176},
+                                                            {Recompute::selective, 1646088, 262176},
+                                                            {Recompute::full, 2170376, 393280}};
+  for (auto [mode, tp_bytes, ep_bytes] : measured) {
+    tp.recompute = ep.recompute = mode;
+    EXPECT_EQ(tensor_parallel_step_traffic(m, tp, 0).bytes(), tp_bytes)
+        << paraxis::model::to_string(mode);
+    EXPECT_EQ(expert_step_traffic(m, ep, 0).bytes(), ep_bytes) << paraxis::model::to_string(mode);
+  }
 }
