@@ -431,3 +431,181 @@ TEST(cli, plan_ranks_configurations_and_names_rejections) {
   EXPECT_EQ(rb.code, 2);
   EXPECT_NE(rb.output.find("peak_flops"), std::string::npos) << rb.output;
 }
+
+namespace {
+
+// A ranked configuration's name ("tp=2 pp=2 dp=2 ep=1 mb=1 zero=0 interleaved v=2 sp") as a
+// --layout string ("tp=2,pp=2,...,schedule=interleaved,v=2,sp").
+std::string layout_of(const std::string& configuration) {
+  std::istringstream words(configuration);
+  std::string out;
+  for (std::string w; words >> w;) {
+    if (w.find('=') == std::string::npos && w != "sp") w = "schedule=" + w;
+    out += (out.empty() ? "" : ",") + w;
+  }
+  return out;
+}
+
+// The number after `label` at the start of a line of `text` (NaN when there is none).
+double value_after(const std::string& text, const std::string& label) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find_first_not_of(' ');
+    if (at != std::string::npos && line.compare(at, label.size(), label) == 0)
+      return std::strtod(line.c_str() + at + label.size(), nullptr);
+  }
+  return std::nan("");
+}
+
+const std::string plan_small = exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " +
+                               std::string(PARAXIS_INPUTS_DIR) + "/machines/cpu-node.yaml";
+
+}  // namespace
+
+TEST(cli, plan_layout_prints_every_term_and_equals_its_ranked_row) {
+  const std::string json = ::testing::TempDir() + "paraxis_plan_layout.json";
+  ASSERT_EQ(run(plan_small + " --top 1 --json " + json).code, 0);
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  // The best row, and the best with a pipeline, interleaving, sp or recomputation (more of
+  // the grammar), each evaluated alone.
+  std::vector<nlohmann::json> rows{j["ranked"].front()};
+  for (const auto& e : j["ranked"]) {
+    const std::string name = e["configuration"];
+    if (name.find("interleaved") != std::string::npos && name.find(" sp") != std::string::npos) {
+      rows.push_back(e);
+      break;
+    }
+  }
+  for (const auto& e : j["ranked"])
+    if (e["configuration"].get<std::string>().find("recompute=") != std::string::npos) {
+      rows.push_back(e);
+      break;
+    }
+  ASSERT_GE(rows.size(), 2u);
+  for (const auto& e : rows) {
+    const std::string layout = layout_of(e["configuration"]);
+    const Result r = run(plan_small + " --layout " + layout);
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.output;
+    EXPECT_NE(r.output.find("layout: " + e["configuration"].get<std::string>()), std::string::npos)
+        << r.output;
+    const double step = value_after(r.output, "step time");
+    EXPECT_NEAR(step, e["step_time_s"].get<double>(), 1e-5 * e["step_time_s"].get<double>())
+        << layout << "\n"
+        << r.output;
+    const std::pair<const char*, const char*> terms[] = {
+        {"compute", "compute"}, {"bubble", "bubble"},       {"tp (exposed)", "tp"},
+        {"ep (exposed)", "ep"}, {"pp (fill, drain)", "pp"}, {"dp (exposed)", "dp"}};
+    for (const auto& [label, key] : terms)
+      EXPECT_NEAR(value_after(r.output, label), e["terms"][key].get<double>(), 1e-5 * step)
+          << label << "\n"
+          << r.output;
+    EXPECT_NEAR(value_after(r.output, "peak"), e["peak_memory_bytes"].get<double>() / 1e9, 1e-3);
+    for (const char* part : {"parameters", "gradients", "optimizer state", "activations (peak)",
+                             "tokens/s", "MFU", "HFU", "tp ", "dp ", "ranks"})
+      EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  }
+  // dp left out: the machine's 8 devices / (tp * pp).
+  const Result d = run(plan_small + " --layout tp=2,pp=2,mb=1");
+  EXPECT_EQ(d.code, 0) << d.output;
+  EXPECT_NE(d.output.find("layout: tp=2 pp=2 dp=2 "), std::string::npos) << d.output;
+  // A product other than the machine's devices is said.
+  const Result p = run(plan_small + " --layout tp=1,pp=1,dp=2,mb=1");
+  EXPECT_NE(p.output.find("but the machine has 8 devices"), std::string::npos) << p.output;
+}
+
+TEST(cli, plan_layout_that_does_not_fit_says_why) {
+  // small.yaml has 4 layers: 2 stages x 3 chunks breaks the chunk rule, which is named.
+  const Result r = run(plan_small + " --layout tp=1,pp=2,schedule=interleaved,v=3,mb=1");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("pp * virtual_stages = 6 exceeds model.layers = 4"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("parallel.virtual_stages"), std::string::npos) << r.output;
+  // Over the device's memory: the figure and the device's, with the breakdown.
+  const std::string small_machine = ::testing::TempDir() + "paraxis_small_machine.yaml";
+  std::ofstream(small_machine) << "devices_per_node: 2\nnodes: 4\npeak_flops: 1.0e11\n"
+                                  "memory_gb: 0.05\n"
+                                  "intra_node: {latency_us: 20, bandwidth_gbs: 3}\n"
+                                  "inter_node: {latency_us: 50, bandwidth_gbs: 1.2}\n";
+  const Result m = run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " +
+                       small_machine + " --layout tp=2,pp=1,mb=1");
+  EXPECT_EQ(m.code, 1) << m.output;
+  EXPECT_NE(m.output.find("does not fit: memory"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("device:"), std::string::npos) << m.output;
+  EXPECT_NE(m.output.find("activations (peak)"), std::string::npos) << m.output;
+}
+
+TEST(cli, plan_refuses_malformed_layouts_naming_the_field) {
+  const struct {
+    const char* layout;
+    const char* named;
+  } cases[] = {{"tp=2,foo=3", "'foo': unknown field"},
+               {"tp=two", "'tp=two'"},
+               {"tp=2,pp=1,tp=4", "'tp': given twice"},
+               {"mb=1,micro_batch=2", "'micro_batch': given twice (also as 'mb')"},
+               {"zero=4", "'zero=4'"},
+               {"schedule=zigzag", "'schedule=zigzag'"},
+               {"recompute=selective:2", "'recompute=selective:2'"},
+               {"sp=maybe", "'sp=maybe'"},
+               {"tp", "'tp': expected tp=VALUE"},
+               {"tp=2,,pp=2", "has no name"},
+               {"tp=2,", "an empty field"}};
+  for (const auto& c : cases) {
+    const Result r = run(plan_small + " --layout '" + c.layout + "'");
+    EXPECT_EQ(r.code, 2) << c.layout << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.named), std::string::npos) << c.layout << "\n" << r.output;
+    EXPECT_EQ(r.output.find("plan: plan:"), std::string::npos) << r.output;
+  }
+}
+
+TEST(cli, plan_refuses_parallel_overrides_without_layout) {
+  for (const char* key : {"parallel.tp=2", "parallel.schedule=gpipe", "train.micro_batch=2"}) {
+    const Result r = run(plan_small + " --set " + key);
+    EXPECT_EQ(r.code, 2) << key << "\n" << r.output;
+    EXPECT_NE(r.output.find("--layout"), std::string::npos) << r.output;
+  }
+  // A model key still applies (4 layers -> 8: pp=8 no longer breaks the chunk rule).
+  const Result ok = run(plan_small + " --set model.layers=8 --layout tp=1,pp=8,mb=1");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  // With --layout a parallel override is the deck's value the layout falls back on.
+  const Result fallback = run(plan_small + " --set parallel.tp=2 --layout pp=1,mb=1");
+  EXPECT_EQ(fallback.code, 0) << fallback.output;
+  EXPECT_NE(fallback.output.find("layout: tp=2 pp=1 dp=4"), std::string::npos) << fallback.output;
+}
+
+TEST(cli, plan_help_shows_its_own_options_first) {
+  const Result r = run(exe + " plan --help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  const auto layout = r.output.find("--layout");
+  ASSERT_NE(layout, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Kokkos command line arguments"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.find("Usage:"), 200u) << r.output;
+  // Kokkos' own page is still there for who asks.
+  const Result k = run(exe + " plan --kokkos-help");
+  EXPECT_NE(k.output.find("--kokkos-"), std::string::npos) << k.output;
+}
+
+TEST(cli, plan_table_columns_stay_aligned_for_long_names) {
+  const Result r = run(plan_small + " --top 200");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // Every row's "step s" figure ends in the same column as the header's.
+  std::istringstream lines(r.output);
+  std::size_t header_end = std::string::npos, rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("rank  configuration", 0) == 0) {
+      header_end = line.find("step s") + 6;
+      continue;
+    }
+    if (header_end == std::string::npos || line.empty()) {
+      if (header_end != std::string::npos && rows > 0) break;
+      continue;
+    }
+    ++rows;
+    ASSERT_GT(line.size(), header_end) << line;
+    EXPECT_NE(line[header_end - 1], ' ') << line;
+    EXPECT_EQ(line[header_end], ' ') << line;
+  }
+  EXPECT_GT(rows, 50u);
+  // Rejections: every reason in full, with one example each.
+  EXPECT_NE(r.output.find("e.g."), std::string::npos);
+}

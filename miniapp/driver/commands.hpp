@@ -22,8 +22,15 @@ int check_command(const std::string& deck, const std::vector<std::string>& overr
 // Measured against predicted for the points of one or more result folders (rank 0 writes
 // report.md, report.json and plots/ into the first).
 int report_command(const std::vector<std::string>& dirs);
-// Every configuration of a model on a machine description, ranked by predicted step time.
-int plan_command(const std::string& model_deck, const std::string& machine,
-                 const std::vector<std::string>& overrides, int top, const std::string& json_out);
+struct PlanOptions {
+  std::string model_deck, machine;
+  std::vector<std::string> overrides;  // --set: model and train keys (parallel.*: refused)
+  int top = 20;
+  std::string json_out;
+  std::string layout;  // --layout: evaluate this one layout (plan_command.cpp's grammar)
+};
+// Every configuration of a model on a machine description, ranked by predicted step time; or,
+// with a layout, that one configuration term by term.
+int plan_command(const PlanOptions& opt);
 
 }  // namespace paraxis::driver

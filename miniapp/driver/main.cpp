@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "driver/commands.hpp"
 #include "driver/rank_agreement.hpp"
@@ -18,9 +19,26 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
   {
-    // Kokkos takes its own flags (--kokkos-...) out of argv before CLI11 sees the rest.
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    // Kokkos takes its own flags (--kokkos-...) out of argv before CLI11 sees the rest. Kokkos
+    // also answers a bare --help (or -h) with its page of options, printed before (and burying)
+    // the command's own: it never sees them, so --help is CLI11's alone (--kokkos-help still
+    // gives Kokkos' page).
+    std::vector<char*> kokkos_argv;
+    for (int i = 0; i < argc; ++i)
+      if (std::string(argv[i]) != "--help" && std::string(argv[i]) != "-h")
+        kokkos_argv.push_back(argv[i]);
+    int kokkos_argc = static_cast<int>(kokkos_argv.size());
+    kokkos_argv.push_back(nullptr);
+    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_argv.data());
+    // What CLI11 sees: the arguments but Kokkos' own (which Kokkos has read), --help included.
+    std::vector<char*> cli_argv;
+    for (int i = 0; i < argc; ++i)
+      if (std::string(argv[i]).rfind("--kokkos-", 0) != 0) cli_argv.push_back(argv[i]);
+    argc = static_cast<int>(cli_argv.size());
+    cli_argv.push_back(nullptr);
+    argv = cli_argv.data();
     CLI::App app{"paraxis: distributed transformer training benchmark"};
+    app.footer("Kokkos' own options (--kokkos-...): paraxis --kokkos-help");
     app.require_subcommand(1);
     paraxis::driver::RunOptions run;
     auto* run_cmd = app.add_subcommand("run", "train a deck's configurations and write results");
@@ -46,17 +64,22 @@ int main(int argc, char** argv) {
     report_cmd->add_option("dirs", report_dirs, "result folders (paraxis run --out)")
         ->required()
         ->check(CLI::ExistingDirectory);
-    std::string plan_model, plan_machine, plan_json;
-    std::vector<std::string> plan_overrides;
-    int plan_top = 20;
-    auto* plan_cmd =
-        app.add_subcommand("plan", "rank every configuration of a model on a machine description");
-    plan_cmd->add_option("model", plan_model, "deck with the model and train sections")->required();
-    plan_cmd->add_option("machine", plan_machine, "machine description (YAML)")->required();
-    plan_cmd->add_option("--set", plan_overrides, "override a key of the deck: key=value");
-    plan_cmd->add_option("--top", plan_top, "configurations to list (default 20)")
+    paraxis::driver::PlanOptions plan;
+    auto* plan_cmd = app.add_subcommand(
+        "plan", "rank every configuration of a model on a machine description, or evaluate one");
+    plan_cmd->add_option("model", plan.model_deck, "deck with the model and train sections")
+        ->required();
+    plan_cmd->add_option("machine", plan.machine, "machine description (YAML)")->required();
+    plan_cmd->add_option("--set", plan.overrides,
+                         "override a model/train key of the deck: key=value (parallel.*: "
+                         "use --layout)");
+    plan_cmd->add_option("--top", plan.top, "configurations to list (default 20)")
         ->check(CLI::PositiveNumber);
-    plan_cmd->add_option("--json", plan_json, "also write the whole plan to this JSON file");
+    plan_cmd->add_option("--json", plan.json_out, "also write the whole plan to this JSON file");
+    plan_cmd->add_option("--layout", plan.layout,
+                         "evaluate one layout, every term, e.g. tp=8,pp=8,mb=1,schedule="
+                         "interleaved,v=3,sp,recompute=full (fields: tp pp dp ep mb zero schedule "
+                         "v sp recompute[=full:N]; the rest from the deck)");
     for (int i = 0; i < argc; ++i) run.command_line += (i ? " " : "") + std::string(argv[i]);
     // Every rank must run the same command (an MPMD launch with different arguments would
     // otherwise hang in mismatched collectives): checked before anything else.
@@ -71,9 +94,7 @@ int main(int argc, char** argv) {
       if (code == 0 && *check_cmd)
         code = paraxis::driver::check_command(check_deck, check_overrides, check_ranks);
       if (code == 0 && *report_cmd) code = paraxis::driver::report_command(report_dirs);
-      if (code == 0 && *plan_cmd)
-        code = paraxis::driver::plan_command(plan_model, plan_machine, plan_overrides, plan_top,
-                                             plan_json);
+      if (code == 0 && *plan_cmd) code = paraxis::driver::plan_command(plan);
     } catch (const CLI::ParseError& e) {
       code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
       if (code == 0 && e.get_exit_code() != 0) code = 2;

@@ -1,16 +1,33 @@
 // `paraxis plan MODEL MACHINE`: every configuration of a deck's model on a machine description
 // (inputs/machines/*.yaml), those that fit in memory ranked by predicted step time
-// (perfmodel/planner.hpp), each rejected one with its reason.
+// (perfmodel/planner.hpp), each rejected one with its reason; with `--layout`, one
+// configuration evaluated term by term.
+//
+// The layout grammar: comma-separated fields, each once: tp=N pp=N dp=N ep=N mb=N (or
+// micro_batch=N) zero=0..3 schedule=NAME v=N (or virtual_stages=N) sp[=true|false] (or
+// sequence_parallel) recompute=none|selective|full|full:N (N: recompute_layers). A field not
+// given takes the deck's value, but dp: when omitted it is the machine's devices / (tp * pp)
+// when that divides. Anything else (an unknown field, a bad value, a field twice) is an error
+// naming it (exit 2). The evaluation is the planner's own (perfmodel::evaluate), so a layout's
+// figures are those of its row in the ranking.
+//
+// Without --layout the deck's parallel section plays no part (every layout is tried), so a
+// `--set parallel.*` (or of a key the search sets: train.micro_batch, train.recompute,
+// train.recompute_layers) would be silently ignored: it is refused, pointing to --layout.
 //
 // The machine description format and its validation: machine_file.hpp. The whole plan
 // (--json) is written atomically (io/checked_file.hpp): a failed write exits 4, naming the file.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
@@ -18,17 +35,362 @@
 #include "io/checked_file.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/planner.hpp"
+#include "perfmodel/step_traffic.hpp"
 
 namespace paraxis::driver {
 
 namespace pm = paraxis::perfmodel;
 
-int plan_command(const std::string& model_deck, const std::string& machine_path,
-                 const std::vector<std::string>& overrides, int top, const std::string& json_out) {
+namespace {
+
+// The --set keys the ranking searches over (so an override of them would change nothing).
+bool searched_key(const std::string& key) {
+  return key.rfind("parallel.", 0) == 0 || key == "train.micro_batch" || key == "train.recompute" ||
+         key == "train.recompute_layers";
+}
+
+// The rule a rejection breaks, without its values: every number (digits, a decimal point
+// between digits) becomes "#", so that rejections of one rule count together.
+std::string rule_of(const std::string& reason) {
+  std::string rule;
+  for (std::size_t i = 0; i < reason.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(reason[i]);
+    const bool number_dot = reason[i] == '.' && !rule.empty() && rule.back() == '#' &&
+                            i + 1 < reason.size() &&
+                            std::isdigit(static_cast<unsigned char>(reason[i + 1]));
+    if (!std::isdigit(ch) && !number_dot)
+      rule += reason[i];
+    else if (rule.empty() || rule.back() != '#')
+      rule += '#';
+  }
+  return rule;
+}
+
+void print_ranking(const pm::Plan& plan, int top) {
+  // The configuration column as wide as the longest name it shows (names grow with v, sp and
+  // recompute; a fixed width let long ones push the other columns out of line).
+  std::size_t width = std::string("configuration").size();
+  const std::size_t shown = std::min(plan.ranked.size(), static_cast<std::size_t>(top));
+  for (std::size_t i = 0; i < shown; ++i)
+    width = std::max(width, pm::describe(plan.ranked[i].config).size());
+  const int w = static_cast<int>(width);
+  std::printf("%4s  %-*s %10s %9s %8s %9s %6s %6s  %s\n", "rank", w, "configuration", "step s",
+              "bubble", "tp s", "dp s", "MFU", "HFU", "peak memory");
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& e = plan.ranked[i];
+    std::printf("%4zu  %-*s %10.4g %9.3f %8.3g %9.3g %6.3f %6.3f  %s\n", i + 1, w,
+                pm::describe(e.config).c_str(), e.time.step_time, e.time.bubble_fraction, e.time.tp,
+                e.time.dp, e.mfu, e.hfu, pm::format_gb(e.memory.peak).c_str());
+  }
+  // The reasons, most common first, each whole with one example (every rejected configuration
+  // and its own reason are in --json).
+  std::map<std::string, std::pair<int, const pm::Rejection*>> reasons;
+  for (const auto& r : plan.rejected) {
+    auto& slot = reasons[rule_of(r.reason)];
+    if (slot.first++ == 0) slot.second = &r;
+  }
+  std::vector<std::pair<std::string, std::pair<int, const pm::Rejection*>>> sorted(reasons.begin(),
+                                                                                   reasons.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  if (!sorted.empty()) std::printf("\nrejected, by reason:\n");
+  for (const auto& [why, seen] : sorted) {
+    std::printf("  %6d  %s\n", seen.first, why.c_str());
+    std::printf("          e.g. %s: %s\n", pm::describe(seen.second->config).c_str(),
+                seen.second->reason.c_str());
+  }
+}
+
+// --- one layout (--layout) ---
+
+struct LayoutChoice {
+  pm::Scenario config;
+  std::vector<std::string> notes;  // what came from where, and what differs from the machine
+};
+
+[[noreturn]] void layout_error(const std::string& what) {
+  throw std::invalid_argument(what);
+}
+
+// A whole decimal integer in [lo, hi], else an error naming the field.
+int layout_int(const std::string& field, const std::string& value, int lo, int hi) {
+  const bool digits =
+      !value.empty() && value.size() <= 9 && std::all_of(value.begin(), value.end(), [](char ch) {
+        return std::isdigit(static_cast<unsigned char>(ch));
+      });
+  const long n = digits ? std::stol(value) : -1;
+  if (!digits || n < lo || n > hi)
+    layout_error("'" + field + "=" + value + "': expected an integer in [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + "]");
+  return static_cast<int>(n);
+}
+
+LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int devices) {
+  // Canonical field names and their aliases.
+  static const std::map<std::string, std::string> names{{"tp", "tp"},
+                                                        {"pp", "pp"},
+                                                        {"dp", "dp"},
+                                                        {"ep", "ep"},
+                                                        {"mb", "mb"},
+                                                        {"micro_batch", "mb"},
+                                                        {"zero", "zero"},
+                                                        {"schedule", "schedule"},
+                                                        {"v", "v"},
+                                                        {"virtual_stages", "v"},
+                                                        {"sp", "sp"},
+                                                        {"sequence_parallel", "sp"},
+                                                        {"recompute", "recompute"}};
+  const int kMax = 1 << 30;
+  LayoutChoice out;
+  pm::Scenario& c = out.config;
+  c = deck;
+  c.order = config::RankOrder::tp_pp_dp;     // the planner's network tiers assume it
+  std::map<std::string, std::string> given;  // canonical name -> the spelling used
+  std::stringstream items(text);
+  std::string item;
+  int position = 0;
+  if (text.empty() || text.back() == ',') layout_error("'" + text + "': an empty field");
+  while (std::getline(items, item, ',')) {
+    ++position;
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const bool has_value = eq != std::string::npos;
+    const std::string value = has_value ? item.substr(eq + 1) : "";
+    if (name.empty())
+      layout_error("field " + std::to_string(position) + " ('" + item + "') has no name");
+    const auto it = names.find(name);
+    if (it == names.end())
+      layout_error("'" + name +
+                   "': unknown field (expected one of tp, pp, dp, ep, mb, zero, "
+                   "schedule, v, sp, recompute)");
+    const std::string& key = it->second;
+    if (const auto seen = given.find(key); seen != given.end())
+      layout_error("'" + name + "': given twice" +
+                   (seen->second != name ? " (also as '" + seen->second + "')" : std::string()));
+    given[key] = name;
+    if (key != "sp" && (!has_value || value.empty()))
+      layout_error("'" + name + "': expected " + name + "=VALUE");
+    if (key == "tp")
+      c.tp = layout_int(name, value, 1, kMax);
+    else if (key == "pp")
+      c.pp = layout_int(name, value, 1, kMax);
+    else if (key == "dp")
+      c.dp = layout_int(name, value, 1, kMax);
+    else if (key == "ep")
+      c.ep = layout_int(name, value, 1, kMax);
+    else if (key == "mb")
+      c.micro_batch = layout_int(name, value, 1, kMax);
+    else if (key == "zero")
+      c.zero = layout_int(name, value, 0, 3);
+    else if (key == "v")
+      c.virtual_stages = layout_int(name, value, 1, kMax);
+    else if (key == "schedule") {
+      try {
+        c.schedule = schedule::parse_schedule(value);
+      } catch (const std::exception& e) {
+        layout_error("'" + name + "=" + value + "': " + e.what());
+      }
+    } else if (key == "sp") {
+      if (!has_value || value == "true" || value == "1")
+        c.sequence_parallel = true;
+      else if (value == "false" || value == "0")
+        c.sequence_parallel = false;
+      else
+        layout_error("'" + name + "=" + value + "': expected " + name + ", " + name + "=true or " +
+                     name + "=false");
+    } else if (key == "recompute") {
+      const auto colon = value.find(':');
+      const std::string mode = value.substr(0, colon);
+      const auto& modes = model::recompute_names();
+      const auto m = std::find(modes.begin(), modes.end(), mode);
+      if (m == modes.end())
+        layout_error("'" + name + "=" + value + "': expected none, selective, full or full:N");
+      c.recompute = static_cast<model::Recompute>(m - modes.begin());
+      c.recompute_layers = 0;  // full: every block of a chunk
+      if (colon != std::string::npos) {
+        if (c.recompute != model::Recompute::full)
+          layout_error("'" + name + "=" + value + "': only full takes a layer count (full:N)");
+        c.recompute_layers = layout_int(name, value.substr(colon + 1), 1, kMax);
+      }
+    }
+  }
+  std::string from_deck;
+  for (const char* k : {"tp", "pp", "ep", "mb", "zero", "schedule", "v", "sp", "recompute"})
+    if (!given.count(k)) from_deck += std::string(from_deck.empty() ? "" : ", ") + k;
+  if (!from_deck.empty()) out.notes.push_back("from the deck: " + from_deck);
+  const long long tp_pp = static_cast<long long>(c.tp) * c.pp;
+  if (!given.count("dp")) {
+    if (devices % tp_pp == 0) {
+      c.dp = static_cast<int>(devices / tp_pp);
+      out.notes.push_back("dp = " + std::to_string(c.dp) + ": the machine's " +
+                          std::to_string(devices) + " devices / (tp * pp)");
+    } else {
+      out.notes.push_back("dp from the deck: tp * pp = " + std::to_string(tp_pp) +
+                          " does not divide the machine's " + std::to_string(devices) + " devices");
+    }
+  }
+  const long long ranks = tp_pp * c.dp;
+  if (ranks != devices)
+    out.notes.push_back("tp * pp * dp = " + std::to_string(ranks) + " ranks, but the machine has " +
+                        std::to_string(devices) + " devices: predicted for " +
+                        std::to_string(ranks) + " ranks laid out as the machine's nodes");
+  if (!c.stage_layers.empty() && static_cast<int>(c.stage_layers.size()) != c.chunks()) {
+    out.notes.push_back("the deck's parallel.stage_layers (" +
+                        std::to_string(c.stage_layers.size()) + " chunks) do not fit pp * v = " +
+                        std::to_string(c.chunks()) + ": layers balanced by modelled cost");
+    c.stage_layers.clear();
+  }
+  return out;
+}
+
+std::string gb(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g GB", bytes / 1e9);
+  return buf;
+}
+
+// Every term of one layout's prediction. Returns 0 when it would be ranked, 1 when it breaks a
+// rule or does not fit in memory (with why).
+int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const LayoutChoice& choice) {
+  const pm::Evaluation ev = pm::evaluate(req, mc, choice.config);
+  const pm::PlanEntry& e = ev.entry;
+  const pm::Scenario& c = e.config;
+  std::printf("layout: %s\n", pm::describe(c).c_str());
+  for (const auto& n : choice.notes) std::printf("  %s\n", n.c_str());
+  if (!ev.violations.empty()) {
+    std::printf("does not fit: it breaks %zu configuration rule(s):\n", ev.violations.size());
+    for (const auto& v : ev.violations) {
+      std::string keys;
+      for (const auto& k : v.keys) keys += (keys.empty() ? "" : ", ") + k;
+      std::printf("  %s  [%s]\n", v.message.c_str(), keys.c_str());
+    }
+    return 1;
+  }
+  if (ev.reason.empty())
+    std::printf("fits: peak memory %s of %s (pipeline stage %d)\n",
+                pm::format_gb(e.memory.peak).c_str(), pm::format_gb(mc.memory_bytes).c_str(),
+                e.memory_stage);
+  else
+    std::printf("does not fit: %s (pipeline stage %d); the figures below are what it would take\n",
+                ev.reason.c_str(), e.memory_stage);
+  const auto& mem = e.memory;
+  std::printf("\nmemory per rank, pipeline stage %d (the largest of %d):\n", e.memory_stage, c.pp);
+  std::printf("  %-22s %14s\n", "parameters", gb(mem.params).c_str());
+  std::printf("  %-22s %14s\n", "gradients", gb(mem.grads).c_str());
+  std::printf("  %-22s %14s\n", "optimizer state", gb(mem.optimizer).c_str());
+  std::printf("  %-22s %14s\n", "ZeRO step buffers", gb(mem.step_buffers).c_str());
+  std::printf("  %-22s %14s\n", "activations (peak)", gb(mem.activations).c_str());
+  std::printf("  %-22s %14s   device: %s\n", "peak", gb(mem.peak).c_str(),
+              gb(mc.memory_bytes).c_str());
+  const auto& t = e.time;
+  std::printf("\ntime per step, by term (pipeline stage %d, the one that finishes last):\n",
+              t.stage);
+  const std::pair<const char*, double> terms[] = {
+      {"compute", t.compute},    {"bubble", t.bubble},       {"tp (exposed)", t.tp},
+      {"ep (exposed)", t.ep},    {"pp (fill, drain)", t.pp}, {"dp (exposed)", t.dp},
+      {"optimizer", t.optimizer}};
+  for (const auto& [name, s] : terms)
+    std::printf("  %-22s %14.6g s  %5.1f %%\n", name, s,
+                t.step_time > 0 ? 100 * s / t.step_time : 0.0);
+  std::printf("  %-22s %14.6g s\n", "step time", t.step_time);
+  std::printf("  %-22s %14.6g s   bubble fraction %.4f (mean over stages)\n", "pipeline span",
+              t.pipeline_span, t.bubble_fraction);
+  const pm::StepTraffic traffic = pm::step_traffic(req.model, c, t.stage);
+  const auto tiers = e.intra_node;
+  std::printf("\ntraffic per step, a rank of pipeline stage %d:\n", t.stage);
+  const struct {
+    const char* axis;
+    int group;
+    bool intra;
+    const pm::AxisTraffic& traffic;
+  } axes[] = {{"tp", c.tp, tiers.tp, traffic.tp},
+              {"pp", c.pp, tiers.pp, traffic.pp},
+              {"dp", c.dp, tiers.dp, traffic.dp},
+              {"ep", c.ep, tiers.ep, traffic.ep}};
+  for (const auto& a : axes)
+    std::printf("  %-3s %6d ranks  %-10s  %14s sent  %8ld calls\n", a.axis, a.group,
+                a.group <= 1 ? "-"
+                : a.intra    ? "intra-node"
+                             : "inter-node",
+                gb(a.traffic.bytes()).c_str(), a.traffic.calls());
+  std::printf("\nthroughput: %.6g tokens/s, %.4g model TFLOP/s per device\n", e.tokens_per_s,
+              e.model_flops_per_s / c.world() / 1e12);
+  std::printf("MFU %.4f (model FLOPs), HFU %.4f (hardware FLOPs, recomputation included)\n", e.mfu,
+              e.hfu);
+  return ev.reason.empty() ? 0 : 1;
+}
+
+// Progress on stderr once the search has run ~2 s: a line per ~2 s, then the total.
+std::function<void(std::size_t, std::size_t)> progress_to_stderr() {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto last = start;
+  bool shown = false;
+  return [=](std::size_t done, std::size_t total) mutable {
+    const auto now = clock::now();
+    const double since_last = std::chrono::duration<double>(now - last).count();
+    if (done < total && since_last < 2.0) return;
+    if (done == total && !shown) return;
+    last = now;
+    shown = true;
+    std::fprintf(stderr, "plan: %zu/%zu shapes (tp, pp, ep) searched, %.1f s\n", done, total,
+                 std::chrono::duration<double>(now - start).count());
+  };
+}
+
+int write_json(const pm::Plan& plan, const std::string& model_deck, const std::string& machine,
+               const std::string& json_out) {
+  nlohmann::json j{{"model", model_deck},
+                   {"machine", machine},
+                   {"ranked", nlohmann::json::array()},
+                   {"rejected", nlohmann::json::array()}};
+  for (const auto& e : plan.ranked)
+    j["ranked"].push_back({{"configuration", pm::describe(e.config)},
+                           {"step_time_s", e.time.step_time},
+                           {"terms",
+                            {{"compute", e.time.compute},
+                             {"bubble", e.time.bubble},
+                             {"tp", e.time.tp},
+                             {"pp", e.time.pp},
+                             {"dp", e.time.dp},
+                             {"ep", e.time.ep}}},
+                           {"bubble_fraction", e.time.bubble_fraction},
+                           {"mfu", e.mfu},
+                           {"hfu", e.hfu},
+                           {"tokens_per_s", e.tokens_per_s},
+                           {"peak_memory_bytes", e.memory.peak}});
+  for (const auto& r : plan.rejected)
+    j["rejected"].push_back({{"configuration", pm::describe(r.config)}, {"reason", r.reason}});
+  try {
+    io::write_file_checked(json_out,
+                           j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
+  } catch (const io::WriteError& e) {
+    std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
+    return 4;
+  }
+  std::printf("whole plan: %s\n", json_out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int plan_command(const PlanOptions& opt) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;
-  const Deck deck = load_deck(model_deck, overrides, 0);
+  if (opt.layout.empty())
+    for (const auto& o : opt.overrides) {
+      const std::string key = o.substr(0, o.find('='));
+      if (searched_key(key)) {
+        std::fprintf(stderr,
+                     "paraxis: error: plan: --set %s: the ranking tries every layout and ignores "
+                     "the deck's %s; to evaluate one layout use --layout (e.g. --layout "
+                     "tp=2,pp=1)\n",
+                     o.c_str(), key.c_str());
+        return 2;
+      }
+    }
+  const Deck deck = load_deck(opt.model_deck, opt.overrides, 0);
   if (!deck.errors.empty()) {
     for (const auto& e : deck.errors)
       std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
@@ -36,7 +398,7 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
   }
   MachineFile mf;
   try {
-    mf = load_machine_file(machine_path);
+    mf = load_machine_file(opt.machine);
   } catch (const std::exception& e) {
     // One line per problem (the file names every one).
     std::istringstream lines(e.what());
@@ -51,44 +413,38 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
   req.precision = c.train.precision;
   req.bucket_mb = c.comm.bucket_mb;
   req.overlap = c.comm.overlap;
+  const auto& m = mf.machine;
+  if (!opt.layout.empty()) {
+    LayoutChoice choice;
+    try {
+      choice = parse_layout(opt.layout, pm::scenario_of(c.parallel, c.comm, c.train), m.devices());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "paraxis: error: plan: --layout %s\n", e.what());
+      return 2;
+    }
+    std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
+                opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
+                m.peak_flops / 1e12, m.memory_bytes / 1e9);
+    try {
+      return print_layout(req, m, choice);
+    } catch (const std::exception& e) {
+      // planner.cpp's messages carry no "plan:" of their own: one prefix, here.
+      std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
+      return 2;
+    }
+  }
   pm::Plan plan;
   try {
-    plan = pm::plan(req, mf.machine);
+    plan = pm::plan(req, m, progress_to_stderr());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
     return 2;
   }
-  const auto& m = mf.machine;
   std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
-              model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node, m.peak_flops / 1e12,
-              m.memory_bytes / 1e9);
+              opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
+              m.peak_flops / 1e12, m.memory_bytes / 1e9);
   std::printf("%zu configurations fit, %zu rejected\n\n", plan.ranked.size(), plan.rejected.size());
-  std::printf("%4s  %-44s %10s %9s %8s %9s %6s  %s\n", "rank", "configuration", "step s", "bubble",
-              "tp s", "dp s", "MFU", "peak memory");
-  for (std::size_t i = 0; i < plan.ranked.size() && static_cast<int>(i) < top; ++i) {
-    const auto& e = plan.ranked[i];
-    std::printf("%4zu  %-44s %10.4g %9.3f %8.3g %9.3g %6.3f  %s\n", i + 1,
-                pm::describe(e.config).c_str(), e.time.step_time, e.time.bubble_fraction, e.time.tp,
-                e.time.dp, e.mfu, pm::format_gb(e.memory.peak).c_str());
-  }
-  // The reasons, most common first (every rejected configuration is in --json).
-  std::map<std::string, int> reasons;
-  for (const auto& r : plan.rejected) {
-    // The rule without its values: every run of digits becomes "#".
-    std::string rule;
-    for (char ch : r.reason)
-      if (!std::isdigit(static_cast<unsigned char>(ch)))
-        rule += ch;
-      else if (rule.empty() || rule.back() != '#')
-        rule += '#';
-    ++reasons[rule];
-  }
-  if (!reasons.empty()) {
-    std::printf("\nrejected, by reason:\n");
-    for (const auto& [why, n] : reasons) std::printf("  %6d  %s\n", n, why.c_str());
-    std::printf("  e.g. %s: %s\n", pm::describe(plan.rejected.front().config).c_str(),
-                plan.rejected.front().reason.c_str());
-  }
+  print_ranking(plan, opt.top);
   // Checkpointing at this scale (Young 1974, Daly 2006).
   try {
     const double devices = m.devices();
@@ -102,39 +458,10 @@ int plan_command(const std::string& model_deck, const std::string& machine_path,
                   pm::young_interval(mf.checkpoint_s, mtbf),
                   pm::daly_interval(mf.checkpoint_s, mtbf), mf.checkpoint_s);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", machine_path.c_str(), e.what());
+    std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", opt.machine.c_str(), e.what());
     return 2;
   }
-  if (!json_out.empty()) {
-    nlohmann::json j{{"model", model_deck},
-                     {"machine", mf.name},
-                     {"ranked", nlohmann::json::array()},
-                     {"rejected", nlohmann::json::array()}};
-    for (const auto& e : plan.ranked)
-      j["ranked"].push_back({{"configuration", pm::describe(e.config)},
-                             {"step_time_s", e.time.step_time},
-                             {"terms",
-                              {{"compute", e.time.compute},
-                               {"bubble", e.time.bubble},
-                               {"tp", e.time.tp},
-                               {"pp", e.time.pp},
-                               {"dp", e.time.dp},
-                               {"ep", e.time.ep}}},
-                             {"bubble_fraction", e.time.bubble_fraction},
-                             {"mfu", e.mfu},
-                             {"tokens_per_s", e.tokens_per_s},
-                             {"peak_memory_bytes", e.memory.peak}});
-    for (const auto& r : plan.rejected)
-      j["rejected"].push_back({{"configuration", pm::describe(r.config)}, {"reason", r.reason}});
-    try {
-      io::write_file_checked(
-          json_out, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
-    } catch (const io::WriteError& e) {
-      std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
-      return 4;
-    }
-    std::printf("whole plan: %s\n", json_out.c_str());
-  }
+  if (!opt.json_out.empty()) return write_json(plan, opt.model_deck, mf.name, opt.json_out);
   return 0;
 }
 

@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "config/config_rules.hpp"
 #include "perfmodel/flops.hpp"
+#include "perfmodel/model_chunks.hpp"
+#include "perfmodel/shard_params.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -23,7 +27,8 @@ std::vector<int> divisors(int n) {
 }
 
 void validate(const PlanRequest& r, const Machine& mc) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("plan: " + what); };
+  // No "plan:" here: the command that calls the planner names itself.
+  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
   if (mc.devices_per_node < 1 || mc.nodes < 1)
     fail("machine has " + std::to_string(mc.devices_per_node) + " devices per node and " +
          std::to_string(mc.nodes) + " nodes; expected >= 1 of each");
@@ -48,7 +53,98 @@ std::string rule_problem(const model::ModelConfig& m, const Scenario& c) {
   return v.empty() ? std::string() : v.front().message;
 }
 
+// The model's balanced cut into pipeline chunks (model::split_layers: a min-max dynamic
+// programme, O(chunks * layers^2)), once per chunk count. The memory and time models cut the
+// model again for every stage of every configuration, which dominated a large search (95 % of
+// it for a 128-layer model on 3,072 devices); given the cut as stage_layers, split_layers only
+// checks it, and the chunks are the same.
+class ChunkCuts {
+ public:
+  explicit ChunkCuts(const model::ModelConfig& m) : m_(m) {}
+  const std::vector<int>& layers_per_chunk(int chunks) {
+    auto it = cuts_.find(chunks);
+    if (it == cuts_.end()) {
+      std::vector<int> counts;
+      for (const auto& ch : split_layers(m_, chunks)) counts.push_back(ch.layers());
+      it = cuts_.emplace(chunks, std::move(counts)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const model::ModelConfig& m_;
+  std::map<int, std::vector<int>> cuts_;
+};
+
+// The largest stage's parameters, gradients and optimizer state (memory.hpp's
+// model_state_bytes, which the memory model adds into every stage's peak): a lower bound of the
+// configuration's peak memory that depends on neither the micro-batch, the schedule nor
+// recomputation. When it alone exceeds the device the configuration is rejected without the
+// full memory model, whose schedule walk is most of a large search's time.
+double model_state_floor(const model::ModelConfig& m, const Scenario& x) {
+  double most = 0;
+  for (int s = 0; s < x.pp; ++s)
+    most = std::max(most, model_state_bytes(shard_units(m, x, s), x).total());
+  return most;
+}
+
+// Memory, and unless it does not fit and `always_time` is false, the step time of `c`, which
+// satisfies every rule. `reason` receives why it is rejected ("" when it fits).
+// `floors` (when given) keeps model_state_floor per (zero, sp, v) of one shape (tp, pp, dp, ep):
+// a configuration over it is rejected on it alone.
+using StateFloors = std::map<std::tuple<int, bool, int>, double>;
+PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, ChunkCuts& cuts,
+                  bool always_time, std::string& reason, StateFloors* floors = nullptr) {
+  const model::ModelConfig& m = r.model;
+  Scenario x = c;  // what the models see: the cut given when the configuration leaves it open
+  if (x.stage_layers.empty()) x.stage_layers = cuts.layers_per_chunk(x.chunks());
+  PlanEntry e;
+  e.config = c;
+  reason.clear();
+  if (floors && !always_time) {
+    const auto key = std::make_tuple(x.zero, x.sequence_parallel, x.virtual_stages);
+    auto it = floors->find(key);
+    if (it == floors->end()) it = floors->emplace(key, model_state_floor(m, x)).first;
+    if (it->second > mc.memory_bytes) {
+      reason = "memory " + format_gb(it->second) + " > " + format_gb(mc.memory_bytes) +
+               " (parameters, gradients and optimizer state alone)";
+      return e;
+    }
+  }
+  e.memory = largest_rank_memory(m, x, {}, &e.memory_stage);
+  if (e.memory.peak > mc.memory_bytes)
+    reason = "memory " + format_gb(e.memory.peak) + " > " + format_gb(mc.memory_bytes);
+  if (!reason.empty() && !always_time) return e;
+  e.intra_node = axis_tiers(x, mc.devices_per_node);
+  StepTimeInputs in;
+  in.flops_per_s = mc.peak_flops * mc.achievable_fraction;
+  in.links = axis_links(x, mc);
+  in.all_reduce = r.all_reduce;
+  e.time = predict_step_time(m, x, in);
+  const double tokens = static_cast<double>(x.global_batch) * m.seq_len;
+  e.tokens_per_s = tokens / e.time.step_time;
+  e.model_flops_per_s = step_flops(m, x.global_batch) / e.time.step_time;
+  e.mfu = mfu(e.model_flops_per_s, mc.peak_flops, x.world());
+  e.hardware_flops_per_s = hardware_step_flops(m, x) / e.time.step_time;
+  e.hfu = mfu(e.hardware_flops_per_s, mc.peak_flops, x.world());
+  return e;
+}
+
 }  // namespace
+
+Evaluation evaluate(const PlanRequest& r, const Machine& mc, const Scenario& c) {
+  validate(r, mc);
+  Evaluation out;
+  out.entry.config = c;
+  out.violations = config::rule_violations(r.model, c.train(), c, 0);
+  if (!out.violations.empty()) {
+    out.reason = out.violations.front().message;
+    return out;
+  }
+  ChunkCuts cuts(r.model);
+  out.entry = predict(r, mc, c, cuts, true, out.reason);
+  return out;
+}
 
 bool group_is_intra_node(int stride, int size, int devices_per_node) {
   if (size <= 1) return true;
@@ -95,95 +191,91 @@ std::string format_gb(double bytes) {
   return buf;
 }
 
-Plan plan(const PlanRequest& r, const Machine& mc) {
+Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress) {
   validate(r, mc);
   const model::ModelConfig& m = r.model;
   const int devices = mc.devices();
-  const double rate = mc.peak_flops * mc.achievable_fraction;
-  const double flops = step_flops(m, r.global_batch);
-  Plan out;
+  ChunkCuts cuts(m);
+  // The shapes (tp, pp, ep) first: their count is the progress's total.
+  struct Shape {
+    int tp, pp, ep;
+  };
+  std::vector<Shape> shapes;
   for (int tp : divisors(devices))
     for (int pp : divisors(devices / tp)) {
       const int dp = devices / (tp * pp);
-      const std::vector<int> eps = m.moe.experts > 0 ? divisors(dp) : std::vector<int>{1};
-      for (int ep : eps) {
-        Scenario base;
-        base.tp = tp;
-        base.pp = pp;
-        base.dp = dp;
-        base.ep = ep;
-        base.global_batch = r.global_batch;
-        base.precision = r.precision;
-        base.bucket_mb = r.bucket_mb;
-        base.overlap = r.overlap;
-        if (const std::string problem = rule_problem(m, base); !problem.empty()) {
-          out.rejected.push_back({base, problem});  // with micro_batch 1: no micro-batch fits
-          continue;
-        }
-        const std::vector<bool> sps = tp > 1 && r.try_sequence_parallel
-                                          ? std::vector<bool>{false, true}
-                                          : std::vector<bool>{false};
-        for (int mb : micro_batch_candidates(r.global_batch / dp, r.max_micro_batch_values))
-          for (bool sp : sps)
-            for (auto kind : r.schedules) {
-              // Without a pipeline the schedules coincide but for gpipe keeping every
-              // micro-batch's activations: one entry (1f1b, when asked for) is enough.
-              if (pp == 1 && kind != schedule::ScheduleKind::one_f_one_b &&
-                  std::find(r.schedules.begin(), r.schedules.end(),
-                            schedule::ScheduleKind::one_f_one_b) != r.schedules.end())
-                continue;
-              std::vector<int> vs{1};
-              if (kind == schedule::ScheduleKind::interleaved) {
-                vs.clear();
-                if (pp > 1)
-                  for (int v = 2; v <= r.max_virtual_stages; ++v) vs.push_back(v);
-              }
-              for (int v : vs)
-                for (int zero : r.zero_stages) {
-                  // A stage that runs as another (config::ParallelConfig::effective_zero:
-                  // with one data-parallel rank every stage is 0) is that one, listed once.
-                  Scenario c = base;
-                  c.zero = zero;
-                  if (c.effective_zero() != zero &&
-                      std::find(r.zero_stages.begin(), r.zero_stages.end(), 0) !=
-                          r.zero_stages.end())
-                    continue;
-                  c.micro_batch = mb;
-                  c.sequence_parallel = sp;
-                  c.schedule = kind;
-                  c.virtual_stages = v;
-                  const std::string problem = rule_problem(m, c);
-                  if (!problem.empty()) {
-                    out.rejected.push_back({c, problem});
-                    continue;
-                  }
-                  for (auto rc : r.recomputes) {
-                    c.recompute = rc;
-                    c.recompute_layers = 0;  // full: every block
-                    PlanEntry e;
-                    e.config = c;
-                    e.memory = largest_rank_memory(m, c, {}, &e.memory_stage);
-                    if (e.memory.peak > mc.memory_bytes) {
-                      out.rejected.push_back({c, "memory " + format_gb(e.memory.peak) + " > " +
-                                                     format_gb(mc.memory_bytes)});
-                      continue;
-                    }
-                    e.intra_node = axis_tiers(c, mc.devices_per_node);
-                    StepTimeInputs in;
-                    in.flops_per_s = rate;
-                    in.links = axis_links(c, mc);
-                    in.all_reduce = r.all_reduce;
-                    e.time = predict_step_time(m, c, in);
-                    e.tokens_per_s =
-                        static_cast<double>(r.global_batch) * m.seq_len / e.time.step_time;
-                    e.model_flops_per_s = flops / e.time.step_time;
-                    e.mfu = mfu(e.model_flops_per_s, mc.peak_flops, devices);
-                    out.ranked.push_back(std::move(e));
-                  }
-                }
-            }
-      }
+      for (int ep : m.moe.experts > 0 ? divisors(dp) : std::vector<int>{1})
+        shapes.push_back({tp, pp, ep});
     }
+  Plan out;
+  std::string reason;
+  StateFloors floors;
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    floors.clear();
+    if (progress) progress(si, shapes.size());
+    const int tp = shapes[si].tp, pp = shapes[si].pp, ep = shapes[si].ep;
+    const int dp = devices / (tp * pp);
+    Scenario base;
+    base.tp = tp;
+    base.pp = pp;
+    base.dp = dp;
+    base.ep = ep;
+    base.global_batch = r.global_batch;
+    base.precision = r.precision;
+    base.bucket_mb = r.bucket_mb;
+    base.overlap = r.overlap;
+    if (const std::string problem = rule_problem(m, base); !problem.empty()) {
+      out.rejected.push_back({base, problem});  // with micro_batch 1: no micro-batch fits
+      continue;
+    }
+    const std::vector<bool> sps = tp > 1 && r.try_sequence_parallel ? std::vector<bool>{false, true}
+                                                                    : std::vector<bool>{false};
+    for (int mb : micro_batch_candidates(r.global_batch / dp, r.max_micro_batch_values))
+      for (bool sp : sps)
+        for (auto kind : r.schedules) {
+          // Without a pipeline the schedules coincide but for gpipe keeping every
+          // micro-batch's activations: one entry (1f1b, when asked for) is enough.
+          if (pp == 1 && kind != schedule::ScheduleKind::one_f_one_b &&
+              std::find(r.schedules.begin(), r.schedules.end(),
+                        schedule::ScheduleKind::one_f_one_b) != r.schedules.end())
+            continue;
+          std::vector<int> vs{1};
+          if (kind == schedule::ScheduleKind::interleaved) {
+            vs.clear();
+            if (pp > 1)
+              for (int v = 2; v <= r.max_virtual_stages; ++v) vs.push_back(v);
+          }
+          for (int v : vs)
+            for (int zero : r.zero_stages) {
+              // A stage that runs as another (config::ParallelConfig::effective_zero:
+              // with one data-parallel rank every stage is 0) is that one, listed once.
+              Scenario c = base;
+              c.zero = zero;
+              if (c.effective_zero() != zero &&
+                  std::find(r.zero_stages.begin(), r.zero_stages.end(), 0) != r.zero_stages.end())
+                continue;
+              c.micro_batch = mb;
+              c.sequence_parallel = sp;
+              c.schedule = kind;
+              c.virtual_stages = v;
+              const std::string problem = rule_problem(m, c);
+              if (!problem.empty()) {
+                out.rejected.push_back({c, problem});
+                continue;
+              }
+              for (auto rc : r.recomputes) {
+                c.recompute = rc;
+                c.recompute_layers = 0;  // full: every block
+                PlanEntry e = predict(r, mc, c, cuts, false, reason, &floors);
+                if (!reason.empty())
+                  out.rejected.push_back({c, reason});
+                else
+                  out.ranked.push_back(std::move(e));
+              }
+            }
+        }
+  }
+  if (progress) progress(shapes.size(), shapes.size());
   std::stable_sort(out.ranked.begin(), out.ranked.end(),
                    [](const PlanEntry& a, const PlanEntry& b) {
                      if (a.time.step_time != b.time.step_time)

@@ -16,9 +16,12 @@
 // tried only with tp > 1.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "config/config_rules.hpp"
 #include "model/model_config.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/memory.hpp"
@@ -68,6 +71,9 @@ struct PlanEntry {
   int memory_stage = 0;   // its pipeline stage
   AxisTiers intra_node;
   double tokens_per_s = 0, model_flops_per_s = 0, mfu = 0;
+  // Hardware FLOPs (model FLOPs plus the recomputed forward: flops.hpp's hardware_step_flops)
+  // per second, and their share of the peak (HFU).
+  double hardware_flops_per_s = 0, hfu = 0;
 };
 
 struct Rejection {
@@ -80,9 +86,25 @@ struct Plan {
   std::vector<Rejection> rejected;
 };
 
+// Called as the search goes: `done` of `total` shapes (tp, pp, ep) searched; done == total
+// once, at the end.
+using PlanProgress = std::function<void(std::size_t done, std::size_t total)>;
+
 // Throws std::invalid_argument on a machine or model that cannot be planned for (no devices,
 // no peak, no memory, hidden not divisible by heads, top_k > experts, global_batch < 1).
-Plan plan(const PlanRequest& request, const Machine& machine);
+Plan plan(const PlanRequest& request, const Machine& machine, const PlanProgress& progress = {});
+
+// One configuration judged as plan() judges each (`paraxis plan --layout`): the rules it breaks
+// (then nothing else is evaluated), else its memory and its step time, and `reason`, empty when
+// plan() would rank it, else why it rejects it (the first broken rule, or the memory over the
+// device; the time is predicted then too). The request's model, all_reduce and the machine
+// apply; the batch, precision and bucketing are the configuration's own.
+struct Evaluation {
+  PlanEntry entry;
+  std::vector<config::RuleViolation> violations;
+  std::string reason;
+};
+Evaluation evaluate(const PlanRequest& request, const Machine& machine, const Scenario& c);
 
 // A group of `size` ranks `stride` apart, in blocks of stride*size consecutive ranks.
 bool group_is_intra_node(int stride, int size, int devices_per_node);
