@@ -369,7 +369,7 @@ TEST(DeckHostile, FaultSectionSetsEveryFieldAndSweeps) {
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   const auto& off = d.points[0].config.fault;
   EXPECT_EQ(off.dead_rank.rank, -1);
-  EXPECT_EQ(off.dead_rank.at, "step");
+  EXPECT_EQ(off.dead_rank.at, DeadAt::step);
   EXPECT_EQ(off.hang.rank, -1);
   d = load_deck(tiny,
                 {"parallel.dp=2", "fault.dead_rank.rank=1", "fault.dead_rank.step=3",
@@ -379,7 +379,7 @@ TEST(DeckHostile, FaultSectionSetsEveryFieldAndSweeps) {
   const auto& f = d.points[0].config.fault;
   EXPECT_EQ(f.dead_rank.rank, 1);
   EXPECT_EQ(f.dead_rank.step, 3);
-  EXPECT_EQ(f.dead_rank.at, "save");
+  EXPECT_EQ(f.dead_rank.at, DeadAt::save);
   EXPECT_EQ(f.hang.rank, 0);
   EXPECT_EQ(f.hang.step, 2);
   d = load_deck(write_temp("fault.yaml", read_text(tiny) + "fault:\n  hang: {rank: 1, step: 1}\n"),

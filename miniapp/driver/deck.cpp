@@ -94,15 +94,14 @@ const std::vector<KeySpec>& key_table() {
     add(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
     add(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
     add(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
-    add(string_choice_key("hardware.gemm", {"auto", "portable"}, PARAXIS_FIELD(hardware.gemm)));
+    add(enum_key("hardware.gemm", gemm_choice_names(), PARAXIS_FIELD(hardware.gemm)));
     add(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
     add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
     add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
     add(int_key("fault.dead_rank.rank", -1, kMaxInt, PARAXIS_FIELD(fault.dead_rank.rank)));
     add(int_key("fault.dead_rank.step", 0, kMaxInt, PARAXIS_FIELD(fault.dead_rank.step)));
-    add(string_choice_key("fault.dead_rank.at", {"step", "save"},
-                          PARAXIS_FIELD(fault.dead_rank.at)));
+    add(enum_key("fault.dead_rank.at", dead_at_names(), PARAXIS_FIELD(fault.dead_rank.at)));
     add(int_key("fault.hang.rank", -1, kMaxInt, PARAXIS_FIELD(fault.hang.rank)));
     add(int_key("fault.hang.step", 0, kMaxInt, PARAXIS_FIELD(fault.hang.step)));
     return t;
@@ -613,6 +612,21 @@ RunConfig config_from_json(const nlohmann::json& j) {
       throw std::invalid_argument("config." + k.key + ": " + *err);
   }
   return c;
+}
+
+const std::vector<std::string>& gemm_choice_names() {
+  static const std::vector<std::string> n{"auto", "portable"};
+  return n;
+}
+const char* to_string(GemmChoice g) {
+  return gemm_choice_names().at(static_cast<std::size_t>(g)).c_str();
+}
+const std::vector<std::string>& dead_at_names() {
+  static const std::vector<std::string> n{"step", "save"};
+  return n;
+}
+const char* to_string(DeadAt a) {
+  return dead_at_names().at(static_cast<std::size_t>(a)).c_str();
 }
 
 }  // namespace paraxis::driver

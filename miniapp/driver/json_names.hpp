@@ -24,6 +24,19 @@ inline void to_json(nlohmann::json& j, ScheduleKind k) {
 }
 }  // namespace paraxis::schedule
 
+namespace paraxis::driver {
+enum class GemmChoice;
+enum class DeadAt;
+const char* to_string(GemmChoice g);
+const char* to_string(DeadAt a);
+inline void to_json(nlohmann::json& j, GemmChoice g) {
+  j = to_string(g);
+}
+inline void to_json(nlohmann::json& j, DeadAt a) {
+  j = to_string(a);
+}
+}  // namespace paraxis::driver
+
 namespace paraxis::config {
 inline void to_json(nlohmann::json& j, RankOrder o) {
   j = to_string(o);

@@ -196,7 +196,7 @@ int run_command(const RunOptions& opt) {
     if (r.status != "ok" && r.status.rfind("skipped", 0) != 0) ++not_ok;
     results.push_back(r);
     const auto& dead = cfg.fault.dead_rank;
-    const bool die_during_save = dead.at == "save" && dead.rank == rank;
+    const bool die_during_save = dead.at == DeadAt::save && dead.rank == rank;
     if (die_during_save && rank != 0) die_now(rank);
     int written = 0;
     if (rank == 0) {

@@ -15,9 +15,19 @@ namespace paraxis::driver {
 using config::CommConfig;
 using config::ParallelConfig;
 
+// hardware.gemm: auto (the vendor GEMM where it applies) | portable (paraxis's own everywhere).
+enum class GemmChoice { automatic, portable };
+const std::vector<std::string>& gemm_choice_names();  // deck order: "auto", "portable"
+const char* to_string(GemmChoice g);
+
+// fault.dead_rank.at: step (throw before the step) | save (die while results are written).
+enum class DeadAt { step, save };
+const std::vector<std::string>& dead_at_names();
+const char* to_string(DeadAt a);
+
 struct HardwareConfig {
-  double peak_flops = 0;      // per device, for MFU; 0 = unknown
-  std::string gemm = "auto";  // auto (vendor GEMM where it applies) | portable
+  double peak_flops = 0;  // per device, for MFU; 0 = unknown
+  GemmChoice gemm = GemmChoice::automatic;
   // Fit the collectives of the grid and time the shard's compute before the point runs
   // (calibration.hpp), for `paraxis report`'s predictions.
   bool calibrate = true;
@@ -35,7 +45,7 @@ struct FaultConfig {
   struct DeadRank {
     int rank = -1;
     int step = 0;
-    std::string at = "step";  // step: throw before `step` | save: die while results are written
+    DeadAt at = DeadAt::step;
   } dead_rank;
   struct Hang {
     int rank = -1;
