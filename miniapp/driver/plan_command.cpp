@@ -115,10 +115,10 @@ struct LayoutChoice {
 // A whole decimal integer in [lo, hi], else an error naming the field.
 int layout_int(const std::string& field, const std::string& value, int lo, int hi) {
   const bool digits =
-      !value.empty() && value.size() <= 9 && std::all_of(value.begin(), value.end(), [](char ch) {
+      !value.empty() && value.size() <= 10 && std::all_of(value.begin(), value.end(), [](char ch) {
         return std::isdigit(static_cast<unsigned char>(ch));
       });
-  const long n = digits ? std::stol(value) : -1;
+  const long long n = digits ? std::stoll(value) : -1;
   if (!digits || n < lo || n > hi)
     layout_error("'" + field + "=" + value + "': expected an integer in [" + std::to_string(lo) +
                  ", " + std::to_string(hi) + "]");
@@ -229,11 +229,16 @@ LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int
                           " does not divide the machine's " + std::to_string(devices) + " devices");
     }
   }
-  const long long ranks = tp_pp * c.dp;
-  if (ranks != devices)
-    out.notes.push_back("tp * pp * dp = " + std::to_string(ranks) + " ranks, but the machine has " +
-                        std::to_string(devices) + " devices: predicted for " +
-                        std::to_string(ranks) + " ranks laid out as the machine's nodes");
+  // In double: three degrees up to 2^30 overflow any integer (the grid rule refuses them).
+  const double ranks = static_cast<double>(tp_pp) * c.dp;
+  if (ranks != devices) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "tp * pp * dp = %.0f ranks, but the machine has %d devices: predicted for %.0f "
+                  "ranks laid out as the machine's nodes",
+                  ranks, devices, ranks);
+    out.notes.push_back(text);
+  }
   if (!c.stage_layers.empty() && static_cast<int>(c.stage_layers.size()) != c.chunks()) {
     out.notes.push_back("the deck's parallel.stage_layers (" +
                         std::to_string(c.stage_layers.size()) + " chunks) do not fit pp * v = " +
