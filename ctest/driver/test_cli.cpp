@@ -317,7 +317,8 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
   const Result r =
       run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
           "/tiny.yaml --set train.steps=3 --set sweep.parallel.tp=[1,2] "
-          "--set sweep.parallel.dp=[2,1] --set parallel.zero=1 --out " +
+          "--set sweep.parallel.dp=[2,1] --set parallel.zero=1 --set hardware.peak_flops=1e11"
+          " --set train.recompute=selective --out " +
           out);
   ASSERT_EQ(r.code, 0) << r.output;
   const Result rep = run(exe + " report " + out);
@@ -345,6 +346,9 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
             << p["label"] << " " << exact;
       }
     EXPECT_TRUE(p.contains("rank_measured") && p.contains("rank_predicted"));
+    // MFU and HFU as the run measured them; selective recomputation makes HFU the larger.
+    ASSERT_TRUE(p["mfu"].is_number() && p["hfu"].is_number()) << p.dump();
+    EXPECT_GT(p["hfu"].get<double>(), p["mfu"].get<double>());
   }
   EXPECT_TRUE(j["accuracy"].contains("max_abs_residual_pct"));
   EXPECT_FALSE(j["calibration"].empty());

@@ -182,6 +182,10 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
   expect_rejected(without("/points/0/config/train/precision"),
                   "points[0].config.train.precision: missing", "no precision");
   expect_rejected(with("/points/0/time/comm/tp", 7), "points[0].time.comm.tp", "comm not a map");
+  expect_rejected(with("/points/0/throughput/hfu", -0.5), "points[0].throughput.hfu",
+                  "negative HFU");
+  expect_rejected(with("/points/0/throughput/mfu", "high"), "points[0].throughput.mfu",
+                  "MFU not a number");
   expect_rejected(with("/provenance/hosts", json::array({1})), "provenance.hosts[0]",
                   "host not a string");
   expect_rejected(with("/points", json::object()), "points: expected an array", "points a map");
@@ -220,13 +224,27 @@ TEST_F(HostileResults, validation_throws_only_runtime_errors_on_any_json) {
   };
   for (const auto& v : values) {
     EXPECT_THROW(paraxis::driver::validate_summary(v, "f"), std::runtime_error) << v;
-    for (const char* p :
-         {"/schema", "/points/0", "/points/0/index", "/points/0/status", "/points/0/config",
-          "/points/0/config/model", "/points/0/config/model/moe",
-          "/points/0/config/parallel/stage_layers", "/points/0/grid", "/points/0/time",
-          "/points/0/time/ranks", "/points/0/time/comm", "/points/0/memory",
-          "/points/0/calibration", "/points/0/calibration/comm", "/points/0/calibration/compute",
-          "/provenance", "/provenance/hosts", "/provenance/world"})
+    for (const char* p : {"/schema",
+                          "/points/0",
+                          "/points/0/index",
+                          "/points/0/status",
+                          "/points/0/config",
+                          "/points/0/config/model",
+                          "/points/0/config/model/moe",
+                          "/points/0/config/parallel/stage_layers",
+                          "/points/0/grid",
+                          "/points/0/time",
+                          "/points/0/time/ranks",
+                          "/points/0/time/comm",
+                          "/points/0/memory",
+                          "/points/0/throughput",
+                          "/points/0/throughput/hfu",
+                          "/points/0/calibration",
+                          "/points/0/calibration/comm",
+                          "/points/0/calibration/compute",
+                          "/provenance",
+                          "/provenance/hosts",
+                          "/provenance/world"})
       EXPECT_NO_THROW(only_runtime_errors(with(p, v))) << p << " = " << v;
   }
   EXPECT_NO_THROW(paraxis::driver::validate_summary(summary, "f"));

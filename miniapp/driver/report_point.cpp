@@ -74,6 +74,9 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
            {"machine", machine},
            {"index", p.at("index")},
            {"label", label_of(c, p)},
+           // Model and hardware FLOP utilisation as the run measured them (null: unknown peak).
+           {"mfu", p.value("throughput", json::object()).value("mfu", json())},
+           {"hfu", p.value("throughput", json::object()).value("hfu", json())},
            {"settings", p.value("settings", json::object())},
            {"grid", p.at("grid")},
            {"precision", model::to_string(c.train.precision)},

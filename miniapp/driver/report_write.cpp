@@ -100,7 +100,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
     md << "No point was calibrated (`hardware.calibrate: false`): nothing to predict.\n\n";
   }
   md << "| point | machine | measured s | predicted s | residual % | rank (meas / pred) | "
-        "costliest axis |\n|---|---|---|---|---|---|---|\n";
+        "costliest axis | MFU | HFU |\n|---|---|---|---|---|---|---|---|---|\n";
+  auto utilisation = [](const json& v) { return v.is_number() ? fmt(v.get<double>(), 3) : "-"; };
   for (const auto& p : points) {
     const auto& st = p["terms"][0];
     md << "| " << p["label"].get<std::string>() << " | " << p["machine"].get<std::string>() << " | "
@@ -109,7 +110,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
        << " | " << (st["residual_pct"].is_null() ? "-" : fmt(st["residual_pct"].get<double>(), 3))
        << " | " << p["rank_measured"] << " / "
        << (p.contains("rank_predicted") ? p["rank_predicted"].dump() : "-") << " | "
-       << p["costliest_axis"].get<std::string>() << " |\n";
+       << p["costliest_axis"].get<std::string>() << " | " << utilisation(p["mfu"]) << " | "
+       << utilisation(p["hfu"]) << " |\n";
   }
   if (!not_analysed.empty()) {
     md << "\n## Points not analysed\n\nTheir status is not `ok`, so their figures are not "

@@ -336,6 +336,14 @@ void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   for (const char* k :
        {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_peak_bytes", "peak_bytes"})
     c.opt_number(mem, memp, k, 0);
+  // MFU and HFU (null without hardware.peak_flops; hfu absent before issue 18's results).
+  if (const json* tput = Checker::maybe(p, "throughput")) {
+    const std::string tpp = Checker::at(path, "throughput");
+    c.object(*tput, tpp);
+    for (const char* k : {"mfu", "hfu"})
+      if (const json* v = Checker::maybe(*tput, k); v && !v->is_null())
+        c.number(*v, Checker::at(tpp, k), 0);
+  }
   if (const json* cal = Checker::maybe(p, "calibration"))
     check_calibration(c, *cal, Checker::at(path, "calibration"), s);
 }
