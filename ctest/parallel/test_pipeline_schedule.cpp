@@ -489,3 +489,32 @@ TEST(pipeline_schedule, replay_with_stage_times_refuses_times_not_one_per_stage)
         << e.what();
   }
 }
+
+TEST(replay, without_validation_equals_the_validating_replay_on_valid_schedules) {
+  struct Case {
+    ScheduleKind kind;
+    int p, m, v;
+  };
+  const std::vector<Case> cases{{ScheduleKind::gpipe, 3, 5, 1},
+                                {ScheduleKind::one_f_one_b, 4, 6, 1},
+                                {ScheduleKind::interleaved, 2, 4, 3},
+                                {ScheduleKind::interleaved, 4, 8, 2}};
+  for (const auto& k : cases) {
+    const PipelineShape shape{k.p, k.m, k.v};
+    const Schedule sched = make_schedule(k.kind, shape);
+    // Uneven durations per stage, chunk and direction, so that the timelines differ.
+    const ActionDuration d = [](int s, const Action& a) {
+      return (a.kind == F ? 1.0 : 2.25) + 0.125 * s + 0.5 * a.chunk;
+    };
+    const ReplayResult a = replay_schedule(sched, shape, d);
+    const ReplayResult b = replay_validated_schedule(sched, shape, d);
+    EXPECT_EQ(a.makespan, b.makespan);
+    EXPECT_EQ(a.busy, b.busy);
+    EXPECT_EQ(a.bubble_fraction, b.bubble_fraction);
+    EXPECT_EQ(a.mean_bubble_fraction, b.mean_bubble_fraction);
+    EXPECT_EQ(a.peak_live, b.peak_live);
+    EXPECT_EQ(a.start, b.start);
+    EXPECT_EQ(a.end, b.end);
+    EXPECT_GT(a.makespan, 0);
+  }
+}

@@ -381,6 +381,11 @@ ReplayResult replay_schedule(const Schedule& sched, const PipelineShape& shape,
   // the validator finds (deadlocks included) is refused.
   const std::string problem = validate_schedule(sched, shape);
   if (!problem.empty()) throw std::invalid_argument("replay_schedule: " + problem);
+  return replay_validated_schedule(sched, shape, duration);
+}
+
+ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShape& shape,
+                                       const ActionDuration& duration) {
   const int p = shape.stages;
   ReplayResult r;
   simulate(sched, shape, duration, r.start, r.end);

@@ -105,6 +105,11 @@ struct ReplayResult {
 using ActionDuration = std::function<double(int stage, const Action& a)>;
 ReplayResult replay_schedule(const Schedule& sched, const PipelineShape& shape,
                              const ActionDuration& duration);
+// replay_schedule without the validation, for a schedule validate_schedule already accepted for
+// `shape` (a planner replays one schedule with many durations; validating it each time was
+// most of the replay). On a schedule that was not validated the result is undefined.
+ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShape& shape,
+                                       const ActionDuration& duration);
 
 // The textbook bubble fraction of a step: (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v*m+p-1)
 // for interleaved (Huang et al. 2019; Narayanan et al. 2021, section 2.2).
