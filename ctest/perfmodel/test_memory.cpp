@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "perfmodel/memory.hpp"
 #include "perfmodel_test_util.hpp"
@@ -332,4 +334,117 @@ TEST(memory, recompute_activation_peak_equals_the_measured_ledger_tp2_sp) {
     c.recompute = mode;
     EXPECT_EQ(memory_per_rank(m, c, 0).activations, bytes) << paraxis::model::to_string(mode);
   }
+}
+
+namespace {
+
+// Configurations for the prebuilt-parts entry points: every schedule kind, ZeRO stage,
+// sequence parallelism, recomputation and expert parallelism.
+std::vector<std::pair<paraxis::model::ModelConfig, Scenario>> prebuilt_cases() {
+  using paraxis::model::Recompute;
+  std::vector<std::pair<paraxis::model::ModelConfig, Scenario>> out;
+  auto c = config(2, 2, 2);
+  out.push_back({tiny_model(), c});
+  c = config(1, 4, 1);
+  c.schedule = ScheduleKind::gpipe;
+  out.push_back({tiny_model(), c});
+  c = config(2, 2, 2);
+  c.schedule = ScheduleKind::interleaved;
+  c.virtual_stages = 2;
+  c.zero = 1;
+  c.sequence_parallel = true;
+  c.recompute = Recompute::selective;
+  out.push_back({tiny_model(), c});
+  c = config(1, 2, 4, 2, 16);
+  c.zero = 3;
+  c.recompute = Recompute::full;
+  c.overlap = true;
+  out.push_back({tiny_model(), c});
+  c = config(1, 2, 4);
+  c.ep = 2;
+  c.zero = 2;
+  c.precision = Precision::bf16;
+  out.push_back({tiny_moe_model(), c});
+  return out;
+}
+
+}  // namespace
+
+TEST(memory, prebuilt_parts_give_the_same_figures) {
+  for (const auto& [m, c] : prebuilt_cases()) {
+    SCOPED_TRACE(describe(c));
+    const auto sched = paraxis::schedule::make_schedule(c.schedule, c.pipeline_shape());
+    const ScheduleWalk walk = walk_schedule(c, sched);
+    ASSERT_EQ(static_cast<int>(walk.live.size()), c.pp);
+    for (int s = 0; s < c.pp; ++s) {
+      EXPECT_EQ(walk.live[s], peak_live_sets_per_chunk(c, s));
+      EXPECT_EQ(walk.gradient_buffers[s], pipeline_gradient_buffers(c, s));
+    }
+    const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+    std::vector<std::vector<ParamUnit>> units;
+    for (int s = 0; s < c.pp; ++s) units.push_back(shard_units(m, c, s));
+    int at_old = -1, at_new = -2;
+    const MemoryEstimate a = largest_rank_memory(m, c, {}, &at_old);
+    const MemoryEstimate b =
+        largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, &units}, {}, &at_new);
+    EXPECT_EQ(at_old, at_new);
+    // Bitwise: the same sums in the same order.
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_EQ(a.grads, b.grads);
+    EXPECT_EQ(a.optimizer, b.optimizer);
+    EXPECT_EQ(a.step_buffers, b.step_buffers);
+    EXPECT_EQ(a.activations, b.activations);
+    EXPECT_EQ(a.peak, b.peak);
+    EXPECT_EQ(b.peak, memory_per_rank(m, c, at_new).peak);
+  }
+}
+
+TEST(memory, prebuilt_parts_missing_or_of_another_shape_are_refused) {
+  const auto m = tiny_model();
+  const auto c = config(1, 2, 4);
+  const auto walk =
+      walk_schedule(c, paraxis::schedule::make_schedule(c.schedule, c.pipeline_shape()));
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  std::vector<std::vector<ParamUnit>> units{shard_units(m, c, 0), shard_units(m, c, 1)};
+  EXPECT_THROW(largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, nullptr}),
+               std::invalid_argument);
+  units.pop_back();
+  EXPECT_THROW(largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, &units}),
+               std::invalid_argument);
+  // A walk of a schedule with another stage count.
+  const auto other = config(1, 4, 2);
+  EXPECT_THROW(
+      walk_schedule(c, paraxis::schedule::make_schedule(other.schedule, other.pipeline_shape())),
+      std::invalid_argument);
+}
+
+TEST(memory, prebuilt_walk_is_read_for_each_stage) {
+  // A stage whose walk says it holds far more (activation sets, then gradient buffers) becomes
+  // the largest, by exactly what those sets and buffers weigh.
+  const auto m = tiny_model();
+  auto c = config(1, 4, 1);
+  const auto sched = paraxis::schedule::make_schedule(c.schedule, c.pipeline_shape());
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  std::vector<std::vector<ParamUnit>> units;
+  for (int s = 0; s < c.pp; ++s) units.push_back(shard_units(m, c, s));
+  const double set = chunk_activation_bytes(m, c, chunks[1]);
+  const double buffer = static_cast<double>(c.micro_batch) * m.seq_len * m.hidden *
+                        element_bytes(c.precision).activation;
+  for (int s = 0; s < c.pp; ++s) {
+    const double base = memory_per_rank(m, c, s).peak;
+    ScheduleWalk walk = walk_schedule(c, sched);
+    walk.live[s][0] += 1000;
+    int at = -1;
+    const MemoryEstimate e =
+        largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, &units}, {}, &at);
+    EXPECT_EQ(at, s);
+    EXPECT_NEAR(e.peak, base + 1000 * chunk_activation_bytes(m, c, chunks[s]), 1e-6 * e.peak);
+    walk = walk_schedule(c, sched);
+    walk.gradient_buffers[s] += 1000;
+    const MemoryEstimate g =
+        largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, &units}, {}, &at);
+    EXPECT_EQ(at, s);
+    EXPECT_NEAR(g.peak, base + 1000 * buffer, 1e-6 * g.peak);
+  }
+  EXPECT_GT(set, 0);
 }

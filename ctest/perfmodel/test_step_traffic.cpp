@@ -311,3 +311,37 @@ TEST(step_traffic, recompute_traffic_equals_a_measured_run) {
     EXPECT_EQ(expert_step_traffic(m, ep, 0).bytes(), ep_bytes) << paraxis::model::to_string(mode);
   }
 }
+
+TEST(step_traffic, from_prebuilt_units_equals_from_the_model) {
+  auto m = tiny_model();
+  for (int zero = 0; zero <= 3; ++zero)
+    for (bool sp : {false, true}) {
+      auto c = config(2, 2, 4);
+      c.zero = zero;
+      c.sequence_parallel = sp;
+      SCOPED_TRACE(describe(c));
+      for (int s = 0; s < c.pp; ++s) {
+        const auto units = shard_units(m, c, s);
+        for (int dp_rank = 0; dp_rank < c.dp; ++dp_rank) {
+          const AxisTraffic a = tensor_parallel_step_extras(m, c, s, dp_rank);
+          const AxisTraffic b = tensor_parallel_step_extras(c, units, dp_rank);
+          ASSERT_EQ(a.ops.size(), b.ops.size());
+          for (std::size_t i = 0; i < a.ops.size(); ++i) {
+            EXPECT_EQ(a.ops[i].op, b.ops[i].op);
+            EXPECT_EQ(a.ops[i].bytes, b.ops[i].bytes);
+            EXPECT_EQ(a.ops[i].count, b.ops[i].count);
+          }
+        }
+        const AxisTraffic a = data_parallel_step_traffic(m, c, s);
+        const AxisTraffic b = data_parallel_step_traffic(c, units);
+        ASSERT_EQ(a.ops.size(), b.ops.size());
+        EXPECT_FALSE(a.ops.empty());
+        for (std::size_t i = 0; i < a.ops.size(); ++i) {
+          EXPECT_EQ(a.ops[i].op, b.ops[i].op);
+          EXPECT_EQ(a.ops[i].bytes, b.ops[i].bytes);
+          EXPECT_EQ(a.ops[i].count, b.ops[i].count);
+          EXPECT_EQ(a.ops[i].group, b.ops[i].group);
+        }
+      }
+    }
+}

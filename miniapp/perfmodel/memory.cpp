@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -165,10 +163,12 @@ double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
   return bytes;
 }
 
-double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
-                                const ExpertRouting& routing) {
+namespace {
+
+// activation_scratch_bytes with the model's cut given.
+double scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
+                     const ExpertRouting& routing, const std::vector<ChunkLayers>& chunks) {
   const Dims d = dims(m, c);
-  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
   bool head = false, moe = false;
   int working[2] = {-1, -1};  // a dense and an MoE block recomputed in full, if any
   for (int id : stage_chunk_ids(c, stage)) {
@@ -208,6 +208,13 @@ double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, 
   return bytes + elems * d.e;
 }
 
+}  // namespace
+
+double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
+                                const ExpertRouting& routing) {
+  return scratch_bytes(m, c, stage, routing, split_layers(m, c.chunks(), c.stage_layers));
+}
+
 int peak_live_sets(const Scenario& c, int stage) {
   const auto shape = c.pipeline_shape();
   if (stage < 0 || stage >= c.pp)
@@ -236,21 +243,28 @@ std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage) {
 std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage,
                                           const schedule::Schedule& sched) {
   const auto ids = stage_chunk_ids(c, stage);
-  std::map<int, int> live, peak;
-  std::set<std::pair<int, int>> held;  // (chunk, micro-batch)
+  // Vectors indexed by chunk and (chunk, micro-batch), sized by what the stage's actions name:
+  // the walk runs once per stage of every configuration a planner tries.
+  int chunks = 0, micro_batches = 0;
+  for (const auto& a : sched[stage]) {
+    chunks = std::max(chunks, a.chunk + 1);
+    micro_batches = std::max(micro_batches, a.micro_batch + 1);
+  }
+  std::vector<int> live(chunks, 0), peak(chunks, 0);
+  std::vector<char> held(static_cast<std::size_t>(chunks) * micro_batches, 0);
   using K = schedule::ActionKind;
   for (const auto& a : sched[stage]) {
-    const auto key = std::make_pair(a.chunk, a.micro_batch);
-    if ((a.kind == K::recv_activation || a.kind == K::forward) && !held.count(key)) {
-      held.insert(key);
+    char& h = held[static_cast<std::size_t>(a.chunk) * micro_batches + a.micro_batch];
+    if ((a.kind == K::recv_activation || a.kind == K::forward) && !h) {
+      h = 1;
       peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
     } else if (a.kind == K::backward) {
-      held.erase(key);
+      h = 0;
       --live[a.chunk];
     }
   }
   std::vector<int> out;
-  for (int id : ids) out.push_back(peak[id]);
+  for (int id : ids) out.push_back(id >= 0 && id < chunks ? peak[id] : 0);
   return out;
 }
 
@@ -287,9 +301,9 @@ int pipeline_gradient_buffers(const Scenario& c, int stage, const schedule::Sche
 namespace {
 
 MemoryEstimate stage_memory(const model::ModelConfig& m, const Scenario& c, int stage,
-                            const ExpertRouting& routing, const schedule::Schedule& sched,
+                            const ExpertRouting& routing, const std::vector<ParamUnit>& units,
+                            const std::vector<int>& live, int gradient_buffers,
                             const std::vector<ChunkLayers>& chunks) {
-  const auto units = shard_units(m, c, stage);
   const ModelStateBytes st = model_state_bytes(units, c);
   MemoryEstimate r;
   r.params = st.params;
@@ -297,12 +311,11 @@ MemoryEstimate stage_memory(const model::ModelConfig& m, const Scenario& c, int 
   r.optimizer = st.optimizer;
   r.step_buffers = zero_step_buffer_bytes(units, c);
   const auto ids = stage_chunk_ids(c, stage);
-  const auto live = peak_live_sets_per_chunk(c, stage, sched);
   for (std::size_t i = 0; i < ids.size(); ++i)
     r.activations += live[i] * chunk_activation_bytes(m, c, chunks[ids[i]], routing);
-  r.activations += activation_scratch_bytes(m, c, stage, routing);
+  r.activations += scratch_bytes(m, c, stage, routing, chunks);
   const Dims d = dims(m, c);
-  r.activations += pipeline_gradient_buffers(c, stage, sched) * d.Nl * d.H * d.e;
+  r.activations += gradient_buffers * d.Nl * d.H * d.e;
   r.peak = r.params + r.grads + r.optimizer + r.step_buffers + r.activations;
   return r;
 }
@@ -314,18 +327,45 @@ MemoryEstimate memory_per_rank(const model::ModelConfig& m, const Scenario& c, i
   if (stage < 0 || stage >= c.pp)
     throw std::invalid_argument("pipeline stage " + std::to_string(stage) +
                                 " outside pp = " + std::to_string(c.pp));
-  return stage_memory(m, c, stage, routing, schedule::make_schedule(c.schedule, c.pipeline_shape()),
-                      split_layers(m, c.chunks(), c.stage_layers));
+  const auto sched = schedule::make_schedule(c.schedule, c.pipeline_shape());
+  return stage_memory(
+      m, c, stage, routing, shard_units(m, c, stage), peak_live_sets_per_chunk(c, stage, sched),
+      pipeline_gradient_buffers(c, stage, sched), split_layers(m, c.chunks(), c.stage_layers));
+}
+
+ScheduleWalk walk_schedule(const Scenario& c, const schedule::Schedule& sched) {
+  if (static_cast<int>(sched.size()) != c.pp)
+    throw std::invalid_argument("walk_schedule: schedule has " + std::to_string(sched.size()) +
+                                " stages, expected pp = " + std::to_string(c.pp));
+  ScheduleWalk w;
+  for (int s = 0; s < c.pp; ++s) {
+    w.live.push_back(peak_live_sets_per_chunk(c, s, sched));
+    w.gradient_buffers.push_back(pipeline_gradient_buffers(c, s, sched));
+  }
+  return w;
 }
 
 MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
-                                   const ExpertRouting& routing, int* stage) {
-  const auto sched = schedule::make_schedule(c.schedule, c.pipeline_shape());
-  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+                                   const PrebuiltStages& parts, const ExpertRouting& routing,
+                                   int* stage) {
+  if (!parts.walk || !parts.chunks || !parts.units)
+    throw std::invalid_argument("largest_rank_memory: a prebuilt part is missing (walk " +
+                                std::string(parts.walk ? "set" : "null") + ", chunks " +
+                                (parts.chunks ? "set" : "null") + ", units " +
+                                (parts.units ? "set" : "null") + "), expected all three");
+  if (static_cast<int>(parts.walk->live.size()) != c.pp ||
+      static_cast<int>(parts.units->size()) != c.pp ||
+      static_cast<int>(parts.chunks->size()) != c.chunks())
+    throw std::invalid_argument(
+        "largest_rank_memory: prebuilt parts for " + std::to_string(parts.walk->live.size()) +
+        " stages, " + std::to_string(parts.units->size()) + " shards and " +
+        std::to_string(parts.chunks->size()) + " chunks, expected pp = " + std::to_string(c.pp) +
+        " and " + std::to_string(c.chunks()) + " chunks");
   MemoryEstimate best;
   int at = 0;
   for (int s = 0; s < c.pp; ++s) {
-    const MemoryEstimate e = stage_memory(m, c, s, routing, sched, chunks);
+    const MemoryEstimate e = stage_memory(m, c, s, routing, (*parts.units)[s], parts.walk->live[s],
+                                          parts.walk->gradient_buffers[s], *parts.chunks);
     if (s == 0 || e.peak > best.peak) {
       best = e;
       at = s;
@@ -333,6 +373,16 @@ MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& 
   }
   if (stage) *stage = at;
   return best;
+}
+
+MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
+                                   const ExpertRouting& routing, int* stage) {
+  const ScheduleWalk walk =
+      walk_schedule(c, schedule::make_schedule(c.schedule, c.pipeline_shape()));
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  std::vector<std::vector<ParamUnit>> units;
+  for (int s = 0; s < c.pp; ++s) units.push_back(shard_units(m, c, s));
+  return largest_rank_memory(m, c, PrebuiltStages{&walk, &chunks, &units}, routing, stage);
 }
 
 double korthikanti_layer_activation_bytes(KorthikantiCase k, double s, double b, double h, double a,

@@ -42,6 +42,7 @@
 #include "perfmodel/parallel_config.hpp"
 #include "perfmodel/shard_params.hpp"
 #include "perfmodel/step_traffic.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -102,6 +103,27 @@ MemoryEstimate memory_per_rank(const model::ModelConfig& m, const Scenario& c, i
 // The stage whose rank needs the most (peak); `stage` receives it when given.
 MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
                                    const ExpertRouting& routing = {}, int* stage = nullptr);
+
+// What the memory model takes from a pipeline schedule, for every stage: peak_live_sets_per_chunk
+// and pipeline_gradient_buffers. One walk serves every configuration with the same schedule.
+struct ScheduleWalk {
+  std::vector<std::vector<int>> live;  // per stage, per chunk of the stage (stage_chunk_ids)
+  std::vector<int> gradient_buffers;   // per stage
+};
+// `sched` is make_schedule(c.schedule, c.pipeline_shape()); only c's pp and v are read.
+ScheduleWalk walk_schedule(const Scenario& c, const schedule::Schedule& sched);
+// Parts of a configuration made once by a caller that evaluates many (the planner): the walk of
+// its schedule, its cut (split_layers(m, c.chunks(), c.stage_layers)) and every stage's
+// shard_units(m, c, s).
+struct PrebuiltStages {
+  const ScheduleWalk* walk = nullptr;
+  const std::vector<ChunkLayers>* chunks = nullptr;
+  const std::vector<std::vector<ParamUnit>>* units = nullptr;
+};
+// largest_rank_memory from those parts (every pointer set): the same figures.
+MemoryEstimate largest_rank_memory(const model::ModelConfig& m, const Scenario& c,
+                                   const PrebuiltStages& parts, const ExpertRouting& routing = {},
+                                   int* stage = nullptr);
 
 // Korthikanti et al. 2022, Table 2, activation bytes of one transformer layer (fp16, with
 // dropout; s sequence, b micro-batch, h hidden, a heads, t tensor-parallel degree):

@@ -31,7 +31,9 @@ double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in) {
   const int C = c.chunks();
-  const auto chunks = split_layers(m, C, c.stage_layers);
+  std::vector<ChunkLayers> own_chunks;
+  if (!in.chunks) own_chunks = split_layers(m, C, c.stage_layers);
+  const std::vector<ChunkLayers>& chunks = in.chunks ? *in.chunks : own_chunks;
   if (!in.forward_s.empty() && static_cast<int>(in.forward_s.size()) != C)
     throw std::invalid_argument("predict_step_time: forward_s has " +
                                 std::to_string(in.forward_s.size()) + " entries for " +
@@ -77,12 +79,15 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   }
 
   const schedule::PipelineShape shape = c.pipeline_shape();
-  const auto sched = schedule::make_schedule(c.schedule, shape);
-  const auto replay = schedule::replay_schedule(sched, shape, [&](int, const schedule::Action& a) {
+  const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
     return a.kind == schedule::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
                                                    : bwd[k] + tp_b[k] + ep_b[k];
-  });
+  };
+  const auto replay =
+      in.schedule
+          ? schedule::replay_validated_schedule(*in.schedule, shape, duration)
+          : schedule::replay_schedule(schedule::make_schedule(c.schedule, shape), shape, duration);
 
   // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
   double pp_time = 0;
@@ -113,12 +118,14 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
       last_backward += bwd[k];
     }
     r.bubble = std::max(0.0, replay.makespan - replay.busy[s]);
-    r.tp += traffic_time(tensor_parallel_step_extras(m, c, s), c.tp, in.links.tp, in.all_reduce,
-                         &in.op_links.tp);
+    const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
+                                              : tensor_parallel_step_extras(m, c, s);
+    r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
     r.pp = pp_time;
 
     // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
-    const AxisTraffic dpt = data_parallel_step_traffic(m, c, s);
+    const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])
+                                           : data_parallel_step_traffic(m, c, s);
     double reductions = 0, rest = 0;
     for (const auto& o : dpt.ops) {
       const double t =

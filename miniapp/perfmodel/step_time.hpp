@@ -36,6 +36,7 @@
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/parallel_config.hpp"
 #include "perfmodel/step_traffic.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -67,6 +68,13 @@ struct StepTimeInputs {
   // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
   // softmax selective recomputation runs again uses it).
   double memory_bytes_per_s = 0;
+  // make_schedule(c.schedule, c.pipeline_shape()), built and validated by the caller (a planner
+  // reuses one per pipeline shape); null: built and validated here.
+  const schedule::Schedule* schedule = nullptr;
+  // split_layers(m, c.chunks(), c.stage_layers), when the caller has it; null: cut here.
+  const std::vector<ChunkLayers>* chunks = nullptr;
+  // shard_units(m, c, s) for every stage s, when the caller has them; null: made here.
+  const std::vector<std::vector<ParamUnit>>* stage_units = nullptr;
 };
 
 struct StepTimeBreakdown {

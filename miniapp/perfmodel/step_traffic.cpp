@@ -176,10 +176,15 @@ AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Scen
 AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Scenario& c, int stage,
                                         int dp_rank) {
   check_stage(c, stage);
+  if (c.tp <= 1 || !c.sp()) return tensor_parallel_step_extras(c, {}, dp_rank);
+  return tensor_parallel_step_extras(c, shard_units(m, c, stage), dp_rank);
+}
+
+AxisTraffic tensor_parallel_step_extras(const Scenario& c, const std::vector<ParamUnit>& units,
+                                        int dp_rank) {
   AxisTraffic t;
   if (c.tp <= 1) return t;
   if (c.sp()) {
-    const auto units = shard_units(m, c, stage);
     const std::size_t n = owned_sp_partial_elements(units, c.effective_zero(), dp_rank);
     // paraxis skips the call when the rank owns none of the LayerNorm gradients.
     if (n > 0) t.add(C::all_reduce, static_cast<double>(n) * element_bytes(c.precision).gradient);
@@ -239,8 +244,13 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenar
   check_stage(c, stage);
   if (c.zero < 0 || c.zero > 3)
     throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
+  return data_parallel_step_traffic(c, shard_units(m, c, stage));
+}
+
+AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<ParamUnit>& units) {
+  if (c.zero < 0 || c.zero > 3)
+    throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
   AxisTraffic t;
-  const auto units = shard_units(m, c, stage);
   const ElementBytes eb = element_bytes(c.precision);
   const long mb = c.micro_batches();
   if (c.effective_zero() == 0) {

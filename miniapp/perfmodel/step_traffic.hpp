@@ -50,6 +50,7 @@
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/model_chunks.hpp"
 #include "perfmodel/parallel_config.hpp"
+#include "perfmodel/shard_params.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -111,6 +112,10 @@ AxisTraffic tensor_parallel_step_extras(const model::ModelConfig& m, const Scena
                                         int dp_rank = 0);
 AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage);
 AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage);
+// The same two from the stage's units already made (shard_units(m, c, stage)).
+AxisTraffic tensor_parallel_step_extras(const Scenario& c, const std::vector<ParamUnit>& units,
+                                        int dp_rank = 0);
+AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<ParamUnit>& units);
 AxisTraffic expert_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage,
                                 const ExpertRouting& routing = {});
 StepTraffic step_traffic(const model::ModelConfig& m, const Scenario& c, int stage, int dp_rank = 0,
