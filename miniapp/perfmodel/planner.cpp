@@ -76,25 +76,88 @@ class ChunkCuts {
   std::map<int, std::vector<int>> cuts_;
 };
 
+// Parts of the memory and time models that depend only on one shape (tp, pp, dp, ep) and a few
+// of the configuration's fields, made once per shape and reused by every configuration of it
+// (micro-batch size, sequence parallelism, schedule, ZeRO, recomputation): the schedule,
+// validated once and walked once per stage (by kind, micro-batches, v); the chunk cut (by v);
+// every stage's parameter shard (by sequence parallelism, v and ZeRO's padding multiple).
+// Remaking them per configuration was nearly all of a large search's time. The configurations
+// given have the cut of ChunkCuts as stage_layers.
+class ShapeParts {
+ public:
+  struct Pipeline {
+    schedule::Schedule schedule;
+    ScheduleWalk walk;
+  };
+  explicit ShapeParts(const model::ModelConfig& m) : m_(m) {}
+  void clear() {
+    pipelines_.clear();
+    chunks_.clear();
+    units_.clear();
+  }
+  const Pipeline& pipeline(const Scenario& x) {
+    const auto shape = x.pipeline_shape();
+    const auto key =
+        std::make_tuple(static_cast<int>(x.schedule), shape.micro_batches, shape.virtual_stages);
+    auto it = pipelines_.find(key);
+    if (it == pipelines_.end()) {
+      Pipeline p;
+      p.schedule = schedule::make_schedule(x.schedule, shape);
+      // replay_schedule's check, made once: predict_step_time then replays without it.
+      const std::string problem = schedule::validate_schedule(p.schedule, shape);
+      if (!problem.empty()) throw std::invalid_argument("replay_schedule: " + problem);
+      p.walk = walk_schedule(x, p.schedule);
+      it = pipelines_.emplace(key, std::move(p)).first;
+    }
+    return it->second;
+  }
+  const std::vector<ChunkLayers>& chunks(const Scenario& x) {
+    auto it = chunks_.find(x.chunks());
+    if (it == chunks_.end())
+      it = chunks_.emplace(x.chunks(), split_layers(m_, x.chunks(), x.stage_layers)).first;
+    return it->second;
+  }
+  const std::vector<std::vector<ParamUnit>>& units(const Scenario& x) {
+    const int multiple = x.effective_zero() >= 1 ? x.dp : 1;
+    const auto key = std::make_tuple(x.sequence_parallel, x.virtual_stages, multiple);
+    auto it = units_.find(key);
+    if (it == units_.end()) {
+      std::vector<std::vector<ParamUnit>> all;
+      for (int s = 0; s < x.pp; ++s) all.push_back(shard_units(m_, x, s));
+      it = units_.emplace(key, std::move(all)).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const model::ModelConfig& m_;
+  std::map<std::tuple<int, int, int>, Pipeline> pipelines_;
+  std::map<int, std::vector<ChunkLayers>> chunks_;
+  std::map<std::tuple<bool, int, int>, std::vector<std::vector<ParamUnit>>> units_;
+};
+
 // The largest stage's parameters, gradients and optimizer state (memory.hpp's
 // model_state_bytes, which the memory model adds into every stage's peak): a lower bound of the
 // configuration's peak memory that depends on neither the micro-batch, the schedule nor
 // recomputation. When it alone exceeds the device the configuration is rejected without the
 // full memory model, whose schedule walk is most of a large search's time.
-double model_state_floor(const model::ModelConfig& m, const Scenario& x) {
+double model_state_floor(const model::ModelConfig& m, const Scenario& x, ShapeParts* parts) {
   double most = 0;
   for (int s = 0; s < x.pp; ++s)
-    most = std::max(most, model_state_bytes(shard_units(m, x, s), x).total());
+    most = std::max(
+        most, model_state_bytes(parts ? parts->units(x)[s] : shard_units(m, x, s), x).total());
   return most;
 }
 
 // Memory, and unless it does not fit and `always_time` is false, the step time of `c`, which
 // satisfies every rule. `reason` receives why it is rejected ("" when it fits).
 // `floors` (when given) keeps model_state_floor per (zero, sp, v) of one shape (tp, pp, dp, ep):
-// a configuration over it is rejected on it alone.
+// a configuration over it is rejected on it alone. `parts` (when given) supplies the shape's
+// schedules, cut and shards.
 using StateFloors = std::map<std::tuple<int, bool, int>, double>;
 PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, ChunkCuts& cuts,
-                  bool always_time, std::string& reason, StateFloors* floors = nullptr) {
+                  bool always_time, std::string& reason, StateFloors* floors = nullptr,
+                  ShapeParts* parts = nullptr) {
   const model::ModelConfig& m = r.model;
   Scenario x = c;  // what the models see: the cut given when the configuration leaves it open
   if (x.stage_layers.empty()) x.stage_layers = cuts.layers_per_chunk(x.chunks());
@@ -104,14 +167,19 @@ PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, Ch
   if (floors && !always_time) {
     const auto key = std::make_tuple(x.zero, x.sequence_parallel, x.virtual_stages);
     auto it = floors->find(key);
-    if (it == floors->end()) it = floors->emplace(key, model_state_floor(m, x)).first;
+    if (it == floors->end()) it = floors->emplace(key, model_state_floor(m, x, parts)).first;
     if (it->second > mc.memory_bytes) {
       reason = "memory " + format_gb(it->second) + " > " + format_gb(mc.memory_bytes) +
                " (parameters, gradients and optimizer state alone)";
       return e;
     }
   }
-  e.memory = largest_rank_memory(m, x, {}, &e.memory_stage);
+  const ShapeParts::Pipeline* pipe = parts ? &parts->pipeline(x) : nullptr;
+  const std::vector<ChunkLayers>* chunks = parts ? &parts->chunks(x) : nullptr;
+  const std::vector<std::vector<ParamUnit>>* units = parts ? &parts->units(x) : nullptr;
+  e.memory = parts ? largest_rank_memory(m, x, PrebuiltStages{&pipe->walk, chunks, units}, {},
+                                         &e.memory_stage)
+                   : largest_rank_memory(m, x, {}, &e.memory_stage);
   if (e.memory.peak > mc.memory_bytes)
     reason = "memory " + format_gb(e.memory.peak) + " > " + format_gb(mc.memory_bytes);
   if (!reason.empty() && !always_time) return e;
@@ -120,6 +188,11 @@ PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, Ch
   in.flops_per_s = mc.peak_flops * mc.achievable_fraction;
   in.links = axis_links(x, mc);
   in.all_reduce = r.all_reduce;
+  if (parts) {
+    in.schedule = &pipe->schedule;
+    in.chunks = chunks;
+    in.stage_units = units;
+  }
   e.time = predict_step_time(m, x, in);
   const double tokens = static_cast<double>(x.global_batch) * m.seq_len;
   e.tokens_per_s = tokens / e.time.step_time;
@@ -210,8 +283,10 @@ Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress)
   Plan out;
   std::string reason;
   StateFloors floors;
+  ShapeParts parts(m);
   for (std::size_t si = 0; si < shapes.size(); ++si) {
     floors.clear();
+    parts.clear();
     if (progress) progress(si, shapes.size());
     const int tp = shapes[si].tp, pp = shapes[si].pp, ep = shapes[si].ep;
     const int dp = devices / (tp * pp);
@@ -266,7 +341,7 @@ Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress)
               for (auto rc : r.recomputes) {
                 c.recompute = rc;
                 c.recompute_layers = 0;  // full: every block
-                PlanEntry e = predict(r, mc, c, cuts, false, reason, &floors);
+                PlanEntry e = predict(r, mc, c, cuts, false, reason, &floors, &parts);
                 if (!reason.empty())
                   out.rejected.push_back({c, reason});
                 else
