@@ -1,12 +1,16 @@
 // Entry point of the paraxis benchmark executables: Kokkos for the whole run, provenance in
-// the benchmark context (so it lands in --benchmark_format=json output).
+// the benchmark context (so it lands in --benchmark_format=json output), including the BLAS
+// library, the core it chose and the CPU model, with a warning on stderr when that BLAS runs
+// generic kernels on a CPU with wider vector units (every BLAS figure would be misleading).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
+#include <iostream>
 #include <string>
 #include <thread>
 
 #include "paraxis/build_info.hpp"
+#include "paraxis/kernels/blas_info.hpp"
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);
@@ -23,6 +27,13 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("kokkos_concurrency",
                               std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
   benchmark::AddCustomContext("kokkos_kernels", paraxis::build_info::kokkos_kernels ? "yes" : "no");
+  const auto blas = paraxis::kernels::detect_blas();
+  const auto cpu = paraxis::kernels::detect_cpu();
+  benchmark::AddCustomContext("blas_library", blas.library);
+  benchmark::AddCustomContext("blas_core", blas.core);
+  benchmark::AddCustomContext("cpu_model", paraxis::kernels::cpu_model_string(cpu));
+  if (const auto warning = paraxis::kernels::blas_core_warning(blas.core, cpu.flags))
+    std::cerr << "WARNING: " << *warning << "\n";
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,5 +1,7 @@
 // The provenance of a run in summary.json: build, Kokkos, compiler, MPI library, hosts (gathered
-// from every rank), threads and date, so a result can be traced to what produced it.
+// from every rank), threads and date, so a result can be traced to what produced it; and the
+// BLAS the process runs with the core it chose and the CPU (rank 0's, paraxis/kernels/
+// blas_info.hpp), since a BLAS on generic kernels shifts every calibrated compute figure.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -10,8 +12,10 @@
 #include <set>
 #include <thread>
 
+#include "driver/provenance.hpp"
 #include "driver/results.hpp"
 #include "paraxis/build_info.hpp"
+#include "paraxis/kernels/blas_info.hpp"
 
 namespace paraxis::driver {
 
@@ -48,6 +52,14 @@ json provenance_json(int world, const std::string& command_line) {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char date[32];
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const kernels::BlasInfo blas = kernels::detect_blas();
+  const kernels::CpuInfo cpu = kernels::detect_cpu();
+  // Only the vector-width flags the BLAS warning reads: the full list is long and says nothing
+  // more about a figure.
+  json vector_flags = json::array();
+  for (const char* f : {"avx", "avx2", "avx512f"})
+    if (std::find(cpu.flags.begin(), cpu.flags.end(), f) != cpu.flags.end())
+      vector_flags.push_back(f);
   return json{{"paraxis_version", build_info::version},
               {"command_line", command_line},
               {"git_hash", build_info::git_hash},
@@ -61,12 +73,28 @@ json provenance_json(int world, const std::string& command_line) {
               {"native_arch", build_info::native_arch},
               {"kokkos_kernels", build_info::kokkos_kernels},
               {"mpi_library", mpi},
+              {"blas_library", blas.library},
+              {"blas_core", blas.core},
+              {"cpu_model", kernels::cpu_model_string(cpu)},
+              {"cpu_vector_flags", vector_flags},
               {"world", world},
               {"hosts", hosts},
               // More ranks than cores on a host: every figure includes time-sharing.
               {"max_ranks_per_host", most_ranks},
               {"cores_per_host", std::thread::hardware_concurrency()},
               {"date", date}};
+}
+
+std::optional<std::string> blas_warning_of(const json& provenance) {
+  const auto core = provenance.find("blas_core");
+  const auto flags = provenance.find("cpu_vector_flags");
+  if (core == provenance.end() || !core->is_string() || flags == provenance.end() ||
+      !flags->is_array())
+    return std::nullopt;
+  std::vector<std::string> f;
+  for (const auto& v : *flags)
+    if (v.is_string()) f.push_back(v.get<std::string>());
+  return kernels::blas_core_warning(core->get<std::string>(), f);
 }
 
 }  // namespace paraxis::driver

@@ -17,6 +17,7 @@
 #include "driver/deck.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/point_run.hpp"
+#include "driver/provenance.hpp"
 #include "driver/rank_agreement.hpp"
 #include "driver/results.hpp"
 #include "io/checked_file.hpp"
@@ -163,6 +164,10 @@ int run_command(const RunOptions& opt) {
   if (!dir_ok) return 2;
 
   const nlohmann::json provenance = provenance_json(world, opt.command_line);
+  // Once, before any figure is measured: a BLAS on generic kernels skews them all.
+  if (rank == 0)
+    if (const auto blas_warning = blas_warning_of(provenance))
+      std::fprintf(stderr, "paraxis: warning: %s\n", blas_warning->c_str());
   std::vector<PointResult> results;
   const std::size_t total = deck.points.size();
   const double run_begin = model::steady_seconds();

@@ -360,8 +360,17 @@ void check_provenance(const Checker& c, const json& prov) {
   }
   for (const char* k : {"world", "max_ranks_per_host", "cores_per_host"})
     c.opt_integer(prov, path, k, 0, kMaxInt);
-  for (const char* k : {"execution_space", "mpi_library", "git_hash", "date"})
+  for (const char* k : {"execution_space", "mpi_library", "git_hash", "date", "blas_library",
+                        "blas_core", "cpu_model"})
     c.opt_string(prov, path, k);
+  // Read by the report's BLAS warning (blas_warning_of).
+  if (const json* flags = Checker::maybe(prov, "cpu_vector_flags")) {
+    const std::string fp = Checker::at(path, "cpu_vector_flags");
+    c.array(*flags, fp);
+    for (std::size_t i = 0; i < flags->size(); ++i)
+      if (!(*flags)[i].is_string())
+        c.fail(Checker::at(fp, i), "expected a string, got " + shown((*flags)[i]));
+  }
 }
 
 }  // namespace
