@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the main job (the README's first command): installs the system
 # packages, builds paraxis (Release), runs the demo sweep (inputs/demo.yaml: every
-# factorisation of 4 ranks, each ZeRO stage, checked against the single-rank run with
+# factorisation of the rank count, each ZeRO stage, checked against the single-rank run with
 # --verify), writes the report (measured against predicted, with plots), then measures the
 # kernel benchmark suite (GEMM against OpenBLAS, attention, LayerNorm, softmax).
-#   tools/run.sh [DECK [RANKS]]        default: inputs/demo.yaml on 4 ranks
+#   tools/run.sh [DECK [RANKS]]        default: inputs/demo.yaml
+# Ranks: RANKS, else $PARAXIS_RANKS, else the machine's cores up to 4 (tools/demo_ranks.sh):
+# more ranks than cores time-share them, and the first report would measure that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deck=${1:-inputs/demo.yaml}
-ranks=${2:-4}
+ranks=$(tools/demo_ranks.sh "${2:-}")
+echo "run.sh: $deck on $ranks rank(s) ($(env -u OMP_NUM_THREADS nproc) core(s) here;" \
+  "RANKS or PARAXIS_RANKS to choose)"
 tools/install-deps.sh
 cmake --preset default
 cmake --build --preset default -j "$(nproc)"
