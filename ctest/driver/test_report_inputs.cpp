@@ -439,4 +439,52 @@ TEST(machine_file, plan_names_file_and_line_of_a_bad_machine) {
   EXPECT_NE(r.output.find(path + ":6: 'memory_bw': unknown key"), std::string::npos) << r.output;
 }
 
+TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
+  // Without memory_bandwidth_gbs: the flat model (compute.enabled() false).
+  const auto flat = paraxis::driver::load_machine_text(kMachine, "m.yaml");
+  EXPECT_FALSE(flat.compute.enabled());
+  const auto on = paraxis::driver::load_machine_text(
+      std::string(kMachine) +
+          "memory_bandwidth_gbs: 2039\nmemory_efficiency: 0.9\ngemm_efficiency: 0.64\n"
+          "gemm_tile: [256, 128]\n",
+      "m.yaml");
+  EXPECT_TRUE(on.compute.enabled());
+  EXPECT_DOUBLE_EQ(on.compute.memory_bytes_per_s, 2039e9);
+  EXPECT_DOUBLE_EQ(on.compute.memory_efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(on.compute.gemm_efficiency, 0.64);
+  EXPECT_DOUBLE_EQ(on.compute.peak_flops, 1.0e12);
+  EXPECT_EQ(on.compute.tile_m, 256);
+  EXPECT_EQ(on.compute.tile_n, 128);
+  // Defaults when only the bandwidth is given.
+  const auto dflt = paraxis::driver::load_machine_text(
+      std::string(kMachine) + "memory_bandwidth_gbs: 3350\n", "m.yaml");
+  EXPECT_DOUBLE_EQ(dflt.compute.gemm_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(dflt.compute.memory_efficiency, 0.8);
+  EXPECT_EQ(dflt.compute.tile_m, 128);
+  const struct {
+    std::string extra, expected;
+  } cases[] = {
+      {"memory_bandwidth_gbs: 0\n", "m.yaml:8: 'memory_bandwidth_gbs': expected a finite number"},
+      {"memory_bandwidth_gbs: 2039\ngemm_efficiency: 1.2\n",
+       "m.yaml:9: 'gemm_efficiency': expected a finite number > 0 and <= 1, got '1.2'"},
+      {"memory_bandwidth_gbs: 2039\nmemory_efficiency: 0\n", "m.yaml:9: 'memory_efficiency'"},
+      {"gemm_efficiency: 0.6\n", "m.yaml:8: 'gemm_efficiency': needs memory_bandwidth_gbs"},
+      {"memory_bandwidth_gbs: 2039\ngemm_tile: [128]\n",
+       "m.yaml:9: 'gemm_tile': expected [rows, columns]"},
+      {"memory_bandwidth_gbs: 2039\ngemm_tile: [128, 0]\n", "'gemm_tile[1]': expected an integer"},
+      {"memory_bandwith_gbs: 2039\n", "m.yaml:8: 'memory_bandwith_gbs': unknown key"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = machine_error(std::string(kMachine) + c.extra);
+    EXPECT_NE(e.find(c.expected), std::string::npos) << c.extra << "\n-> " << e;
+  }
+  // The shipped descriptions carry the model, each with its datasheet bandwidth.
+  const auto selene =
+      paraxis::driver::load_machine_file(PARAXIS_INPUTS_DIR "/machines/selene.yaml");
+  EXPECT_DOUBLE_EQ(selene.compute.memory_bytes_per_s, 2039e9);
+  const auto h100 =
+      paraxis::driver::load_machine_file(PARAXIS_INPUTS_DIR "/machines/dgx-h100.yaml");
+  EXPECT_DOUBLE_EQ(h100.compute.memory_bytes_per_s, 3350e9);
+}
+
 }  // namespace

@@ -22,10 +22,20 @@ namespace pm = paraxis::perfmodel;
 
 namespace {
 
-const char* const kTopKeys[] = {"name",        "devices_per_node", "nodes",
-                                "peak_flops",  "memory_gb",        "achievable_fraction",
-                                "intra_node",  "inter_node",       "mtbf_hours_per_device",
-                                "checkpoint_s"};
+const char* const kTopKeys[] = {"name",
+                                "devices_per_node",
+                                "nodes",
+                                "peak_flops",
+                                "memory_gb",
+                                "achievable_fraction",
+                                "intra_node",
+                                "inter_node",
+                                "mtbf_hours_per_device",
+                                "checkpoint_s",
+                                "memory_bandwidth_gbs",
+                                "memory_efficiency",
+                                "gemm_efficiency",
+                                "gemm_tile"};
 const char* const kLinkKeys[] = {"latency_us", "bandwidth_gbs"};
 
 template <std::size_t N>
@@ -198,6 +208,34 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     if (auto x = ld.real(*v, "mtbf_hours_per_device", 0, 1e30, true)) m.mtbf_hours_per_device = *x;
   if (auto v = ld.find(root, "", "checkpoint_s", false))
     if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
+  // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
+  pm::ComputeEfficiency& ce = m.compute;
+  if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))
+    if (auto x = ld.real(*v, "memory_bandwidth_gbs", 1e-9, 1e30, false))
+      ce.memory_bytes_per_s = *x * 1e9;
+  for (const char* key : {"memory_efficiency", "gemm_efficiency"}) {
+    const bool memory = std::strcmp(key, "memory_efficiency") == 0;
+    auto v = ld.find(root, "", key, false);
+    if (!v) continue;
+    if (!root["memory_bandwidth_gbs"])
+      ld.error(v->Mark(), key, "needs memory_bandwidth_gbs (the work-dependent compute model)");
+    if (auto x = ld.real(*v, key, 0, 1, false))
+      (memory ? ce.memory_efficiency : ce.gemm_efficiency) = *x;
+  }
+  if (auto v = ld.find(root, "", "gemm_tile", false)) {
+    if (!root["memory_bandwidth_gbs"])
+      ld.error(v->Mark(), "gemm_tile",
+               "needs memory_bandwidth_gbs (the work-dependent compute model)");
+    if (!v->IsSequence() || v->size() != 2) {
+      ld.error(v->Mark(), "gemm_tile", "expected [rows, columns], two integers >= 1");
+    } else {
+      const auto r = ld.integer((*v)[0], "gemm_tile[0]");
+      const auto c = ld.integer((*v)[1], "gemm_tile[1]");
+      if (r) ce.tile_m = static_cast<int>(*r);
+      if (c) ce.tile_n = static_cast<int>(*c);
+    }
+  }
+  ce.peak_flops = ce.memory_bytes_per_s > 0 ? m.machine.peak_flops : 0;
   if (!ld.errors().empty()) throw std::invalid_argument(joined(ld.errors()));
   return m;
 }

@@ -14,10 +14,18 @@
 //   mtbf_hours_per_device: 0       # >= 0, optional: failures for the checkpoint interval
 //                                  #   (0: Llama 3's failure rate)
 //   checkpoint_s: 0                # >= 0, optional: the time to write a checkpoint (0: not shown)
+// The work-dependent compute model (perfmodel/compute_efficiency.hpp, docs/perfmodel.md,
+// "Compute efficiency"), all optional; without memory_bandwidth_gbs the planner times compute
+// as FLOPs / (peak_flops x achievable_fraction), and the other three are refused:
+//   memory_bandwidth_gbs: 2039     # > 0: device memory bandwidth (datasheet), GB/s
+//   memory_efficiency: 0.8         # in (0, 1]: of it, a streaming pass's share (default 0.8)
+//   gemm_efficiency: 0.8           # in (0, 1]: of peak, a GEMM's ceiling (default 0.8)
+//   gemm_tile: [128, 128]          # integers >= 1: output tile rows, columns (default 128 x 128)
 #pragma once
 
 #include <string>
 
+#include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/planner.hpp"
 
 namespace paraxis::driver {
@@ -26,6 +34,8 @@ struct MachineFile {
   std::string name;
   perfmodel::Machine machine;
   double mtbf_hours_per_device = 0, checkpoint_s = 0;
+  // enabled() when the file gives memory_bandwidth_gbs (peak_flops is the machine's then).
+  perfmodel::ComputeEfficiency compute;
 };
 
 // Reads and validates `path`. Throws std::invalid_argument whose message lists every problem,

@@ -1,0 +1,206 @@
+// The work-dependent compute model (perfmodel/compute_efficiency.hpp): GEMM times by hand on
+// and off the tile, the roofline's crossover, a small layer's memory-bound bytes counted by
+// hand, recomputation's additions, and the GEMM-only limit against paraxis's FLOP count.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "perfmodel/compute_efficiency.hpp"
+#include "perfmodel/model_chunks.hpp"
+#include "perfmodel/shard_params.hpp"
+
+namespace {
+
+using namespace paraxis::perfmodel;
+
+// 100 TFLOP/s at half efficiency (50 TFLOP/s achieved), 1 TB/s fully used, 128 x 128 tiles.
+ComputeEfficiency machine() {
+  ComputeEfficiency e;
+  e.peak_flops = 100e12;
+  e.gemm_efficiency = 0.5;
+  e.memory_bytes_per_s = 1e12;
+  e.memory_efficiency = 1.0;
+  e.tile_m = e.tile_n = 128;
+  return e;
+}
+
+TEST(compute_efficiency, gemm_on_the_tile_is_flops_over_achieved_peak) {
+  // 2 * 256 * 256 * 1024 = 134,217,728 FLOPs / 50e12 = 2.68435456 us; the bytes,
+  // (256*1024 + 1024*256 + 256*256) * 2 = 1,179,648 B, take 1.18 us: compute-bound.
+  EXPECT_NEAR(gemm_time(machine(), 256, 256, 1024, 2), 2.68435456e-6, 1e-15);
+  // A batch of 3 costs three.
+  EXPECT_NEAR(gemm_time(machine(), 256, 256, 1024, 2, 3), 3 * 2.68435456e-6, 1e-15);
+}
+
+TEST(compute_efficiency, gemm_off_the_tile_pays_whole_tiles) {
+  // m = 257 runs 3 row tiles (384 rows): 2 * 384 * 256 * 1024 / 50e12 = 4.02653184 us, not the
+  // 2.695 us of its own FLOPs; n = 129 costs what n = 256 does, 2 * 256 * 256 * 1024 / 50e12,
+  // and n = 128 half that.
+  EXPECT_NEAR(gemm_time(machine(), 257, 256, 1024, 2), 4.02653184e-6, 1e-15);
+  EXPECT_NEAR(gemm_time(machine(), 256, 129, 1024, 2), 2.68435456e-6, 1e-15);
+  EXPECT_NEAR(gemm_time(machine(), 256, 128, 1024, 2), 1.34217728e-6, 1e-15);
+  // k is not padded: 2 * 256 * 256 * 1000 / 50e12.
+  EXPECT_NEAR(gemm_time(machine(), 256, 256, 1000, 2), 2.62144e-6, 1e-15);
+  // 256 x 128 tiles: m = 300 -> 512 rows, n = 100 -> 128 columns: 2*512*128*64 / 50e12.
+  ComputeEfficiency wide = machine();
+  wide.tile_m = 256;
+  EXPECT_NEAR(gemm_time(wide, 300, 100, 64, 2), 1.6777216e-7, 1e-16);
+}
+
+TEST(compute_efficiency, roofline_crosses_over_from_memory_to_compute) {
+  // m = n = 1024, e = 2: FLOPs time 4.194304e-8 k s, bytes time (4096 k + 2,097,152) / 1e12 s;
+  // they cross at k = 2,097,152e-12 / (4.194304e-8 - 4.096e-9) = 55.4.
+  const ComputeEfficiency e = machine();
+  EXPECT_NEAR(gemm_time(e, 1024, 1024, 32, 2), (4096.0 * 32 + 2097152) / 1e12, 1e-15);
+  EXPECT_NEAR(gemm_time(e, 1024, 1024, 55, 2), (4096.0 * 55 + 2097152) / 1e12, 1e-15);
+  EXPECT_NEAR(gemm_time(e, 1024, 1024, 56, 2), 4.194304e-8 * 56, 1e-15);
+  EXPECT_NEAR(gemm_time(e, 1024, 1024, 128, 2), 4.194304e-8 * 128, 1e-15);
+  // A memory pass: bytes over the bandwidth actually reached.
+  ComputeEfficiency half = e;
+  half.memory_efficiency = 0.5;
+  EXPECT_NEAR(memory_time(half, 1e6), 2e-6, 1e-18);
+}
+
+TEST(compute_efficiency, gemm_backward_is_its_two_gradient_gemms) {
+  // C = A B with (m, n, k) = (256, 512, 128): dA (256, 128, 512) and dB (128, 512, 256),
+  // both on whole tiles and compute-bound: 2 * 256 * 128 * 512 = 33,554,432 FLOPs each.
+  EXPECT_NEAR(gemm_backward_time(machine(), 256, 512, 128, 2), 2 * 33554432.0 / 50e12, 1e-15);
+}
+
+LayerShape small_layer(bool sp) {
+  LayerShape s;
+  s.tp = 2;
+  s.sp = sp;
+  s.micro_batch = 1;
+  s.seq = 4;
+  s.hidden = 8;
+  s.ffn = 32;
+  s.heads = 4;
+  s.element_bytes = 2;
+  return s;
+}
+
+TEST(compute_efficiency, layer_memory_bytes_by_hand) {
+  // N = 4 tokens, h = 8, f / tp = 16, heads / tp = 2, scores 2 * 16 = 32, e = 2.
+  // Forward: LN1 4*8*2*2 = 128, bias+residual 3*64 = 192, LN2 128, bias+residual 192 (640 in
+  // the h-wide passes), softmax 2*32*2 = 128, bias+GeLU 2*4*16*2 = 256: 1,024 B.
+  const LayerBytes b = dense_layer_bytes(small_layer(false));
+  EXPECT_DOUBLE_EQ(b.forward, 1024);
+  // Backward: LN 3*64 x2, residual sums 3*64 x2, bias gradients 64 x2 (896), softmax 3*64 =
+  // 192, GeLU 3*128 = 384: 1,472 B.
+  EXPECT_DOUBLE_EQ(b.backward, 1472);
+  EXPECT_DOUBLE_EQ(b.softmax, 128);
+  // Sequence parallelism halves the h-wide passes only: 320 + 128 + 256, 448 + 192 + 384.
+  const LayerBytes p = dense_layer_bytes(small_layer(true));
+  EXPECT_DOUBLE_EQ(p.forward, 704);
+  EXPECT_DOUBLE_EQ(p.backward, 1024);
+}
+
+// A GPT whose chunk has blocks only (no embedding, no head).
+paraxis::model::ModelConfig gpt() {
+  paraxis::model::ModelConfig m;
+  m.vocab = 512;
+  m.seq_len = 256;
+  m.hidden = 512;
+  m.heads = 4;
+  m.layers = 4;
+  m.ffn = 2048;
+  return m;
+}
+
+Scenario scenario(paraxis::model::Recompute r) {
+  Scenario c;
+  c.tp = 2;
+  c.micro_batch = 2;
+  c.precision = paraxis::model::Precision::bf16;
+  c.recompute = r;
+  return c;
+}
+
+TEST(compute_efficiency, recomputation_adds_the_forward_or_the_scores_and_softmax) {
+  const auto m = gpt();
+  const ChunkLayers blocks{0, 4, false, false};
+  const ComputeEfficiency e = machine();
+  const auto none = chunk_times(e, m, scenario(paraxis::model::Recompute::none), blocks);
+  EXPECT_EQ(none.recompute, 0);
+  const auto full = chunk_times(e, m, scenario(paraxis::model::Recompute::full), blocks);
+  EXPECT_DOUBLE_EQ(full.recompute, none.forward);
+  EXPECT_DOUBLE_EQ(full.forward, none.forward);
+  EXPECT_DOUBLE_EQ(full.backward, none.backward);
+  // Full over the first block of the chunk only: a quarter.
+  Scenario one = scenario(paraxis::model::Recompute::full);
+  one.recompute_layers = 1;
+  EXPECT_DOUBLE_EQ(chunk_times(e, m, one, blocks).recompute, none.forward / 4);
+  // Selective, per block: q k^T for 2 * 2 heads of (256 x 256 x 128): 2*4*256*256*128 / 50e12
+  // = 1.34217728 us (its bytes, 4 * (2 * 256*128 + 65536) * 2 = 1 MB, take 1.05 us); the
+  // softmax pass 2 * 4 * 65536 * 2 B = 1,048,576 B at 1 TB/s = 1.048576 us.
+  const auto sel = chunk_times(e, m, scenario(paraxis::model::Recompute::selective), blocks);
+  EXPECT_NEAR(sel.recompute, 4 * (1.34217728e-6 + 1.048576e-6), 1e-15);
+}
+
+TEST(compute_efficiency, gemm_only_limit_is_paraxis_flop_count) {
+  // 1 x 1 tiles and a bandwidth no pass notices: every GEMM costs its FLOPs at peak x
+  // efficiency, so a chunk's forward is chunk_forward_flops_per_token * tokens / tp / rate
+  // and its backward twice that; the head too (paraxis counts its logits GEMM).
+  const auto m = gpt();
+  ComputeEfficiency e = machine();
+  e.tile_m = e.tile_n = 1;
+  e.memory_bytes_per_s = 1e30;
+  const Scenario c = scenario(paraxis::model::Recompute::none);
+  for (const ChunkLayers chunk :
+       {ChunkLayers{0, 4, false, false}, ChunkLayers{2, 4, false, true}}) {
+    const double flat =
+        chunk_forward_flops_per_token(m, chunk) * c.micro_batch * m.seq_len / c.tp / 50e12;
+    const auto t = chunk_times(e, m, c, chunk);
+    EXPECT_NEAR(t.forward, flat, flat * 1e-9);
+    EXPECT_NEAR(t.backward, 2 * flat, flat * 1e-9);
+  }
+}
+
+TEST(compute_efficiency, optimizer_sweeps_its_state_and_bad_values_are_named) {
+  // bf16: read parameter 2, gradient 4, moments 8, master 4; write 2 + 8 + 4: 32 B each.
+  EXPECT_DOUBLE_EQ(optimizer_bytes_per_parameter(paraxis::model::Precision::bf16), 32);
+  // fp32: no master: read 4 + 4 + 8, write 4 + 8: 28 B.
+  EXPECT_DOUBLE_EQ(optimizer_bytes_per_parameter(paraxis::model::Precision::fp32), 28);
+  EXPECT_NEAR(optimizer_time(machine(), 1e9, 32), 0.032, 1e-15);
+  EXPECT_NO_THROW(validate(machine()));
+  ComputeEfficiency bad = machine();
+  bad.gemm_efficiency = 1.5;
+  try {
+    validate(bad);
+    FAIL() << "gemm_efficiency 1.5 accepted";
+  } catch (const std::invalid_argument& x) {
+    EXPECT_NE(std::string(x.what()).find("gemm_efficiency = 1.5"), std::string::npos) << x.what();
+  }
+}
+
+TEST(compute_efficiency, planner_inputs_per_chunk_with_recompute_and_the_optimizer_shard) {
+  const auto m = gpt();
+  Scenario c = scenario(paraxis::model::Recompute::full);
+  c.pp = 2;
+  c.dp = 2;
+  c.global_batch = 8;
+  StepTimeInputs in;
+  set_compute_times(machine(), m, c, in);
+  const auto chunks = split_layers(m, 2);
+  ASSERT_EQ(in.forward_s.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const auto t = chunk_times(machine(), m, c, chunks[k]);
+    EXPECT_DOUBLE_EQ(in.forward_s[k], t.forward);
+    // Full: the blocks' forward again (not the embedding's or the head's).
+    const ChunkLayers blocks{chunks[k].first_layer, chunks[k].end_layer, false, false};
+    EXPECT_DOUBLE_EQ(in.backward_s[k], t.backward + chunk_times(machine(), m, c, blocks).forward);
+  }
+  // The optimizer: the larger stage's parameters, 32 B each (bf16 Adam) at 1 TB/s.
+  const double p =
+      std::max(owned_elements(shard_units(m, c, 0), 0), owned_elements(shard_units(m, c, 1), 0));
+  EXPECT_NEAR(in.optimizer_s, p * 32 / 1e12, 1e-18);
+  // ZeRO 1 updates the rank's shard only: about half with dp 2.
+  c.zero = 1;
+  StepTimeInputs z;
+  set_compute_times(machine(), m, c, z);
+  EXPECT_LT(z.optimizer_s, 0.51 * in.optimizer_s);
+  EXPECT_GT(z.optimizer_s, 0.49 * in.optimizer_s);
+}
+
+}  // namespace

@@ -1,0 +1,93 @@
+// Compute time that depends on the work (docs/perfmodel.md, "Compute efficiency"): each GEMM
+// timed from its shape (a roofline with tile quantisation), the memory-bound passes of a
+// transformer layer (LayerNorm, softmax, GeLU, bias and residual adds, the optimizer's sweep
+// over its state) from memory bandwidth, and a model chunk's forward, backward and recomputed
+// forward summed from them. Replaces the flat "FLOPs / (peak x achievable_fraction)" when the
+// machine gives a memory bandwidth; pure functions, no Kokkos or MPI.
+//
+// GEMM C[m x n] = A[m x k] B[k x n], `batch` independent ones, elements of e bytes:
+//   t = max( 2 batch ceil(m/Tm) Tm ceil(n/Tn) Tn k / (peak x gemm_efficiency),
+//            batch (m k + k n + m n) e / (memory_bandwidth x memory_efficiency) )
+// A memory-bound pass of b bytes: b / (memory_bandwidth x memory_efficiency).
+#pragma once
+
+#include "model/model_config.hpp"
+#include "model/model_pieces.hpp"
+#include "perfmodel/parallel_config.hpp"
+#include "perfmodel/step_time.hpp"
+
+namespace paraxis::perfmodel {
+
+struct ComputeEfficiency {
+  double peak_flops = 0;           // dense, per device, in the training precision (FLOP/s)
+  double gemm_efficiency = 0.8;    // of peak, a GEMM's ceiling on whole tiles
+  double memory_bytes_per_s = 0;   // device memory bandwidth (datasheet); 0: model off
+  double memory_efficiency = 0.8;  // of that bandwidth, a streaming pass's share
+  int tile_m = 128, tile_n = 128;  // output tile the GEMM kernels compute (rows, columns)
+  bool enabled() const { return memory_bytes_per_s > 0 && peak_flops > 0; }
+};
+
+// Throws std::invalid_argument naming the field when a value is out of range (peak and
+// bandwidth > 0, efficiencies in (0, 1], tiles >= 1).
+void validate(const ComputeEfficiency& e);
+
+// Seconds of `batch` GEMMs of shape (m, n, k) with `element_bytes`-byte operands.
+double gemm_time(const ComputeEfficiency& e, double m, double n, double k, double element_bytes,
+                 double batch = 1);
+// The backward of C = A B: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m).
+double gemm_backward_time(const ComputeEfficiency& e, double m, double n, double k,
+                          double element_bytes, double batch = 1);
+// Seconds of a memory-bound pass moving `bytes` (reads plus writes).
+double memory_time(const ComputeEfficiency& e, double bytes);
+
+// One transformer block on one tensor-parallel rank, for one micro-batch.
+struct LayerShape {
+  int tp = 1;
+  bool sp = false;  // sequence parallelism: LayerNorm and residual passes on tokens / tp
+  int micro_batch = 1, seq = 1, hidden = 1, ffn = 1, heads = 1;
+  double element_bytes = 2;  // activations
+};
+
+// Bytes of the block's memory-bound passes (docs/perfmodel.md lists each), N = b s tokens,
+// Nl = N / tp with sp (else N), scores Sc = b (heads / tp) s^2:
+//   forward  10 Nl h e + 2 Sc e + 2 N (f / tp) e
+//   backward 14 Nl h e + 3 Sc e + 3 N (f / tp) e
+//   softmax (selective recomputation's pass again) 2 Sc e
+struct LayerBytes {
+  double forward = 0, backward = 0, softmax = 0;
+};
+LayerBytes dense_layer_bytes(const LayerShape& s);
+
+struct LayerTimes {
+  double forward = 0, backward = 0;  // a dense block's, without recomputation
+  double full_again = 0;             // full recomputation: the forward again
+  double selective_again = 0;        // selective: q k^T and the softmax pass again
+};
+LayerTimes dense_layer_times(const ComputeEfficiency& e, const LayerShape& s);
+
+// A model chunk on one rank of configuration c for one micro-batch: its blocks (dense or MoE,
+// experts balanced over the ep ranks), the head's final LayerNorm, logits GEMM and
+// cross-entropy when it has the head, and the recomputation c.recompute adds to the backward
+// (model::recomputes_block decides which blocks full recomputation runs again).
+struct ChunkTimes {
+  double forward = 0, backward = 0, recompute = 0;
+};
+ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
+                       const model::ModelChunk& chunk);
+
+// The optimizer step's sweep: `parameters` on the rank, `bytes_per_parameter` read and written
+// (Adam: parameter, gradient, two moments, master copy; optimizer_bytes_per_parameter).
+double optimizer_time(const ComputeEfficiency& e, double parameters, double bytes_per_parameter);
+// Adam's bytes per parameter in precision p: read t + g + 2 a (+ a master), write the same
+// less the gradient (docs/perfmodel.md).
+double optimizer_bytes_per_parameter(model::Precision p);
+
+// The planner's compute for configuration c on this machine: in.forward_s and in.backward_s per
+// model chunk (chunk_times; the backward with its recomputation), and in.optimizer_s, the
+// optimizer sweep of the stage owning the most parameters (ZeRO's shard under ZeRO >= 1).
+// Uses in.chunks and in.stage_units when the caller has them. Throws std::invalid_argument
+// when e is invalid (validate).
+void set_compute_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
+                       StepTimeInputs& in);
+
+}  // namespace paraxis::perfmodel
