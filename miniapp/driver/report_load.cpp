@@ -7,6 +7,7 @@
 #include <set>
 
 #include "driver/calibration.hpp"
+#include "driver/provenance.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/summary_reader.hpp"
 #include "perfmodel/collectives.hpp"
@@ -61,6 +62,8 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
                          " ranks on a host with " + std::to_string(cores) +
                          " cores: ranks time-share cores (and MPI busy-polls), which no model "
                          "here describes; predictions assume a core per rank");
+    // A BLAS on generic kernels: measured compute and its calibration several times too slow.
+    if (const auto w = blas_warning_of(prov)) warnings.push_back("`" + dir + "`: " + *w);
     machines.push_back({{"dir", dir},
                         {"machine", machine},
                         {"world", prov.value("world", 0)},

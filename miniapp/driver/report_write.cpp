@@ -5,10 +5,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "driver/provenance.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/report_plots.hpp"
-#include "driver/summary_reader.hpp"
 #include "io/checked_file.hpp"
 
 namespace paraxis::driver::report {
@@ -23,19 +21,6 @@ std::string fmt(double v, int digits = 4) {
   return b;
 }
 
-// A folder whose run had its BLAS on generic kernels (blas_warning_of its provenance): its
-// measured compute, and the calibration the predictions use, are several times too slow.
-// The summaries were read and validated by load_folders; this reads only their provenance.
-std::vector<std::string> blas_warnings(const std::vector<std::string>& dirs) {
-  std::vector<std::string> out;
-  for (const auto& dir : dirs) {
-    const json s = read_summary(dir + "/summary.json");
-    if (const auto w = blas_warning_of(s.value("provenance", json::object())))
-      out.push_back("`" + dir + "`: " + *w);
-  }
-  return out;
-}
-
 }  // namespace
 
 int write_report(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp) {
@@ -46,7 +31,6 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   const json& calibration = in.calibration;
   const json& not_analysed = in.not_analysed;
   std::vector<std::string> warnings = in.warnings;
-  for (auto& w : blas_warnings(dirs)) warnings.push_back(std::move(w));
   const std::vector<Analysed>& all = in.all;
   const json& points = cmp.points;
   const json& accuracy = cmp.accuracy;
