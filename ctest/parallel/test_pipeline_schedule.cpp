@@ -518,3 +518,18 @@ TEST(replay, without_validation_equals_the_validating_replay_on_valid_schedules)
     EXPECT_GT(a.makespan, 0);
   }
 }
+
+TEST(replay, without_validation_refuses_a_deadlocked_schedule_it_cannot_finish) {
+  // The same deadlock as above, given to the replay that skips validation: it cannot finish,
+  // and says where it blocked and what the validator finds.
+  const PipelineShape shape{2, 1, 1};
+  Schedule sched = make_schedule(ScheduleKind::one_f_one_b, shape);
+  move_after(sched[0], {SA, 0, 0}, {B, 0, 0});
+  try {
+    replay_validated_schedule(sched, shape, [](int, const Action&) { return 1.0; });
+    FAIL() << "replay of a deadlocked schedule returned";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(contains(e.what(), "stage 0 blocked in backward(mb 0, chunk 0)")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "deadlock:")) << e.what();
+  }
+}

@@ -388,7 +388,11 @@ ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShap
                                        const ActionDuration& duration) {
   const int p = shape.stages;
   ReplayResult r;
-  simulate(sched, shape, duration, r.start, r.end);
+  // Cheap to check here: a schedule that was not validated and cannot finish is refused.
+  const std::string stuck = simulate(sched, shape, duration, r.start, r.end);
+  if (!stuck.empty())
+    throw std::invalid_argument("replay_validated_schedule: " + stuck +
+                                " (a schedule that was not validated)");
   r.busy.assign(p, 0);
   r.bubble_fraction.assign(p, 0);
   r.peak_live.assign(p, 0);

@@ -107,7 +107,9 @@ ReplayResult replay_schedule(const Schedule& sched, const PipelineShape& shape,
                              const ActionDuration& duration);
 // replay_schedule without the validation, for a schedule validate_schedule already accepted for
 // `shape` (a planner replays one schedule with many durations; validating it each time was
-// most of the replay). On a schedule that was not validated the result is undefined.
+// most of the replay). A schedule that deadlocks is still refused (std::invalid_argument with
+// the deadlock); any other problem validate_schedule would find goes unnoticed (an action
+// outside the shape is undefined behaviour).
 ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShape& shape,
                                        const ActionDuration& duration);
 
