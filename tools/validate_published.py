@@ -9,6 +9,10 @@ recomputed forward pass: the TFLOP/s in Table 1 are hardware FLOPs, so the predi
 
 Figures and their sources are in each deck's header (inputs/published/) and in
 docs/performance.md, section "Planner against published runs (issue 18)".
+With --calibrate, fits the machine file's two work-dependent efficiencies (gemm_efficiency,
+memory_efficiency: docs/perfmodel.md, "Compute efficiency") once on all rows by least mean
+absolute error over a grid, and reports each row's leave-one-out error (the pair fitted on the
+other rows, the held-out row predicted with it).
 Python 3 standard library only. Exit 0 when every row was evaluated; 1 when a row could not be
 (paraxis failed, the layout was refused, or a deck disagrees with the table below); 2 bad usage.
 """
@@ -17,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 SEQ = 2048
 VOCAB = 51200
@@ -81,31 +86,40 @@ def predicted_step(paraxis, deck, machine, layout):
 
 
 def machine_fraction(path):
-    """The machine file's achievable_fraction (for the --terms analysis only)."""
-    m = re.search(r"^achievable_fraction:\s*([0-9.eE+-]+)", open(path).read(), re.M)
-    if not m:
-        raise SystemExit("%s: no achievable_fraction" % path)
-    return float(m.group(1))
+    """The machine file's achievable_fraction (for the --terms analysis only); None when the
+    file times compute by the work-dependent model (memory_bandwidth_gbs)."""
+    text = open(path).read()
+    if re.search(r"^memory_bandwidth_gbs:", text, re.M):
+        return None
+    m = re.search(r"^achievable_fraction:\s*([0-9.eE+-]+)", text, re.M)
+    return float(m.group(1)) if m else 0.5
 
 
-def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--paraxis", default=os.path.join(root, "build", "bin", "paraxis"))
-    ap.add_argument("--machine", default=os.path.join(root, "inputs", "machines", "selene.yaml"))
-    ap.add_argument("--decks", default=os.path.join(root, "inputs", "published"))
-    ap.add_argument("--terms", action="store_true",
-                    help="also print each row's predicted step-time terms")
-    args = ap.parse_args()
-    args.fraction = machine_fraction(args.machine)
+def with_efficiencies(path, gemm, memory):
+    """A temporary copy of machine file `path` with gemm_efficiency and memory_efficiency set."""
+    text = open(path).read()
+    for key, value in (("gemm_efficiency", gemm), ("memory_efficiency", memory)):
+        line = "%s: %.4f" % (key, value)
+        text, n = re.subn(r"^%s:.*$" % key, line, text, flags=re.M)
+        if n == 0:
+            text += "\n" + line + "\n"
+    f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
 
-    print("%-6s %5s %-34s %10s %10s %8s %9s %9s" %
-          ("row", "GPUs", "layout", "published", "predicted", "error", "pub TF/s", "pred TF/s"))
-    print("%-6s %5s %-34s %10s %10s %8s %9s %9s" % ("", "", "", "step s", "step s", "%", "per GPU",
-                                                    "per GPU"))
-    errors = []
-    all_terms = []
-    failed = 0
+
+def grid(spec):
+    """'lo:hi:step' -> [lo, lo + step, ..., hi]."""
+    lo, hi, step = (float(x) for x in spec.split(":"))
+    n = int(round((hi - lo) / step))
+    return [round(lo + i * step, 6) for i in range(n + 1)]
+
+
+def evaluate_rows(args, machine):
+    """Per row: (name, gpus, layout, published s, predicted s, error %, TFLOP/s, F, terms), or
+    (name, error message) for a row that could not be evaluated."""
+    out = []
     for (name, heads, hidden, layers, tp, pp, gpus, batch, tflops, _pct, mb, sched,
          v) in ROWS:
         dp = gpus // (tp * pp)
@@ -116,15 +130,90 @@ def main():
         published = flops / (gpus * tflops * 1e12)
         try:
             check_deck(deck, heads, hidden, layers, batch)
-            predicted, terms = predicted_step(args.paraxis, deck, args.machine, layout)
+            predicted, terms = predicted_step(args.paraxis, deck, machine, layout)
         except (OSError, ValueError) as e:
-            print("%-6s error: %s" % (name, e), file=sys.stderr)
+            out.append((name, str(e)))
+            continue
+        short = "tp%d pp%d dp%d mb%d %s%s" % (tp, pp, dp, mb, sched, " v%d" % v if v > 1 else "")
+        out.append((name, gpus, short, published, predicted,
+                    100.0 * (predicted - published) / published, tflops, flops, terms))
+    return out
+
+
+def calibrate(args):
+    """Grid fit of (gemm_efficiency, memory_efficiency) on all rows, and leave-one-out."""
+    table = {}
+    for g in grid(args.gemm_grid):
+        for m in grid(args.memory_grid):
+            path = with_efficiencies(args.machine, g, m)
+            try:
+                rows = evaluate_rows(args, path)
+            finally:
+                os.unlink(path)
+            bad = [r for r in rows if len(r) == 2]
+            if bad:
+                print("%s error: %s" % bad[0], file=sys.stderr)
+                return 1
+            table[(g, m)] = [r[5] for r in rows]
+
+    def fit(skip):
+        def mae(key):
+            e = [x for i, x in enumerate(table[key]) if i != skip]
+            return sum(abs(x) for x in e) / len(e)
+        return min(table, key=mae)
+
+    key = fit(-1)
+    errs = table[key]
+    print("calibrated on all %d rows: gemm_efficiency %.2f, memory_efficiency %.2f: "
+          "mean absolute error %.1f %%, max %.1f %%" %
+          (len(errs), key[0], key[1], sum(abs(e) for e in errs) / len(errs),
+           max(abs(e) for e in errs)))
+    print("%-6s %8s %8s %10s %10s" % ("held", "gemm", "memory", "all-rows", "held-out"))
+    print("%-6s %8s %8s %10s %10s" % ("out", "eff.", "eff.", "error %", "error %"))
+    loo = []
+    for i, row in enumerate(ROWS):
+        k = fit(i)
+        loo.append(table[k][i])
+        print("%-6s %8.2f %8.2f %+9.1f%% %+9.1f%%" % (row[0], k[0], k[1], errs[i], table[k][i]))
+    print("leave-one-out: mean absolute error %.1f %%, max %.1f %% (grid gemm %s, memory %s)" %
+          (sum(abs(e) for e in loo) / len(loo), max(abs(e) for e in loo), args.gemm_grid,
+           args.memory_grid))
+    return 0
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--paraxis", default=os.path.join(root, "build", "bin", "paraxis"))
+    ap.add_argument("--machine", default=os.path.join(root, "inputs", "machines", "selene.yaml"))
+    ap.add_argument("--decks", default=os.path.join(root, "inputs", "published"))
+    ap.add_argument("--terms", action="store_true",
+                    help="also print each row's predicted step-time terms")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="fit gemm_efficiency and memory_efficiency on all rows over a grid "
+                         "and report leave-one-out errors")
+    ap.add_argument("--gemm-grid", default="0.60:0.74:0.01", help="lo:hi:step (--calibrate)")
+    ap.add_argument("--memory-grid", default="0.30:0.80:0.05", help="lo:hi:step (--calibrate)")
+    args = ap.parse_args()
+    args.fraction = machine_fraction(args.machine)
+
+    if args.calibrate:
+        return calibrate(args)
+    print("%-6s %5s %-34s %10s %10s %8s %9s %9s" %
+          ("row", "GPUs", "layout", "published", "predicted", "error", "pub TF/s", "pred TF/s"))
+    print("%-6s %5s %-34s %10s %10s %8s %9s %9s" % ("", "", "", "step s", "step s", "%", "per GPU",
+                                                    "per GPU"))
+    errors = []
+    all_terms = []
+    failed = 0
+    for row in evaluate_rows(args, args.machine):
+        if len(row) == 2:
+            print("%-6s error: %s" % row, file=sys.stderr)
             failed += 1
             continue
-        err = 100.0 * (predicted - published) / published
+        name, gpus, short, published, predicted, err, tflops, flops, terms = row
         errors.append(err)
         all_terms.append((name, published, terms))
-        short = "tp%d pp%d dp%d mb%d %s%s" % (tp, pp, dp, mb, sched, " v%d" % v if v > 1 else "")
         print("%-6s %5d %-34s %10.3f %10.3f %+7.1f%% %9.0f %9.1f" %
               (name, gpus, short, published, predicted, err, tflops,
                flops / (gpus * predicted * 1e12)))
@@ -143,7 +232,7 @@ def main():
             scaled = terms["compute"] + terms["bubble"]
             rest = sum(terms[t] for t in TERMS) - scaled
             fraction = (args.fraction * scaled / (published - rest)
-                        if published > rest else float("inf"))
+                        if published > rest and args.fraction else float("nan"))
             print("%-6s " % name + " ".join("%9.3f" % terms[t] for t in TERMS) +
                   " %11.3f %8.3f" % (terms["compute"] / published, fraction))
     return 1 if failed else 0
