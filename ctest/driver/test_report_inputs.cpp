@@ -442,25 +442,25 @@ TEST(machine_file, plan_names_file_and_line_of_a_bad_machine) {
 TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
   // Without memory_bandwidth_gbs: the flat model (compute.enabled() false).
   const auto flat = paraxis::driver::load_machine_text(kMachine, "m.yaml");
-  EXPECT_FALSE(flat.compute.enabled());
+  EXPECT_FALSE(flat.machine.compute.enabled());
   const auto on = paraxis::driver::load_machine_text(
       std::string(kMachine) +
           "memory_bandwidth_gbs: 2039\nmemory_efficiency: 0.9\ngemm_efficiency: 0.64\n"
           "gemm_tile: [256, 128]\n",
       "m.yaml");
-  EXPECT_TRUE(on.compute.enabled());
-  EXPECT_DOUBLE_EQ(on.compute.memory_bytes_per_s, 2039e9);
-  EXPECT_DOUBLE_EQ(on.compute.memory_efficiency, 0.9);
-  EXPECT_DOUBLE_EQ(on.compute.gemm_efficiency, 0.64);
-  EXPECT_DOUBLE_EQ(on.compute.peak_flops, 1.0e12);
-  EXPECT_EQ(on.compute.tile_m, 256);
-  EXPECT_EQ(on.compute.tile_n, 128);
+  EXPECT_TRUE(on.machine.compute.enabled());
+  EXPECT_DOUBLE_EQ(on.machine.compute.memory_bytes_per_s, 2039e9);
+  EXPECT_DOUBLE_EQ(on.machine.compute.memory_efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(on.machine.compute.gemm_efficiency, 0.64);
+  EXPECT_DOUBLE_EQ(on.machine.compute.peak_flops, 1.0e12);
+  EXPECT_EQ(on.machine.compute.tile_m, 256);
+  EXPECT_EQ(on.machine.compute.tile_n, 128);
   // Defaults when only the bandwidth is given.
   const auto dflt = paraxis::driver::load_machine_text(
       std::string(kMachine) + "memory_bandwidth_gbs: 3350\n", "m.yaml");
-  EXPECT_DOUBLE_EQ(dflt.compute.gemm_efficiency, 0.8);
-  EXPECT_DOUBLE_EQ(dflt.compute.memory_efficiency, 0.8);
-  EXPECT_EQ(dflt.compute.tile_m, 128);
+  EXPECT_DOUBLE_EQ(dflt.machine.compute.gemm_efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(dflt.machine.compute.memory_efficiency, 0.8);
+  EXPECT_EQ(dflt.machine.compute.tile_m, 128);
   const struct {
     std::string extra, expected;
   } cases[] = {
@@ -481,10 +481,10 @@ TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
   // The shipped descriptions carry the model, each with its datasheet bandwidth.
   const auto selene =
       paraxis::driver::load_machine_file(PARAXIS_INPUTS_DIR "/machines/selene.yaml");
-  EXPECT_DOUBLE_EQ(selene.compute.memory_bytes_per_s, 2039e9);
+  EXPECT_DOUBLE_EQ(selene.machine.compute.memory_bytes_per_s, 2039e9);
   const auto h100 =
       paraxis::driver::load_machine_file(PARAXIS_INPUTS_DIR "/machines/dgx-h100.yaml");
-  EXPECT_DOUBLE_EQ(h100.compute.memory_bytes_per_s, 3350e9);
+  EXPECT_DOUBLE_EQ(h100.machine.compute.memory_bytes_per_s, 3350e9);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/model_chunks.hpp"
+#include "perfmodel/planner.hpp"
 #include "perfmodel/shard_params.hpp"
 
 namespace {
@@ -201,6 +202,43 @@ TEST(compute_efficiency, planner_inputs_per_chunk_with_recompute_and_the_optimiz
   set_compute_times(machine(), m, c, z);
   EXPECT_LT(z.optimizer_s, 0.51 * in.optimizer_s);
   EXPECT_GT(z.optimizer_s, 0.49 * in.optimizer_s);
+}
+
+TEST(compute_efficiency, planner_uses_the_model_only_when_the_machine_gives_a_bandwidth) {
+  Machine mc;
+  mc.devices_per_node = 4;
+  mc.nodes = 1;
+  mc.peak_flops = 100e12;
+  mc.memory_bytes = 80e9;
+  mc.intra_node = {3e-6, 1 / 300e9, 0};
+  mc.inter_node = {8e-6, 1 / 25e9, 0};
+  PlanRequest r;
+  r.model = gpt();
+  r.global_batch = 8;
+  Scenario c = scenario(paraxis::model::Recompute::selective);
+  c.dp = 2;
+  c.global_batch = 8;
+  // Without a bandwidth: the flat model, FLOPs at peak x achievable_fraction, no optimizer.
+  const auto flat = evaluate(r, mc, c);
+  ASSERT_TRUE(flat.violations.empty());
+  StepTimeInputs in;
+  in.links = axis_links(c, mc);
+  in.flops_per_s = mc.peak_flops * mc.achievable_fraction;
+  EXPECT_DOUBLE_EQ(flat.entry.time.step_time, predict_step_time(r.model, c, in).step_time);
+  EXPECT_EQ(flat.entry.time.optimizer, 0);
+  // With one: every chunk's times from compute_efficiency at the machine's own peak (the
+  // model's peak_flops is not read) and the optimizer's sweep.
+  mc.compute = machine();
+  mc.compute.peak_flops = 1;
+  const auto work = evaluate(r, mc, c);
+  StepTimeInputs w;
+  w.links = axis_links(c, mc);
+  set_compute_times(machine(), r.model, c, w);
+  const auto expected = predict_step_time(r.model, c, w);
+  EXPECT_DOUBLE_EQ(work.entry.time.step_time, expected.step_time);
+  EXPECT_DOUBLE_EQ(work.entry.time.compute, expected.compute);
+  EXPECT_GT(work.entry.time.optimizer, 0);
+  EXPECT_NE(work.entry.time.step_time, flat.entry.time.step_time);
 }
 
 }  // namespace

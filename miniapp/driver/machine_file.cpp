@@ -209,7 +209,7 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
   if (auto v = ld.find(root, "", "checkpoint_s", false))
     if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
   // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
-  pm::ComputeEfficiency& ce = m.compute;
+  pm::ComputeEfficiency& ce = m.machine.compute;
   if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))
     if (auto x = ld.real(*v, "memory_bandwidth_gbs", 1e-9, 1e30, false))
       ce.memory_bytes_per_s = *x * 1e9;

@@ -25,7 +25,6 @@
 
 #include <string>
 
-#include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/planner.hpp"
 
 namespace paraxis::driver {
@@ -34,8 +33,6 @@ struct MachineFile {
   std::string name;
   perfmodel::Machine machine;
   double mtbf_hours_per_device = 0, checkpoint_s = 0;
-  // enabled() when the file gives memory_bandwidth_gbs (peak_flops is the machine's then).
-  perfmodel::ComputeEfficiency compute;
 };
 
 // Reads and validates `path`. Throws std::invalid_argument whose message lists every problem,

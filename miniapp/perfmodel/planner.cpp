@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "config/config_rules.hpp"
+#include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/model_chunks.hpp"
 #include "perfmodel/shard_params.hpp"
@@ -26,6 +27,13 @@ std::vector<int> divisors(int n) {
   return d;
 }
 
+// The machine's compute model with its own peak.
+ComputeEfficiency machine_compute(const Machine& mc) {
+  ComputeEfficiency e = mc.compute;
+  e.peak_flops = mc.peak_flops;
+  return e;
+}
+
 void validate(const PlanRequest& r, const Machine& mc) {
   // No "plan:" here: the command that calls the planner names itself.
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
@@ -37,6 +45,7 @@ void validate(const PlanRequest& r, const Machine& mc) {
   if (!(mc.achievable_fraction > 0) || mc.achievable_fraction > 1)
     fail("achievable_fraction = " + std::to_string(mc.achievable_fraction) +
          ", expected in (0, 1]");
+  if (mc.compute.memory_bytes_per_s > 0) perfmodel::validate(machine_compute(mc));
   // The model and the batch on their own (one rank): every configuration would break these.
   model::TrainConfig t;
   t.global_batch = r.global_batch;
@@ -193,6 +202,8 @@ PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, Ch
     in.chunks = chunks;
     in.stage_units = units;
   }
+  // Work-dependent compute (compute_efficiency.hpp) when the machine gives a bandwidth.
+  if (mc.compute.memory_bytes_per_s > 0) set_compute_times(machine_compute(mc), m, x, in);
   e.time = predict_step_time(m, x, in);
   const double tokens = static_cast<double>(x.global_batch) * m.seq_len;
   e.tokens_per_s = tokens / e.time.step_time;

@@ -24,6 +24,7 @@
 #include "config/config_rules.hpp"
 #include "model/model_config.hpp"
 #include "perfmodel/collectives.hpp"
+#include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/memory.hpp"
 #include "perfmodel/parallel_config.hpp"
 #include "perfmodel/step_time.hpp"
@@ -35,8 +36,11 @@ struct Machine {
   int nodes = 1;
   double peak_flops = 0;             // per device, dense, for the training precision
   double memory_bytes = 0;           // per device
-  double achievable_fraction = 0.5;  // of peak, for compute time
-  LinkCost intra_node, inter_node;   // alpha (s), beta (s/B), gamma (s/B)
+  double achievable_fraction = 0.5;  // of peak, for compute time (flat model)
+  // The work-dependent compute model (compute_efficiency.hpp) when compute.memory_bytes_per_s
+  // > 0 (then achievable_fraction is unused; compute.peak_flops is ignored: peak_flops applies).
+  ComputeEfficiency compute;
+  LinkCost intra_node, inter_node;  // alpha (s), beta (s/B), gamma (s/B)
   int devices() const { return devices_per_node * nodes; }
 };
 
