@@ -94,8 +94,7 @@ TEST(config_rules, each_rule_names_its_key) {
   const model::TrainConfig t;
   ParallelConfig p;
   p.tp = 8;  // does not divide heads = 4
-  EXPECT_EQ(violations(m, t, p),
-            "parallel.tp: tp = 8 does not divide model.heads = 4\n");
+  EXPECT_EQ(violations(m, t, p), "parallel.tp: tp = 8 does not divide model.heads = 4\n");
   p = {};
   p.dp = 3;  // 8 sequences over 3 replicas
   EXPECT_EQ(violations(m, t, p, 3),

@@ -340,8 +340,8 @@ std::string compute_key(const RunConfig& c) {
   os << m.vocab << ' ' << m.seq_len << ' ' << m.hidden << ' ' << m.heads << ' ' << m.layers << ' '
      << m.ffn << ' ' << m.moe.experts << ' ' << m.moe.top_k << ' ' << m.moe.every << ' '
      << m.moe.capacity_factor << ' ' << m.moe.router_skew << " | " << c.train.micro_batch << ' '
-     << model::to_string(c.train.precision) << ' ' << to_string(c.hardware.gemm) << " | " << p.tp << ' '
-     << p.pp << ' ' << p.dp << ' ' << p.ep << ' ' << p.zero << ' ' << p.virtual_stages << ' '
+     << model::to_string(c.train.precision) << ' ' << to_string(c.hardware.gemm) << " | " << p.tp
+     << ' ' << p.pp << ' ' << p.dp << ' ' << p.ep << ' ' << p.zero << ' ' << p.virtual_stages << ' '
      << p.sequence_parallel << ' ' << config::to_string(p.order) << ' '
      << schedule::to_string(p.schedule) << ' ' << c.train.global_batch;
   for (int l : p.stage_layers) os << ' ' << l;

@@ -52,8 +52,9 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   wd::configure(cfg.comm.timeout_s);
   wd::set_step(-1);
   wd::set_micro_batch(-1);
-  kernels::set_automatic_gemm(cfg.hardware.gemm == GemmChoice::portable ? kernels::GemmVariant::portable
-                                                              : kernels::GemmVariant::automatic);
+  kernels::set_automatic_gemm(cfg.hardware.gemm == GemmChoice::portable
+                                  ? kernels::GemmVariant::portable
+                                  : kernels::GemmVariant::automatic);
   std::unique_ptr<parallel::ProcessGrid> grid;
   auto trainer = make_point_trainer(cfg, world, grid, *ctx.calibrator, r);
   if (ctx.verify) trainer->record_routing(true);

@@ -61,7 +61,8 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
   std::string diverged;
   const auto& fault = cfg.fault;
   for (int s = 0; s < cfg.train.steps && diverged.empty(); ++s) {
-    if (fault.dead_rank.rank == rank && fault.dead_rank.at == DeadAt::step && fault.dead_rank.step == s)
+    if (fault.dead_rank.rank == rank && fault.dead_rank.at == DeadAt::step &&
+        fault.dead_rank.step == s)
       throw std::runtime_error("injected fault before step " + std::to_string(s + 1) +
                                " (fault.dead_rank)");
     if (fault.hang.rank == rank && fault.hang.step == s) hang_forever(rank, s);
