@@ -138,6 +138,93 @@ void GptModel<T>::Impl::backward_chunk(int chunk, ActSet& S, const Act& grad_out
   }
 }
 
+// B of a split backward: backward_chunk's input-gradient path (the head's, each block's and
+// the hand-over to the previous chunk); no gradient of a parameter is written. W's inputs stay
+// in the set: the head's output gradient where the logits were, the LayerNorm sums in
+// S.ln_grads, each block's (block_backward_input) and, on the chunk with the embedding, the
+// embedding's output gradient in the first block's input.
+template <class T>
+void GptModel<T>::Impl::backward_input_chunk(int chunk, ActSet& S, const Act& grad_output,
+                                             const Act& grad_input, double ce_scale,
+                                             double aux_scale) {
+  const Space space;
+  const TpGroup g = tpg();
+  auto& ps = m.params_;
+  const ChunkParams& cp = chunk_params[chunk];
+  const int H = cfg.hidden, nb = static_cast<int>(cp.blocks.size());
+  const std::size_t ln_size = static_cast<std::size_t>(4 * nb + (cp.spec.head ? 2 : 0)) * H;
+  if (!S.ln_grads.data()) S.ln_grads = vec("paraxis::ln_grads", static_cast<int>(ln_size));
+  Kokkos::deep_copy(S.ln_grads, G(0));
+  auto ln = [&](std::size_t begin, std::size_t n) {
+    return Kokkos::subview(S.ln_grads, std::make_pair(begin, begin + n));
+  };
+  if (cp.spec.head) {
+    h().before_backward_input(cp.head_unit);
+    cross_entropy().backward(space, g, S.logits, S.targets, S.lse, voff, cfg.vocab, ce_scale,
+                             dlogits);
+    column_parallel_backward_input(space, g, dlogits, ps.w2(cp.head),
+                                   tp_partial_target(g, dtmp, part), 0.0, dtmp);
+    Kokkos::deep_copy(S.logits, dlogits);
+    const std::size_t f = static_cast<std::size_t>(4 * nb) * H;
+    k::layernorm_backward(space, dtmp, S.xs.back(), ps.w1(cp.lnf_g), S.lnf_mean, S.lnf_rstd, dx_a,
+                          ln(f, H), ln(f + H, H));
+    h().after_backward_input(cp.head_unit);
+  } else {
+    require_rows("grad_output", grad_output);
+    Kokkos::deep_copy(dx_a, grad_output);
+  }
+  for (int i = nb - 1; i >= 0; --i) {
+    for (int u : {cp.blocks[i].unit, cp.blocks[i].expert_unit})
+      if (u >= 0) h().before_backward_input(u);
+    block_backward_input(cp.blocks[i], acts_of(S, i), S.xs[i], S.xs[i + 1],
+                         ln(static_cast<std::size_t>(4 * i) * H, 4 * H), aux_scale);
+    for (int u : {cp.blocks[i].expert_unit, cp.blocks[i].unit})
+      if (u >= 0) h().after_backward_input(u);
+  }
+  if (cp.spec.embedding) {
+    Kokkos::deep_copy(S.xs[0], dx_a);
+  } else {
+    require_rows("grad_input", grad_input);
+    Kokkos::deep_copy(grad_input, dx_a);
+  }
+}
+
+// W of a split backward: backward_chunk's weight gradients, unit by unit in its order (the
+// head, the blocks last to first, the embedding), from what B kept.
+template <class T>
+void GptModel<T>::Impl::backward_weight_chunk(int chunk, ActSet& S) {
+  const Space space;
+  const TpGroup g = tpg();
+  auto& ps = m.params_;
+  const ChunkParams& cp = chunk_params[chunk];
+  const int H = cfg.hidden, nb = static_cast<int>(cp.blocks.size());
+  auto ln = [&](std::size_t begin, std::size_t n) {
+    return Kokkos::subview(S.ln_grads, std::make_pair(begin, begin + n));
+  };
+  if (cp.spec.head) {
+    h().before_backward(cp.head_unit);
+    const V2 xf = tp_gather_tokens(space, g, S.xf, full);
+    column_parallel_backward_weight(space, S.logits, xf, ps.g2(cp.head), A1());
+    const std::size_t f = static_cast<std::size_t>(4 * nb) * H;
+    k::add_inplace(space, ps.g1(cp.lnf_g), ln(f, H));
+    k::add_inplace(space, ps.g1(cp.lnf_b), ln(f + H, H));
+    h().after_backward(cp.head_unit);
+  }
+  for (int i = nb - 1; i >= 0; --i) {
+    open_units(cp.blocks[i], false);
+    block_backward_weight(cp.blocks[i], acts_of(S, i), S.xs[i + 1],
+                          ln(static_cast<std::size_t>(4 * i) * H, 4 * H));
+    close_units(cp.blocks[i], false);
+  }
+  if (cp.spec.embedding) {
+    h().before_backward(cp.emb_unit);
+    const V2 dX = tp_gather_tokens(space, g, S.xs[0], dfull);
+    vocab_parallel_embedding_backward(space, S.tokens, dX, cfg.seq_len, voff, ps.g2(cp.wte),
+                                      ps.g2(cp.wpe));
+    h().after_backward(cp.emb_unit);
+  }
+}
+
 template <class T>
 GptModel<T>::GptModel(const ModelConfig& cfg, int micro_batch, const ShardLayout& layout,
                       ShardComms comms, int unit_multiple, bool allocate_store)
@@ -161,6 +248,10 @@ void GptModel<T>::set_recompute(Recompute mode, int layers) {
       throw std::logic_error(
           "GptModel::set_recompute: activation sets exist already (set it before the first "
           "forward)");
+  if (split_ && mode == Recompute::full)
+    throw std::invalid_argument(
+        "train.recompute: full with a split backward (parallel.schedule: zb-h1): W needs every "
+        "block's activations, which full recomputation keeps in one shared working set");
   if (layers < 0)
     throw std::invalid_argument("train.recompute_layers = " + std::to_string(layers) +
                                 ", expected >= 0");
@@ -207,6 +298,10 @@ MicroBatchResult GptModel<T>::forward_chunk(int chunk, int mb, const Tokens& tok
 template <class T>
 void GptModel<T>::backward_chunk(int chunk, int mb, const Act& grad_output, const Act& grad_input,
                                  double ce_scale, double aux_scale) {
+  if (split_)
+    throw std::logic_error(
+        "GptModel::backward_chunk: the backward is split (backward_input_chunk, then "
+        "backward_weight_chunk)");
   Kokkos::Profiling::pushRegion("paraxis::backward");
   {
     FencedTimer t("backward", bwd_s_, spans_, mb, chunk);
@@ -215,6 +310,69 @@ void GptModel<T>::backward_chunk(int chunk, int mb, const Act& grad_output, cons
   }
   impl_->release(chunk, mb);
   Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+void GptModel<T>::backward_input_chunk(int chunk, int mb, const Act& grad_output,
+                                       const Act& grad_input, double ce_scale, double aux_scale) {
+  if (!split_)
+    throw std::logic_error(
+        "GptModel::backward_input_chunk: the backward is not split "
+        "(set_split_backward(true) before the first forward)");
+  auto& S = impl_->find(chunk, mb);
+  if (S.input_grad_done)
+    throw std::logic_error("GptModel::backward_input_chunk: B of chunk " + std::to_string(chunk) +
+                           ", micro-batch " + std::to_string(mb) + " ran already");
+  Kokkos::Profiling::pushRegion("paraxis::backward_input");
+  {
+    FencedTimer t("backward", bwd_s_, spans_, mb, chunk);
+    impl_->backward_input_chunk(chunk, S, grad_output, grad_input, ce_scale, aux_scale);
+  }
+  S.input_grad_done = true;
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+void GptModel<T>::backward_weight_chunk(int chunk, int mb) {
+  auto& S = impl_->find(chunk, mb);
+  if (!S.input_grad_done)
+    throw std::logic_error("GptModel::backward_weight_chunk: W of chunk " + std::to_string(chunk) +
+                           ", micro-batch " + std::to_string(mb) + " before its B");
+  Kokkos::Profiling::pushRegion("paraxis::backward_weight");
+  {
+    FencedTimer t("backward_weight", wgt_s_, spans_, mb, chunk);
+    impl_->backward_weight_chunk(chunk, S);
+  }
+  impl_->release(chunk, mb);
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+void GptModel<T>::set_split_backward(bool on) {
+  if (on == split_) return;
+  for (const auto& sets : impl_->pool)
+    if (!sets.empty())
+      throw std::logic_error(
+          "GptModel::set_split_backward: activation sets exist already (set it before the first "
+          "forward)");
+  if (on && recompute_ == Recompute::full)
+    throw std::invalid_argument(
+        "a split backward (parallel.schedule: zb-h1) needs the activations of every block until "
+        "W; train.recompute: full keeps them in one shared working set (use selective or none)");
+  // The whole backward's q, k and v gradients: B writes them into each block's own q, k, v.
+  auto& im = *impl_;
+  const char* labels[] = {"paraxis::dq", "paraxis::dk", "paraxis::dv"};
+  int k = 0;
+  for (auto* v : {&im.dq, &im.dk, &im.dv}) {
+    if (on) {
+      ledger_.release(MemCategory::activations, v->span() * sizeof(T));
+      *v = {};
+    } else {
+      *v = im.mat(labels[k], im.N, im.Hl);
+    }
+    ++k;
+  }
+  split_ = on;
 }
 
 template <class T>

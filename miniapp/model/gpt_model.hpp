@@ -58,6 +58,10 @@ struct MicroBatchResult {
 // dense part and, for MoE blocks, its experts, and the final LayerNorm + head). A
 // data-parallel trainer uses these to gather ZeRO-3 parameters and to reduce gradients as
 // soon as they are final. Both units of an MoE block are open at the same time.
+// A split backward (set_split_backward) brackets a unit twice: B (backward_input_chunk) reads
+// its parameters between before_backward_input and after_backward_input and writes none of its
+// gradients; W (backward_weight_chunk) writes its gradients between before_backward and
+// after_backward and reads none of its parameters.
 class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
@@ -65,6 +69,8 @@ class UnitHooks {
   virtual void after_forward(int /*unit*/) {}
   virtual void before_backward(int /*unit*/) {}
   virtual void after_backward(int /*unit*/) {}
+  virtual void before_backward_input(int /*unit*/) {}
+  virtual void after_backward_input(int /*unit*/) {}
 };
 
 // The groups a shard exchanges with; null (or a group of one) means none.
@@ -114,6 +120,23 @@ class GptModel {
   // d(loss)/d(CE sum), aux_scale each layer's L_aux. Frees the pair's activations.
   void backward_chunk(int chunk, int mb, const Act& grad_output, const Act& grad_input,
                       double ce_scale, double aux_scale);
+  // Split backward (zero-bubble schedules, docs/model.md), after set_split_backward(true):
+  // B, backward_input_chunk, takes and gives what backward_chunk does and computes the input
+  // gradient (and the LayerNorm parameter gradients, into the pair's own buffer), keeping what
+  // W needs in activation buffers it no longer reads; W, backward_weight_chunk, computes every
+  // gradient of the chunk's parameters from them and frees the pair's activations. B then W gives
+  // each gradient the bits backward_chunk gives it, as long as the W of a chunk run in the
+  // micro-batch order its whole backwards would have. Each throws std::logic_error when the pair
+  // is not in the state it needs (no forward; W before B; B twice).
+  void backward_input_chunk(int chunk, int mb, const Act& grad_output, const Act& grad_input,
+                            double ce_scale, double aux_scale);
+  void backward_weight_chunk(int chunk, int mb);
+  // Call before the first forward (throws std::logic_error once a set exists): on, the
+  // backward runs split only (backward_chunk throws) and the scratch only the whole backward
+  // uses is freed; std::invalid_argument with recompute full (whose recomputed activations
+  // live in one working set, overwritten before W could read them).
+  void set_split_backward(bool on);
+  bool split_backward() const { return split_; }
   // Drops a pair's activations without a backward (forward-only evaluation).
   void discard(int chunk, int mb);
   int live_activation_sets() const;
@@ -153,9 +176,11 @@ class GptModel {
   const ModelConfig& config() const { return cfg_; }
   const ShardLayout& layout() const { return layout_; }
 
-  // Fenced compute time spent in forward and backward since construction.
+  // Fenced compute time spent in forward and backward since construction (backward: whole
+  // backwards and B; weight: W).
   double forward_seconds() const { return fwd_s_; }
   double backward_seconds() const { return bwd_s_; }
+  double backward_weight_seconds() const { return wgt_s_; }
   // Fenced forward/backward intervals recorded since the last take_spans().
   std::vector<Span> take_spans() { return std::move(spans_); }
 
@@ -174,7 +199,8 @@ class GptModel {
   const int* replay_routing_ = nullptr;
   Recompute recompute_ = Recompute::none;
   int recompute_layers_ = 0;
-  double fwd_s_ = 0, bwd_s_ = 0;
+  bool split_ = false;
+  double fwd_s_ = 0, bwd_s_ = 0, wgt_s_ = 0;
   std::vector<Span> spans_;
   int peak_sets_ = 0;
 };

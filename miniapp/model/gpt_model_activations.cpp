@@ -111,6 +111,7 @@ void GptModel<T>::Impl::release(int chunk, int mb) {
   auto it = live.find({chunk, mb});
   if (it == live.end()) return;
   it->second->in_use = false;
+  it->second->input_grad_done = false;
   live.erase(it);
 }
 

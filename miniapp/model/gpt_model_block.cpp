@@ -92,6 +92,90 @@ void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const
   k::add_inplace(space, dx_a, dx_b);  // dx_a: gradient w.r.t. the block's input
 }
 
+// B of a split backward: block_backward's input-gradient path, operation for operation, with
+// no weight gradient. The LayerNorm parameter gradients go to ln (their kernel adds its sums
+// to zeros: the values it would have added to the gradients), and what W needs stays in
+// buffers nothing reads again: the MLP's output gradient in `out` (the block's output, which
+// the next block's B has read), its GELU input gradient in u, wo's output gradient in x_mid
+// (read last by LN2's backward) and the gradients of q, k and v in the block's q, k and v.
+// These are this rank's tokens: with sequence parallelism W gathers them again.
+template <class T>
+void GptModel<T>::Impl::block_backward_input(const BlockParams& b, LayerActs& A, const V2& x,
+                                             const V2& out, const A1& ln, double aux_scale) {
+  const Space space;
+  const TpGroup g = tpg();
+  auto& ps = m.params_;
+  const int H = cfg.hidden;
+  auto part_of = [&](int k) { return Kokkos::subview(ln, std::make_pair(k * H, (k + 1) * H)); };
+  {
+    const V2 dy = tp_gather_tokens(space, g, dx_a, dfull);
+    const V2 dp = tp_partial_target(g, dtmp, part);
+    if (!b.moe) {
+      Kokkos::deep_copy(out, dx_a);
+      row_parallel_backward_input(space, dy, ps.w2(b.w2), dff, 0.0);
+      k::gelu_backward(space, A.u, dff, A.u);
+      column_parallel_backward_input(space, g, A.u, ps.w2(b.w1), dp, 0.0, dtmp);
+    } else {
+      moe_backward_input(b, A.moe, dy, dp, aux_scale);
+      tp_reduce_partial(space, g, dp, dtmp);
+    }
+  }
+  k::layernorm_backward(space, dtmp, A.x_mid, ps.w1(b.ln2_g), A.ln2_mean, A.ln2_rstd, dx_b,
+                        part_of(2), part_of(3));
+  k::add_inplace(space, dx_b, dx_a);
+  Kokkos::deep_copy(A.x_mid, dx_b);
+  {
+    const V2 dy = tp_gather_tokens(space, g, dx_b, dfull);
+    row_parallel_backward_input(space, dy, ps.w2(b.wo), da, 0.0);
+    if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
+    const V2 dq_w = attention_grad(A.attn->q), dk_w = attention_grad(A.attn->k),
+             dv_w = attention_grad(A.attn->v);
+    k::attention_backward(space, da, *A.attn, dq_w, dk_w, dv_w);
+    const V2 dp = tp_partial_target(g, dtmp, part);
+    column_parallel_backward_input(space, g, dq_w, ps.w2(b.wq), dp, 0.0, dtmp, TpReduce::deferred);
+    column_parallel_backward_input(space, g, dk_w, ps.w2(b.wk), dp, 1.0, dtmp, TpReduce::deferred);
+    column_parallel_backward_input(space, g, dv_w, ps.w2(b.wv), dp, 1.0, dtmp);
+  }
+  k::layernorm_backward(space, dtmp, x, ps.w1(b.ln1_g), A.ln1_mean, A.ln1_rstd, dx_a, part_of(0),
+                        part_of(1));
+  k::add_inplace(space, dx_a, dx_b);
+}
+
+// W of a split backward: every weight gradient of the block from what its B kept, the
+// GEMMs block_backward runs with the same operands (gathered again from this rank's tokens
+// with sequence parallelism), then B's LayerNorm sums added to the gradients.
+template <class T>
+void GptModel<T>::Impl::block_backward_weight(const BlockParams& b, LayerActs& A, const V2& out,
+                                              const A1& ln) {
+  const Space space;
+  const TpGroup g = tpg();
+  auto& ps = m.params_;
+  const int H = cfg.hidden;
+  auto part_of = [&](int k) { return Kokkos::subview(ln, std::make_pair(k * H, (k + 1) * H)); };
+  {
+    const V2 h2 = tp_gather_tokens(space, g, A.h2, full);
+    if (!b.moe) {
+      column_parallel_backward_weight(space, A.u, h2, ps.g2(b.w1), ps.g1(b.b1));
+      const V2 dy = tp_gather_tokens(space, g, out, dfull);
+      row_parallel_backward_weight(space, dy, A.g, ps.g2(b.w2), ps.g1(b.b2));
+    } else {
+      moe_backward_weight(b, A.moe, h2);
+    }
+  }
+  k::add_inplace(space, ps.g1(b.ln2_g), part_of(2));
+  k::add_inplace(space, ps.g1(b.ln2_b), part_of(3));
+  {
+    const V2 dy = tp_gather_tokens(space, g, A.x_mid, dfull);
+    row_parallel_backward_weight(space, dy, A.a, ps.g2(b.wo), ps.g1(b.bo));
+    const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
+    column_parallel_backward_weight(space, attention_grad(A.attn->q), h1, ps.g2(b.wq), ps.g1(b.bq));
+    column_parallel_backward_weight(space, attention_grad(A.attn->k), h1, ps.g2(b.wk), ps.g1(b.bk));
+    column_parallel_backward_weight(space, attention_grad(A.attn->v), h1, ps.g2(b.wv), ps.g1(b.bv));
+  }
+  k::add_inplace(space, ps.g1(b.ln1_g), part_of(0));
+  k::add_inplace(space, ps.g1(b.ln1_b), part_of(1));
+}
+
 // The probabilities as attention_forward computes them (kernels/attention.hpp): unscaled
 // scores q k^T into the dprobs scratch, then the scaled causal softmax. Same kernels, same
 // inputs, same order: the same bits.
@@ -105,12 +189,16 @@ void GptModel<T>::Impl::recompute_attention_probs(k::AttentionWorkspace<T, Space
   Kokkos::Profiling::popRegion();
 }
 
-#define PARAXIS_GPT_MODEL_BLOCK(T)                                                           \
-  template void GptModel<T>::Impl::block_forward(const BlockParams&, LayerActs&, const V2&,  \
-                                                 const V2&, MicroBatchResult&);              \
-  template void GptModel<T>::Impl::block_backward(const BlockParams&, LayerActs&, const V2&, \
-                                                  double);                                   \
-  template void GptModel<T>::Impl::recompute_attention_probs(                                \
+#define PARAXIS_GPT_MODEL_BLOCK(T)                                                                 \
+  template void GptModel<T>::Impl::block_forward(const BlockParams&, LayerActs&, const V2&,        \
+                                                 const V2&, MicroBatchResult&);                    \
+  template void GptModel<T>::Impl::block_backward(const BlockParams&, LayerActs&, const V2&,       \
+                                                  double);                                         \
+  template void GptModel<T>::Impl::block_backward_input(const BlockParams&, LayerActs&, const V2&, \
+                                                        const V2&, const A1&, double);             \
+  template void GptModel<T>::Impl::block_backward_weight(const BlockParams&, LayerActs&,           \
+                                                         const V2&, const A1&);                    \
+  template void GptModel<T>::Impl::recompute_attention_probs(                                      \
       k::AttentionWorkspace<T, Kokkos::DefaultExecutionSpace>&);
 PARAXIS_GPT_MODEL_BLOCK(double)
 PARAXIS_GPT_MODEL_BLOCK(float)

@@ -116,6 +116,11 @@ struct GptModel<T>::Impl {
     Tokens tokens, targets;
     V2 xf, logits;
     A1 lnf_mean, lnf_rstd, lse;
+    // Split backward: the LayerNorm parameter gradients B computed for W to add (4 * hidden per
+    // block: ln1 gamma, beta, ln2 gamma, beta; then the final LayerNorm's gamma, beta on the
+    // chunk with the head), allocated on the set's first B; whether B has run.
+    A1 ln_grads;
+    bool input_grad_done = false;
   };
 
   GptModel& m;
@@ -216,16 +221,39 @@ struct GptModel<T>::Impl {
   MoeLayerStats moe_forward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& out);
   void moe_backward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& dout, const V2& dh2,
                     double aux_scale);
+  // Split backward: B keeps the experts' output gradients where their outputs were (mo.ye with
+  // ep == 1, mo.ye_local otherwise), their GELU input gradients in mo.ue and the router's
+  // gradient in mo.probs; W reads them.
+  void experts_backward_input(const BlockParams& b, MoeActs& mo, const std::vector<int>& offsets,
+                              const V2& dye, const V2& dxe);
+  void experts_backward_weight(const BlockParams& b, MoeActs& mo, const std::vector<int>& offsets,
+                               const V2& dye);
+  void moe_backward_input(const BlockParams& b, MoeActs& mo, const V2& dout, const V2& dh2,
+                          double aux_scale);
+  void moe_backward_weight(const BlockParams& b, MoeActs& mo, const V2& h2);
 
   // ---- one block (gpt_model_block.cpp)
   void block_forward(const BlockParams& b, LayerActs& A, const V2& x, const V2& out,
                      MicroBatchResult& res);
   void block_backward(const BlockParams& b, LayerActs& A, const V2& x, double aux_scale);
+  // Split backward of one block (gpt_model_block.cpp): B from dx_a (the output gradient) to
+  // dx_a (the input gradient), the LayerNorm parameter gradients into ln (4 * hidden, zeroed by
+  // the caller), W's inputs kept in A and in out (the block's output, dead once the next block's
+  // B has read it); W from them.
+  void block_backward_input(const BlockParams& b, LayerActs& A, const V2& x, const V2& out,
+                            const A1& ln, double aux_scale);
+  void block_backward_weight(const BlockParams& b, LayerActs& A, const V2& out, const A1& ln);
+  // The gradients of q, k and v as B leaves them for W: in the block's own q, k and v (dead
+  // after the attention's backward), viewed as [N, Hl].
+  V2 attention_grad(const k::View3<T, Space>& qkv) const { return V2(qkv.data(), N, Hl); }
 
   // ---- chunks (gpt_model.cpp)
   MicroBatchResult forward_chunk(int chunk, ActSet& S, const Tokens& tokens, const Tokens& targets);
   void backward_chunk(int chunk, ActSet& S, const Act& grad_output, const Act& grad_input,
                       double ce_scale, double aux_scale);
+  void backward_input_chunk(int chunk, ActSet& S, const Act& grad_output, const Act& grad_input,
+                            double ce_scale, double aux_scale);
+  void backward_weight_chunk(int chunk, ActSet& S);
   // Recompute full: block i's forward again, into the working set, before its backward.
   void recompute_block(const BlockParams& b, ActSet& S, int i);
 

@@ -255,6 +255,106 @@ void GptModel<T>::Impl::moe_backward(const BlockParams& b, MoeActs& mo, const V2
   if (lay.tp_rank == 0) k::gemm(space, Trans::N, Trans::T, 1.0, drouter, ps.w2(b.wr), 1.0, dh2);
 }
 
+// B of a split backward, per expert: experts_backward's input-gradient path; the GELU input
+// gradient replaces ue (dead once read), for W.
+template <class T>
+void GptModel<T>::Impl::experts_backward_input(const BlockParams& b, MoeActs& mo,
+                                               const std::vector<int>& offsets, const V2& dye,
+                                               const V2& dxe) {
+  const Space space;
+  auto& ps = m.params_;
+  for (std::size_t e = 0; e < b.ew1.size(); ++e) {
+    const int lo = offsets[e], hi = offsets[e + 1];
+    if (lo == hi) continue;
+    auto rows = std::make_pair(lo, hi);
+    auto dge = Kokkos::subview(e_dh, rows, Kokkos::ALL);
+    auto ue = Kokkos::subview(mo.ue, rows, Kokkos::ALL);
+    row_parallel_backward_input(space, Kokkos::subview(dye, rows, Kokkos::ALL), ps.w2(b.ew2[e]),
+                                dge, 0.0);
+    k::gelu_backward(space, ue, dge, ue);
+    const auto dx = Kokkos::subview(dxe, rows, Kokkos::ALL);
+    column_parallel_backward_input(space, tpg(), ue, ps.w2(b.ew1[e]), dx, 0.0, dx,
+                                   TpReduce::deferred);
+  }
+}
+
+// W of a split backward, per expert: experts_backward's weight gradients from the kept output
+// gradients dye and GELU input gradients (in ue).
+template <class T>
+void GptModel<T>::Impl::experts_backward_weight(const BlockParams& b, MoeActs& mo,
+                                                const std::vector<int>& offsets, const V2& dye) {
+  const Space space;
+  auto& ps = m.params_;
+  for (std::size_t e = 0; e < b.ew1.size(); ++e) {
+    const int lo = offsets[e], hi = offsets[e + 1];
+    if (lo == hi) continue;
+    auto rows = std::make_pair(lo, hi);
+    row_parallel_backward_weight(space, Kokkos::subview(dye, rows, Kokkos::ALL),
+                                 Kokkos::subview(mo.ge, rows, Kokkos::ALL), ps.g2(b.ew2[e]),
+                                 ps.g1(b.eb2[e]));
+    column_parallel_backward_weight(space, Kokkos::subview(mo.ue, rows, Kokkos::ALL),
+                                    Kokkos::subview(mo.xe, rows, Kokkos::ALL), ps.g2(b.ew1[e]),
+                                    ps.g1(b.eb1[e]));
+  }
+}
+
+// B of a split backward: moe_backward without the router's and the experts' weight gradients.
+// The experts' output gradients are kept where their outputs were (ye, or ye_local with expert
+// parallelism: both read last by this backward's first steps), the router's gradient where its
+// probabilities were.
+template <class T>
+void GptModel<T>::Impl::moe_backward_input(const BlockParams& b, MoeActs& mo, const V2& dout,
+                                           const V2& dh2, double aux_scale) {
+  const Space space;
+  auto& ps = m.params_;
+  const int K = cfg.moe.top_k, H = cfg.hidden;
+  auto& r = *mo.routing;
+  const int P = r.rows, R = mo.local_rows;
+  grow(s_dy, "paraxis::moe_dye", P, H);
+  grow(s_dx, "paraxis::moe_dxe", P, H);
+  k::moe_combine_backward(space, dout, mo.ye, mo.gate, r, s_dy, dgate);
+  if (tp_size() > 1) tp_all_reduce(space, tp(), dgate);
+  grow(e_dh, "paraxis::moe_dge", R, Fl);
+  grow(e_du, "paraxis::moe_due", R, Fl);
+  auto first = [](int n) { return std::make_pair(0, n); };
+  if (lay.ep == 1) {
+    experts_backward_input(b, mo, mo.expert_offsets, s_dy, s_dx);
+    Kokkos::deep_copy(Kokkos::subview(mo.ye, first(P), Kokkos::ALL),
+                      Kokkos::subview(s_dy, first(P), Kokkos::ALL));
+  } else {
+    grow(e_dy, "paraxis::moe_dye_local", R, H);
+    grow(e_dx, "paraxis::moe_dxe_local", R, H);
+    exchange_rows(s_dy, mo.send_rows, s_recv, mo.recv_rows);
+    k::gather_rows(space, s_recv, mo.to_expert_order, R, e_dy);
+    experts_backward_input(b, mo, mo.expert_offsets, e_dy, e_dx);
+    Kokkos::deep_copy(Kokkos::subview(mo.ye_local, first(R), Kokkos::ALL),
+                      Kokkos::subview(e_dy, first(R), Kokkos::ALL));
+    k::gather_rows(space, e_dx, mo.to_source_order, R, s_stage);
+    exchange_rows(s_stage, mo.recv_rows, s_dx, mo.send_rows);
+  }
+  Kokkos::deep_copy(dh2, T(0));
+  k::moe_gather_backward(space, s_dx, r, dh2);
+  k::topk_backward(space, dgate, mo.expert_idx, dprobs);
+  if (aux_scale != 0) {
+    k::moe_router_stats(space, mo.probs, mo.expert_idx, router_requested, router_prob_sum);
+    k::moe_aux_loss_backward(space, router_requested, static_cast<long>(N), K, aux_scale, dprobs);
+  }
+  k::softmax_backward(space, mo.probs, dprobs, drouter);
+  Kokkos::deep_copy(mo.probs, drouter);
+  if (lay.tp_rank == 0) k::gemm(space, Trans::N, Trans::T, 1.0, drouter, ps.w2(b.wr), 1.0, dh2);
+}
+
+// W of a split backward: the router's weight gradient (h2: the MoE input, every token) and the
+// experts'.
+template <class T>
+void GptModel<T>::Impl::moe_backward_weight(const BlockParams& b, MoeActs& mo, const V2& h2) {
+  const Space space;
+  auto& ps = m.params_;
+  k::gemm(space, Trans::T, Trans::N, 1.0, h2, mo.probs, 1.0, ps.g2(b.wr));
+  if (b.br >= 0) k::bias_grad_accumulate(space, mo.probs, ps.g1(b.br));
+  experts_backward_weight(b, mo, mo.expert_offsets, lay.ep == 1 ? mo.ye : mo.ye_local);
+}
+
 #define PARAXIS_GPT_MODEL_MOE(T)                                                                 \
   template void GptModel<T>::Impl::experts_forward(const BlockParams&, MoeActs&,                 \
                                                    const std::vector<int>&, const V2&);          \
@@ -265,7 +365,14 @@ void GptModel<T>::Impl::moe_backward(const BlockParams& b, MoeActs& mo, const V2
   template MoeLayerStats GptModel<T>::Impl::moe_forward(const BlockParams&, MoeActs&, const V2&, \
                                                         const V2&);                              \
   template void GptModel<T>::Impl::moe_backward(const BlockParams&, MoeActs&, const V2&,         \
-                                                const V2&, const V2&, double);
+                                                const V2&, const V2&, double);                   \
+  template void GptModel<T>::Impl::experts_backward_input(                                       \
+      const BlockParams&, MoeActs&, const std::vector<int>&, const V2&, const V2&);              \
+  template void GptModel<T>::Impl::experts_backward_weight(const BlockParams&, MoeActs&,         \
+                                                           const std::vector<int>&, const V2&);  \
+  template void GptModel<T>::Impl::moe_backward_input(const BlockParams&, MoeActs&, const V2&,   \
+                                                      const V2&, double);                        \
+  template void GptModel<T>::Impl::moe_backward_weight(const BlockParams&, MoeActs&, const V2&);
 PARAXIS_GPT_MODEL_MOE(double)
 PARAXIS_GPT_MODEL_MOE(float)
 PARAXIS_GPT_MODEL_MOE(paraxis::bf16)

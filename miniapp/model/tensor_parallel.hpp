@@ -157,12 +157,35 @@ void column_parallel_forward(const ExecSpace& space, const X& x, const W& w_loca
   Kokkos::Profiling::popRegion();
 }
 
+// dw_local += x^T dy_local; db_local += colsum(dy_local) (db_local may be empty): the weight
+// gradients of a column-parallel linear, W of a split backward (zero-bubble schedules). No
+// communication: each rank owns its columns' gradients.
+template <class ExecSpace, class DY, class X, class DW, class DB>
+void column_parallel_backward_weight(const ExecSpace& space, const DY& dy_local, const X& x,
+                                     const DW& dw_local, const DB& db_local) {
+  using kernels::Trans;
+  kernels::gemm(space, Trans::T, Trans::N, 1.0, x, dy_local, 1.0, dw_local);
+  if (db_local.data()) kernels::bias_grad_accumulate(space, dy_local, db_local);
+}
+
 // dx_partial = dx_beta * dx_partial + dy_local w_local^T (this rank's partial input gradient,
-// [N, hidden]: tp_partial_target(dx)); dw_local += x^T dy_local; db_local += colsum(dy_local)
-// (db_local may be empty); then (reduce == now) dx = tp_reduce_partial(dx_partial): the input
-// gradient of this rank's tokens. With dx_beta = 1, dx_partial must hold the unreduced partial
-// of the linears before (TpReduce::deferred). No communication for the weights: each rank owns
-// its columns' gradients.
+// [N, hidden]: tp_partial_target(dx)); then (reduce == now) dx = tp_reduce_partial(dx_partial):
+// the input gradient of this rank's tokens. B of a split backward. With dx_beta = 1, dx_partial
+// must hold the unreduced partial of the linears before (TpReduce::deferred).
+template <class ExecSpace, class DY, class W, class DXP, class DX>
+void column_parallel_backward_input(const ExecSpace& space, const TpGroup& tp, const DY& dy_local,
+                                    const W& w_local, const DXP& dx_partial, double dx_beta,
+                                    const DX& dx, TpReduce reduce = TpReduce::now) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_column_bwd");
+  kernels::gemm(space, kernels::Trans::N, kernels::Trans::T, 1.0, dy_local, w_local, dx_beta,
+                dx_partial);
+  if (reduce == TpReduce::now) tp_reduce_partial(space, tp, dx_partial, dx);
+  Kokkos::Profiling::popRegion();
+}
+
+// The whole backward of a column-parallel linear: the input gradient as
+// column_parallel_backward_input and the weight gradients as column_parallel_backward_weight
+// (both before the reduction, which then overlaps nothing: the order the single rank runs).
 template <class ExecSpace, class DY, class X, class W, class DXP, class DX, class DW, class DB>
 void column_parallel_backward(const ExecSpace& space, const TpGroup& tp, const DY& dy_local,
                               const X& x, const W& w_local, const DXP& dx_partial, double dx_beta,
@@ -171,8 +194,7 @@ void column_parallel_backward(const ExecSpace& space, const TpGroup& tp, const D
   Kokkos::Profiling::pushRegion("paraxis::tp_column_bwd");
   using kernels::Trans;
   kernels::gemm(space, Trans::N, Trans::T, 1.0, dy_local, w_local, dx_beta, dx_partial);
-  kernels::gemm(space, Trans::T, Trans::N, 1.0, x, dy_local, 1.0, dw_local);
-  if (db_local.data()) kernels::bias_grad_accumulate(space, dy_local, db_local);
+  column_parallel_backward_weight(space, dy_local, x, dw_local, db_local);
   if (reduce == TpReduce::now) tp_reduce_partial(space, tp, dx_partial, dx);
   Kokkos::Profiling::popRegion();
 }
@@ -202,10 +224,29 @@ void row_parallel_forward(const ExecSpace& space, const TpGroup& tp, const X& x_
   Kokkos::Profiling::popRegion();
 }
 
-// dx_local = dx_beta * dx_local + dy w_local^T (when dx_local is not empty); dw_local +=
-// x_local^T dy; db += colsum(dy). dy: the full-token output gradient (tp_gather_tokens), the
-// same on every rank, so every rank computes the same db, the single-rank gradient of the
-// replicated bias. No communication.
+// dw_local += x_local^T dy; db += colsum(dy) (db may be empty): the weight gradients of a
+// row-parallel linear, W of a split backward. dy: the full-token output gradient
+// (tp_gather_tokens), the same on every rank, so every rank computes the same db, the
+// single-rank gradient of the replicated bias. No communication.
+template <class ExecSpace, class DY, class X, class DW, class DB>
+void row_parallel_backward_weight(const ExecSpace& space, const DY& dy, const X& x_local,
+                                  const DW& dw_local, const DB& db) {
+  using kernels::Trans;
+  kernels::gemm(space, Trans::T, Trans::N, 1.0, x_local, dy, 1.0, dw_local);
+  if (db.data()) kernels::bias_grad_accumulate(space, dy, db);
+}
+
+// dx_local = dx_beta * dx_local + dy w_local^T: B of a split backward. No communication.
+template <class ExecSpace, class DY, class W, class DX>
+void row_parallel_backward_input(const ExecSpace& space, const DY& dy, const W& w_local,
+                                 const DX& dx_local, double dx_beta) {
+  Kokkos::Profiling::pushRegion("paraxis::tp_row_bwd");
+  kernels::gemm(space, kernels::Trans::N, kernels::Trans::T, 1.0, dy, w_local, dx_beta, dx_local);
+  Kokkos::Profiling::popRegion();
+}
+
+// dx_local = dx_beta * dx_local + dy w_local^T (when dx_local is not empty), then the weight
+// gradients as row_parallel_backward_weight. No communication.
 template <class ExecSpace, class DY, class X, class W, class DX, class DW, class DB>
 void row_parallel_backward(const ExecSpace& space, const DY& dy, const X& x_local, const W& w_local,
                            const DX& dx_local, double dx_beta, const DW& dw_local, const DB& db) {
@@ -213,8 +254,7 @@ void row_parallel_backward(const ExecSpace& space, const DY& dy, const X& x_loca
   using kernels::Trans;
   if (dx_local.data())
     kernels::gemm(space, Trans::N, Trans::T, 1.0, dy, w_local, dx_beta, dx_local);
-  kernels::gemm(space, Trans::T, Trans::N, 1.0, x_local, dy, 1.0, dw_local);
-  if (db.data()) kernels::bias_grad_accumulate(space, dy, db);
+  row_parallel_backward_weight(space, dy, x_local, dw_local, db);
   Kokkos::Profiling::popRegion();
 }
 
