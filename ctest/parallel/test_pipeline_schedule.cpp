@@ -11,54 +11,13 @@
 
 #include "schedule/pipeline_schedule.hpp"
 #include "schedule/stage_time_replay.hpp"
+#include "schedule_test_helpers.hpp"
 
 using namespace paraxis::schedule;
 
+using namespace schedule_test;
+
 namespace {
-
-constexpr ActionKind F = ActionKind::forward;
-constexpr ActionKind B = ActionKind::backward;
-constexpr ActionKind SA = ActionKind::send_activation;
-constexpr ActionKind RA = ActionKind::recv_activation;
-constexpr ActionKind SG = ActionKind::send_gradient;
-constexpr ActionKind RG = ActionKind::recv_gradient;
-
-bool is_compute(const Action& a) {
-  return a.kind == F || a.kind == B;
-}
-
-// Position of `a` in `list`; fails the test (and returns -1) when absent.
-int position(const std::vector<Action>& list, const Action& a) {
-  const auto it = std::find(list.begin(), list.end(), a);
-  EXPECT_NE(it, list.end()) << to_string(a.kind) << "(" << a.micro_batch << ", " << a.chunk
-                            << ") not in the list";
-  return it == list.end() ? -1 : static_cast<int>(it - list.begin());
-}
-
-void erase(std::vector<Action>& list, const Action& a) {
-  const int i = position(list, a);
-  if (i >= 0) list.erase(list.begin() + i);
-}
-
-// Moves `a` to just before `before` (both on the same list).
-void move_before(std::vector<Action>& list, const Action& a, const Action& before) {
-  erase(list, a);
-  const int i = position(list, before);
-  if (i >= 0) list.insert(list.begin() + i, a);
-}
-
-void move_after(std::vector<Action>& list, const Action& a, const Action& after) {
-  erase(list, a);
-  const int i = position(list, after);
-  if (i >= 0) list.insert(list.begin() + i + 1, a);
-}
-
-std::vector<Action> computes(const std::vector<Action>& list) {
-  std::vector<Action> out;
-  for (const Action& a : list)
-    if (is_compute(a)) out.push_back(a);
-  return out;
-}
 
 // Every shape the generators accept with p <= 8, m <= 32, v <= 4.
 std::vector<std::tuple<ScheduleKind, PipelineShape>> all_shapes() {
@@ -67,28 +26,29 @@ std::vector<std::tuple<ScheduleKind, PipelineShape>> all_shapes() {
     for (int m = 1; m <= 32; ++m) {
       out.push_back({ScheduleKind::gpipe, {p, m, 1}});
       out.push_back({ScheduleKind::one_f_one_b, {p, m, 1}});
+      out.push_back({ScheduleKind::zb_h1, {p, m, 1}});
       if (m % p == 0)
         for (int v = 1; v <= 4; ++v) out.push_back({ScheduleKind::interleaved, {p, m, v}});
     }
   return out;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 }  // namespace
 
 TEST(pipeline_schedule, names_round_trip_and_unknown_name_is_refused_by_name) {
-  for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved})
+  for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved,
+                         ScheduleKind::zb_h1})
     EXPECT_EQ(parse_schedule(to_string(k)), k);
   EXPECT_STREQ(to_string(ScheduleKind::one_f_one_b), "1f1b");
+  EXPECT_STREQ(to_string(ScheduleKind::zb_h1), "zb-h1");
   EXPECT_STREQ(to_string(RG), "recv_gradient");
+  EXPECT_STREQ(to_string(W), "backward_weight");
   try {
     parse_schedule("2f2b");
     FAIL() << "2f2b accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_TRUE(contains(e.what(), "\"2f2b\"")) << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "unknown pipeline schedule \"2f2b\" (expected gpipe, 1f1b, interleaved or zb-h1)");
   }
 }
 
@@ -108,6 +68,9 @@ TEST(pipeline_schedule, bad_shapes_are_refused_with_their_values) {
   EXPECT_TRUE(contains(message(ScheduleKind::interleaved, {2, 4, 0}), "virtual stages v = 0"));
   EXPECT_TRUE(contains(message(ScheduleKind::gpipe, {2, 4, 2}), "gpipe schedule: virtual"));
   EXPECT_TRUE(contains(message(ScheduleKind::one_f_one_b, {2, 4, 3}), "v = 3 must be 1"));
+  EXPECT_EQ(message(ScheduleKind::zb_h1, {2, 4, 2}),
+            "zb-h1 schedule: virtual stages v = 2 must be 1 (only the interleaved schedule runs "
+            "several chunks per stage)");
   EXPECT_THROW(ideal_bubble_fraction(ScheduleKind::gpipe, {2, -1, 1}), std::invalid_argument);
 }
 
@@ -376,17 +339,18 @@ TEST(pipeline_schedule, interleaved_replay_gives_bubble_p_minus_1_over_vm_plus_p
 }
 
 TEST(pipeline_schedule, replay_starts_each_compute_after_its_input_is_sent) {
-  for (const auto& [kind, shape_in] : std::vector<std::tuple<ScheduleKind, PipelineShape>>{
-           {ScheduleKind::gpipe, {3, 4, 1}},
-           {ScheduleKind::one_f_one_b, {4, 9, 1}},
-           {ScheduleKind::interleaved, {3, 6, 3}}}) {
+  for (const auto& [kind, shape_in] :
+       std::vector<std::tuple<ScheduleKind, PipelineShape>>{{ScheduleKind::gpipe, {3, 4, 1}},
+                                                            {ScheduleKind::one_f_one_b, {4, 9, 1}},
+                                                            {ScheduleKind::interleaved, {3, 6, 3}},
+                                                            {ScheduleKind::zb_h1, {4, 9, 1}}}) {
     // A copy the lambdas below may capture (C++17 lambdas cannot capture structured bindings;
     // GCC accepts it, clang does not).
     const PipelineShape shape = shape_in;
     const Schedule sched = make_schedule(kind, shape);
     // Uneven durations per stage and kind, so any missed dependency shows.
     const ReplayResult r = replay_schedule(sched, shape, [](int s, const Action& a) {
-      return (a.kind == ActionKind::forward ? 1.0 : 2.5) + 0.25 * s;
+      return (a.kind == F ? 1.0 : a.kind == B ? 2.5 : 0.75) + 0.25 * s;
     });
     const int C = shape.chunks();
     auto done_at = [&](ActionKind k, int mb, int c) {
@@ -407,6 +371,9 @@ TEST(pipeline_schedule, replay_starts_each_compute_after_its_input_is_sent) {
         }
         if (a.kind == B) {
           EXPECT_GE(r.start[s][i], done_at(F, a.micro_batch, a.chunk));
+        }
+        if (a.kind == W) {
+          EXPECT_GE(r.start[s][i], done_at(B, a.micro_batch, a.chunk));
         }
         if (!is_compute(a)) {
           EXPECT_EQ(r.start[s][i], r.end[s][i]);  // transfers take no time
@@ -498,13 +465,14 @@ TEST(replay, without_validation_equals_the_validating_replay_on_valid_schedules)
   const std::vector<Case> cases{{ScheduleKind::gpipe, 3, 5, 1},
                                 {ScheduleKind::one_f_one_b, 4, 6, 1},
                                 {ScheduleKind::interleaved, 2, 4, 3},
-                                {ScheduleKind::interleaved, 4, 8, 2}};
+                                {ScheduleKind::interleaved, 4, 8, 2},
+                                {ScheduleKind::zb_h1, 4, 7, 1}};
   for (const auto& k : cases) {
     const PipelineShape shape{k.p, k.m, k.v};
     const Schedule sched = make_schedule(k.kind, shape);
     // Uneven durations per stage, chunk and direction, so that the timelines differ.
     const ActionDuration d = [](int s, const Action& a) {
-      return (a.kind == F ? 1.0 : 2.25) + 0.125 * s + 0.5 * a.chunk;
+      return (a.kind == F ? 1.0 : a.kind == B ? 2.25 : 1.5) + 0.125 * s + 0.5 * a.chunk;
     };
     const ReplayResult a = replay_schedule(sched, shape, d);
     const ReplayResult b = replay_validated_schedule(sched, shape, d);

@@ -1,9 +1,10 @@
-// Pipeline schedule generators (GPipe, 1F1B, Megatron-LM's interleaved 1F1B), the validator
-// that proves a schedule complete and deadlock-free, and the replay that turns a schedule and
-// compute durations into a timeline. Plain C++17: no MPI, no Kokkos, deterministic.
+// Pipeline schedule generators (GPipe, 1F1B, Megatron-LM's interleaved 1F1B, Qi et al.'s ZB-H1),
+// the validator that proves a schedule complete and deadlock-free, and the replay that turns a
+// schedule and compute durations into a timeline. Plain C++17: no MPI, no Kokkos, deterministic.
 #include "schedule/pipeline_schedule.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -23,6 +24,8 @@ const char* to_string(ActionKind k) {
       return "send_gradient";
     case ActionKind::recv_gradient:
       return "recv_gradient";
+    case ActionKind::backward_weight:
+      return "backward_weight";
   }
   return "unknown";
 }
@@ -35,6 +38,8 @@ const char* to_string(ScheduleKind k) {
       return "1f1b";
     case ScheduleKind::interleaved:
       return "interleaved";
+    case ScheduleKind::zb_h1:
+      return "zb-h1";
   }
   return "unknown";
 }
@@ -43,8 +48,9 @@ ScheduleKind parse_schedule(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::gpipe;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
+  if (name == "zb-h1") return ScheduleKind::zb_h1;
   throw std::invalid_argument("unknown pipeline schedule \"" + name +
-                              "\" (expected gpipe, 1f1b or interleaved)");
+                              "\" (expected gpipe, 1f1b, interleaved or zb-h1)");
 }
 
 namespace {
@@ -60,7 +66,7 @@ std::string describe(ActionKind k, int mb, int chunk) {
 }
 
 bool is_compute(ActionKind k) {
-  return k == ActionKind::forward || k == ActionKind::backward;
+  return k == ActionKind::forward || k == ActionKind::backward || k == ActionKind::backward_weight;
 }
 
 // "" or what is wrong with the shape, prefixed by `what` ("interleaved schedule", ...).
@@ -80,6 +86,20 @@ void require_shape(const PipelineShape& s, const std::string& what) {
   if (!problem.empty()) throw std::invalid_argument(problem);
 }
 
+// "" or why make_schedule(kind, s) refuses the shape ("1f1b schedule: ...").
+std::string generator_shape_problem(ScheduleKind kind, const PipelineShape& s) {
+  const std::string what = std::string(to_string(kind)) + " schedule";
+  const std::string problem = shape_problem(s, what);
+  if (!problem.empty()) return problem;
+  if (kind != ScheduleKind::interleaved && s.virtual_stages != 1)
+    return what + ": virtual stages v = " + std::to_string(s.virtual_stages) +
+           " must be 1 (only the interleaved schedule runs several chunks per stage)";
+  if (kind == ScheduleKind::interleaved && s.micro_batches % s.stages != 0)
+    return what + ": micro-batches m = " + std::to_string(s.micro_batches) +
+           " not divisible by stages p = " + std::to_string(s.stages);
+  return "";
+}
+
 // Chunks c and c + 1 exchange messages only when they live on different stages; with p = 1
 // every chunk is on stage 0 and the output of one chunk is handed to the next in memory.
 bool crosses_stages(const PipelineShape& s, int c) {
@@ -87,7 +107,8 @@ bool crosses_stages(const PipelineShape& s, int c) {
 }
 
 // Appends a compute action with the receive it needs right before it and the send of what it
-// produced right after it.
+// produced right after it. A backward_weight (W) has neither: it consumes what its B left on
+// the stage and produces only weight gradients.
 void append_compute(std::vector<Action>& out, const PipelineShape& s, ActionKind kind, int mb,
                     int chunk) {
   const int last = s.chunks() - 1;
@@ -97,6 +118,8 @@ void append_compute(std::vector<Action>& out, const PipelineShape& s, ActionKind
     out.push_back({ActionKind::forward, mb, chunk});
     if (chunk < last && crosses_stages(s, chunk))
       out.push_back({ActionKind::send_activation, mb, chunk});
+  } else if (kind == ActionKind::backward_weight) {
+    out.push_back({ActionKind::backward_weight, mb, chunk});
   } else {
     if (chunk < last && crosses_stages(s, chunk))
       out.push_back({ActionKind::recv_gradient, mb, chunk});
@@ -125,6 +148,31 @@ std::vector<Action> one_f_one_b_stage(const PipelineShape& s, int stage) {
     append_compute(out, s, ActionKind::backward, i, stage);
   }
   for (int mb = m - warmup; mb < m; ++mb) append_compute(out, s, ActionKind::backward, mb, stage);
+  return out;
+}
+
+// Qi et al. 2023's ZB-H1: 1F1B's forwards and B's in 1F1B's order, each stage's W deferred.
+// Stage s runs W(j - s) right after B(j) (when j - s >= 0), then the W's still owed in
+// micro-batch order at the end. Before F(w + k) of the steady phase (w = p - 1 - s warm-up
+// forwards) the stage has run max(0, k - s) W's, so it holds w + k + 1 - max(0, k - s) <= p
+// sets: 1F1B's peak, which 1F1B reaches on stage 0 only. The s deferred W's are what fills
+// the cool-down where 1F1B's stage s waits for the gradients of the stages after it.
+std::vector<Action> zb_h1_stage(const PipelineShape& s, int stage) {
+  const int p = s.stages, m = s.micro_batches;
+  const int warmup = std::min(p - stage - 1, m);
+  std::vector<Action> out;
+  int next_w = 0;  // the W's of micro-batches < next_w have been emitted
+  auto backward_then_w = [&](int mb) {
+    append_compute(out, s, ActionKind::backward, mb, stage);
+    if (mb - stage >= 0) append_compute(out, s, ActionKind::backward_weight, next_w++, stage);
+  };
+  for (int mb = 0; mb < warmup; ++mb) append_compute(out, s, ActionKind::forward, mb, stage);
+  for (int i = 0; i < m - warmup; ++i) {
+    append_compute(out, s, ActionKind::forward, warmup + i, stage);
+    backward_then_w(i);
+  }
+  for (int mb = m - warmup; mb < m; ++mb) backward_then_w(mb);
+  while (next_w < m) append_compute(out, s, ActionKind::backward_weight, next_w++, stage);
   return out;
 }
 
@@ -157,7 +205,7 @@ std::vector<Action> interleaved_stage(const PipelineShape& s, int stage) {
 
 // Per-(micro-batch, chunk) flags, one array per action kind.
 struct Seen {
-  explicit Seen(int n) : flags(6, std::vector<char>(n, 0)) {}
+  explicit Seen(int n) : flags(7, std::vector<char>(n, 0)) {}
   char& operator()(ActionKind k, int idx) { return flags[static_cast<int>(k)][idx]; }
   std::vector<std::vector<char>> flags;
 };
@@ -181,8 +229,10 @@ std::string simulate(const Schedule& sched, const PipelineShape& shape,
     start[s].assign(sched[s].size(), 0);
     end[s].assign(sched[s].size(), 0);
   }
-  // The time the input of `a` became available, or < 0 if it has not yet.
+  // The time the input of `a` became available, or < 0 if it has not yet. A backward_weight
+  // consumes only what its backward left on the stage, which ran before it on the same stage.
   auto input_ready = [&](const Action& a) -> double {
+    if (a.kind == ActionKind::backward_weight) return 0;
     if (a.kind == ActionKind::forward) {
       if (a.chunk == 0 || !crosses_stages(shape, a.chunk - 1)) return 0;
       return activation_sent[a.micro_batch * C + a.chunk - 1];
@@ -238,6 +288,26 @@ std::string simulate(const Schedule& sched, const PipelineShape& shape,
 
 }  // namespace
 
+bool splits_backward(const Schedule& sched) {
+  for (const auto& list : sched)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::backward_weight) return true;
+  return false;
+}
+
+bool splits_backward(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::gpipe:
+    case ScheduleKind::one_f_one_b:
+    case ScheduleKind::interleaved:
+      return false;
+    case ScheduleKind::zb_h1:
+      return true;
+  }
+  throw std::invalid_argument("splits_backward: unknown schedule kind " +
+                              std::to_string(static_cast<int>(kind)));
+}
+
 int chunk_stage(const PipelineShape& s, int chunk) {
   require_shape(s, "chunk_stage");
   if (chunk < 0 || chunk >= s.chunks())
@@ -252,16 +322,9 @@ int chunk_local_index(const PipelineShape& s, int chunk) {
 }
 
 Schedule make_schedule(ScheduleKind kind, const PipelineShape& shape) {
-  const std::string what = std::string(to_string(kind)) + " schedule";
-  require_shape(shape, what);
-  const int p = shape.stages, m = shape.micro_batches, v = shape.virtual_stages;
-  if (kind != ScheduleKind::interleaved && v != 1)
-    throw std::invalid_argument(what + ": virtual stages v = " + std::to_string(v) +
-                                " must be 1 (only the interleaved schedule runs several chunks "
-                                "per stage)");
-  if (kind == ScheduleKind::interleaved && m % p != 0)
-    throw std::invalid_argument(what + ": micro-batches m = " + std::to_string(m) +
-                                " not divisible by stages p = " + std::to_string(p));
+  const std::string problem = generator_shape_problem(kind, shape);
+  if (!problem.empty()) throw std::invalid_argument(problem);
+  const int p = shape.stages;
   Schedule sched(p);
   for (int s = 0; s < p; ++s) {
     switch (kind) {
@@ -273,6 +336,9 @@ Schedule make_schedule(ScheduleKind kind, const PipelineShape& shape) {
         break;
       case ScheduleKind::interleaved:
         sched[s] = interleaved_stage(shape, s);
+        break;
+      case ScheduleKind::zb_h1:
+        sched[s] = zb_h1_stage(shape, s);
         break;
     }
   }
@@ -340,19 +406,29 @@ std::string validate_schedule(const Schedule& sched, const PipelineShape& shape)
             return at + describe(a) + " before " + describe(ActionKind::backward, mb, c) +
                    ", which produces its data";
           break;
+        case ActionKind::backward_weight:
+          // W reads what B left (the output gradient B received, the saved activations).
+          if (!seen(ActionKind::backward, idx)) return at + describe(a) + " before its backward";
+          break;
       }
       seen(a.kind, idx) = 1;
     }
   }
 
   // Pass 2: completeness. Every compute present implies its receives are (pass 1), so what
-  // can still be missing is a compute or a send.
+  // can still be missing is a compute or a send. A schedule with one backward_weight splits
+  // every backward, so each pair then needs its W too (its weight gradients are otherwise
+  // never computed).
+  const bool split = splits_backward(sched);
   for (int s = 0; s < p; ++s) {
     const std::string at = "stage " + std::to_string(s) + ": ";
     for (int c = s; c < C; c += p)
       for (int mb = 0; mb < m; ++mb)
-        for (ActionKind k : {ActionKind::forward, ActionKind::backward})
+        for (ActionKind k :
+             {ActionKind::forward, ActionKind::backward, ActionKind::backward_weight}) {
+          if (k == ActionKind::backward_weight && !split) continue;
           if (!seen(k, mb * C + c)) return at + describe(k, mb, c) + " missing";
+        }
   }
   for (int c = 0; c + 1 < C; ++c) {
     if (!crosses_stages(shape, c)) continue;
@@ -396,6 +472,10 @@ ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShap
   r.busy.assign(p, 0);
   r.bubble_fraction.assign(p, 0);
   r.peak_live.assign(p, 0);
+  // An activation set is alive from its forward to its backward, or to its backward_weight
+  // in a split schedule (W reads the saved activations).
+  const ActionKind frees =
+      splits_backward(sched) ? ActionKind::backward_weight : ActionKind::backward;
   for (int s = 0; s < p; ++s) {
     int alive = 0;
     for (std::size_t i = 0; i < sched[s].size(); ++i) {
@@ -403,12 +483,8 @@ ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShap
       r.makespan = std::max(r.makespan, r.end[s][i]);
       if (!is_compute(a.kind)) continue;
       r.busy[s] += r.end[s][i] - r.start[s][i];
-      // An activation set is alive from its forward to its backward.
-      if (a.kind == ActionKind::forward) {
-        r.peak_live[s] = std::max(r.peak_live[s], ++alive);
-      } else {
-        --alive;
-      }
+      if (a.kind == ActionKind::forward) r.peak_live[s] = std::max(r.peak_live[s], ++alive);
+      if (a.kind == frees) --alive;
     }
   }
   for (int s = 0; s < p; ++s) {
@@ -421,8 +497,33 @@ ReplayResult replay_validated_schedule(const Schedule& sched, const PipelineShap
 double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape) {
   require_shape(shape, "ideal_bubble_fraction");
   const double p = shape.stages, m = shape.micro_batches;
+  if (kind == ScheduleKind::zb_h1) return (p - 1) / (3 * m + p - 1);
   const double v = kind == ScheduleKind::interleaved ? shape.virtual_stages : 1;
   return (p - 1) / (v * m + p - 1);
+}
+
+double bubble_fraction_formula(ScheduleKind kind, const PipelineShape& shape, double tf, double tb,
+                               double tw) {
+  const std::string problem = generator_shape_problem(kind, shape);
+  if (!problem.empty()) throw std::invalid_argument("bubble_fraction_formula: " + problem);
+  for (auto [name, t] : {std::pair{"tf", tf}, std::pair{"tb", tb}, std::pair{"tw", tw}})
+    if (!std::isfinite(t) || t < 0)
+      throw std::invalid_argument("bubble_fraction_formula: " + std::string(name) + " = " +
+                                  std::to_string(t) + ", expected a finite time >= 0");
+  if (tf + tb + tw <= 0)
+    throw std::invalid_argument(
+        "bubble_fraction_formula: tf = tb = tw = 0, a step without work has no bubble fraction");
+  if (kind != ScheduleKind::zb_h1) return ideal_bubble_fraction(kind, shape);
+  if (tw > tf + tb)
+    throw std::invalid_argument("bubble_fraction_formula: zb-h1 with tw = " + std::to_string(tw) +
+                                " > tf + tb = " + std::to_string(tf + tb) +
+                                ": the formula does not hold there (replay the schedule)");
+  // The step takes (m+p-1)(tf+tb) + max(1, m-p+1) tw: 1F1B's with its backwards shortened to
+  // B, plus the W's of stage 0 that do not fit where it waits for a gradient; min(m, p) - 1
+  // of them do (header: the range of times where this is exact).
+  const double p = shape.stages, m = shape.micro_batches;
+  const double idle = (p - 1) * (tf + tb) - (std::min(m, p) - 1) * tw;
+  return idle / (m * (tf + tb + tw) + idle);
 }
 
 }  // namespace paraxis::schedule
