@@ -30,7 +30,8 @@ TEST(config_names, every_enum_round_trips_and_unknown_names_list_the_choices) {
     EXPECT_EQ(config::to_string(config::parse_rank_order(n)), n);
   for (const auto& n : config::comm_backend_names())
     EXPECT_EQ(config::to_string(config::parse_comm_backend(n)), n);
-  ASSERT_EQ(config::schedule_names().size(), 3u);
+  EXPECT_EQ(config::schedule_names(),
+            (std::vector<std::string>{"gpipe", "1f1b", "interleaved", "zb-h1"}));
   for (const auto& n : config::schedule_names())
     EXPECT_EQ(schedule::to_string(schedule::parse_schedule(n)), n);
   EXPECT_EQ(config::rank_order_names(), (std::vector<std::string>{"tp-pp-dp", "tp-dp-pp"}));
@@ -164,4 +165,38 @@ TEST(config_rules, recompute_layers_needs_full_and_at_most_the_model_s_blocks) {
             "train.recompute_layers: recompute_layers = 5, expected 0 (every block) to "
             "model.layers = 4\n");
   EXPECT_EQ(model::recompute_names(), (std::vector<std::string>{"none", "selective", "full"}));
+}
+
+// zb-h1's W needs the block's saved activations: full recomputation is refused with it (with or
+// without a pipeline: the schedule runs at pp = 1 too), selective and none are not; zb-h1 runs
+// one chunk per stage.
+TEST(config_rules, zb_h1_refuses_full_recomputation_and_virtual_stages) {
+  const model::ModelConfig m;
+  model::TrainConfig t;
+  ParallelConfig p;
+  p.schedule = schedule::ScheduleKind::zb_h1;
+  for (int pp : {1, 2}) {
+    p.pp = pp;
+    for (auto mode : {model::Recompute::none, model::Recompute::selective}) {
+      t.recompute = mode;
+      EXPECT_EQ(violations(m, t, p), "") << model::to_string(mode) << " pp " << pp;
+    }
+    t.recompute = model::Recompute::full;
+    const auto found = config::rule_violations(m, t, p, 0);
+    ASSERT_EQ(found.size(), 1u) << "pp " << pp;
+    EXPECT_EQ(found[0].keys, (std::vector<std::string>{"parallel.schedule", "train.recompute"}));
+    EXPECT_EQ(found[0].message,
+              "zb-h1 does not run with train.recompute: full (its W needs the block's "
+              "activations, which full recomputation keeps only in a working set the blocks "
+              "share; selective is supported)");
+    t.recompute = model::Recompute::none;
+  }
+  p.schedule = schedule::ScheduleKind::one_f_one_b;  // full recomputation is fine with 1f1b
+  t.recompute = model::Recompute::full;
+  EXPECT_EQ(violations(m, t, p), "");
+  t.recompute = model::Recompute::none;
+  p.schedule = schedule::ScheduleKind::zb_h1;
+  p.virtual_stages = 2;
+  EXPECT_EQ(violations(m, t, p),
+            "parallel.virtual_stages: virtual_stages = 2 needs parallel.schedule: interleaved\n");
 }

@@ -154,6 +154,14 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
        t.recompute_layers != 0 && t.recompute != model::Recompute::full,
        "recompute_layers = " + num(t.recompute_layers) + " needs train.recompute: full (it is " +
            model::to_string(t.recompute) + ")");
+  // zb-h1's W computes a block's weight gradients after its B, from the block's saved
+  // activations; full recomputation keeps them only in one working set that every block shares,
+  // which the next B overwrites before the W runs (selective keeps them, and is supported).
+  rule({"parallel.schedule", "train.recompute"},
+       p.schedule == schedule::ScheduleKind::zb_h1 && t.recompute == model::Recompute::full,
+       "zb-h1 does not run with train.recompute: full (its W needs the block's activations, "
+       "which full recomputation keeps only in a working set the blocks share; selective is "
+       "supported)");
   rule({"train.recompute_layers", "model.layers"},
        t.recompute_layers < 0 || t.recompute_layers > m.layers,
        "recompute_layers = " + num(t.recompute_layers) + ", expected 0 (every block) to " +

@@ -31,9 +31,9 @@ const std::vector<std::string>& comm_backend_names() {
 }
 const std::vector<std::string>& schedule_names() {
   using schedule::ScheduleKind;
-  static const std::vector<std::string> n{schedule::to_string(ScheduleKind::gpipe),
-                                          schedule::to_string(ScheduleKind::one_f_one_b),
-                                          schedule::to_string(ScheduleKind::interleaved)};
+  static const std::vector<std::string> n{
+      schedule::to_string(ScheduleKind::gpipe), schedule::to_string(ScheduleKind::one_f_one_b),
+      schedule::to_string(ScheduleKind::interleaved), schedule::to_string(ScheduleKind::zb_h1)};
   return n;
 }
 
