@@ -155,6 +155,10 @@ TEST(compute_efficiency, gemm_only_limit_is_paraxis_flop_count) {
     const auto t = chunk_times(e, m, c, chunk);
     EXPECT_NEAR(t.forward, flat, flat * 1e-9);
     EXPECT_NEAR(t.backward, 2 * flat, flat * 1e-9);
+    // W, a split backward's weight gradients: one A^T dC GEMM per linear.
+    const double w =
+        chunk_weight_gradient_flops_per_token(m, chunk) * c.micro_batch * m.seq_len / c.tp / 50e12;
+    EXPECT_NEAR(t.backward_weight, w, w * 1e-9);
   }
 }
 

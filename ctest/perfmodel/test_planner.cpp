@@ -70,7 +70,7 @@ std::vector<Scenario> brute_force(const PlanRequest& r, int devices) {
           const int micro = r.global_batch / (dp * mb);
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
             if (sp && m.seq_len % tp) continue;
-            for (int k = 0; k < 3; ++k)
+            for (int k = 0; k < 4; ++k)  // gpipe, 1f1b, interleaved, zb-h1
               for (int v = 1; v <= 4; ++v) {
                 const auto kind = static_cast<ScheduleKind>(k);
                 if ((kind == ScheduleKind::interleaved) != (v > 1)) continue;
@@ -81,6 +81,8 @@ std::vector<Scenario> brute_force(const PlanRequest& r, int devices) {
                 for (int zero = 0; zero <= 3; ++zero)
                   for (int rc = 0; rc < 3; ++rc) {       // none, selective, full (every block)
                     if (dp == 1 && zero != 0) continue;  // nothing to shard: stage 0
+                    // zb-h1's W needs every block's activations: full recomputation refused.
+                    if (kind == ScheduleKind::zb_h1 && rc == 2) continue;
                     Scenario c;
                     c.recompute = static_cast<paraxis::model::Recompute>(rc);
                     c.tp = tp;
@@ -231,13 +233,19 @@ TEST(planner, helpers) {
 }
 
 TEST(planner, recompute_is_an_axis_of_the_search) {
-  // Every ranked shape comes once per mode asked for; one mode asked, one entry; none, refused.
+  // Every ranked shape comes once per mode asked for (zb-h1 but full); one mode asked, one
+  // entry; none, refused.
   PlanRequest r = small_request();
   const Machine mc = small_machine(1e12);
   const Plan all = plan(r, mc);
   r.recomputes = {paraxis::model::Recompute::none};
   const Plan none = plan(r, mc);
-  EXPECT_EQ(all.ranked.size(), 3 * none.ranked.size());
+  // zb-h1 refuses full recomputation (its W needs every block's activations).
+  const auto zb = std::count_if(none.ranked.begin(), none.ranked.end(), [](const PlanEntry& e) {
+    return e.config.schedule == ScheduleKind::zb_h1;
+  });
+  EXPECT_GT(zb, 0);
+  EXPECT_EQ(all.ranked.size(), 3 * none.ranked.size() - zb);
   for (const auto& e : none.ranked) EXPECT_EQ(e.config.recompute, paraxis::model::Recompute::none);
   for (const auto& e : all.ranked) EXPECT_EQ(e.config.recompute_layers, 0);
   r.recomputes.clear();

@@ -54,6 +54,11 @@ double gemm_backward_time(const ComputeEfficiency& e, double m, double n, double
   return gemm_time(e, m, k, n, element_bytes, batch) + gemm_time(e, k, n, m, element_bytes, batch);
 }
 
+double gemm_weight_gradient_time(const ComputeEfficiency& e, double m, double n, double k,
+                                 double element_bytes, double batch) {
+  return gemm_time(e, k, n, m, element_bytes, batch);
+}
+
 LayerBytes dense_layer_bytes(const LayerShape& s) {
   const double e = s.element_bytes;
   const double N = static_cast<double>(s.micro_batch) * s.seq;
@@ -81,6 +86,7 @@ namespace {
 // with the layer's bytes): forward and backward GEMM seconds.
 struct Gemms {
   double forward = 0, backward = 0, scores = 0;  // scores: q k^T's forward alone
+  double weight = 0;  // the projections' weight gradients (part of backward)
 };
 
 Gemms attention_gemms(const ComputeEfficiency& e, const LayerShape& s) {
@@ -96,6 +102,8 @@ Gemms attention_gemms(const ComputeEfficiency& e, const LayerShape& s) {
   g.backward = gemm_backward_time(e, N, 3 * h / s.tp, h, x) +
                gemm_backward_time(e, S, S, d, x, heads) + gemm_backward_time(e, S, d, S, x, heads) +
                gemm_backward_time(e, N, h, h / s.tp, x);
+  g.weight = gemm_weight_gradient_time(e, N, 3 * h / s.tp, h, x) +
+             gemm_weight_gradient_time(e, N, h, h / s.tp, x);
   return g;
 }
 
@@ -112,6 +120,8 @@ LayerTimes dense_layer_times(const ComputeEfficiency& e, const LayerShape& s) {
       a.forward + gemm_time(e, N, f, h, x) + gemm_time(e, N, h, f, x) + memory_time(e, b.forward);
   t.backward = a.backward + gemm_backward_time(e, N, f, h, x) + gemm_backward_time(e, N, h, f, x) +
                memory_time(e, b.backward);
+  t.backward_weight = a.weight + gemm_weight_gradient_time(e, N, f, h, x) +
+                      gemm_weight_gradient_time(e, N, h, f, x);
   t.full_again = t.forward;
   t.selective_again = a.scores + memory_time(e, b.softmax);
   return t;
@@ -147,8 +157,14 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
     const double experts_b =
         local * (gemm_backward_time(e, rows, f, h, x) + gemm_backward_time(e, rows, h, f, x)) +
         gemm_backward_time(e, N, E, h, x);
+    const double dense_mlp_w =
+        gemm_weight_gradient_time(e, N, f, h, x) + gemm_weight_gradient_time(e, N, h, f, x);
+    const double experts_w = local * (gemm_weight_gradient_time(e, rows, f, h, x) +
+                                      gemm_weight_gradient_time(e, rows, h, f, x)) +
+                             gemm_weight_gradient_time(e, N, E, h, x);
     moe.forward += experts_f - dense_mlp_f;
     moe.backward += experts_b - dense_mlp_b;
+    moe.backward_weight += experts_w - dense_mlp_w;
     moe.full_again = moe.forward;
   }
 
@@ -157,6 +173,7 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
     const LayerTimes& b = m.is_moe_layer(l) ? moe : dense;
     t.forward += b.forward;
     t.backward += b.backward;
+    t.backward_weight += b.backward_weight;
     if (c.recompute == model::Recompute::selective)
       t.recompute += b.selective_again;
     else if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunk.first_layer))
@@ -175,6 +192,7 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
         memory_time(e, 2 * Nl * h * x) + gemm_time(e, N, v, h, x) + memory_time(e, 2 * N * v * x);
     t.backward += memory_time(e, 3 * Nl * h * x) + gemm_backward_time(e, N, v, h, x) +
                   memory_time(e, 2 * N * v * x);
+    t.backward_weight += gemm_weight_gradient_time(e, N, v, h, x);
   }
   return t;
 }
@@ -199,10 +217,12 @@ void set_compute_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
   const std::vector<model::ModelChunk>& chunks = in.chunks ? *in.chunks : own;
   in.forward_s.clear();
   in.backward_s.clear();
+  in.backward_weight_s.clear();
   for (const auto& chunk : chunks) {
     const ChunkTimes t = chunk_times(e, m, c, chunk);
     in.forward_s.push_back(t.forward);
     in.backward_s.push_back(t.backward + t.recompute);
+    in.backward_weight_s.push_back(t.backward_weight);
   }
   double parameters = 0;
   for (int s = 0; s < c.pp; ++s) {

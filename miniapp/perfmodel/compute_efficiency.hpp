@@ -37,6 +37,10 @@ double gemm_time(const ComputeEfficiency& e, double m, double n, double k, doubl
 // The backward of C = A B: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m).
 double gemm_backward_time(const ComputeEfficiency& e, double m, double n, double k,
                           double element_bytes, double batch = 1);
+// dB = A^T dC alone (k, n, m): a linear's weight gradient when B is its weight (W of a split
+// backward, docs/perfmodel.md "Zero-bubble pipeline").
+double gemm_weight_gradient_time(const ComputeEfficiency& e, double m, double n, double k,
+                                 double element_bytes, double batch = 1);
 // Seconds of a memory-bound pass moving `bytes` (reads plus writes).
 double memory_time(const ComputeEfficiency& e, double bytes);
 
@@ -60,6 +64,7 @@ LayerBytes dense_layer_bytes(const LayerShape& s);
 
 struct LayerTimes {
   double forward = 0, backward = 0;  // a dense block's, without recomputation
+  double backward_weight = 0;        // the part of backward in the linears' weight gradients
   double full_again = 0;             // full recomputation: the forward again
   double selective_again = 0;        // selective: q k^T and the softmax pass again
 };
@@ -69,8 +74,11 @@ LayerTimes dense_layer_times(const ComputeEfficiency& e, const LayerShape& s);
 // experts balanced over the ep ranks), the head's final LayerNorm, logits GEMM and
 // cross-entropy when it has the head, and the recomputation c.recompute adds to the backward
 // (model::recomputes_block decides which blocks full recomputation runs again).
+// backward_weight is the part of backward a split schedule runs as W: the weight-gradient GEMM
+// (A^T dC) of every linear (Q K V, output projection, MLP or router and experts, the head).
 struct ChunkTimes {
   double forward = 0, backward = 0, recompute = 0;
+  double backward_weight = 0;
 };
 ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
                        const model::ModelChunk& chunk);
@@ -82,8 +90,9 @@ double optimizer_time(const ComputeEfficiency& e, double parameters, double byte
 // less the gradient (docs/perfmodel.md).
 double optimizer_bytes_per_parameter(model::Precision p);
 
-// The planner's compute for configuration c on this machine: in.forward_s and in.backward_s per
-// model chunk (chunk_times; the backward with its recomputation), and in.optimizer_s, the
+// The planner's compute for configuration c on this machine: in.forward_s, in.backward_s and
+// in.backward_weight_s per model chunk (chunk_times; the backward whole, with its
+// recomputation; its weight-gradient part), and in.optimizer_s, the
 // optimizer sweep of the stage owning the most parameters (ZeRO's shard under ZeRO >= 1).
 // Uses in.chunks and in.stage_units when the caller has them. Throws std::invalid_argument
 // when e is invalid (validate).

@@ -149,6 +149,13 @@ double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, in
   return stored;
 }
 
+double layernorm_gradient_set_bytes(const model::ModelConfig& m, const Scenario& c,
+                                    const ChunkLayers& chunk) {
+  if (!schedule::splits_backward(c.schedule)) return 0;
+  const double H = m.hidden;
+  return element_bytes(c.precision).gradient * (4 * H * chunk.layers() + (chunk.head ? 2 * H : 0));
+}
+
 double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing) {
   const Dims d = dims(m, c);
@@ -160,7 +167,7 @@ double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
     bytes += 4 * d.N                            // targets
              + (d.Nl * d.H + d.N * d.Vl) * d.e  // final LayerNorm output, logits
              + (2 * d.Nl + d.N) * d.a;          // its statistics, log-sum-exp
-  return bytes;
+  return bytes + layernorm_gradient_set_bytes(m, c, chunk);
 }
 
 namespace {
@@ -225,7 +232,8 @@ int peak_live_sets(const Scenario& c, int stage) {
       return shape.micro_batches * shape.virtual_stages;
     case schedule::ScheduleKind::one_f_one_b:
       return std::min(c.pp - stage, shape.micro_batches);
-    case schedule::ScheduleKind::interleaved: {
+    case schedule::ScheduleKind::interleaved:
+    case schedule::ScheduleKind::zb_h1: {
       const auto sched = schedule::make_schedule(c.schedule, shape);
       const auto r =
           schedule::replay_schedule(sched, shape, [](int, const schedule::Action&) { return 1.0; });
@@ -253,12 +261,17 @@ std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage,
   std::vector<int> live(chunks, 0), peak(chunks, 0);
   std::vector<char> held(static_cast<std::size_t>(chunks) * micro_batches, 0);
   using K = schedule::ActionKind;
+  // A split backward frees the set after W (every stage of such a schedule has W actions).
+  const bool split =
+      std::any_of(sched[stage].begin(), sched[stage].end(),
+                  [](const schedule::Action& a) { return a.kind == K::backward_weight; });
+  const K frees = split ? K::backward_weight : K::backward;
   for (const auto& a : sched[stage]) {
     char& h = held[static_cast<std::size_t>(a.chunk) * micro_batches + a.micro_batch];
     if ((a.kind == K::recv_activation || a.kind == K::forward) && !h) {
       h = 1;
       peak[a.chunk] = std::max(peak[a.chunk], ++live[a.chunk]);
-    } else if (a.kind == K::backward) {
+    } else if (a.kind == frees) {
       h = 0;
       --live[a.chunk];
     }

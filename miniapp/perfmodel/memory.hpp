@@ -30,6 +30,8 @@
 // kept sharded under sequence parallelism and gathered again in backward, so every term is
 // divided by tp. Scratch shared by every micro-batch (workspaces of one layer's forward and
 // backward) comes on top, once per rank.
+// Split backward (zb-h1): a set lives until its W ends, and each set adds the LayerNorm
+// parameter-gradient buffer B fills for W: g * (4*H per block + 2*H on the head's chunk).
 // Recomputation (docs/model.md): selective keeps a block's bytes less e*B*al*S*S (one shared
 // probabilities buffer per rank); a block recomputed in full keeps its input e*Nl*H, and the
 // rank holds one working block (a stored block less its input) per kind recomputed.
@@ -65,8 +67,14 @@ double zero_step_buffer_bytes(const std::vector<ParamUnit>& units, const Scenari
 // recomputed in full keeps its input alone (e*Nl*H).
 double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, int layer, int index,
                               const ExpertRouting& routing = {});
+// The LayerNorm parameter-gradient buffer of one set under a schedule that splits the backward
+// (schedule::splits_backward(c.schedule)): B computes the LayerNorm gradients, W adds them, so
+// they wait in the set: g * (4*H per block (two LayerNorms, weight and bias) + 2*H for the
+// final LayerNorm on the chunk with the head). 0 for other schedules.
+double layernorm_gradient_set_bytes(const model::ModelConfig& m, const Scenario& c,
+                                    const ChunkLayers& chunk);
 // One (micro-batch, chunk) activation set: the blocks, the chunk's output, the embedding's
-// tokens, the head's activations.
+// tokens, the head's activations, and under a split backward layernorm_gradient_set_bytes.
 double chunk_activation_bytes(const model::ModelConfig& m, const Scenario& c,
                               const ChunkLayers& chunk, const ExpertRouting& routing = {});
 // Workspaces shared by all of a rank's micro-batches and layers; with recomputation, once per
@@ -76,11 +84,13 @@ double activation_scratch_bytes(const model::ModelConfig& m, const Scenario& c, 
                                 const ExpertRouting& routing = {});
 
 // Most activation sets alive at once on a stage: gpipe m*v (= m), 1f1b min(p - s, m);
-// interleaved from replay_schedule's peak_live (Megatron-LM's warm-up is not a closed form).
+// interleaved and zb-h1 from replay_schedule's peak_live (Megatron-LM's warm-up is not a closed
+// form; zb-h1's sets live until their W).
 int peak_live_sets(const Scenario& c, int stage);
 // paraxis keeps a pool of activation sets per chunk that never shrinks: the most sets of each
 // of the stage's chunks alive at once, walking the stage's schedule (a set is taken when its
-// input receive is posted or its forward starts, freed after its backward). Equal to
+// input receive is posted or its forward starts, freed after its backward, or after its
+// backward_weight when the stage's schedule has them). Equal to
 // peak_live_sets for one chunk per stage; can exceed it with interleaving.
 std::vector<int> peak_live_sets_per_chunk(const Scenario& c, int stage);
 // Point-to-point gradient buffers of the pipeline engine (pp > 1): an estimate assuming each

@@ -29,6 +29,19 @@ double chunk_forward_flops_per_token(const model::ModelConfig& m, const ChunkLay
   return f;
 }
 
+double chunk_weight_gradient_flops_per_token(const model::ModelConfig& m,
+                                             const ChunkLayers& chunk) {
+  const double H = m.hidden, F = m.ffn;
+  double f = 0;
+  for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+    f += 2.0 * 4 * H * H;
+    f += m.is_moe_layer(l) ? 2.0 * H * m.moe.experts + m.moe.top_k * 2.0 * 2 * H * F
+                           : 2.0 * 2 * H * F;
+  }
+  if (chunk.head) f += 2.0 * H * m.vocab;
+  return f;
+}
+
 double chunk_recompute_flops_per_token(const model::ModelConfig& m, const Scenario& c,
                                        const ChunkLayers& chunk) {
   if (c.recompute == model::Recompute::selective)

@@ -103,7 +103,10 @@ class ShapeParts {
     pipelines_.clear();
     chunks_.clear();
     units_.clear();
+    replays.clear();
   }
+  // The replays of the shape's schedules (pipeline(x).schedule), which live as long.
+  ReplayMemo replays;
   const Pipeline& pipeline(const Scenario& x) {
     const auto shape = x.pipeline_shape();
     const auto key =
@@ -201,6 +204,7 @@ PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, Ch
     in.schedule = &pipe->schedule;
     in.chunks = chunks;
     in.stage_units = units;
+    in.replay_memo = &parts->replays;
   }
   // Work-dependent compute (compute_efficiency.hpp) when the machine gives a bandwidth.
   if (mc.compute.memory_bytes_per_s > 0) set_compute_times(machine_compute(mc), m, x, in);
@@ -352,6 +356,14 @@ Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress)
               for (auto rc : r.recomputes) {
                 c.recompute = rc;
                 c.recompute_layers = 0;  // full: every block
+                // The rules above held without recomputation; some modes break a rule of
+                // their own (zb-h1 with full).
+                if (rc != model::Recompute::none) {
+                  if (const std::string broken = rule_problem(m, c); !broken.empty()) {
+                    out.rejected.push_back({c, broken});
+                    continue;
+                  }
+                }
                 PlanEntry e = predict(r, mc, c, cuts, false, reason, &floors, &parts);
                 if (!reason.empty())
                   out.rejected.push_back({c, reason});

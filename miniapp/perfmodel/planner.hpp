@@ -4,7 +4,8 @@
 // step time (step_time.hpp) when it fits in memory (memory.hpp), or rejected with the reason.
 //
 // Rules: the configuration rules the deck applies (config/config_rules.hpp; the first broken
-//   rule's message is the reason given), then the largest rank's peak memory <= the device's.
+//   rule's message is the reason given), with each recomputation mode (zb-h1 refuses full), then
+//   the largest rank's peak memory <= the device's.
 // Network tiers: ranks are ordered tp-pp-dp (paraxis's default), so a tensor-parallel group is
 // `tp` consecutive ranks, a pipeline group spans tp*pp, a data-parallel group tp*pp*dp and an
 // expert group tp*pp*ep; a group is inside a node when that span fits a node and node
@@ -49,9 +50,9 @@ struct PlanRequest {
   int global_batch = 8;
   model::Precision precision = model::Precision::bf16;
   std::vector<int> zero_stages = {0, 1, 2, 3};
-  std::vector<schedule::ScheduleKind> schedules = {schedule::ScheduleKind::gpipe,
-                                                   schedule::ScheduleKind::one_f_one_b,
-                                                   schedule::ScheduleKind::interleaved};
+  std::vector<schedule::ScheduleKind> schedules = {
+      schedule::ScheduleKind::gpipe, schedule::ScheduleKind::one_f_one_b,
+      schedule::ScheduleKind::interleaved, schedule::ScheduleKind::zb_h1};
   // Activation recomputation modes tried (full: every block, recompute_layers 0).
   std::vector<model::Recompute> recomputes = {model::Recompute::none, model::Recompute::selective,
                                               model::Recompute::full};

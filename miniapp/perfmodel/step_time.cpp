@@ -42,6 +42,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     throw std::invalid_argument("predict_step_time: backward_s has " +
                                 std::to_string(in.backward_s.size()) + " entries for " +
                                 std::to_string(C) + " model chunks");
+  if (!in.backward_weight_s.empty() && static_cast<int>(in.backward_weight_s.size()) != C)
+    throw std::invalid_argument("predict_step_time: backward_weight_s has " +
+                                std::to_string(in.backward_weight_s.size()) + " entries for " +
+                                std::to_string(C) + " model chunks");
   if (in.forward_s.empty() && !(in.flops_per_s > 0))
     throw std::invalid_argument(
         "predict_step_time: flops_per_s = " + std::to_string(in.flops_per_s) +
@@ -52,8 +56,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   const double softmax_bytes = 2.0 * c.micro_batch * (m.heads / c.tp) * m.seq_len * m.seq_len *
                                element_bytes(c.precision).activation;
 
-  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it.
-  std::vector<double> fwd(C), bwd(C), tp_f(C), tp_b(C), ep_f(C), ep_b(C);
+  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it; bwd is the
+  // whole backward, wgt its W part (a split schedule runs bwd - wgt as B, wgt as W).
+  const bool split = schedule::splits_backward(c.schedule);
+  std::vector<double> fwd(C), bwd(C), wgt(C, 0.0), tp_f(C), tp_b(C), tp_w(C, 0.0), ep_f(C), ep_b(C);
   for (int k = 0; k < C; ++k) {
     fwd[k] = in.forward_s.empty()
                  ? chunk_forward_flops_per_token(m, chunks[k]) * tokens / c.tp / in.flops_per_s
@@ -70,24 +76,67 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     if (c.recompute == model::Recompute::selective && in.memory_bytes_per_s > 0)
       again += chunks[k].layers() * softmax_bytes / in.memory_bytes_per_s;
     bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] + again : in.backward_s[k];
+    if (split) {
+      if (!in.backward_weight_s.empty()) {
+        wgt[k] = in.backward_weight_s[k];
+        if (!(wgt[k] >= 0) || wgt[k] > bwd[k])
+          throw std::invalid_argument("predict_step_time: backward_weight_s[" + std::to_string(k) +
+                                      "] = " + std::to_string(wgt[k]) +
+                                      " s, expected within [0, the backward's " +
+                                      std::to_string(bwd[k]) + " s]");
+      } else {
+        // One x^T dy GEMM per linear, as costly as its forward; never more than the backward
+        // it is part of (a measured backward can be shorter than the FLOP model's W).
+        const double wflops = chunk_weight_gradient_flops_per_token(m, chunks[k]);
+        wgt[k] = in.forward_s.empty()
+                     ? wflops * tokens / c.tp / in.flops_per_s
+                     : in.forward_s[k] * wflops / chunk_forward_flops_per_token(m, chunks[k]);
+        wgt[k] = std::min(wgt[k], bwd[k]);
+      }
+    }
     const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
     const PassTraffic ept = expert_chunk_traffic(m, c, chunks[k], in.routing);
     tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
     tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+    tp_w[k] = traffic_time(tpt.backward_weight, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
     ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
     ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   }
 
   const schedule::PipelineShape shape = c.pipeline_shape();
+  // Unsplit schedules: wgt and tp_w are 0 and backward runs whole.
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
-    return a.kind == schedule::ActionKind::forward ? fwd[k] + tp_f[k] + ep_f[k]
-                                                   : bwd[k] + tp_b[k] + ep_b[k];
+    switch (a.kind) {
+      case schedule::ActionKind::forward:
+        return fwd[k] + tp_f[k] + ep_f[k];
+      case schedule::ActionKind::backward_weight:
+        return wgt[k] + tp_w[k];
+      default:
+        return (bwd[k] - wgt[k]) + tp_b[k] + ep_b[k];
+    }
   };
-  const auto replay =
-      in.schedule
-          ? schedule::replay_validated_schedule(*in.schedule, shape, duration)
-          : schedule::replay_schedule(schedule::make_schedule(c.schedule, shape), shape, duration);
+  const auto summarise = [&]() {
+    const auto r = in.schedule ? schedule::replay_validated_schedule(*in.schedule, shape, duration)
+                               : schedule::replay_schedule(
+                                     schedule::make_schedule(c.schedule, shape), shape, duration);
+    return ReplayMemo::Summary{r.makespan, r.mean_bubble_fraction, r.busy};
+  };
+  ReplayMemo::Summary own;
+  const ReplayMemo::Summary* replay = &own;
+  if (in.replay_memo && in.schedule) {
+    // The replay depends on the schedule and on these durations alone.
+    std::vector<double> key;
+    key.reserve(3 * C);
+    for (int k = 0; k < C; ++k) {
+      key.push_back(fwd[k] + tp_f[k] + ep_f[k]);
+      key.push_back((bwd[k] - wgt[k]) + tp_b[k] + ep_b[k]);
+      key.push_back(wgt[k] + tp_w[k]);
+    }
+    replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);
+  } else {
+    own = summarise();
+  }
 
   // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
   double pp_time = 0;
@@ -108,16 +157,17 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   for (int s = 0; s < c.pp; ++s) {
     StepTimeBreakdown r;
     r.stage = s;
-    r.pipeline_span = replay.makespan;
-    r.bubble_fraction = replay.mean_bubble_fraction;
+    r.pipeline_span = replay->makespan;
+    r.bubble_fraction = replay->mean_bubble_fraction;
+    // The backward work the gradient reductions can hide behind: W's under a split backward.
     double last_backward = 0;
     for (int k : stage_chunk_ids(c, s)) {
       r.compute += mb * (fwd[k] + bwd[k]);
-      r.tp += mb * (tp_f[k] + tp_b[k]);
+      r.tp += mb * (tp_f[k] + tp_b[k] + tp_w[k]);
       r.ep += mb * (ep_f[k] + ep_b[k]);
-      last_backward += bwd[k];
+      last_backward += split ? wgt[k] : bwd[k];
     }
-    r.bubble = std::max(0.0, replay.makespan - replay.busy[s]);
+    r.bubble = std::max(0.0, replay->makespan - replay->busy[s]);
     const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
                                               : tensor_parallel_step_extras(m, c, s);
     r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);

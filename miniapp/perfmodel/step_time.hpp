@@ -10,6 +10,12 @@
 //     softmax's memory traffic, 2 * B * (heads/tp) * S^2 * e per block, at memory_bytes_per_s
 //     when given; the recomputed forward's tp and ep collectives are in the backward's traffic
 //     (step_traffic.hpp);
+//   - a schedule that splits the backward (zb-h1, docs/perfmodel.md "Zero-bubble pipeline"):
+//     W, the weight-gradient GEMMs, costs chunk_weight_gradient_flops_per_token * N / tp at the
+//     forward's rate (from the measured forward's time per FLOP when given), or the measured
+//     backward_weight_s; B is the rest of the backward (input gradients, attention backward,
+//     recomputation, elementwise passes). B keeps the backward's collectives but those W makes
+//     (step_traffic.hpp); other schedules run B + W as one backward, as before;
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
 //     their alpha-beta time is added to the action that makes them (fully exposed);
 //   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
@@ -18,7 +24,8 @@
 //     way down and the last gradient's way up), plus the norm's all-reduce;
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
 //     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
-//     micro-batch's at 2-3) and only max(0, reduction time - that backward time) shows;
+//     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
+//     only max(0, reduction time - that backward time) shows;
 //     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. ZeRO-3's gathers,
 //     which paraxis runs inside forward and backward, are charged after the pipeline;
 //   - per-step tensor-parallel calls (norm, sequence-parallel LayerNorm sum) after the pipeline;
@@ -30,6 +37,7 @@
 #pragma once
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "model/model_config.hpp"
@@ -54,14 +62,46 @@ struct AxisOpLinks {
 // The cost `op` uses: its own fit when `per_op` has one, else `link`.
 const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op);
 
+// What predict_step_time takes from a replay of the pipeline, remembered per (schedule, action
+// durations): a planner evaluates many configurations whose replays are the same (every ZeRO
+// stage of a layout has the same actions), and the replay is most of its time.
+class ReplayMemo {
+ public:
+  struct Summary {
+    double makespan = 0, mean_bubble_fraction = 0;
+    std::vector<double> busy;  // per stage
+  };
+  // The summary for `durations` (per chunk: forward, backward, backward_weight, as replayed)
+  // on `sched`, made by `replay` the first time.
+  template <class Replay>
+  const Summary& get(const schedule::Schedule* sched, std::vector<double> durations,
+                     const Replay& replay) {
+    Key key{sched, std::move(durations)};
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(std::move(key), replay()).first;
+    return it->second;
+  }
+  void clear() { memo_.clear(); }
+  std::size_t size() const { return memo_.size(); }
+
+ private:
+  using Key = std::pair<const schedule::Schedule*, std::vector<double>>;
+  std::map<Key, Summary> memo_;
+};
+
 struct StepTimeInputs {
   double flops_per_s = 0;  // achieved per device (measured); unused when forward_s is given
   AxisLinks links;
   double backward_ratio = 2.0;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring;
   // Per model chunk (pp * v entries): compute seconds of one micro-batch's forward and
-  // backward. Empty: from FLOPs (forward) and backward_ratio (backward).
+  // backward (the whole backward, B + W, whatever the schedule). Empty: from FLOPs (forward)
+  // and backward_ratio (backward).
   std::vector<double> forward_s, backward_s;
+  // Per model chunk: the part of backward_s that is W, the weight gradients (measured, or from
+  // set_compute_times). Read by schedules that split the backward only. Empty: W from the
+  // chunk's weight-gradient FLOPs (see above), at most the whole backward.
+  std::vector<double> backward_weight_s;
   ExpertRouting routing;
   AxisOpLinks op_links;    // per-operation fits; empty: the axis links
   double optimizer_s = 0;  // the optimizer step's compute, when measured (0: not modelled)
@@ -75,6 +115,9 @@ struct StepTimeInputs {
   const std::vector<ChunkLayers>* chunks = nullptr;
   // shard_units(m, c, s) for every stage s, when the caller has them; null: made here.
   const std::vector<std::vector<ParamUnit>>* stage_units = nullptr;
+  // Replays remembered across calls with the same `schedule` (which must outlive the memo's
+  // entries); null: every call replays. Only used together with `schedule`.
+  ReplayMemo* replay_memo = nullptr;
 };
 
 struct StepTimeBreakdown {
@@ -86,7 +129,8 @@ struct StepTimeBreakdown {
 };
 
 // Throws std::invalid_argument when the configuration does not fit the model (divisibility,
-// chunks, schedule shape), when forward_s/backward_s have the wrong length, or when no rate
+// chunks, schedule shape), when forward_s/backward_s/backward_weight_s have the wrong length,
+// when a backward_weight_s entry is negative or exceeds the chunk's backward, or when no rate
 // is given and forward_s is empty.
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "perfmodel/shard_params.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -108,20 +109,29 @@ PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Sce
       b.add(C::all_reduce, rows);
     }
   } else {
+    // A split backward's W gathers what only the weight gradients read: the LayerNorm outputs,
+    // the head's input and the embedding's gradient (moved from B), and the incoming gradients
+    // of the row-parallel linears again (B gathered them for the input gradient and did not
+    // keep them): the output projection's, and the MLP's second linear's in a dense block (an
+    // MoE block's experts take their rows from the dispatch, which B kept).
+    const bool split = schedule::splits_backward(c.schedule);
+    auto& w = split ? t.backward_weight : t.backward;
     if (chunk.embedding) {
       f.add(C::reduce_scatter, rows);
-      b.add(C::all_gather, rows);
+      w.add(C::all_gather, rows);
     }
     f.add(C::all_gather, rows, 2L * blocks);
     f.add(C::reduce_scatter, rows, 2L * blocks);
     b.add(C::all_gather, rows, 2L * recomputed);  // the recomputed forwards, again
     b.add(C::reduce_scatter, rows, 2L * recomputed);
-    b.add(C::all_gather, rows, 4L * blocks);
+    b.add(C::all_gather, rows, 2L * blocks);  // the incoming gradients
+    w.add(C::all_gather, rows, 2L * blocks);  // the LayerNorm outputs, again
+    if (split) w.add(C::all_gather, rows, 2L * blocks - moe_blocks);  // incoming, again
     b.add(C::reduce_scatter, rows, 2L * blocks);
     b.add(C::all_reduce, gate, moe_blocks);
     if (chunk.head) {
       f.add(C::all_gather, rows);
-      b.add(C::all_gather, rows);
+      w.add(C::all_gather, rows);
       b.add(C::reduce_scatter, rows);
     }
   }
@@ -168,6 +178,7 @@ AxisTraffic tensor_parallel_step_traffic(const model::ModelConfig& m, const Scen
     const PassTraffic p = tensor_parallel_chunk_traffic(m, c, chunks[id]);
     t.add(p.forward, mb);
     t.add(p.backward, mb);
+    t.add(p.backward_weight, mb);
   }
   t.add(tensor_parallel_step_extras(m, c, stage, dp_rank));
   return t;
@@ -323,6 +334,7 @@ AxisTraffic expert_step_traffic(const model::ModelConfig& m, const Scenario& c, 
     const PassTraffic p = expert_chunk_traffic(m, c, chunks[id], routing);
     t.add(p.forward, mb);
     t.add(p.backward, mb);
+    t.add(p.backward_weight, mb);
   }
   return t;
 }

@@ -23,6 +23,14 @@
 //                 1 reduce-scatter
 //   per step: 1 all-reduce of 8 bytes (the gradient norm); with sequence parallelism also one
 //   all-reduce of the LayerNorm gradients this rank owns (g bytes each), if it owns any.
+// Split backward (zb-h1, docs/perfmodel.md "Zero-bubble pipeline"): B makes the backward's
+// calls but those that serve only weight gradients, which W makes: without sequence
+// parallelism W makes none; with it W all-gathers, per block, the two LayerNorm outputs (moved
+// from B) and again the incoming gradients of the output projection and, in a dense block, of
+// the MLP's second linear (2 more than the unsplit backward per dense block, 1 per MoE block,
+// whose experts' rows B kept), on the head chunk the final LayerNorm output (moved from B), and
+// on the embedding chunk the gradient its scatter-add reads (moved from B). Expert
+// parallelism's all-to-alls and the MoE gate's all-reduce stay in B.
 // Activation recomputation (docs/model.md): the backward of a block recomputed in full first
 // runs its forward again, with that forward's calls (2 all-reduces, or with sequence
 // parallelism 2 all-gathers + 2 reduce-scatters; an MoE block's 3 all-to-alls); selective
@@ -93,9 +101,11 @@ struct ExpertRouting {
 // Kept rows under uniform routing: N*K dropless, else min(N*K, E * capacity).
 double expected_kept_rows(const model::ModelConfig& m, int tokens);
 
-// One (micro-batch, chunk) pass, split by direction.
+// One (micro-batch, chunk) pass, split by direction. Under a schedule that splits the backward
+// (schedule::splits_backward(c.schedule)) `backward` holds B's calls and `backward_weight` W's;
+// else `backward_weight` is empty.
 struct PassTraffic {
-  AxisTraffic forward, backward;
+  AxisTraffic forward, backward, backward_weight;
 };
 PassTraffic tensor_parallel_chunk_traffic(const model::ModelConfig& m, const Scenario& c,
                                           const ChunkLayers& chunk);
