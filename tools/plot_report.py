@@ -8,7 +8,8 @@ Writes into OUT_DIR:
                          predicted step time marked on each bar;
   bubble_vs_microbatches.png
                          measured pipeline bubble against the micro-batch count m, with the
-                         formula's curves (p-1)/(m+p-1) and (p-1)/(v m+p-1);
+                         formula's curves (p-1)/(m+p-1), (p-1)/(v m+p-1) (interleaved) and
+                         (p-1)/(3m+p-1) (zb-h1 at equal forward, B and W times);
   measured_vs_predicted.png
                          every term of every point, measured against predicted, with y = x;
   busbw.png              bus bandwidth (nccl-tests definition) against message size for each
@@ -118,13 +119,21 @@ def bubble(report, out):
     if not pts:
         return False
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    curves = sorted({(p["pipeline"]["stages"], p["pipeline"]["virtual_stages"]) for p in pts})
+    # The ideal bubble is (p-1)/(k m + p-1): k = v for gpipe, 1f1b and interleaved, k = 3 for
+    # zb-h1 (Qi et al. 2023: each backward split into B and W, T_F = T_B = T_W).
+    def k_of(p):
+        return 3 if p["pipeline"]["schedule"] == "zb-h1" else p["pipeline"]["virtual_stages"]
+
+    curves = sorted({(p["pipeline"]["stages"], p["pipeline"]["virtual_stages"], k_of(p))
+                     for p in pts})
     m_max = max(p["pipeline"]["micro_batches"] for p in pts)
     ms = [x / 4 for x in range(4, 4 * m_max + 1)]
-    for (stages, v) in curves:
-        ax.plot(ms, [(stages - 1) / (v * m + stages - 1) for m in ms], "-", lw=1,
-                label=f"formula p={stages}" + (f" v={v}" if v > 1 else ""))
-    markers = {"gpipe": "o", "1f1b": "s", "interleaved": "^"}
+    for (stages, v, k) in curves:
+        label = f"formula p={stages}" + (f" v={v}" if v > 1 else "")
+        if k != v:
+            label += " zb-h1"
+        ax.plot(ms, [(stages - 1) / (k * m + stages - 1) for m in ms], "-", lw=1, label=label)
+    markers = {"gpipe": "o", "1f1b": "s", "interleaved": "^", "zb-h1": "D"}
     for sched in sorted({p["pipeline"]["schedule"] for p in pts}):
         sel = [p for p in pts if p["pipeline"]["schedule"] == sched]
         ax.scatter([p["pipeline"]["micro_batches"] for p in sel],
