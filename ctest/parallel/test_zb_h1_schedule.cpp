@@ -133,6 +133,17 @@ TEST(zb_h1, replay_bubble_equals_the_formula_for_tw_at_most_min_tf_tb) {
   EXPECT_DOUBLE_EQ(r.makespan, 4.5);
   EXPECT_DOUBLE_EQ(bubble_fraction_formula(zb, shape, 0.25, 1, 0.5), 0.75 / 4.25);
   EXPECT_GT(r.bubble_fraction[0], 0.75 / 4.25);
+  // The range is tight: just above min(tf, tb) (tw > tf, then tw > tb), every shape with
+  // p, m >= 2 replays a larger bubble than the formula.
+  for (const auto& t : std::vector<std::vector<double>>{{1, 2, 1.125}, {2, 1, 1.125}})
+    for (int p = 2; p <= 8; ++p)
+      for (int m = 2; m <= 32; ++m) {
+        const PipelineShape sh{p, m, 1};
+        const ReplayResult late =
+            replay_schedule(make_schedule(zb, sh), sh, times(t[0], t[1], t[2]));
+        ASSERT_GT(late.bubble_fraction[0], bubble_fraction_formula(zb, sh, t[0], t[1], t[2]) + 1e-9)
+            << "tf=" << t[0] << " tb=" << t[1] << " p=" << p << " m=" << m;
+      }
 }
 
 TEST(zb_h1, formula_of_the_other_schedules_ignores_times_and_bad_input_is_refused) {

@@ -98,10 +98,11 @@ bool splits_backward(ScheduleKind kind);
 //                idle slots: stage s runs W(j - s) right after B(j) whenever j - s >= 0, then
 //                its remaining W's in micro-batch order. min(p, m) micro-batches are in flight
 //                at the peak of every stage (1F1B's peak, which 1F1B reaches on stage 0 only:
-//                stage s > 0 holds p against 1F1B's p - s). With T_F = T_B = T_W = 1 the step
-//                takes 3m + (p-1) for m >= p (the paper's bubble (p-1)(T_F + T_B - T_W)) and
-//                2m + 2p - 1 for m < p (there are fewer W's than idle slots; no schedule does
-//                better: the last B reaches stage 0 at 2p - 1 + 2(m - 1) at the earliest);
+//                with m >= p stage s > 0 holds p sets against 1F1B's p - s). With
+//                T_F = T_B = T_W = 1 the step takes 3m + (p-1) for m >= p (the paper's bubble
+//                (p-1)(T_F + T_B - T_W)) and 2m + 2p - 1 for m < p, where no schedule does
+//                better (the last stage, idle until p - 1, has 2m of F and B; the gradient of
+//                its last B then crosses p - 1 stages, and stage 0 still runs that W);
 //                bubble_fraction_formula gives the general times.
 // Receives are posted right before the compute that needs them, sends right after the compute
 // that produced the data.
@@ -157,7 +158,7 @@ double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape);
 // which for m >= p is Qi et al. 2023's (p-1)(tf+tb-tw), for tw <= tf + tb.
 // Exact for zb-h1, i.e. equal on every stage to the replay of make_schedule(zb_h1, shape), for
 // every m and p when tw <= min(tf, tb) (tested for p <= 8, m <= 32). For min(tf, tb) < tw <=
-// tf + tb it is below the replay's: for tw > tb and m >= p no schedule reaches it (the last
+// tf + tb it is below the replay's: for tw > tb, m >= p > 1 no schedule reaches it (the last
 // stage, idle until (p-1) tf, has m(tf+tb+tw) of work), and for tw > tf a stage's B + W takes
 // longer than the tf + tb between the gradients reaching it, so the next B starts late (p = 2, m =
 // 2, tf = 0.25, tb = 1, tw = 0.5: replay 4.5, formula 4.25); replay_with_stage_times is exact.
