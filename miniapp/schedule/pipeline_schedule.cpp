@@ -510,9 +510,7 @@ double bubble_fraction_formula(ScheduleKind kind, const PipelineShape& shape, do
     if (!std::isfinite(t) || t < 0)
       throw std::invalid_argument("bubble_fraction_formula: " + std::string(name) + " = " +
                                   std::to_string(t) + ", expected a finite time >= 0");
-  if (tf + tb + tw <= 0)
-    throw std::invalid_argument(
-        "bubble_fraction_formula: tf = tb = tw = 0, a step without work has no bubble fraction");
+  if (tf + tb + tw == 0) return 0.0;  // a step of no length has no bubble, as in the replay
   if (kind != ScheduleKind::zb_h1) return ideal_bubble_fraction(kind, shape);
   if (tw > tf + tb)
     throw std::invalid_argument("bubble_fraction_formula: zb-h1 with tw = " + std::to_string(tw) +

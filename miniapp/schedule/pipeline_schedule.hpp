@@ -152,8 +152,8 @@ double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape);
 
 // The bubble fraction of a step whose forward, B and W take tf, tb and tw on every stage
 // (T_W = 0 for a schedule that runs backwards whole: tb is then the whole backward).
-// gpipe, 1f1b: (p-1)/(m+p-1), whatever the times; interleaved: (p-1)/(v*m+p-1) (every chunk
-// alike); zb-h1: I / (m(tf+tb+tw) + I) with the idle time per stage
+// gpipe, 1f1b: (p-1)/(m+p-1), whatever the (not all zero) times; interleaved: (p-1)/(v*m+p-1)
+// (every chunk alike); zb-h1: I / (m(tf+tb+tw) + I) with the idle time per stage
 //   I = (p-1)(tf+tb) - (min(m, p) - 1) tw,
 // which for m >= p is Qi et al. 2023's (p-1)(tf+tb-tw), for tw <= tf + tb.
 // Exact for zb-h1, i.e. equal on every stage to the replay of make_schedule(zb_h1, shape), for
@@ -162,9 +162,10 @@ double ideal_bubble_fraction(ScheduleKind kind, const PipelineShape& shape);
 // stage, idle until (p-1) tf, has m(tf+tb+tw) of work), and for tw > tf a stage's B + W takes
 // longer than the tf + tb between the gradients reaching it, so the next B starts late (p = 2, m =
 // 2, tf = 0.25, tb = 1, tw = 0.5: replay 4.5, formula 4.25); replay_with_stage_times is exact.
-// Throws std::invalid_argument for a negative or non-finite time, tf = tb = tw = 0, zb-h1
-// with tw > tf + tb (I could turn negative: replay the schedule), or a shape make_schedule
-// refuses (named as make_schedule names it).
+// With tf = tb = tw = 0 (a step of no length) it is 0 for every kind, as the replay's. Throws
+// std::invalid_argument for a negative or non-finite time, zb-h1 with tw > tf + tb (I could
+// turn negative: replay the schedule), or a shape make_schedule refuses (named as
+// make_schedule names it).
 double bubble_fraction_formula(ScheduleKind kind, const PipelineShape& shape, double tf, double tb,
                                double tw);
 
