@@ -77,6 +77,8 @@ nlohmann::json calibration_to_json(const Calibration& c) {
             {"backward_s_per_chunk", c.compute.backward_s},
             {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
             {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
+            {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
+            {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
             {"optimizer_s", c.compute.optimizer_s},
             {"flops_per_s", c.compute.flops_per_s},
             {"peak_bytes", c.compute.peak_bytes}}}};
@@ -104,6 +106,10 @@ Calibration calibration_from_json(const nlohmann::json& j) {
   c.compute.backward_s = k.at("backward_s_per_chunk").get<std::vector<double>>();
   c.compute.forward_mean_s = k.value("forward_mean_s_per_chunk", c.compute.forward_s);
   c.compute.backward_mean_s = k.value("backward_mean_s_per_chunk", c.compute.backward_s);
+  c.compute.backward_weight_s =
+      k.value("backward_weight_s_per_chunk", std::vector<double>(c.compute.backward_s.size(), 0.0));
+  c.compute.backward_weight_mean_s =
+      k.value("backward_weight_mean_s_per_chunk", c.compute.backward_weight_s);
   c.compute.optimizer_s = k.at("optimizer_s");
   c.compute.flops_per_s = k.at("flops_per_s");
   c.compute.peak_bytes = k.value("peak_bytes", std::size_t{0});

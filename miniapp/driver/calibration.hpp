@@ -37,6 +37,9 @@ struct ComputeCalibration {
   // critical path) and their mean (they differ when experts are loaded unevenly).
   std::vector<double> forward_s, backward_s;
   std::vector<double> forward_mean_s, backward_mean_s;
+  // A split backward (zero-bubble schedules): backward_s is B's and these W's, the same way;
+  // all zero otherwise.
+  std::vector<double> backward_weight_s, backward_weight_mean_s;
   double optimizer_s = 0;      // the AdamW step over this rank's owned parameters (max over ranks)
   double flops_per_s = 0;      // model FLOPs of forward + backward per rank / their time
   std::size_t peak_bytes = 0;  // the most device memory the compute calibration held

@@ -215,12 +215,15 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
   const int total = shape.pp * p.virtual_stages;
   out.forward_s.assign(total, 0.0);
   out.backward_s.assign(total, 0.0);
+  out.backward_weight_s.assign(total, 0.0);
   const int zero = p.effective_zero();  // as the trainer runs it
   std::vector<OptimizerPiece> pieces;
   {
     model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, zero >= 1 ? shape.dp : 1,
                          /*allocate_store=*/false);
     m.set_recompute(cfg.train.recompute, cfg.train.recompute_layers);  // timed as the step runs
+    const bool split = schedule::splits_backward(p.schedule);
+    m.set_split_backward(split);
     auto& ps = m.params();
     const auto& units = ps.units();
     const int nu = static_cast<int>(units.size());
@@ -289,7 +292,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
     for (int c = 0; c < chunks; ++c) local_of[global_of[c]] = c;
     Act grad_in("paraxis::calib_grad_in", m.local_tokens(), mc.hidden);
     Act grad_out("paraxis::calib_grad_out", m.local_tokens(), mc.hidden);
-    std::vector<std::vector<double>> fwd(chunks), bwd(chunks);
+    std::vector<std::vector<double>> fwd(chunks), bwd(chunks), wgt(chunks);
     const double ce_scale = 1.0 / (static_cast<double>(cfg.train.global_batch) * mc.seq_len);
     for (int rep = 0; rep < 3; ++rep) {  // the first is a warm-up
       ps.zero_grads();
@@ -309,15 +312,25 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
           const Act dx = layout.chunks[c].embedding ? Act() : grad_in;
           Kokkos::fence();
           const double t0 = now();
-          m.backward_chunk(c, a.micro_batch, dy, dx, ce_scale, 0.0);
+          if (split)
+            m.backward_input_chunk(c, a.micro_batch, dy, dx, ce_scale, 0.0);
+          else
+            m.backward_chunk(c, a.micro_batch, dy, dx, ce_scale, 0.0);
           Kokkos::fence();
           if (rep > 0) bwd[c].push_back(now() - t0);
+        } else if (a.kind == schedule::ActionKind::backward_weight) {
+          Kokkos::fence();
+          const double t0 = now();
+          m.backward_weight_chunk(c, a.micro_batch);
+          Kokkos::fence();
+          if (rep > 0) wgt[c].push_back(now() - t0);
         }
       }
     }
     for (int c = 0; c < chunks; ++c) {
       out.forward_s[global_of[c]] = mean(fwd[c]);
       out.backward_s[global_of[c]] = mean(bwd[c]);
+      if (split) out.backward_weight_s[global_of[c]] = mean(wgt[c]);
     }
     out.peak_bytes = m.ledger().peak_total() + ws_bytes;
     pieces = owned_pieces(ps, zero, shape.dp, layout.ep);
@@ -372,9 +385,11 @@ ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridC
   if (!speaks) {
     std::fill(c.forward_s.begin(), c.forward_s.end(), 0.0);
     std::fill(c.backward_s.begin(), c.backward_s.end(), 0.0);
+    std::fill(c.backward_weight_s.begin(), c.backward_weight_s.end(), 0.0);
   }
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
+  c.backward_weight_mean_s = c.backward_weight_s;
   if (grid) {
     const int n = static_cast<int>(c.forward_s.size());
     namespace wd = parallel::watchdog;
@@ -385,9 +400,14 @@ ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridC
                    what);
     wd::all_reduce(MPI_IN_PLACE, c.backward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                    what);
+    wd::all_reduce(MPI_IN_PLACE, c.backward_weight_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                   what);
+    wd::all_reduce(MPI_IN_PLACE, c.backward_weight_mean_s.data(), n, MPI_DOUBLE, MPI_SUM,
+                   MPI_COMM_WORLD, what);
     for (int k = 0; k < n; ++k) {
       c.forward_mean_s[k] /= shape.ep;
       c.backward_mean_s[k] /= shape.ep;
+      c.backward_weight_mean_s[k] /= shape.ep;
     }
     wd::all_reduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
                    "calibration: slowest optimizer time");
@@ -398,7 +418,7 @@ ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridC
   }
   double busy = 0;
   for (std::size_t k = 0; k < c.forward_s.size(); ++k)
-    busy += c.forward_mean_s[k] + c.backward_mean_s[k];
+    busy += c.forward_mean_s[k] + c.backward_mean_s[k] + c.backward_weight_mean_s[k];
   const double tokens = static_cast<double>(cfg.train.micro_batch) * cfg.model.seq_len;
   // Model FLOPs of one micro-batch's forward + backward over every chunk, per rank.
   const double flops =

@@ -68,6 +68,8 @@ json point_to_json(const PointResult& r) {
   const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });
   const double fwd = measured_median(r, [](const model::StepResult& s) { return s.forward_s; });
   const double bwd = measured_median(r, [](const model::StepResult& s) { return s.backward_s; });
+  const double wgt =
+      measured_median(r, [](const model::StepResult& s) { return s.backward_weight_s; });
   const double opt = measured_median(r, [](const model::StepResult& s) { return s.optimizer_s; });
   const double compute = measured_median(r, [](const model::StepResult& s) { return s.compute_s; });
   // Communication per axis: medians over measured steps of each step's totals (rank 0).
@@ -92,16 +94,19 @@ json point_to_json(const PointResult& r) {
   j["time"] = {{"step_median_s", step_s},
                {"forward_s", fwd},
                {"backward_s", bwd},
+               {"backward_weight_s", wgt},
                {"optimizer_s", opt},
                {"compute_s", compute},
                {"bubble_fraction", 0.0},
                {"bubble_fraction_model", 0.0},
+               {"bubble_fraction_formula", 0.0},
                {"bubble_fraction_ideal", 0.0},
                {"comm", comm}};
   if (c.parallel.pp > 1) {
     const PipelineFigures pf = pipeline_figures(r);
     j["time"]["bubble_fraction"] = pf.measured_mean;
     j["time"]["bubble_fraction_model"] = pf.model;
+    j["time"]["bubble_fraction_formula"] = pf.formula;
     j["time"]["bubble_fraction_ideal"] = pf.ideal;
     j["time"]["bubble_fraction_per_rank"] = pf.measured_per_rank;
     j["pipeline"] = {{"stages", c.parallel.pp},
@@ -110,6 +115,8 @@ json point_to_json(const PointResult& r) {
                      {"schedule", schedule::to_string(c.parallel.schedule)},
                      {"forward_action_s_per_stage", pf.forward_s},
                      {"backward_action_s_per_stage", pf.backward_s},
+                     {"backward_weight_action_s_per_stage", pf.backward_weight_s},
+                     {"bubble_fraction_model_per_stage", pf.model_per_stage},
                      {"peak_live_activations_per_stage", pf.peak_live}};
   }
   // Across ranks: min, mean and max of each per-step metric, then the median over measured steps.

@@ -13,10 +13,19 @@ namespace paraxis::driver {
 
 const std::vector<std::string>& rank_metric_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{
-        "step_s",          "forward_s",        "backward_s",           "optimizer_s",
-        "compute_s",       "bubble_fraction",  "pipeline_span_s",      "pipeline_busy_s",
-        "forward_actions", "backward_actions", "peak_live_activations"};
+    std::vector<std::string> n{"step_s",
+                               "forward_s",
+                               "backward_s",
+                               "optimizer_s",
+                               "compute_s",
+                               "bubble_fraction",
+                               "pipeline_span_s",
+                               "pipeline_busy_s",
+                               "forward_actions",
+                               "backward_actions",
+                               "peak_live_activations",
+                               "backward_weight_s",
+                               "backward_weight_actions"};
     for (const char* axis : {"tp", "pp", "dp", "ep"})
       for (const char* f : {"time_s", "exposed_s", "bytes", "calls"})
         n.push_back(std::string("comm.") + axis + "." + f);
@@ -36,7 +45,9 @@ std::vector<double> rank_metrics(const model::StepResult& s) {
                         s.pipeline_busy_s,
                         static_cast<double>(s.forward_actions),
                         static_cast<double>(s.backward_actions),
-                        static_cast<double>(s.peak_live_activations)};
+                        static_cast<double>(s.peak_live_activations),
+                        s.backward_weight_s,
+                        static_cast<double>(s.backward_weight_actions)};
   for (const char* axis : {"tp", "pp", "dp", "ep"}) {
     const auto it = s.comm.find(axis);
     const model::CommTotals t = it == s.comm.end() ? model::CommTotals{} : it->second;
@@ -70,7 +81,7 @@ PipelineFigures pipeline_figures(const PointResult& r) {
   if (r.rank_steps.empty()) return f;
   // Measured: each rank's bubble (median over measured steps), and their mean.
   const int world = static_cast<int>(r.rank_steps.size());
-  std::vector<double> fwd_sum(p.pp, 0), bwd_sum(p.pp, 0), live(p.pp, 0);
+  std::vector<double> fwd_sum(p.pp, 0), bwd_sum(p.pp, 0), wgt_sum(p.pp, 0), live(p.pp, 0);
   std::vector<int> ranks_in(p.pp, 0);
   double sum = 0;
   for (int k = 0; k < world; ++k) {
@@ -82,19 +93,35 @@ PipelineFigures pipeline_figures(const PointResult& r) {
     const double nb = std::max(1.0, rank_median(r, k, "backward_actions"));
     fwd_sum[st] += rank_median(r, k, "forward_s") / nf;
     bwd_sum[st] += rank_median(r, k, "backward_s") / nb;
+    // W of a split backward (0 actions, 0 s otherwise).
+    const double nw = std::max(1.0, rank_median(r, k, "backward_weight_actions"));
+    wgt_sum[st] += rank_median(r, k, "backward_weight_s") / nw;
     live[st] = std::max(live[st], rank_median(r, k, "peak_live_activations"));
     ++ranks_in[st];
   }
   f.measured_mean = sum / world;
-  // Model: the schedule replayed with this run's mean forward and backward action times per
-  // stage (schedule/stage_time_replay.hpp).
+  // Model: the schedule replayed with this run's mean forward, backward (B) and W action times
+  // per stage (schedule/stage_time_replay.hpp); formula: the schedule's closed form with their
+  // means over the stages.
+  double tf = 0, tb = 0, tw = 0;
   for (int st = 0; st < p.pp; ++st) {
-    f.forward_s.push_back(fwd_sum[st] / std::max(1, ranks_in[st]));
-    f.backward_s.push_back(bwd_sum[st] / std::max(1, ranks_in[st]));
+    const int n = std::max(1, ranks_in[st]);
+    f.forward_s.push_back(fwd_sum[st] / n);
+    f.backward_s.push_back(bwd_sum[st] / n);
+    f.backward_weight_s.push_back(wgt_sum[st] / n);
     f.peak_live.push_back(static_cast<int>(live[st]));
+    tf += f.forward_s.back() / p.pp;
+    tb += f.backward_s.back() / p.pp;
+    tw += f.backward_weight_s.back() / p.pp;
   }
-  const auto rep = schedule::replay_with_stage_times(p.schedule, shape, f.forward_s, f.backward_s);
+  const auto rep = schedule::replay_with_stage_times(p.schedule, shape, f.forward_s, f.backward_s,
+                                                     f.backward_weight_s);
   f.model = rep.mean_bubble_fraction;
+  f.model_per_stage = rep.bubble_fraction;
+  // zb-h1's closed form holds for tw <= tf + tb (the generator's W fill the idle slots).
+  f.formula = schedule::splits_backward(p.schedule) && tw > tf + tb
+                  ? rep.mean_bubble_fraction
+                  : schedule::bubble_fraction_formula(p.schedule, shape, tf, tb, tw);
   return f;
 }
 

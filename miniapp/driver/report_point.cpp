@@ -107,6 +107,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     pm::StepTimeInputs in;
     in.forward_s = cal.compute.forward_s;
     in.backward_s = cal.compute.backward_s;
+    if (schedule::splits_backward(c.parallel.schedule))
+      in.backward_weight_s = cal.compute.backward_weight_s;
     in.optimizer_s = cal.compute.optimizer_s;
     for (const auto& f : cal.comm) {
       const pm::LinkCost l{f.alpha, f.beta, 0.0};
@@ -131,9 +133,11 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     // wire time plus that wait.
     double chunk_compute = 0, chunk_wait = 0;
     for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
-      chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k];
-      chunk_wait += in.forward_s[k] + in.backward_s[k] - cal.compute.forward_mean_s[k] -
-                    cal.compute.backward_mean_s[k];
+      const double w = cal.compute.backward_weight_s[k],
+                   w_mean = cal.compute.backward_weight_mean_s[k];
+      chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k] + w_mean;
+      chunk_wait += in.forward_s[k] + in.backward_s[k] + w - cal.compute.forward_mean_s[k] -
+                    cal.compute.backward_mean_s[k] - w_mean;
     }
     const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
     const double p_ep = br.ep + pc.micro_batches() * chunk_wait / pc.pp;

@@ -41,13 +41,15 @@ struct PointResult {
 };
 
 // Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over
-// measured steps) and its mean, the schedule replayed with the measured forward and backward
-// action times of each stage (model: schedule::replay_with_stage_times), the textbook formula
-// (ideal).
+// measured steps) and its mean, the schedule replayed with the measured forward, backward (B of
+// a split backward) and W action times of each stage (model: schedule::replay_with_stage_times;
+// per stage and mean), the schedule's closed form with the stages' mean times (formula:
+// schedule::bubble_fraction_formula), the textbook formula (ideal: equal times).
 struct PipelineFigures {
   int micro_batches = 0;
-  double measured_mean = 0, model = 0, ideal = 0;
-  std::vector<double> measured_per_rank, forward_s, backward_s;
+  double measured_mean = 0, model = 0, formula = 0, ideal = 0;
+  std::vector<double> measured_per_rank, forward_s, backward_s, backward_weight_s;
+  std::vector<double> model_per_stage;
   std::vector<int> peak_live;
 };
 PipelineFigures pipeline_figures(const PointResult& r);

@@ -143,14 +143,15 @@ class Checker {
   }
 
   // An array of `n` finite numbers > 0 (n < 0: any length).
-  void positive_array(const json& obj, const std::string& path, const char* key,
-                      long long n) const {
+  // Entries > 0 (>= 0 when zero_allowed).
+  void positive_array(const json& obj, const std::string& path, const char* key, long long n,
+                      bool zero_allowed = false) const {
     const std::string p = at(path, key);
     const json& a = array(need(obj, path, key), p);
     if (n >= 0 && static_cast<long long>(a.size()) != n)
       fail(p, "expected " + num(n) + " entries (one per model chunk: pp * virtual_stages), got " +
                   num(static_cast<long long>(a.size())));
-    for (std::size_t i = 0; i < a.size(); ++i) number(a[i], at(p, i), 0, kInf, true);
+    for (std::size_t i = 0; i < a.size(); ++i) number(a[i], at(p, i), 0, kInf, !zero_allowed);
   }
 
  private:
@@ -291,6 +292,9 @@ void check_calibration(const Checker& c, const json& cal, const std::string& pat
   c.positive_array(k, kp, "backward_s_per_chunk", chunks);
   for (const char* opt : {"forward_mean_s_per_chunk", "backward_mean_s_per_chunk"})
     if (Checker::maybe(k, opt)) c.positive_array(k, kp, opt, chunks);
+  // W of a split backward: 0 for schedules that run backwards whole.
+  for (const char* opt : {"backward_weight_s_per_chunk", "backward_weight_mean_s_per_chunk"})
+    if (Checker::maybe(k, opt)) c.positive_array(k, kp, opt, chunks, /*zero_allowed=*/true);
   c.number(k, kp, "optimizer_s", 0);
   c.number(k, kp, "flops_per_s", 0);
   c.opt_integer(k, kp, "peak_bytes", 0, LLONG_MAX);

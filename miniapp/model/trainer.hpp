@@ -40,6 +40,8 @@ struct StepResult {
   double grad_norm = 0;  // global gradient norm before clipping
   double time_s = 0;     // wall time of the step (fenced)
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // fenced phases (may contain comm)
+  // W of a split backward (zero-bubble schedules; backward_s is then B's): 0 otherwise.
+  double backward_weight_s = 0;
   double compute_s = 0;  // the phases less the communication the step was blocked in inside them
   // Pipeline parallelism (pp > 1): the pipelined part of the step on this rank, from a
   // barrier of the pipeline group to the barrier after its last action: its length, the
@@ -47,6 +49,7 @@ struct StepResult {
   // derived from the schedule). 0 without pipeline parallelism.
   double pipeline_span_s = 0, pipeline_busy_s = 0, bubble_fraction = 0;
   int forward_actions = 0, backward_actions = 0;  // compute actions this rank ran
+  int backward_weight_actions = 0;                // W actions (split backward only)
   int peak_live_activations = 0;  // most (micro-batch, chunk) activation sets alive at once
   MoeStepStats moe;
   std::vector<Span> spans;  // forward/backward/optimizer intervals of this step

@@ -106,6 +106,10 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                                                ZeroOptions{zero, comm.bucket_mb, comm.overlap},
                                                *dp_, edp_.get(), grid.dp(), grid.edp());
     model_->set_recompute(t.recompute, t.recompute_layers);
+    // A zero-bubble schedule runs each backward as B then W (model/gpt_model.hpp).
+    split_ = schedule::splits_backward(sched);
+    model_->set_split_backward(split_);
+    zero_->set_split_backward(split_);
     model_->set_hooks(this);
     ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
   }
@@ -121,7 +125,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     const int total_micro = tcfg_.micro_batches_per_step();
     ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
     aux_scale_ = mcfg_.moe.aux_loss_coef / total_micro;
-    const double f0 = model_->forward_seconds(), b0 = model_->backward_seconds();
+    const double f0 = model_->forward_seconds(), b0 = model_->backward_seconds(),
+                 w0 = model_->backward_weight_seconds();
     Kokkos::fence();
     const double t0 = model::steady_seconds();
     zero_->begin_step();
@@ -173,11 +178,13 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     r.time_s = model::steady_seconds() - t0;
     r.forward_s = model_->forward_seconds() - f0;
     r.backward_s = model_->backward_seconds() - b0;
+    r.backward_weight_s = model_->backward_weight_seconds() - w0;
     r.spans = model_->take_spans();
     for (const auto& sp : r.spans) {
       if (sp.begin >= pipe_begin && sp.end <= pipe_end) r.pipeline_busy_s += sp.end - sp.begin;
       if (std::string(sp.name) == "forward") ++r.forward_actions;
       if (std::string(sp.name) == "backward") ++r.backward_actions;
+      if (std::string(sp.name) == "backward_weight") ++r.backward_weight_actions;
     }
     if (par_.pp > 1) {
       r.pipeline_span_s = pipe_end - pipe_begin;
@@ -193,7 +200,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
           blocked_inside += e.exposed;
           break;
         }
-    r.compute_s = r.forward_s + r.backward_s + r.optimizer_s - blocked_inside;
+    r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
     for (const auto& e : log_->events())
       r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
                               e.end, e.exposed, e.bytes});
@@ -380,9 +387,20 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
           grad_out_[t_out] = b;
           dx = buffers_[b];
         }
-        zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
-        model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+        if (split_) {
+          model_->backward_input_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+        } else {
+          zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
+          model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+        }
         if (in_buf >= 0) free_buffers_.push_back(in_buf);
+        break;
+      }
+      case ActionKind::backward_weight: {
+        // W of a split backward: the chunk's gradients; the last W of a chunk is its units'
+        // final contribution of the step (ZeRO 0-1 reduce then).
+        zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
+        model_->backward_weight_chunk(lc, a.micro_batch);
         break;
       }
       case ActionKind::send_gradient: {
@@ -419,6 +437,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     if (!sends_.empty() || !recvs_.empty()) progress_transfers();
   }
   void before_backward(int u) override { zero_->before_backward(u); }
+  void before_backward_input(int u) override { zero_->before_backward_input(u); }
+  void after_backward_input(int u) override {
+    zero_->after_backward_input(u);
+    if (!sends_.empty() || !recvs_.empty()) progress_transfers();
+  }
   void after_backward(int u) override {
     zero_->after_backward(u);
     if (!sends_.empty() || !recvs_.empty()) progress_transfers();
@@ -454,6 +477,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   std::map<int, int> grad_in_, grad_out_;
   std::vector<int> backwards_done_;
   int live_peak_ = 0;
+  bool split_ = false;  // the schedule splits backwards into B and W
   double ce_scale_ = 0, aux_scale_ = 0;
   StepTally tally_;
   bool record_routing_ = false;

@@ -267,10 +267,22 @@ void ZeroOptimizer<T>::after_forward(int u) {
 }
 
 template <class T>
+void ZeroOptimizer<T>::before_backward_input(int u) {
+  if (opt_.zero == 3) gather_unit(u);
+  if (opt_.overlap) progress();
+}
+
+template <class T>
+void ZeroOptimizer<T>::after_backward_input(int u) {
+  if (opt_.zero == 3) model_.params().bind_unit_params(u, nullptr);
+  if (opt_.overlap) progress();
+}
+
+template <class T>
 void ZeroOptimizer<T>::before_backward(int u) {
   const auto uu = static_cast<std::size_t>(u);
   if (opt_.zero == 3) {
-    gather_unit(u);
+    if (!split_) gather_unit(u);  // W reads no parameter
     const int kd = kind(uu);
     const int slot = opt_.overlap ? 1 - ws_slot_[kd] : 0;
     ws_slot_[kd] = slot;

@@ -65,6 +65,12 @@ class ZeroOptimizer {
   void after_forward(int unit);
   void before_backward(int unit);
   void after_backward(int unit);
+  // Split backward (zero-bubble schedules, model/gpt_model.hpp's UnitHooks): B reads a unit's
+  // parameters between these two (ZeRO-3 gathers them), and before_backward/after_backward
+  // then bracket W, which writes its gradients and reads no parameter (no gather).
+  void set_split_backward(bool on) { split_ = on; }
+  void before_backward_input(int unit);
+  void after_backward_input(int unit);
   void progress();
   // After the step's last backward: every gradient reduction complete, the owned gradient
   // shard final (up to the tensor-parallel sum of sequence-parallel partial gradients).
@@ -142,6 +148,7 @@ class ZeroOptimizer {
   std::vector<PendingScatter> pending_;
   TView param_c_;
   bool final_ = false;
+  bool split_ = false;
 };
 
 }  // namespace paraxis::parallel
