@@ -188,7 +188,7 @@ TEST(zb_h1, sequence_parallel_w_gathers_by_hand) {
 TEST(zb_h1, memory_is_p_sets_with_their_layernorm_gradients) {
   // pp 4, m 8, 8 layers (2 per chunk), fp32: every stage keeps p = 4 sets until their W, each
   // with g (4 H per block + 2 H on the head's chunk) = 4 * 4 * 64 * 2 = 2048 bytes, 2560 with
-  // the head. 1f1b keeps p - s sets.
+  // the head. 1f1b keeps p - s sets. The formula of docs/perfmodel.md, "Zero-bubble pipeline".
   const auto m = eight_layers();
   const auto zb = pipeline(ScheduleKind::zb_h1, 4, 8);
   const auto ofob = pipeline(ScheduleKind::one_f_one_b, 4, 8);
@@ -207,13 +207,47 @@ TEST(zb_h1, memory_is_p_sets_with_their_layernorm_gradients) {
                            pipeline_gradient_buffers(zb, s) * Nl_H_e;
     EXPECT_DOUBLE_EQ(memory_per_rank(m, zb, s).activations, formula) << s;
   }
-  // Stage 0 keeps as many sets as under 1f1b: the largest rank's activations grow by the
-  // LayerNorm buffers and any pipeline buffer alone.
+  // Stage 0 keeps as many sets as under 1f1b: its activations differ by the LayerNorm
+  // buffers, the q, k, v gradients the scratch no longer holds (3 N Hl e = 3 * 32 * 64 * 4) and
+  // any pipeline buffer the schedule's order adds.
   EXPECT_EQ(peak_live_sets(ofob, 0), 4);
   const double d = memory_per_rank(m, zb, 0).activations - memory_per_rank(m, ofob, 0).activations;
   const double buffers =
       (pipeline_gradient_buffers(zb, 0) - pipeline_gradient_buffers(ofob, 0)) * Nl_H_e;
-  EXPECT_DOUBLE_EQ(d, 4 * 2048 + buffers);
+  EXPECT_DOUBLE_EQ(activation_scratch_bytes(m, ofob, 0) - activation_scratch_bytes(m, zb, 0),
+                   3 * 32 * 64 * 4.0);
+  EXPECT_DOUBLE_EQ(d, 4 * 2048 + buffers - 3 * 32 * 64 * 4.0);
+}
+
+TEST(zb_h1, activation_peak_equals_the_measured_ledger) {
+  // inputs/tiny.yaml (MoE block 1, fp32) with micro_batch 2, pp 2, zb-h1: each rank's
+  // activation peak as summary.json's memory_per_rank measured it (2026-12-03, with the model's
+  // split backward of commit 66e1c73), for m = 4 and m = 1, tp 1 and tp 2 (+ sequence
+  // parallelism). With m = 4 and tp 1 stage 1 measured one [N, H] buffer (16384 B) more than
+  // predicted, as under 1f1b (memory.recompute_per_stage_equals_the_measured_ledger_pp2:
+  // pipeline_gradient_buffers' estimate).
+  auto m = tiny_moe_model();
+  m.vocab = 128;
+  m.layers = 2;
+  m.ffn = 128;
+  struct Run {
+    int tp;
+    bool sp;
+    int global_batch;
+    double stage0, stage1, stage1_buffers;
+  };
+  const Run runs[] = {{1, false, 8, 777248, 1393384, 16384},
+                      {1, false, 2, 529184, 943748, 0},
+                      {2, false, 2, 340768, 625028, 0},
+                      {2, true, 4, 440352, 843752, 0}};
+  for (const auto& r : runs) {
+    auto c = config(r.tp, 2, 1, 2, r.global_batch);
+    c.sequence_parallel = r.sp;
+    c.schedule = ScheduleKind::zb_h1;
+    EXPECT_EQ(memory_per_rank(m, c, 0).activations, r.stage0) << r.tp << " " << r.global_batch;
+    EXPECT_EQ(memory_per_rank(m, c, 1).activations + r.stage1_buffers, r.stage1)
+        << r.tp << " " << r.global_batch;
+  }
 }
 
 TEST(zb_h1, planner_ranks_it_and_never_with_full_recomputation) {

@@ -186,9 +186,11 @@ double scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
         working[m.is_moe_layer(l) ? 1 : 0] = l;
     }
   }
-  double elems = 7 * d.N * d.Hl    // q, k, v and their gradients, the attention gradient
-                 + 3 * d.Nl * d.H  // residual-stream gradients
-                 + d.N * d.Fl      // MLP gradient
+  // q, k, v and their gradients, the attention gradient; a split backward's B writes the
+  // gradients of q, k and v into the set's own q, k and v, and the model frees those three.
+  const double qkv = schedule::splits_backward(c.schedule) ? 4 : 7;
+  double elems = qkv * d.N * d.Hl + 3 * d.Nl * d.H           // residual-stream gradients
+                 + d.N * d.Fl                                // MLP gradient
                  + 5 * d.N * d.Hl + d.B * d.al * d.S * d.S;  // attention kernel scratch
   double bytes = 0;
   if (c.sp()) elems += 3 * d.N * d.H;  // gathered input, gathered gradient, unreduced product

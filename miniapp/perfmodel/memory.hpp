@@ -31,7 +31,8 @@
 // divided by tp. Scratch shared by every micro-batch (workspaces of one layer's forward and
 // backward) comes on top, once per rank.
 // Split backward (zb-h1): a set lives until its W ends, and each set adds the LayerNorm
-// parameter-gradient buffer B fills for W: g * (4*H per block + 2*H on the head's chunk).
+// parameter-gradient buffer B fills for W: g * (4*H per block + 2*H on the head's chunk); the
+// scratch has no q, k, v gradients (3*N*Hl*e less: B writes them into the set's q, k, v).
 // Recomputation (docs/model.md): selective keeps a block's bytes less e*B*al*S*S (one shared
 // probabilities buffer per rank); a block recomputed in full keeps its input e*Nl*H, and the
 // rank holds one working block (a stored block less its input) per kind recomputed.
