@@ -206,6 +206,19 @@ TEST(compute_efficiency, planner_inputs_per_chunk_with_recompute_and_the_optimiz
   set_compute_times(machine(), m, c, z);
   EXPECT_LT(z.optimizer_s, 0.51 * in.optimizer_s);
   EXPECT_GT(z.optimizer_s, 0.49 * in.optimizer_s);
+  // zb-h1 (selective: full is refused) splits the backward: B's time and W's, summing to it.
+  EXPECT_TRUE(in.backward_weight_s.empty());
+  c.recompute = paraxis::model::Recompute::selective;
+  c.schedule = paraxis::schedule::ScheduleKind::zb_h1;
+  StepTimeInputs zb;
+  set_compute_times(machine(), m, c, zb);
+  ASSERT_EQ(zb.backward_weight_s.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const auto t = chunk_times(machine(), m, c, chunks[k]);
+    EXPECT_GT(t.backward_weight, 0);
+    EXPECT_DOUBLE_EQ(zb.backward_weight_s[k], t.backward_weight);
+    EXPECT_DOUBLE_EQ(zb.backward_s[k], t.backward + t.recompute - t.backward_weight);
+  }
 }
 
 TEST(compute_efficiency, planner_uses_the_model_only_when_the_machine_gives_a_bandwidth) {

@@ -11,6 +11,7 @@
 #include "perfmodel/memory.hpp"
 #include "perfmodel/model_chunks.hpp"
 #include "perfmodel/planner.hpp"
+#include "perfmodel/shard_params.hpp"
 #include "perfmodel/step_time.hpp"
 #include "perfmodel/step_traffic.hpp"
 #include "perfmodel_test_util.hpp"
@@ -72,11 +73,17 @@ TEST(zb_h1, modelled_w_is_the_weight_gradient_flops_and_b_the_rest) {
   const double w1 = (4 * 98304.0 + 32768) * N / 1e9;
   const auto b = predict_step_time(m, c, in);
   EXPECT_NEAR(b.pipeline_span, f0 + f1 + (2 * f1 - w1) + 2 * f0, 1e-12);
-  // A measured W replaces the FLOP model's; one over the backward is refused.
+  // A measured W replaces the FLOP model's (B: the modelled backward less it); one over the
+  // modelled backward is refused.
   in.forward_s = {f0, f1};
   in.backward_weight_s = {0.5 * f0, 0.25 * f1};
   EXPECT_NEAR(predict_step_time(m, c, in).pipeline_span, f0 + f1 + (2 * f1 - 0.25 * f1) + 2 * f0,
               1e-12);
+  // Measured B and W (backward_s is then B's alone).
+  in.backward_s = {1.5 * f0, 1.25 * f1};
+  EXPECT_NEAR(predict_step_time(m, c, in).pipeline_span, f0 + f1 + 1.25 * f1 + 1.5 * f0 + 0.5 * f0,
+              1e-12);
+  in.backward_s.clear();
   in.backward_weight_s = {0.5 * f0, 3 * f1};
   EXPECT_THROW(predict_step_time(m, c, in), std::invalid_argument);
   in.backward_weight_s = {0.5 * f0};
@@ -110,7 +117,7 @@ TEST(zb_h1, replayed_bubble_equals_the_formula_on_a_uniform_deck) {
     const auto c = pipeline(ScheduleKind::zb_h1, k.p, k.m);
     StepTimeInputs in;
     in.forward_s.assign(k.p, k.tf);
-    in.backward_s.assign(k.p, k.tb + k.tw);
+    in.backward_s.assign(k.p, k.tb);  // B's alone, as a zb-h1 run measures it
     in.backward_weight_s.assign(k.p, k.tw);
     const auto b = predict_step_time(eight_layers(), c, in);
     const double formula =
@@ -183,6 +190,26 @@ TEST(zb_h1, sequence_parallel_w_gathers_by_hand) {
   EXPECT_EQ(tensor_parallel_chunk_traffic(m, c, {0, 4, true, true}).backward_weight.calls(), 0);
   EXPECT_DOUBLE_EQ(tensor_parallel_step_traffic(m, c, 0).bytes(),
                    tensor_parallel_step_traffic(m, ofob, 0).bytes());
+}
+
+TEST(zb_h1, zero3_gathers_the_embedding_for_its_forward_only) {
+  // ZeRO-3, pp 2, dp 2, m = 4: stage 0 (the embedding's) gathers its unit 4 times, not 8; W
+  // reads no parameter, so nothing else changes.
+  const auto m = tiny_model();
+  auto zb = config(1, 2, 2, 1, 8);
+  zb.zero = 3;
+  zb.schedule = ScheduleKind::zb_h1;
+  auto ofob = zb;
+  ofob.schedule = ScheduleKind::one_f_one_b;
+  const auto units = shard_units(m, zb, 0);
+  ASSERT_EQ(units.front().name, "embedding");
+  const double emb = static_cast<double>(units.front().padded) * 4;
+  const auto z0 = data_parallel_step_traffic(m, zb, 0), o0 = data_parallel_step_traffic(m, ofob, 0);
+  EXPECT_EQ(o0.calls_of(Collective::all_gather) - z0.calls_of(Collective::all_gather), 4);
+  EXPECT_DOUBLE_EQ(o0.bytes() - z0.bytes(), 4 * emb);
+  EXPECT_EQ(z0.calls_of(Collective::reduce_scatter), o0.calls_of(Collective::reduce_scatter));
+  EXPECT_DOUBLE_EQ(data_parallel_step_traffic(m, zb, 1).bytes(),
+                   data_parallel_step_traffic(m, ofob, 1).bytes());
 }
 
 TEST(zb_h1, memory_is_p_sets_with_their_layernorm_gradients) {

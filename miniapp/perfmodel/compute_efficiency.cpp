@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "perfmodel/shard_params.hpp"
+#include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -218,11 +219,13 @@ void set_compute_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
   in.forward_s.clear();
   in.backward_s.clear();
   in.backward_weight_s.clear();
+  const bool split = schedule::splits_backward(c.schedule);
   for (const auto& chunk : chunks) {
     const ChunkTimes t = chunk_times(e, m, c, chunk);
     in.forward_s.push_back(t.forward);
-    in.backward_s.push_back(t.backward + t.recompute);
-    in.backward_weight_s.push_back(t.backward_weight);
+    // A split schedule's backward_s is B's alone (StepTimeInputs).
+    in.backward_s.push_back(t.backward + t.recompute - (split ? t.backward_weight : 0.0));
+    if (split) in.backward_weight_s.push_back(t.backward_weight);
   }
   double parameters = 0;
   for (int s = 0; s < c.pp; ++s) {

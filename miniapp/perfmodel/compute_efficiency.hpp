@@ -90,9 +90,10 @@ double optimizer_time(const ComputeEfficiency& e, double parameters, double byte
 // less the gradient (docs/perfmodel.md).
 double optimizer_bytes_per_parameter(model::Precision p);
 
-// The planner's compute for configuration c on this machine: in.forward_s, in.backward_s and
-// in.backward_weight_s per model chunk (chunk_times; the backward whole, with its
-// recomputation; its weight-gradient part), and in.optimizer_s, the
+// The planner's compute for configuration c on this machine: in.forward_s and in.backward_s per
+// model chunk (chunk_times; the backward with its recomputation; under a schedule that splits
+// the backward, B's part alone and in.backward_weight_s W's, the weight-gradient GEMMs; else
+// in.backward_weight_s empty), and in.optimizer_s, the
 // optimizer sweep of the stage owning the most parameters (ZeRO's shard under ZeRO >= 1).
 // Uses in.chunks and in.stage_units when the caller has them. Throws std::invalid_argument
 // when e is invalid (validate).

@@ -56,10 +56,13 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   const double softmax_bytes = 2.0 * c.micro_batch * (m.heads / c.tp) * m.seq_len * m.seq_len *
                                element_bytes(c.precision).activation;
 
-  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it; bwd is the
-  // whole backward, wgt its W part (a split schedule runs bwd - wgt as B, wgt as W).
+  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it. bwd is the
+  // whole backward; a split schedule runs it as B (bin) and W (wgt), any other as one action
+  // (bin = bwd, wgt = 0).
   const bool split = schedule::splits_backward(c.schedule);
-  std::vector<double> fwd(C), bwd(C), wgt(C, 0.0), tp_f(C), tp_b(C), tp_w(C, 0.0), ep_f(C), ep_b(C);
+  const bool measured_w = split && !in.backward_weight_s.empty();
+  std::vector<double> fwd(C), bwd(C), bin(C), wgt(C, 0.0), tp_f(C), tp_b(C), tp_w(C, 0.0), ep_f(C),
+      ep_b(C);
   for (int k = 0; k < C; ++k) {
     fwd[k] = in.forward_s.empty()
                  ? chunk_forward_flops_per_token(m, chunks[k]) * tokens / c.tp / in.flops_per_s
@@ -75,16 +78,21 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                   : in.forward_s[k] * rflops / chunk_forward_flops_per_token(m, chunks[k]);
     if (c.recompute == model::Recompute::selective && in.memory_bytes_per_s > 0)
       again += chunks[k].layers() * softmax_bytes / in.memory_bytes_per_s;
-    bwd[k] = in.backward_s.empty() ? in.backward_ratio * fwd[k] + again : in.backward_s[k];
-    if (split) {
-      if (!in.backward_weight_s.empty()) {
-        wgt[k] = in.backward_weight_s[k];
-        if (!(wgt[k] >= 0) || wgt[k] > bwd[k])
-          throw std::invalid_argument("predict_step_time: backward_weight_s[" + std::to_string(k) +
-                                      "] = " + std::to_string(wgt[k]) +
-                                      " s, expected within [0, the backward's " +
-                                      std::to_string(bwd[k]) + " s]");
-      } else {
+    const double modelled = in.backward_ratio * fwd[k] + again;
+    if (measured_w) {
+      wgt[k] = in.backward_weight_s[k];
+      // B measured (backward_s) or the modelled backward less W.
+      bin[k] = in.backward_s.empty() ? modelled - wgt[k] : in.backward_s[k];
+      if (!(wgt[k] >= 0) || !(bin[k] >= 0))
+        throw std::invalid_argument("predict_step_time: backward_weight_s[" + std::to_string(k) +
+                                    "] = " + std::to_string(wgt[k]) +
+                                    " s, expected >= 0 and, without backward_s, at most the " +
+                                    "modelled backward's " + std::to_string(modelled) + " s");
+      bwd[k] = bin[k] + wgt[k];
+    } else {
+      bwd[k] = in.backward_s.empty() ? modelled : in.backward_s[k];
+      bin[k] = bwd[k];
+      if (split) {
         // One x^T dy GEMM per linear, as costly as its forward; never more than the backward
         // it is part of (a measured backward can be shorter than the FLOP model's W).
         const double wflops = chunk_weight_gradient_flops_per_token(m, chunks[k]);
@@ -92,6 +100,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                      ? wflops * tokens / c.tp / in.flops_per_s
                      : in.forward_s[k] * wflops / chunk_forward_flops_per_token(m, chunks[k]);
         wgt[k] = std::min(wgt[k], bwd[k]);
+        bin[k] = bwd[k] - wgt[k];
       }
     }
     const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
@@ -104,7 +113,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   }
 
   const schedule::PipelineShape shape = c.pipeline_shape();
-  // Unsplit schedules: wgt and tp_w are 0 and backward runs whole.
+  // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
     switch (a.kind) {
@@ -113,7 +122,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
       case schedule::ActionKind::backward_weight:
         return wgt[k] + tp_w[k];
       default:
-        return (bwd[k] - wgt[k]) + tp_b[k] + ep_b[k];
+        return bin[k] + tp_b[k] + ep_b[k];
     }
   };
   const auto summarise = [&]() {
@@ -130,7 +139,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     key.reserve(3 * C);
     for (int k = 0; k < C; ++k) {
       key.push_back(fwd[k] + tp_f[k] + ep_f[k]);
-      key.push_back((bwd[k] - wgt[k]) + tp_b[k] + ep_b[k]);
+      key.push_back(bin[k] + tp_b[k] + ep_b[k]);
       key.push_back(wgt[k] + tp_w[k]);
     }
     replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);

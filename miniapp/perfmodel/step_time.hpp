@@ -95,12 +95,13 @@ struct StepTimeInputs {
   double backward_ratio = 2.0;
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring;
   // Per model chunk (pp * v entries): compute seconds of one micro-batch's forward and
-  // backward (the whole backward, B + W, whatever the schedule). Empty: from FLOPs (forward)
-  // and backward_ratio (backward).
+  // backward. Empty: from FLOPs (forward) and backward_ratio (backward). The backward is the
+  // whole backward, but for a schedule that splits it (schedule::splits_backward) with
+  // backward_weight_s given: then backward_s is B's alone (what a zb-h1 run measures).
   std::vector<double> forward_s, backward_s;
-  // Per model chunk: the part of backward_s that is W, the weight gradients (measured, or from
-  // set_compute_times). Read by schedules that split the backward only. Empty: W from the
-  // chunk's weight-gradient FLOPs (see above), at most the whole backward.
+  // Per model chunk: W's seconds, the weight gradients (measured, or set_compute_times's), read
+  // by schedules that split the backward only. Empty: W from the chunk's weight-gradient FLOPs
+  // (see above), at most the whole backward, and B the rest of it.
   std::vector<double> backward_weight_s;
   ExpertRouting routing;
   AxisOpLinks op_links;    // per-operation fits; empty: the axis links
@@ -130,7 +131,8 @@ struct StepTimeBreakdown {
 
 // Throws std::invalid_argument when the configuration does not fit the model (divisibility,
 // chunks, schedule shape), when forward_s/backward_s/backward_weight_s have the wrong length,
-// when a backward_weight_s entry is negative or exceeds the chunk's backward, or when no rate
+// when a backward_weight_s entry is negative or (without backward_s) exceeds the modelled
+// backward, or when no rate
 // is given and forward_s is empty.
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in);

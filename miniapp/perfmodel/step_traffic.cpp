@@ -310,10 +310,14 @@ AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<Para
           t.add(C::reduce_scatter, grads, mb, u.group);
           t.add(C::all_gather, params, 1, u.group);
           break;
-        case 3:
-          t.add(C::all_gather, params, 2 * mb, u.group);
+        case 3: {
+          // Gathered before the forward and the backward; under a split backward before B only
+          // (W reads no parameter), and the embedding's B reads none either.
+          const bool skip = schedule::splits_backward(c.schedule) && u.name == "embedding";
+          t.add(C::all_gather, params, (skip ? 1 : 2) * mb, u.group);
           t.add(C::reduce_scatter, grads, mb, u.group);
           break;
+        }
       }
     }
   }

@@ -30,7 +30,9 @@
 // the MLP's second linear (2 more than the unsplit backward per dense block, 1 per MoE block,
 // whose experts' rows B kept), on the head chunk the final LayerNorm output (moved from B), and
 // on the embedding chunk the gradient its scatter-add reads (moved from B). Expert
-// parallelism's all-to-alls and the MoE gate's all-reduce stay in B.
+// parallelism's all-to-alls and the MoE gate's all-reduce stay in B. ZeRO-3 gathers a unit for
+// B only (W reads no parameter), and not the embedding's (its B reads none): m gathers of the
+// embedding unit per step instead of 2m.
 // Activation recomputation (docs/model.md): the backward of a block recomputed in full first
 // runs its forward again, with that forward's calls (2 all-reduces, or with sequence
 // parallelism 2 all-gathers + 2 reduce-scatters; an MoE block's 3 all-to-alls); selective
