@@ -50,18 +50,26 @@ bool searched_key(const std::string& key) {
 }
 
 // The rule a rejection breaks, without its values: every number (digits, a decimal point
-// between digits) becomes "#", so that rejections of one rule count together.
+// between digits) becomes "#", so that rejections of one rule count together. Digits that are
+// part of a name (touching a letter: zb-h1, 1f1b) stay.
 std::string rule_of(const std::string& reason) {
+  auto digit = [&](std::size_t i) {
+    return i < reason.size() && std::isdigit(static_cast<unsigned char>(reason[i]));
+  };
+  auto letter = [&](std::size_t i) {
+    return i < reason.size() && std::isalpha(static_cast<unsigned char>(reason[i]));
+  };
   std::string rule;
-  for (std::size_t i = 0; i < reason.size(); ++i) {
-    const auto ch = static_cast<unsigned char>(reason[i]);
-    const bool number_dot = reason[i] == '.' && !rule.empty() && rule.back() == '#' &&
-                            i + 1 < reason.size() &&
-                            std::isdigit(static_cast<unsigned char>(reason[i + 1]));
-    if (!std::isdigit(ch) && !number_dot)
-      rule += reason[i];
-    else if (rule.empty() || rule.back() != '#')
-      rule += '#';
+  for (std::size_t i = 0; i < reason.size();) {
+    if (!digit(i)) {
+      rule += reason[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (digit(j) || (reason[j] == '.' && digit(j + 1) && j > i)) ++j;
+    const bool name = (i > 0 && letter(i - 1)) || letter(j);
+    rule += name ? reason.substr(i, j - i) : std::string("#");
+    i = j;
   }
   return rule;
 }
