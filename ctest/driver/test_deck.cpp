@@ -196,6 +196,11 @@ TEST(deck, degrees_the_model_cannot_take_are_named) {
   EXPECT_TRUE(
       has_error(d, "parallel.virtual_stages", "--set", "needs parallel.schedule: interleaved"))
       << all_errors(d);
+  d = load_deck(deck, {"parallel.schedule=zb-h1", "train.recompute=full"}, 1);
+  EXPECT_TRUE(has_error(d, "parallel.schedule", "--set", "does not run with train.recompute: full"))
+      << all_errors(d);
+  d = load_deck(deck, {"parallel.schedule=zb-h1", "train.recompute=selective"}, 1);
+  EXPECT_TRUE(d.errors.empty()) << all_errors(d);
   d = load_deck(deck, {"parallel.dp=3", "parallel.ep=3", "train.global_batch=12"}, 3);
   EXPECT_TRUE(has_error(d, "parallel.ep", "--set", "does not divide model.moe.experts = 4"))
       << all_errors(d);
@@ -577,7 +582,7 @@ TEST(config_json, a_bad_value_names_its_key) {
   EXPECT_EQ(message({{"parallel", {{"tp", "two"}}}}),
             "config.parallel.tp: expected integer in [1, 2147483647], got 'two'");
   EXPECT_EQ(message({{"parallel", {{"schedule", "zigzag"}}}}),
-            "config.parallel.schedule: expected one of gpipe 1f1b interleaved, got 'zigzag'");
+            "config.parallel.schedule: expected one of gpipe 1f1b interleaved zb-h1, got 'zigzag'");
   EXPECT_EQ(message({{"train", {{"lr", -1.0}}}}),
             "config.train.lr: value -1 out of range (expected number in [0, 1000])");
 }

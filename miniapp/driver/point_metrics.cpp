@@ -118,8 +118,9 @@ PipelineFigures pipeline_figures(const PointResult& r) {
                                                      f.backward_weight_s);
   f.model = rep.mean_bubble_fraction;
   f.model_per_stage = rep.bubble_fraction;
-  // zb-h1's closed form holds for tw <= tf + tb (the generator's W fill the idle slots).
-  f.formula = schedule::splits_backward(p.schedule) && tw > tf + tb
+  // zb-h1's closed form is exact for tw <= min(tf, tb) (schedule/pipeline_schedule.hpp); beyond
+  // it understates the bubble, and the replay is the figure.
+  f.formula = schedule::splits_backward(p.schedule) && tw > std::min(tf, tb)
                   ? rep.mean_bubble_fraction
                   : schedule::bubble_fraction_formula(p.schedule, shape, tf, tb, tw);
   return f;
