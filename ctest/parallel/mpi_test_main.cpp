@@ -4,6 +4,28 @@
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
+#include <cstdio>
+
+namespace {
+// What ranks other than 0 print: their failures only, each line naming the rank (the default
+// printer, which rank 0 keeps, would repeat every rank's progress).
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+  }
+  void OnTestEnd(const ::testing::TestInfo& t) override {
+    if (t.result()->Failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, t.test_suite_name(), t.name());
+  }
+
+ private:
+  int rank_;
+};
+}  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -11,9 +33,10 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
   if (rank != 0) {
-    // Only rank 0 prints the progress; failures on any rank are still printed by gtest.
+    // Only rank 0 prints the progress; the others print their failures.
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(rank));
   }
   int failed = 0;
   {

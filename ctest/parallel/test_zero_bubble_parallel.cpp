@@ -6,10 +6,12 @@
 // micro-batch order). Its pipeline and expert traffic is 1F1B's, call for call; with sequence
 // parallelism W all-gathers again per micro-batch the output gradient of every block's attention
 // projection and of every dense block's second MLP linear; with ZeRO-3
-// the embedding's backward gather is gone (neither B nor W reads its parameters); its peak live activation sets are at most p on every stage (1F1B's peak), with p
-// reached on stage 0.
+// the embedding's backward gather is gone (neither B nor W reads its parameters); its peak live
+// activation sets are at most p on every stage (1F1B's peak), with p reached on stage 0.
 //
-// The world size picks the cases: 2 ranks, pp 2; 4 ranks, the rest.
+// The world size picks the cases: 2 ranks, pp 2; 4 ranks, the rest. zero_bubble.* is the CI
+// subset (fp64, recompute none, one case selective); zero_bubble_matrix.* runs every case in
+// fp64, fp32 and bf16, with recompute none and selective, and ZeRO 2 besides (CTest label slow).
 #include <string>
 #include <vector>
 
@@ -117,12 +119,40 @@ TEST(zero_bubble, matches_single_rank_and_is_bitwise_1f1b) {
     const int p = zb.parallel.pp, stage = grid.coords().pp;
     for (const auto& st : z.steps) {
       EXPECT_LE(st.peak_live_activations, p) << k.name;
-      if (stage == 0) EXPECT_EQ(st.peak_live_activations, p) << k.name;
+      if (stage == 0) {
+        EXPECT_EQ(st.peak_live_activations, p) << k.name;
+      }
       EXPECT_EQ(st.backward_weight_actions, st.backward_actions) << k.name;  // one W per B
       EXPECT_EQ(st.backward_actions, micro) << k.name;
     }
     for (const auto& st : o.steps) EXPECT_EQ(st.backward_weight_actions, 0) << k.name;
   }
+}
+
+// Every case in every precision, recompute none and selective, and ZeRO 2: zb-h1 bitwise 1F1B
+// (losses and parameters), and --verify's criterion in fp64 and fp32 (bf16: its loss
+// tolerance only, as --verify applies it).
+TEST(zero_bubble_matrix, every_precision_and_recompute_mode_is_bitwise_1f1b) {
+  auto cases = cases_for(world_size());
+  if (cases.empty()) GTEST_SKIP() << "cases for 2 and 4 ranks";
+  if (world_size() == 4) {
+    auto set = base(2);
+    set.insert(set.end(), {"parallel.pp=2", "parallel.dp=2", "parallel.zero=2"});
+    cases.push_back({"pp2 x dp2 zero2", set});
+  }
+  for (const char* precision : {"fp64", "fp32", "bf16"})
+    for (const char* recompute : {"none", "selective"})
+      for (Case k : cases) {
+        for (auto& o : k.set)
+          if (o.rfind("train.precision=", 0) == 0) o = std::string("train.precision=") + precision;
+        k.set.push_back(std::string("train.recompute=") + recompute);
+        k.name += std::string(" ") + precision + " " + recompute;
+        const auto zb = deck_for(k, "zb-h1");
+        const TrainedRun z = run_parallel(zb), o = run_parallel(deck_for(k, "1f1b"));
+        EXPECT_EQ(z.loss, o.loss) << k.name;
+        EXPECT_EQ(z.params, o.params) << k.name;
+        if (std::string(precision) != "bf16") expect_matches(z, run_reference(zb), k.name);
+      }
 }
 
 TEST(zero_bubble, reruns_are_bitwise_identical) {
