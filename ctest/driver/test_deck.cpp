@@ -196,6 +196,41 @@ TEST(deck, degrees_the_model_cannot_take_are_named) {
   EXPECT_TRUE(
       has_error(d, "parallel.virtual_stages", "--set", "needs parallel.schedule: interleaved"))
       << all_errors(d);
+  // Slow ranks and slow links (docs/diagnosis.md): in the run, with an effect, ends distinct.
+  d = load_deck(deck, {"fault.slow_rank.rank=4", "fault.slow_rank.factor=2"}, 2);
+  EXPECT_TRUE(has_error(d, "fault.slow_rank.rank", "--set", "rank 4 is not in the run"))
+      << all_errors(d);
+  d = load_deck(deck, {"fault.slow_rank.rank=1"}, 2);
+  EXPECT_TRUE(has_error(d, "fault.slow_rank.factor", "", "factor 1 slows nothing"))
+      << all_errors(d);
+  d = load_deck(deck,
+                {"fault.slow_rank.rank=1", "fault.slow_rank.factor=2",
+                 "fault.slow_rank.from_step=2", "fault.slow_rank.to_step=1"},
+                2);
+  EXPECT_TRUE(has_error(d, "fault.slow_rank.to_step", "--set", "before from_step 2"))
+      << all_errors(d);
+  d = load_deck(deck, {"fault.slow_link.ranks=[1,1]", "fault.slow_link.latency_us=10"}, 2);
+  EXPECT_TRUE(has_error(d, "fault.slow_link.ranks", "--set", "two different numbers"))
+      << all_errors(d);
+  d = load_deck(deck,
+                {"fault.slow_link.nodes=[0,3]", "hardware.ranks_per_node=2",
+                 "fault.slow_link.bandwidth_factor=0.25"},
+                4);
+  EXPECT_TRUE(has_error(d, "fault.slow_link.nodes", "--set", "node 3 is not in the run (2 nodes"))
+      << all_errors(d);
+  d = load_deck(deck, {"fault.slow_link.ranks=[0,1]"}, 2);
+  EXPECT_TRUE(has_error(d, "fault.slow_link.latency_us", "", "slows nothing")) << all_errors(d);
+  d = load_deck(deck,
+                {"parallel.dp=2", "train.global_batch=8", "train.micro_batch=2",
+                 "fault.slow_link.ranks=[0,1]", "fault.slow_link.bandwidth_factor=0.25",
+                 "fault.slow_rank.rank=1", "fault.slow_rank.factor=2", "hardware.ranks_per_node=1",
+                 "hardware.emulate.latency_us=20", "hardware.emulate.bandwidth_gbs=1.5"},
+                2);
+  EXPECT_TRUE(d.errors.empty()) << all_errors(d);
+  ASSERT_EQ(d.points.size(), 1u);
+  EXPECT_EQ(d.points[0].config.comm.links.slow_ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.points[0].config.comm.links.bandwidth_gbs, 1.5);
+  EXPECT_EQ(d.points[0].config.fault.slow_rank.factor, 2.0);
   d = load_deck(deck, {"parallel.schedule=zb-h1", "train.recompute=full"}, 1);
   EXPECT_TRUE(has_error(d, "parallel.schedule", "--set", "does not run with train.recompute: full"))
       << all_errors(d);
@@ -533,10 +568,15 @@ train: {global_batch: 12, micro_batch: 2, steps: 9, warmup_steps: 2, lr: 0.0003,
 parallel: {tp: 2, pp: 3, dp: 2, ep: 2, zero: 2, schedule: interleaved, virtual_stages: 2,
            stage_layers: [1, 1, 1, 1, 1, 1], sequence_parallel: true, order: tp-dp-pp}
 comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5}
-hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false}
+hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, ranks_per_node: 4,
+           emulate: {latency_us: 5, bandwidth_gbs: 12.5}}
 output: {dir: somewhere, trace: false}
-fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6}}
+fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
+        slow_rank: {rank: 7, factor: 2.5, from_step: 1, to_step: 3},
+        slow_link: {ranks: [2, 9], latency_us: 15, bandwidth_factor: 0.5}}
 )";
+  // A slow link names its ranks or its nodes, not both: the nodes form round-trips below.
+  const std::string exclusive = "fault.slow_link.nodes";
   const Deck d = load_deck_text(deck, "all_keys.yaml", {}, 12);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   const RunConfig& c = d.points.at(0).config;
@@ -546,6 +586,7 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6}}
   for (const std::string& line : deck_key_reference()) {
     const std::string key = line.substr(0, line.find(':'));
     if (key.rfind("sweep.", 0) == 0) continue;  // how the deck expands, not a point's setting
+    if (key == exclusive) continue;
     std::string pointer = "/" + key;
     for (auto& ch : pointer)
       if (ch == '.') ch = '/';
@@ -562,6 +603,12 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6}}
   EXPECT_EQ(j["train"]["recompute"], "full");
   const RunConfig back = config_from_json(j);
   EXPECT_EQ(config_to_json(back), j);
+  const Deck dn = load_deck_text(deck, "all_keys.yaml",
+                                 {"fault.slow_link.ranks=[]", "fault.slow_link.nodes=[0,2]"}, 12);
+  ASSERT_TRUE(dn.errors.empty()) << all_errors(dn);
+  const nlohmann::json jn = config_to_json(dn.points.at(0).config);
+  EXPECT_EQ(jn["fault"]["slow_link"]["nodes"], nlohmann::json::array({0, 2}));
+  EXPECT_EQ(config_to_json(config_from_json(jn)), jn);
   EXPECT_EQ(back.parallel.schedule, paraxis::schedule::ScheduleKind::interleaved);
   EXPECT_EQ(back.train.lr, 0.0003);  // bit for bit
   EXPECT_EQ(back.model.moe.capacity_factor, 1.25);

@@ -49,6 +49,26 @@ struct ParallelConfig {
   int effective_zero() const { return dp > 1 ? zero : 0; }
 };
 
+// Nodes and the links between them as the communication layer sees them (docs/diagnosis.md).
+// Deck keys: hardware.ranks_per_node, hardware.emulate.*, fault.slow_link.*.
+struct LinkEmulation {
+  // Ranks per node: > 0 emulates nodes of that many consecutive world ranks on any host; 0
+  // takes the nodes from the host names.
+  int ranks_per_node = 0;
+  // Emulated inter-node link: every operation's data that crosses nodes costs latency_us more
+  // per message and is capped at bandwidth_gbs (GB/s); 0 turns either off.
+  double latency_us = 0;
+  double bandwidth_gbs = 0;
+  // An injected slow link (fault.slow_link): traffic between two ranks, or between two nodes,
+  // costs slow_latency_us more per message and moves at slow_bandwidth_factor of its speed.
+  // Both lists empty: off.
+  std::vector<int> slow_ranks, slow_nodes;
+  double slow_latency_us = 0;
+  double slow_bandwidth_factor = 1;
+  bool emulates_links() const { return latency_us > 0 || bandwidth_gbs > 0; }
+  bool slows_a_link() const { return !slow_ranks.empty() || !slow_nodes.empty(); }
+};
+
 struct CommConfig {
   CommBackend backend = CommBackend::mpi;
   double bucket_mb = 25;  // ZeRO-0 gradient all-reduce buckets
@@ -56,6 +76,21 @@ struct CommConfig {
   // Deadline of every blocking wait, in seconds (PyTorch's NCCL watchdog default): a rank that
   // waits longer names the operation and ends the job instead of hanging.
   double timeout_s = 600;
+  LinkEmulation links;
+};
+
+// An injected slow rank (fault.slow_rank, docs/diagnosis.md): from step from_step to step
+// to_step (-1: the last) rank `rank` (-1: off) waits, after each of its compute actions,
+// (factor - 1) times that action's measured duration, so it computes `factor` times slower
+// whatever else shares the machine.
+struct SlowRank {
+  int rank = -1;
+  double factor = 1;
+  int from_step = 0;
+  int to_step = -1;
+  bool active_at(int step) const {
+    return rank >= 0 && step >= from_step && (to_step < 0 || step <= to_step);
+  }
 };
 
 // Micro-batches per data-parallel replica and step: global_batch / (dp * micro_batch) (the

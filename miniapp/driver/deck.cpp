@@ -96,6 +96,11 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
     add(enum_key("hardware.gemm", gemm_choice_names(), PARAXIS_FIELD(hardware.gemm)));
     add(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
+    // Nodes and emulated inter-node links (config::LinkEmulation, docs/diagnosis.md).
+    add(int_key("hardware.ranks_per_node", 0, kMaxInt, PARAXIS_FIELD(comm.links.ranks_per_node)));
+    add(real_key("hardware.emulate.latency_us", 0, 1e9, PARAXIS_FIELD(comm.links.latency_us)));
+    add(real_key("hardware.emulate.bandwidth_gbs", 0, 1e9,
+                 PARAXIS_FIELD(comm.links.bandwidth_gbs)));
     add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
     add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
@@ -104,6 +109,15 @@ const std::vector<KeySpec>& key_table() {
     add(enum_key("fault.dead_rank.at", dead_at_names(), PARAXIS_FIELD(fault.dead_rank.at)));
     add(int_key("fault.hang.rank", -1, kMaxInt, PARAXIS_FIELD(fault.hang.rank)));
     add(int_key("fault.hang.step", 0, kMaxInt, PARAXIS_FIELD(fault.hang.step)));
+    add(int_key("fault.slow_rank.rank", -1, kMaxInt, PARAXIS_FIELD(fault.slow_rank.rank)));
+    add(real_key("fault.slow_rank.factor", 1, 1e6, PARAXIS_FIELD(fault.slow_rank.factor)));
+    add(int_key("fault.slow_rank.from_step", 0, kMaxInt, PARAXIS_FIELD(fault.slow_rank.from_step)));
+    add(int_key("fault.slow_rank.to_step", -1, kMaxInt, PARAXIS_FIELD(fault.slow_rank.to_step)));
+    add(int_list_key("fault.slow_link.ranks", 0, kMaxInt, PARAXIS_FIELD(comm.links.slow_ranks)));
+    add(int_list_key("fault.slow_link.nodes", 0, kMaxInt, PARAXIS_FIELD(comm.links.slow_nodes)));
+    add(real_key("fault.slow_link.latency_us", 0, 1e9, PARAXIS_FIELD(comm.links.slow_latency_us)));
+    add(real_key("fault.slow_link.bandwidth_factor", 0, 1,
+                 PARAXIS_FIELD(comm.links.slow_bandwidth_factor), true));
     return t;
   }();
   return table;
@@ -297,6 +311,55 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
   };
   check("dead_rank", c.fault.dead_rank.rank, c.fault.dead_rank.step);
   check("hang", c.fault.hang.rank, c.fault.hang.step);
+  // The slow rank: in the run, its steps in order and in the run.
+  const auto& sr = c.fault.slow_rank;
+  if (sr.rank >= 0 && !loc.is_bad("fault.slow_rank.rank")) {
+    if (w && sr.rank >= *w)
+      e.push_back({"fault.slow_rank.rank", loc.where({"fault.slow_rank.rank"}),
+                   "rank " + num(sr.rank) + " is not in the run (" + num(*w) + " ranks: 0.." +
+                       num(*w - 1) + ")"});
+    if (sr.from_step >= c.train.steps && !loc.is_bad("train.steps"))
+      e.push_back(
+          {"fault.slow_rank.from_step", loc.where({"fault.slow_rank.from_step", "train.steps"}),
+           "step " + num(sr.from_step) + " never comes: train.steps = " + num(c.train.steps) +
+               " (steps are 0-based)"});
+    if (sr.to_step >= 0 && sr.to_step < sr.from_step)
+      e.push_back({"fault.slow_rank.to_step",
+                   loc.where({"fault.slow_rank.to_step", "fault.slow_rank.from_step"}),
+                   "to_step " + num(sr.to_step) + " is before from_step " + num(sr.from_step) +
+                       " (-1: to the last step)"});
+    if (sr.factor == 1)
+      e.push_back({"fault.slow_rank.factor", loc.where({"fault.slow_rank.factor"}),
+                   "factor 1 slows nothing (expected > 1, e.g. 2 for twice as slow)"});
+  }
+  // The slow link: two distinct ranks of the run, or two distinct nodes, and an effect.
+  const auto& L = c.comm.links;
+  if (L.slows_a_link()) {
+    const bool both = !L.slow_ranks.empty() && !L.slow_nodes.empty();
+    const char* key = L.slow_ranks.empty() ? "fault.slow_link.nodes" : "fault.slow_link.ranks";
+    const auto& ends = L.slow_ranks.empty() ? L.slow_nodes : L.slow_ranks;
+    if (both)
+      e.push_back({"fault.slow_link.ranks",
+                   loc.where({"fault.slow_link.ranks", "fault.slow_link.nodes"}),
+                   "give the link's two ranks or its two nodes, not both"});
+    else if (ends.size() != 2 || ends[0] == ends[1])
+      e.push_back({key, loc.where({key}),
+                   "expected the link's two ends, two different numbers, e.g. [0, 1]"});
+    else if (!L.slow_ranks.empty() && w && std::max(ends[0], ends[1]) >= *w)
+      e.push_back({key, loc.where({key}),
+                   "rank " + num(std::max(ends[0], ends[1])) + " is not in the run (" + num(*w) +
+                       " ranks)"});
+    else if (!L.slow_nodes.empty() && L.ranks_per_node > 0 && w &&
+             std::max(ends[0], ends[1]) >= (*w + L.ranks_per_node - 1) / L.ranks_per_node)
+      e.push_back({key, loc.where({key, "hardware.ranks_per_node"}),
+                   "node " + num(std::max(ends[0], ends[1])) + " is not in the run (" +
+                       num((*w + L.ranks_per_node - 1) / L.ranks_per_node) + " nodes of " +
+                       num(L.ranks_per_node) + " ranks)"});
+    if (L.slow_latency_us == 0 && L.slow_bandwidth_factor == 1)
+      e.push_back({"fault.slow_link.latency_us",
+                   loc.where({"fault.slow_link.latency_us", "fault.slow_link.bandwidth_factor"}),
+                   "the slow link slows nothing: give latency_us > 0 or bandwidth_factor < 1"});
+  }
   // A hang is found by the other ranks' watchdog: a lone rank would wait for ever.
   if (c.fault.hang.rank >= 0 && w && *w < 2 && !loc.is_bad("fault.hang.rank"))
     e.push_back({"fault.hang.rank", loc.where({"fault.hang.rank"}),

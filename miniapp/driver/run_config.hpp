@@ -51,6 +51,7 @@ struct FaultConfig {
     int rank = -1;
     int step = 0;  // the rank stops responding before this step
   } hang;
+  config::SlowRank slow_rank;  // fault.slow_rank (fault.slow_link: CommConfig::links)
 };
 
 struct RunConfig {
