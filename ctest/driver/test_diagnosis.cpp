@@ -1,0 +1,166 @@
+// The diagnosis of a point from its per-rank, per-step series (driver/diagnosis.hpp), on
+// hand-made series: a slowed rank is named with its step and its place on the grid, a slow
+// group with its ranks, a bubble with the micro-batch count that cures it, a tensor-parallel
+// group across nodes as placement; a clean point has no finding; findings come most costly
+// first; a point without series is refused.
+#include "driver/diagnosis.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "driver/deck.hpp"
+
+using namespace paraxis::driver;
+using nlohmann::json;
+
+namespace {
+
+// A point of `world` ranks and `steps` steps (warm-up 1), every rank computing 1 s and every
+// axis's collectives 0.1 s, noise of +-8 % (deterministic) on each value.
+json point(int tp, int pp, int dp, int steps, const std::string& order = "tp-pp-dp") {
+  RunConfig c;
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.parallel.order = paraxis::config::parse_rank_order(order);
+  c.train.warmup_steps = 1;
+  c.train.steps = steps;
+  const int world = tp * pp * dp;
+  json rs;
+  rs["steps"] = json::array();
+  for (int s = 0; s < steps; ++s) rs["steps"].push_back(s);
+  auto noisy = [](double x, int r, int s) {
+    return x * (1.0 + 0.08 * (((r * 7 + s * 3) % 5) - 2) / 2);
+  };
+  for (const char* m :
+       {"compute_s", "step_s", "comm.tp.time_s", "comm.tp.wait_s", "comm.dp.time_s",
+        "comm.dp.wait_s", "comm.pp.time_s", "comm.pp.wait_s", "comm.ep.time_s", "comm.ep.wait_s"}) {
+    const std::string name = m;
+    const double base = name == "compute_s"                      ? 1.0
+                        : name == "step_s"                       ? 1.5
+                        : name.find("wait") != std::string::npos ? 0.01
+                                                                 : 0.1;
+    json per_rank = json::array();
+    for (int r = 0; r < world; ++r) {
+      json v = json::array();
+      for (int s = 0; s < steps; ++s) v.push_back(noisy(base, r, s));
+      per_rank.push_back(v);
+    }
+    rs[name] = per_rank;
+  }
+  return {{"config", config_to_json(c)},
+          {"rank_series", rs},
+          {"time", {{"step_median_s", 1.5}, {"bubble_fraction", 0.05}}}};
+}
+
+std::vector<std::string> fault_kinds(const json& findings) {
+  std::vector<std::string> k;
+  for (const auto& f : findings) {
+    const std::string kind = f.at("kind");
+    if (kind == "slow_rank" || kind == "slow_link" || kind == "dead_rank" || kind == "hang")
+      k.push_back(kind);
+  }
+  return k;
+}
+
+}  // namespace
+
+TEST(diagnosis, a_clean_point_has_no_finding) {
+  for (auto shape : {std::vector<int>{2, 2, 1}, {1, 2, 2}, {2, 1, 2}, {1, 1, 4}}) {
+    const json f = diagnosis::diagnose(point(shape[0], shape[1], shape[2], 6));
+    EXPECT_TRUE(f.empty()) << f.dump(1);
+  }
+}
+
+TEST(diagnosis, a_slowed_rank_is_named_with_its_step_and_place) {
+  json p = point(1, 2, 2, 8);  // tp-pp-dp: rank r is stage r % 2 of replica r / 2
+  auto& c = p["rank_series"]["compute_s"][2];
+  for (int s = 3; s < 8; ++s) c[s] = 2.0 * c[s].get<double>();
+  // Its peers wait for it in dp.
+  for (int r : {0, 1, 3})
+    for (int s = 3; s < 8; ++s) p["rank_series"]["comm.dp.wait_s"][r][s] = 0.9;
+  const json f = diagnosis::diagnose(p);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0]["kind"], "slow_rank");
+  EXPECT_EQ(f[0]["axis"], "compute");
+  EXPECT_EQ(f[0]["ranks"], json::array({2}));
+  EXPECT_EQ(f[0]["group"], 0);  // its pipeline stage
+  EXPECT_EQ(f[0]["from_step"], 3);
+  EXPECT_NEAR(f[0]["evidence"]["compute_ratio_to_peers"].get<double>(), 2.0, 0.25);
+  EXPECT_NEAR(f[0]["cost_s"].get<double>(), 1.0, 0.2);
+  const std::string text = f[0]["text"];
+  EXPECT_NE(text.find("rank 2 computes 1.9x slower"), std::string::npos) << text;
+  EXPECT_NE(text.find("pipeline stage 0 of replica 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("wait for in dp"), std::string::npos) << text;
+  EXPECT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
+}
+
+TEST(diagnosis, one_slowed_step_is_noise_not_a_slow_rank) {
+  json p = point(1, 1, 4, 8);
+  p["rank_series"]["compute_s"][1][5] = 3.0;
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+}
+
+TEST(diagnosis, a_slow_group_is_named_with_its_ranks_and_nodes) {
+  json p = point(2, 1, 2, 6);  // tp groups {0,1} {2,3}; dp groups {0,2} {1,3}
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) p["rank_series"]["comm.dp.time_s"][r][s] = 0.4;
+  p["topology"] = {{"node_of", {0, 0, 1, 1}}};
+  const json f = diagnosis::diagnose(p);
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0]["kind"], "slow_link");
+  EXPECT_EQ(f[0]["axis"], "dp");
+  EXPECT_EQ(f[0]["group"], 1);
+  EXPECT_EQ(f[0]["ranks"], json::array({1, 3}));
+  EXPECT_EQ(f[0]["evidence"]["nodes"], json::array({0, 1}));
+  EXPECT_NEAR(f[0]["cost_s"].get<double>(), 0.3, 0.05);
+  EXPECT_EQ(fault_kinds(f), std::vector<std::string>{"slow_link"}) << f.dump(1);
+  // Waiting for a late rank is not a slow link: the same time, all of it waiting.
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) p["rank_series"]["comm.dp.wait_s"][r][s] = 0.3;
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+}
+
+TEST(diagnosis, a_large_bubble_names_the_micro_batches_that_cure_it) {
+  json p = point(1, 4, 1, 5);
+  p["config"]["parallel"]["schedule"] = "1f1b";
+  p["pipeline"] = {{"micro_batches", 2}};
+  p["time"]["bubble_fraction"] = 0.6;
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 1u) << f.dump(1);
+  EXPECT_EQ(f[0]["kind"], "bubble");
+  EXPECT_EQ(f[0]["axis"], "pp");
+  EXPECT_NEAR(f[0]["cost_s"].get<double>(), 0.6 * 1.5, 1e-12);
+  // 1f1b on 4 stages: (p-1)/(m+p-1) <= 10 % from m = 27; doubling from 2 gives 32 (3/35 = 9 %).
+  const std::string text = f[0]["text"];
+  EXPECT_NE(text.find("m = 2 micro-batches on p = 4 stages"), std::string::npos) << text;
+  EXPECT_NE(text.find("m = 32 would cut the schedule's to 9 %"), std::string::npos) << text;
+}
+
+TEST(diagnosis, tensor_parallelism_across_nodes_is_placement_and_findings_are_sorted_by_cost) {
+  json p = point(2, 2, 1, 5);
+  p["config"]["parallel"]["schedule"] = "1f1b";
+  p["pipeline"] = {{"micro_batches", 2}};
+  p["time"]["bubble_fraction"] = 0.4;  // 0.6 s
+  p["time"]["comm"] = {{"tp", {{"time_s", 0.2}}}};
+  p["topology"] = {{"axes", {{"tp", {{"groups", 2}, {"groups_spanning_nodes", 2}}}}}};
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 2u) << f.dump(1);
+  EXPECT_EQ(f[0]["kind"], "bubble");
+  EXPECT_EQ(f[1]["kind"], "placement");
+  EXPECT_EQ(f[1]["axis"], "tp");
+}
+
+TEST(diagnosis, groups_follow_the_rank_order_and_a_point_without_series_is_refused) {
+  const json tpdp = {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"ep", 1}, {"order", "tp-dp-pp"}};
+  // tp-dp-pp: rank = tp + 2 (dp + 2 pp).
+  EXPECT_EQ(diagnosis::axis_groups(tpdp, "dp"),
+            (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  EXPECT_EQ(diagnosis::axis_groups(tpdp, "pp"),
+            (std::vector<std::vector<int>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  json p = point(1, 1, 2, 3);
+  p.erase("rank_series");
+  EXPECT_THROW(diagnosis::diagnose(p), std::invalid_argument);
+}

@@ -1,0 +1,340 @@
+// The findings of a point (diagnosis.hpp): peers against peers, step by step, on the grid the
+// point ran.
+#include "driver/diagnosis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "config/parallel_config.hpp"
+#include "driver/deck.hpp"
+#include "driver/statistics.hpp"
+#include "parallel/process_grid.hpp"
+#include "schedule/pipeline_schedule.hpp"
+
+namespace paraxis::driver::diagnosis {
+
+using nlohmann::json;
+
+namespace {
+
+std::string fixed(double x, int digits) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(digits);
+  os << x;
+  return os.str();
+}
+
+// Per rank, per step: one metric of rank_series (empty when absent).
+using Series = std::vector<std::vector<double>>;
+
+Series series(const json& rs, const std::string& name) {
+  Series s;
+  if (!rs.contains(name)) return s;
+  for (const auto& rank : rs.at(name)) s.push_back(rank.get<std::vector<double>>());
+  return s;
+}
+
+double median_of(std::vector<double> v) {
+  return v.empty() ? 0.0 : median(std::move(v));
+}
+
+struct Point {
+  config::ParallelConfig par;
+  int world = 0;
+  std::vector<int> steps;     // step numbers of the series' columns
+  std::vector<int> measured;  // columns of measured steps
+  json rs;
+};
+
+Point read_point(const json& p) {
+  if (!p.contains("rank_series"))
+    throw std::invalid_argument(
+        "diagnosis: the point has no rank_series (summary.json written before per-rank series "
+        "were kept)");
+  Point pt;
+  pt.par = config_from_json(p.at("config")).parallel;
+  pt.rs = p.at("rank_series");
+  pt.steps = pt.rs.at("steps").get<std::vector<int>>();
+  pt.world = static_cast<int>(pt.rs.at("compute_s").size());
+  const int warmup = p.at("config").at("train").value("warmup_steps", 0);
+  for (std::size_t k = 0; k < pt.steps.size(); ++k)
+    if (pt.steps[k] >= warmup) pt.measured.push_back(static_cast<int>(k));
+  return pt;
+}
+
+std::string where(const config::ParallelConfig& p, int rank) {
+  const auto c = parallel::grid_coords_of(p, rank);
+  std::ostringstream os;
+  os << "pipeline stage " << c.pp << " of replica " << c.dp;
+  if (p.tp > 1) os << ", tensor-parallel rank " << c.tp;
+  return os.str();
+}
+
+// Slow ranks: compute against the median of the ranks of the same pipeline stage.
+void slow_ranks(const Point& pt, json& out) {
+  const Series compute = series(pt.rs, "compute_s");
+  if (compute.empty()) return;
+  std::map<int, std::vector<int>> stage;
+  for (int r = 0; r < pt.world; ++r) stage[parallel::grid_coords_of(pt.par, r).pp].push_back(r);
+  for (const auto& [st, ranks] : stage) {
+    if (ranks.size() < 2) continue;  // no peer doing the same work
+    for (int r : ranks) {
+      std::vector<int> slowed;  // columns
+      std::vector<double> ratios, extra;
+      for (int k : pt.measured) {
+        std::vector<double> peers;
+        for (int q : ranks)
+          if (q != r) peers.push_back(compute[q][k]);
+        const double ref = median_of(peers);
+        if (ref <= 0) continue;
+        const double ratio = compute[r][k] / ref;
+        if (ratio >= kSlowRankRatio) {
+          slowed.push_back(k);
+          ratios.push_back(ratio);
+          extra.push_back(compute[r][k] - ref);
+        }
+      }
+      if (static_cast<int>(slowed.size()) < kMinSteps) continue;
+      const int from = pt.steps[slowed.front()];
+      const double ratio = median_of(ratios), cost = median_of(extra);
+      // Who waits: the other ranks' wait in each axis's collectives over the slowed steps.
+      json waits = json::object();
+      std::string wait_text;
+      for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+        const Series w = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+        if (w.empty()) continue;
+        std::vector<double> per_step;
+        for (int k : slowed) {
+          double sum = 0;
+          for (int q = 0; q < pt.world; ++q)
+            if (q != r) sum += w[q][k];
+          per_step.push_back(sum / std::max(1, pt.world - 1));
+        }
+        const double m = median_of(per_step);
+        waits[axis] = m;
+        if (m > 0.1 * cost) wait_text += std::string(wait_text.empty() ? "" : " and ") + axis;
+      }
+      json f;
+      f["kind"] = "slow_rank";
+      f["axis"] = "compute";
+      f["group"] = st;
+      f["ranks"] = json::array({r});
+      f["from_step"] = from;
+      f["cost_s"] = cost;
+      f["evidence"] = {{"compute_ratio_to_peers", ratio},
+                       {"slowed_steps", static_cast<int>(slowed.size())},
+                       {"measured_steps", static_cast<int>(pt.measured.size())},
+                       {"peers", ranks.size() - 1},
+                       {"peer_wait_s_per_axis", waits},
+                       {"threshold", kSlowRankRatio}};
+      std::ostringstream t;
+      t << "rank " << r << " computes " << fixed(ratio, 1) << "x slower than its "
+        << ranks.size() - 1 << " peer(s) from step " << from << ": it is " << where(pt.par, r)
+        << "; it adds " << fixed(cost, 3) << " s of compute per step";
+      if (!wait_text.empty()) t << ", which the other ranks wait for in " << wait_text;
+      f["text"] = t.str();
+      f["advice"] = "check that device (clocks, thermals, errors, other jobs) or take its node out";
+      out.push_back(f);
+    }
+  }
+}
+
+// Slow links: a group's collective time net of waiting against the axis's other groups.
+void slow_links(const Point& pt, const json& topology, json& out) {
+  std::vector<int> node_of;
+  if (topology.is_object() && topology.contains("node_of"))
+    node_of = topology.at("node_of").get<std::vector<int>>();
+  for (const char* axis : {"tp", "dp", "ep"}) {
+    const Series time = series(pt.rs, std::string("comm.") + axis + ".time_s");
+    const Series wait = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+    if (time.empty()) continue;
+    json par = {{"tp", pt.par.tp},
+                {"pp", pt.par.pp},
+                {"dp", pt.par.dp},
+                {"ep", pt.par.ep},
+                {"order", config::to_string(pt.par.order)}};
+    const auto groups = axis_groups(par, axis);
+    if (groups.size() < 2 || groups.front().size() < 2) continue;
+    // wire[g][column]: mean over the group's ranks of time - wait.
+    std::vector<std::vector<double>> wire(groups.size());
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      for (int k : pt.measured) {
+        double sum = 0;
+        for (int r : groups[g]) sum += time[r][k] - (wait.empty() ? 0.0 : wait[r][k]);
+        wire[g].push_back(sum / static_cast<double>(groups[g].size()));
+      }
+    std::vector<bool> slow(groups.size(), false);
+    std::vector<double> ratio(groups.size(), 0), extra(groups.size(), 0);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      std::vector<double> ratios, extras;
+      for (std::size_t i = 0; i < pt.measured.size(); ++i) {
+        std::vector<double> others;
+        for (std::size_t h = 0; h < groups.size(); ++h)
+          if (h != g) others.push_back(wire[h][i]);
+        const double ref = median_of(others);
+        if (ref <= 0) continue;
+        ratios.push_back(wire[g][i] / ref);
+        extras.push_back(wire[g][i] - ref);
+      }
+      ratio[g] = median_of(ratios);
+      extra[g] = median_of(extras);
+      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps && ratio[g] >= kSlowLinkRatio;
+    }
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (!slow[g]) continue;
+      json f;
+      f["kind"] = "slow_link";
+      f["axis"] = axis;
+      f["group"] = static_cast<int>(g);
+      f["ranks"] = groups[g];
+      f["from_step"] = pt.steps[pt.measured.front()];
+      f["cost_s"] = extra[g];
+      f["evidence"] = {{"wire_ratio_to_other_groups", ratio[g]},
+                       {"groups", groups.size()},
+                       {"threshold", kSlowLinkRatio}};
+      std::ostringstream t;
+      t << axis << " group " << g << " (ranks";
+      for (int r : groups[g]) t << ' ' << r;
+      t << ") spends " << fixed(ratio[g], 1) << "x the collective time of the other " << axis
+        << " groups, net of waiting for late ranks: " << fixed(extra[g], 3) << " s per step";
+      // The nodes only this group spans.
+      if (!node_of.empty()) {
+        std::vector<int> mine, normal;
+        for (int r : groups[g]) mine.push_back(node_of.at(r));
+        for (std::size_t h = 0; h < groups.size(); ++h)
+          if (!slow[h])
+            for (int r : groups[h]) normal.push_back(node_of.at(r));
+        std::sort(mine.begin(), mine.end());
+        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+        f["evidence"]["nodes"] = mine;
+        if (mine.size() > 1) {
+          t << "; it spans nodes";
+          for (int n : mine) t << ' ' << n;
+        }
+      }
+      f["text"] = t.str();
+      f["advice"] =
+          "test the links between these ranks' nodes (a collective benchmark on the group); "
+          "a slow or degraded link, or a group placed across a slower boundary";
+      out.push_back(f);
+    }
+  }
+}
+
+void bubble(const json& p, const Point& pt, json& out) {
+  if (pt.par.pp < 2 || !p.contains("pipeline")) return;
+  const double b = p.at("time").value("bubble_fraction", 0.0);
+  if (b < kBubbleFraction) return;
+  const int m = p.at("pipeline").at("micro_batches");
+  schedule::PipelineShape shape{pt.par.pp, m, pt.par.virtual_stages};
+  int better = m;
+  double ideal = schedule::ideal_bubble_fraction(pt.par.schedule, shape);
+  while (ideal > kBubbleTarget && better < (1 << 20)) {
+    better *= 2;
+    shape.micro_batches = better;
+    ideal = schedule::ideal_bubble_fraction(pt.par.schedule, shape);
+  }
+  const double step = p.at("time").value("step_median_s", 0.0);
+  json f;
+  f["kind"] = "bubble";
+  f["axis"] = "pp";
+  f["group"] = -1;
+  f["ranks"] = json::array();
+  f["from_step"] = pt.steps.empty() ? 0 : pt.steps[pt.measured.empty() ? 0 : pt.measured.front()];
+  f["cost_s"] = b * step;
+  f["evidence"] = {{"bubble_fraction", b},
+                   {"micro_batches", m},
+                   {"stages", pt.par.pp},
+                   {"threshold", kBubbleFraction}};
+  std::ostringstream t;
+  t << "m = " << m << " micro-batches on p = " << pt.par.pp << " stages ("
+    << schedule::to_string(pt.par.schedule) << "): the bubble is " << fixed(100 * b, 0)
+    << " % of the pipelined step; m = " << better << " would cut the schedule's to "
+    << fixed(100 * ideal, 0) << " %";
+  f["text"] = t.str();
+  f["advice"] =
+      "more micro-batches per step (a smaller train.micro_batch or a larger "
+      "train.global_batch), or the interleaved or zb-h1 schedule";
+  out.push_back(f);
+}
+
+void placement(const json& p, json& out) {
+  if (!p.contains("topology")) return;
+  const json& axes = p.at("topology").value("axes", json::object());
+  if (!axes.contains("tp")) return;
+  const int spanning = axes.at("tp").value("groups_spanning_nodes", 0);
+  if (spanning == 0) return;
+  double cost = 0;
+  if (p.at("time").contains("comm")) cost = p.at("time").at("comm").at("tp").value("time_s", 0.0);
+  json f;
+  f["kind"] = "placement";
+  f["axis"] = "tp";
+  f["group"] = -1;
+  f["ranks"] = json::array();
+  f["from_step"] = 0;
+  f["cost_s"] = cost;
+  f["evidence"] = {{"tp_groups_spanning_nodes", spanning},
+                   {"tp_groups", axes.at("tp").value("groups", 0)}};
+  f["text"] = std::to_string(spanning) +
+              " tensor-parallel group(s) span nodes: their collectives, two per block and "
+              "micro-batch each way, cross the inter-node links (" +
+              fixed(cost, 3) + " s of tp communication per step)";
+  f["advice"] =
+      "keep tensor parallelism inside a node: parallel.tp <= ranks per node, and "
+      "parallel.order tp-pp-dp or tp-dp-pp (tp varies fastest)";
+  out.push_back(f);
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> axis_groups(const json& parallel, const std::string& axis) {
+  config::ParallelConfig p;
+  p.tp = parallel.at("tp");
+  p.pp = parallel.at("pp");
+  p.dp = parallel.at("dp");
+  p.ep = parallel.value("ep", 1);
+  p.order = config::parse_rank_order(parallel.value("order", std::string("tp-pp-dp")));
+  const int world = p.tp * p.pp * p.dp;
+  std::map<std::vector<int>, std::vector<int>> by_key;
+  for (int r = 0; r < world; ++r) {
+    const auto c = parallel::grid_coords_of(p, r);
+    std::vector<int> key;
+    if (axis == "tp")
+      key = {c.pp, c.dp};
+    else if (axis == "pp")
+      key = {c.tp, c.dp};
+    else if (axis == "dp")
+      key = {c.tp, c.pp};
+    else if (axis == "ep")
+      key = {c.tp, c.pp, c.edp};
+    else
+      throw std::invalid_argument("diagnosis: unknown axis \"" + axis + "\"");
+    by_key[key].push_back(r);
+  }
+  std::vector<std::vector<int>> groups;
+  for (auto& [key, ranks] : by_key) groups.push_back(ranks);
+  std::sort(groups.begin(), groups.end(), [](const std::vector<int>& a, const std::vector<int>& b) {
+    return a.front() < b.front();
+  });
+  return groups;
+}
+
+json diagnose(const json& p) {
+  const Point pt = read_point(p);
+  json out = json::array();
+  if (pt.measured.empty()) return out;
+  slow_ranks(pt, out);
+  slow_links(pt, p.value("topology", json::object()), out);
+  bubble(p, pt, out);
+  placement(p, out);
+  std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+    return a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
+  });
+  return out;
+}
+
+}  // namespace paraxis::driver::diagnosis
