@@ -164,3 +164,27 @@ TEST(diagnosis, groups_follow_the_rank_order_and_a_point_without_series_is_refus
   p.erase("rank_series");
   EXPECT_THROW(diagnosis::diagnose(p), std::invalid_argument);
 }
+
+// Slow steps scattered among normal ones (a rank time-sharing a core now and then) are not a
+// slow rank: two in five from the first of them is below the persistence threshold.
+TEST(diagnosis, scattered_slow_steps_are_noise) {
+  json p = point(1, 1, 4, 8);  // measured steps 1..7
+  p["rank_series"]["compute_s"][1][3] = 2.5;
+  p["rank_series"]["compute_s"][1][6] = 2.5;
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+  p["rank_series"]["compute_s"][1][4] = 2.5;
+  p["rank_series"]["compute_s"][1][5] = 2.5;
+  p["rank_series"]["compute_s"][1][7] = 2.5;  // every step from 3 on
+  EXPECT_EQ(fault_kinds(diagnosis::diagnose(p)), std::vector<std::string>{"slow_rank"});
+}
+
+// A slow group that costs under 5 % of the step is noise, however large its ratio.
+TEST(diagnosis, a_cheap_slowdown_is_noise) {
+  json p = point(2, 1, 2, 6);  // step 1.5 s
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) p["rank_series"]["comm.dp.time_s"][r][s] = 0.16;  // +0.06 s
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) p["rank_series"]["comm.dp.time_s"][r][s] = 0.3;  // +0.2 s
+  EXPECT_EQ(fault_kinds(diagnosis::diagnose(p)), std::vector<std::string>{"slow_link"});
+}

@@ -98,7 +98,12 @@ void slow_ranks(const Point& pt, json& out) {
           extra.push_back(compute[r][k] - ref);
         }
       }
+      // Persistent: at least kMinSteps slowed steps, and most (kPersistence) of the measured
+      // steps from the first of them on (one slow step in a few is the machine's noise).
       if (static_cast<int>(slowed.size()) < kMinSteps) continue;
+      const auto since = static_cast<double>(
+          pt.measured.end() - std::find(pt.measured.begin(), pt.measured.end(), slowed.front()));
+      if (static_cast<double>(slowed.size()) < kPersistence * since) continue;
       const int from = pt.steps[slowed.front()];
       const double ratio = median_of(ratios), cost = median_of(extra);
       // Who waits: the other ranks' wait in each axis's collectives over the slowed steps.
@@ -327,8 +332,13 @@ json diagnose(const json& p) {
   const Point pt = read_point(p);
   json out = json::array();
   if (pt.measured.empty()) return out;
-  slow_ranks(pt, out);
-  slow_links(pt, p.value("topology", json::object()), out);
+  json faults = json::array();
+  slow_ranks(pt, faults);
+  slow_links(pt, p.value("topology", json::object()), faults);
+  // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
+  const double step = p.at("time").value("step_median_s", 0.0);
+  for (auto& f : faults)
+    if (f.at("cost_s").get<double>() >= kMinCostFraction * step) out.push_back(f);
   bubble(p, pt, out);
   placement(p, out);
   std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {

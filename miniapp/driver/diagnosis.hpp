@@ -6,9 +6,9 @@
 //
 // What is found:
 //   slow_rank  a rank whose compute is at least kSlowRankRatio times the median of its peers
-//              (the ranks of its pipeline stage, which do the same work) over at least
-//              kMinSteps measured steps from some step on; its cost is the extra compute per
-//              step, which every other rank waits for.
+//              (the ranks of its pipeline stage, which do the same work) on at least kMinSteps
+//              measured steps and on kPersistence of the measured steps from the first of them
+//              on; its cost is the extra compute per step, which every other rank waits for.
 //   slow_link  a group of an axis whose collectives take, net of waiting for late ranks, at
 //              least kSlowLinkRatio times the median of the axis's other groups; its cost is
 //              the extra time per step. With nodes known, the nodes the group spans that no
@@ -31,6 +31,9 @@ namespace paraxis::driver::diagnosis {
 constexpr double kSlowRankRatio = 1.5;
 constexpr double kSlowLinkRatio = 2.0;
 constexpr int kMinSteps = 2;
+constexpr double kPersistence = 0.75;
+constexpr double kMinCostFraction =
+    0.05;  // of the step: slow_rank and slow_link below it are noise
 constexpr double kBubbleFraction = 0.25;
 constexpr double kBubbleTarget = 0.10;
 

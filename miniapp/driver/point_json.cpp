@@ -141,6 +141,29 @@ json point_to_json(const PointResult& r) {
       ranks[names[k]] = {{"min", median(mins)}, {"mean", median(means)}, {"max", median(maxs)}};
     }
     j["time"]["ranks"] = ranks;
+    // Every rank's own per-step series of what locates a slowdown (docs/diagnosis.md): step
+    // numbers, then per metric one array per rank, one value per step (warm-up steps too).
+    json series{{"steps", json::array()}};
+    for (const auto& st : r.steps) series["steps"].push_back(st.step);
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      const std::string& n = names[k];
+      auto ends_with = [&](const char* tail) {
+        const std::size_t t = std::char_traits<char>::length(tail);
+        return n.size() >= t && n.compare(n.size() - t, t, tail) == 0;
+      };
+      const bool wanted =
+          n == "step_s" || n == "compute_s" || n == "bubble_fraction" ||
+          (n.rfind("comm.", 0) == 0 && (ends_with(".time_s") || ends_with(".wait_s")));
+      if (!wanted) continue;
+      json per_rank = json::array();
+      for (const auto& rank : r.rank_steps) {
+        json v = json::array();
+        for (std::size_t s = 0; s < r.steps.size(); ++s) v.push_back(rank.at(s).at(k));
+        per_rank.push_back(v);
+      }
+      series[n] = per_rank;
+    }
+    j["rank_series"] = series;
   }
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
   j["memory"] = memory_json(r.memory);

@@ -7,6 +7,7 @@
 
 #include "driver/calibration.hpp"
 #include "driver/deck.hpp"
+#include "driver/diagnosis.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/summary_reader.hpp"
 #include "perfmodel/collectives.hpp"
@@ -207,6 +208,9 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   }
   out["measured_step_s"] = a.measured_step;
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank
+  // series has none.
+  out["diagnosis"] = p.contains("rank_series") ? diagnosis::diagnose(p) : json::array();
   a.point = out;
   return a;
 }

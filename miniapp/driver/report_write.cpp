@@ -1,6 +1,7 @@
 // `paraxis report`, the writing (report_parts.hpp): report.json and report.md atomically
 // (io/checked_file.hpp) and plots/ (report_plots.hpp) into the first folder; a failed write
 // exits 4 naming the file, the previous file left in place.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -49,6 +50,19 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   report["warnings"] = warnings;
 
   report["points_not_analysed"] = not_analysed;
+  // Every point's findings in one list, most costly first, each naming its point.
+  json diagnosis = json::array();
+  for (const auto& p : points)
+    for (json f : p.value("diagnosis", json::array())) {
+      f["point"] = p["label"];
+      f["dir"] = p["dir"];
+      f["index"] = p["index"];
+      diagnosis.push_back(f);
+    }
+  std::stable_sort(diagnosis.begin(), diagnosis.end(), [](const json& a, const json& b) {
+    return a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
+  });
+  report["diagnosis"] = diagnosis;
 
   const std::string out = dirs.front();
   // Strings from the summaries are written as they came; invalid UTF-8 is replaced, not thrown.
@@ -120,6 +134,23 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
       md << "| `" << q["dir"].get<std::string>() << "` | " << q["index"] << " | `"
          << q["settings"].dump(-1, ' ', false, json::error_handler_t::replace) << "` | "
          << q["status"].get<std::string>() << " |\n";
+  }
+  md << "\n## Diagnosis\n\nWhere the time went, rank by rank, most costly first (docs/"
+        "diagnosis.md: slow ranks against the ranks of their stage, slow links against the axis's "
+        "other groups, bubbles, placement).\n\n";
+  if (diagnosis.empty()) {
+    md << "No finding above the thresholds.\n";
+  } else {
+    md << "| point | kind | axis | ranks | from step | cost s/step | finding | what to change |\n"
+          "|---|---|---|---|---:|---:|---|---|\n";
+    for (const auto& f : diagnosis) {
+      std::string ranks;
+      for (const auto& r : f["ranks"]) ranks += (ranks.empty() ? "" : " ") + r.dump();
+      md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
+         << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
+         << fmt(f["cost_s"].get<double>(), 3) << " | " << f["text"].get<std::string>() << " | "
+         << f["advice"].get<std::string>() << " |\n";
+    }
   }
   md << "\n## Terms per point\n\n";
   for (const auto& p : points) {
