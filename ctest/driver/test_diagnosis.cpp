@@ -188,3 +188,18 @@ TEST(diagnosis, a_cheap_slowdown_is_noise) {
     for (int s = 0; s < 6; ++s) p["rank_series"]["comm.dp.time_s"][r][s] = 0.3;  // +0.2 s
   EXPECT_EQ(fault_kinds(diagnosis::diagnose(p)), std::vector<std::string>{"slow_link"});
 }
+
+// A dead rank's diagnosis names its place and every group it stalls.
+TEST(diagnosis, the_loss_of_a_rank_names_its_place_and_groups) {
+  paraxis::config::ParallelConfig p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;  // tp-pp-dp: rank = tp + 2 (pp + 2 dp)
+  EXPECT_EQ(diagnosis::loss_takes_out(p, 5),
+            "rank 5 is pipeline stage 0 of replica 1, tensor-parallel rank 1: its tp group (ranks "
+            "4 5), pp group (ranks 5 7) and dp group (ranks 1 5) stall, and with them every rank "
+            "of the step");
+  paraxis::config::ParallelConfig one;
+  EXPECT_EQ(diagnosis::loss_takes_out(one, 0),
+            "rank 0 is pipeline stage 0 of replica 0, the only rank of the run");
+}

@@ -328,6 +328,34 @@ std::vector<std::vector<int>> axis_groups(const json& parallel, const std::strin
   return groups;
 }
 
+std::string loss_takes_out(const config::ParallelConfig& par, int rank) {
+  const json p = {{"tp", par.tp},
+                  {"pp", par.pp},
+                  {"dp", par.dp},
+                  {"ep", par.ep},
+                  {"order", config::to_string(par.order)}};
+  std::ostringstream os;
+  os << "rank " << rank << " is " << where(par, rank);
+  std::vector<std::string> parts;
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    if (p.at(axis).get<int>() < 2) continue;
+    for (const auto& g : axis_groups(p, axis))
+      if (std::find(g.begin(), g.end(), rank) != g.end()) {
+        std::ostringstream q;
+        q << axis << " group (ranks";
+        for (int r : g) q << ' ' << r;
+        q << ')';
+        parts.push_back(q.str());
+      }
+  }
+  if (parts.empty()) return os.str() + ", the only rank of the run";
+  os << ": its ";
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    os << (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") << parts[i];
+  os << " stall, and with them every rank of the step";
+  return os.str();
+}
+
 json diagnose(const json& p) {
   const Point pt = read_point(p);
   json out = json::array();

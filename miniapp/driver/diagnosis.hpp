@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "config/parallel_config.hpp"
+
 namespace paraxis::driver::diagnosis {
 
 constexpr double kSlowRankRatio = 1.5;
@@ -42,6 +44,13 @@ constexpr double kBubbleTarget = 0.10;
 // {...figures...}, text (one sentence a user reads), advice}. Throws std::invalid_argument
 // naming what is missing when the point has no rank_series.
 nlohmann::json diagnose(const nlohmann::json& point);
+
+// What the loss of world rank `rank` takes out on the grid `par` (a dead rank's diagnosis):
+// its place (pipeline stage, replica, tensor-parallel rank) and every group of each axis that
+// holds it, which can no longer complete a collective, e.g. "rank 5 is pipeline stage 1 of
+// replica 0 (tensor-parallel rank 1): its tp group (ranks 4 5), pp group (ranks 1 5) and dp
+// group (ranks 5 7) stall, and with them every rank of the step".
+std::string loss_takes_out(const config::ParallelConfig& par, int rank);
 
 // The groups of an axis ("tp", "pp", "dp", "ep") of the point's grid: world ranks per group,
 // in group order (the order of the group's lowest rank).

@@ -15,6 +15,7 @@
 
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
+#include "driver/diagnosis.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/point_run.hpp"
 #include "driver/provenance.hpp"
@@ -188,6 +189,9 @@ int run_command(const RunOptions& opt) {
       } catch (const std::exception& ex) {
         std::fprintf(stderr, "paraxis: error: rank %d failed in point %zu/%zu (%s): %s\n", rank,
                      i + 1, total, settings_text(r.point).c_str(), ex.what());
+        if (world > 1)  // what its loss takes out (docs/diagnosis.md)
+          std::fprintf(stderr, "paraxis: %s\n",
+                       diagnosis::loss_takes_out(cfg.parallel, rank).c_str());
         // Alone, the rank records the point and keeps what it measured; with several ranks
         // the others may be waiting for it in a collective: end the job (earlier points are
         // already written).
