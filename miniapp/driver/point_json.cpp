@@ -5,6 +5,7 @@
 
 #include "driver/results.hpp"
 #include "driver/statistics.hpp"
+#include "parallel/topology.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
@@ -29,6 +30,22 @@ json memory_json(const model::MemoryReport& m) {
               {"grads_peak_bytes", m.grads_peak_bytes},
               {"optimizer_peak_bytes", m.optimizer_peak_bytes}};
 }
+// Nodes and, per axis, how many groups span them (docs/results.md); null when the host names
+// the nodes come from are unknown (a point that failed before its grid was built).
+json topology_json(const PointResult& r) {
+  const auto& c = r.point.config;
+  const auto nodes = parallel::run_nodes(r.world, c.comm.links.ranks_per_node);
+  if (!nodes || r.world != c.parallel.world()) return nullptr;
+  const parallel::TopologySummary t = parallel::summarize_topology(c.parallel, *nodes);
+  json axes = json::object();
+  for (std::size_t a = 0; a < t.axes.size(); ++a)
+    axes[parallel::topology_axis_names()[a]] = {
+        {"groups", t.axes[a].groups}, {"groups_spanning_nodes", t.axes[a].groups_spanning_nodes}};
+  return {{"nodes", t.nodes},
+          {"ranks_per_node", t.emulated ? json(t.ranks_per_node) : json(nullptr)},
+          {"emulated", t.emulated},
+          {"axes", axes}};
+}
 }  // namespace
 
 json point_to_json(const PointResult& r) {
@@ -43,6 +60,7 @@ json point_to_json(const PointResult& r) {
                {"pp", c.parallel.pp},
                {"dp", c.parallel.dp},
                {"ep", c.parallel.ep}};
+  j["topology"] = topology_json(r);
   j["status"] = r.status;
   if (r.steps.empty()) return j;
   json steps = json::array();

@@ -1,12 +1,15 @@
-// Communicator: event recording around every call, and the MPI backend (its waits under the
-// watchdog's deadline).
+// Communicator: event recording around every call, the link emulation's added time inside it,
+// and the MPI backend (its waits under the watchdog's deadline).
 #include "parallel/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "parallel/mpi_check.hpp"
 #include "parallel/request_impl.hpp"
@@ -98,26 +101,30 @@ Request Communicator::start(Request r, const char* op, std::size_t bytes) {
 
 // Logical bytes follow nccl-tests: all-reduce and broadcast count the buffer, reduce-scatter
 // the (size * recv_count) input, all-gather the (size * send_count) output, all-to-all(v) the
-// data this rank sends.
+// data this rank sends. The link emulation's time is added after the backend's (links_ null:
+// nothing, not even a clock read more).
 void Communicator::all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) {
   const double b = steady_now();
   do_all_reduce(s, r, n, t, op);
-  const double e = steady_now();
-  record("all_reduce", n * size_of(t), b, e, e - b);
+  const std::size_t S = n * size_of(t);
+  const double e = hold(steady_now(), links_ ? links_->all_reduce(S) : 0);
+  record("all_reduce", S, b, e, e - b);
 }
 
 void Communicator::reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) {
   const double b = steady_now();
   do_reduce_scatter(s, r, n, t, op);
-  const double e = steady_now();
-  record("reduce_scatter", n * size_of(t) * static_cast<std::size_t>(size_), b, e, e - b);
+  const std::size_t S = n * size_of(t) * static_cast<std::size_t>(size_);
+  const double e = hold(steady_now(), links_ ? links_->reduce_scatter(S) : 0);
+  record("reduce_scatter", S, b, e, e - b);
 }
 
 void Communicator::all_gather(const void* s, void* r, std::size_t n, DType t) {
   const double b = steady_now();
   do_all_gather(s, r, n, t);
-  const double e = steady_now();
-  record("all_gather", n * size_of(t) * static_cast<std::size_t>(size_), b, e, e - b);
+  const std::size_t S = n * size_of(t) * static_cast<std::size_t>(size_);
+  const double e = hold(steady_now(), links_ ? links_->all_gather(S) : 0);
+  record("all_gather", S, b, e, e - b);
 }
 
 void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
@@ -126,17 +133,18 @@ void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, voi
   for (int i = 0; i < size_; ++i) sent += static_cast<std::size_t>(sc[i]);
   const double b = steady_now();
   do_all_to_all_v(s, sc, sd, r, rc, rd, t);
-  const double e = steady_now();
+  const double e = hold(steady_now(), links_ ? links_->all_to_all_v(sc, rc, size_of(t)) : 0);
   record("all_to_all_v", sent * size_of(t), b, e, e - b);
 }
 
 void Communicator::broadcast(void* buf, std::size_t n, DType t, int root) {
   const double b = steady_now();
   do_broadcast(buf, n, t, root);
-  const double e = steady_now();
+  const double e = hold(steady_now(), links_ ? links_->broadcast(n * size_of(t), root) : 0);
   record("broadcast", n * size_of(t), b, e, e - b);
 }
 
+// Point-to-point: the receiver pays the link's time, the sender nothing.
 void Communicator::send(const void* buf, std::size_t n, DType t, int peer, int tag) {
   const double b = steady_now();
   do_send(buf, n, t, peer, tag);
@@ -147,7 +155,7 @@ void Communicator::send(const void* buf, std::size_t n, DType t, int peer, int t
 void Communicator::recv(void* buf, std::size_t n, DType t, int peer, int tag) {
   const double b = steady_now();
   do_recv(buf, n, t, peer, tag);
-  const double e = steady_now();
+  const double e = hold(steady_now(), links_ ? links_->receive(peer, n * size_of(t)) : 0);
   record("recv", n * size_of(t), b, e, e - b);
 }
 
@@ -163,6 +171,10 @@ Request Communicator::irecv(void* buf, std::size_t n, DType t, int peer, int tag
   const double b = steady_now();
   Request r = start(do_irecv(buf, n, t, peer, tag), "irecv", n * size_of(t));
   r.impl_->begin = b;
+  if (links_) {
+    r.impl_->extra = links_->receive(peer, n * size_of(t));
+    r.impl_->extra_from_start = false;
+  }
   r.impl_->exposed = steady_now() - b;
   return r;
 }
@@ -171,6 +183,7 @@ Request Communicator::iall_reduce(const void* s, void* rb, std::size_t n, DType 
   const double b = steady_now();
   Request r = start(do_iall_reduce(s, rb, n, t, op), "all_reduce", n * size_of(t));
   r.impl_->begin = b;
+  if (links_) r.impl_->extra = links_->all_reduce(n * size_of(t));
   r.impl_->exposed = steady_now() - b;
   return r;
 }
@@ -178,41 +191,153 @@ Request Communicator::iall_reduce(const void* s, void* rb, std::size_t n, DType 
 Request Communicator::ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
                                       ReduceOp op) {
   const double b = steady_now();
-  Request r = start(do_ireduce_scatter(s, rb, n, t, op), "reduce_scatter",
-                    n * size_of(t) * static_cast<std::size_t>(size_));
+  const std::size_t S = n * size_of(t) * static_cast<std::size_t>(size_);
+  Request r = start(do_ireduce_scatter(s, rb, n, t, op), "reduce_scatter", S);
   r.impl_->begin = b;
+  if (links_) r.impl_->extra = links_->reduce_scatter(S);
   r.impl_->exposed = steady_now() - b;
   return r;
 }
 
+// A request with added time completes when the backend has completed it and its ready time
+// (Request::Impl::ready_at) has passed; the backend is asked only until it completes.
 bool Communicator::test(Request& r) {
   if (!r.impl_) return true;
+  auto& q = *r.impl_;
   const double b = steady_now();
-  const bool done = do_test(r);
+  if (!q.done && do_test(r)) {
+    q.done = true;
+    q.done_at = steady_now();
+  }
   const double e = steady_now();
-  r.impl_->exposed += e - b;
-  if (done) {
-    record(r.impl_->op, r.impl_->bytes, r.impl_->begin, e, r.impl_->exposed);
+  q.exposed += e - b;
+  const bool complete = q.done && (q.extra <= 0 || e >= q.ready_at());
+  if (complete) {
+    record(q.op, q.bytes, q.begin, e, q.exposed);
     r.impl_.reset();
   }
-  return done;
+  return complete;
 }
 
 void Communicator::wait(Request& r) {
   if (!r.impl_) return;
+  auto& q = *r.impl_;
   const double b = steady_now();
-  do_wait(r);
-  const double e = steady_now();
-  r.impl_->exposed += e - b;
-  record(r.impl_->op, r.impl_->bytes, r.impl_->begin, e, r.impl_->exposed);
+  if (!q.done) {
+    do_wait(r);
+    q.done = true;
+    q.done_at = steady_now();
+  }
+  double e = steady_now();
+  if (q.extra > 0 && e < q.ready_at()) {
+    hold_until(q.ready_at(), mpi_comm_);
+    e = steady_now();
+  }
+  q.exposed += e - b;
+  record(q.op, q.bytes, q.begin, e, q.exposed);
   r.impl_.reset();
 }
 
 void Communicator::barrier() {
   const double b = steady_now();
   do_barrier();
-  const double e = steady_now();
+  const double e = hold(steady_now(), links_ ? links_->barrier() : 0);
   record("barrier", 0, b, e, e - b);
+}
+
+double Communicator::hold(double end, double extra) const {
+  if (!(extra > 0)) return end;
+  hold_until(end + extra, mpi_comm_);
+  return steady_now();
+}
+
+void hold_until(double t, MPI_Comm comm) {
+  double next_service = 0;
+  for (;;) {
+    const double now = steady_now();
+    if (now >= t) return;
+    if (now >= next_service) {
+      watchdog::service();
+      int flag = 0;  // a probe drives MPI's progress engine (nothing is received)
+      check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE),
+                "iprobe (link emulation)");
+      next_service = now + 1e-3;
+    }
+    const double left = t - now;
+    if (left > 3e-4)
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left - 2e-4, 1e-3)));
+    else
+      std::this_thread::yield();
+  }
+}
+
+namespace {
+
+constexpr int kSpeedTag = 0x5117;
+constexpr std::size_t kSpeedBytes = 1 << 20;
+
+// The slow link's own speed in bytes/s: the fastest of 3 ping-pongs of 1 MiB between its two
+// ends (group ranks a and b), half the round trip each; 0 on the other members.
+double measure_link_speed(MPI_Comm comm, int me, int a, int b, const char* axis) {
+  if (me != a && me != b) return 0;
+  std::vector<char> buf(kSpeedBytes, 1);
+  const int peer = me == a ? b : a;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    MPI_Request q = MPI_REQUEST_NULL;
+    watchdog::Wait w;
+    w.op = "link emulation: slow link ping-pong";
+    w.axis = axis;
+    w.comm = comm;
+    w.peer = peer;
+    const double t0 = steady_now();
+    for (int leg = 0; leg < 2; ++leg) {
+      const bool sending = (me == a) == (leg == 0);
+      if (sending)
+        check_mpi(MPI_Isend(buf.data(), static_cast<int>(kSpeedBytes), MPI_BYTE, peer, kSpeedTag,
+                            comm, &q),
+                  "isend (link speed)");
+      else
+        check_mpi(MPI_Irecv(buf.data(), static_cast<int>(kSpeedBytes), MPI_BYTE, peer, kSpeedTag,
+                            comm, &q),
+                  "irecv (link speed)");
+      watchdog::wait_all(1, &q, w);
+    }
+    const double half = (steady_now() - t0) / 2;
+    if (half > 0) best = std::max(best, static_cast<double>(kSpeedBytes) / half);
+  }
+  return best;
+}
+
+}  // namespace
+
+void Communicator::emulate_links(const LinkModel& model) {
+  links_.reset();
+  world_ranks_.assign(static_cast<std::size_t>(size_), 0);
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(mpi_comm_, &mine);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> ranks(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) ranks[static_cast<std::size_t>(i)] = i;
+  MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks_.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  if (!model.active()) return;
+  LinkDelay d(model, world_ranks_, rank_);
+  if (!d.active()) return;
+  int a = -1, b = -1;
+  const auto& L = model.links;
+  if (L.slow_bandwidth_factor < 1 && d.slow_pair_in_group(&a, &b) &&
+      !(L.bandwidth_gbs > 0 && model.crosses_nodes(world_ranks_[static_cast<std::size_t>(a)],
+                                                   world_ranks_[static_cast<std::size_t>(b)]))) {
+    // Every member learns the speed the two ends measured, so all add the same time.
+    double speed = measure_link_speed(mpi_comm_, rank_, a, b, to_string(axis_));
+    watchdog::all_reduce(MPI_IN_PLACE, &speed, 1, MPI_DOUBLE, MPI_MAX, mpi_comm_,
+                         "link emulation: the slow link's speed", to_string(axis_));
+    links_ = std::make_unique<LinkDelay>(model, world_ranks_, rank_, speed);
+    return;
+  }
+  links_ = std::make_unique<LinkDelay>(std::move(d));
 }
 
 namespace {
@@ -419,6 +544,13 @@ std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI
   }
   throw std::logic_error("make_communicator: backend value " +
                          std::to_string(static_cast<int>(backend)) + " has no communicator");
+}
+
+std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI_Comm comm,
+                                                Axis axis, CommLog* log, const LinkModel& links) {
+  auto c = make_communicator(backend, comm, axis, log);
+  c->emulate_links(links);
+  return c;
 }
 
 }  // namespace paraxis::parallel

@@ -4,7 +4,9 @@
 // they record a CommEvent and dispatch to the backend, so every backend is measured alike.
 // Every blocking wait has the watchdog's deadline (watchdog.hpp): a collective is numbered on
 // its communicator when it starts, and a wait that outlives comm.timeout_s ends the job with a
-// diagnosis.
+// diagnosis. With a LinkModel (link_emulation.hpp), an operation whose data crosses emulated
+// nodes or the injected slow link takes longer by the model's figure, added inside the call so
+// its CommEvent includes it (docs/diagnosis.md, "Nodes and emulated links").
 #pragma once
 
 #include <mpi.h>
@@ -12,10 +14,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/parallel_config.hpp"
 #include "model/collectives.hpp"
 #include "parallel/comm_log.hpp"
+#include "parallel/link_emulation.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace paraxis::parallel {
@@ -76,6 +80,17 @@ class Communicator : public model::CommGroup {
   CommLog* log() const { return log_; }
   void set_log(CommLog* log) { log_ = log; }
 
+  // Applies the link emulation to every later operation: collective over the group (every
+  // member calls it with the same model). When the slow link lies inside the group, has
+  // bandwidth_factor < 1 and no emulated bandwidth applies to it, its two ends first measure
+  // its own speed (a ping-pong) and the group agrees on it. Nothing is applied when the model
+  // is inactive or the group sits on one node away from the slow link.
+  void emulate_links(const LinkModel& model);
+  // The emulation this group applies; nullptr: none.
+  const LinkDelay* link_delay() const { return links_.get(); }
+  // World ranks of the members, in group-rank order.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+
  protected:
   Communicator(Axis axis, MPI_Comm comm, CommLog* log);
   virtual const char* backend_name() const = 0;
@@ -101,17 +116,31 @@ class Communicator : public model::CommGroup {
   watchdog::Wait collective(const char* op) const;
   watchdog::Wait point_to_point(const char* op, int peer) const;
   void record(const char* op, std::size_t bytes, double begin, double end, double exposed);
+  // Holds the caller until `end + extra` (extra <= 0: returns end at once) and returns the
+  // time it ends; other ranks' watchdog questions are answered meanwhile.
+  double hold(double end, double extra) const;
 
  private:
   Axis axis_;
   MPI_Comm mpi_comm_;
   int rank_ = 0, size_ = 1;
   CommLog* log_;
+  std::vector<int> world_ranks_;
+  std::unique_ptr<LinkDelay> links_;
 };
 
 // A communicator over `comm` (not owned; the ProcessGrid owns it).
+// Without a LinkModel nothing is emulated: for communicators that carry no training traffic
+// (metrics, synchronisation). With one: collective over comm (emulate_links).
 std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI_Comm comm,
                                                 Axis axis, CommLog* log);
+std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI_Comm comm,
+                                                Axis axis, CommLog* log, const LinkModel& links);
+
+// Waits until steady_now() >= t without starving the rest of the job: sleeps in steps of at
+// most 1 ms (other ranks may share the cores), spins the last 0.3 ms, and every millisecond
+// answers the watchdog's questions and lets MPI progress outstanding requests on comm.
+void hold_until(double t, MPI_Comm comm);
 
 double steady_now();
 

@@ -1,8 +1,12 @@
+// The process grid (process_grid.hpp): coordinates, the per-axis communicators, the host names.
 #include "parallel/process_grid.hpp"
 
+#include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "config/config_rules.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace paraxis::parallel {
 
@@ -43,6 +47,29 @@ ProcessGrid::ProcessGrid(MPI_Comm world, const config::ParallelConfig& shape)
   MPI_Comm_split(world, c.tp + s_tp * c.pp, c.dp, &dp_);
   MPI_Comm_split(world, (c.tp + s_tp * c.pp) * (shape.dp / s_ep) + c.edp, c.ep, &ep_);
   MPI_Comm_split(world, (c.tp + s_tp * c.pp) * s_ep + c.ep, c.edp, &edp_);
+  gather_host_names();
+}
+
+void ProcessGrid::gather_host_names() {
+  std::vector<char> mine(MPI_MAX_PROCESSOR_NAME, '\0'), all;
+  int len = 0;
+  MPI_Get_processor_name(mine.data(), &len);
+  all.resize(mine.size() * static_cast<std::size_t>(world_size_));
+  watchdog::all_gather(mine.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                       MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_, "process grid: host names");
+  hosts_.clear();
+  for (int r = 0; r < world_size_; ++r) {
+    const char* name = all.data() + static_cast<std::size_t>(r) * mine.size();
+    hosts_.emplace_back(name, strnlen(name, mine.size()));
+  }
+  int same = MPI_UNEQUAL;
+  MPI_Comm_compare(world_, MPI_COMM_WORLD, &same);
+  if (same == MPI_IDENT || same == MPI_CONGRUENT) record_world_host_names(hosts_);
+}
+
+NodeMap ProcessGrid::nodes(int ranks_per_node) const {
+  return ranks_per_node > 0 ? emulated_nodes(world_size_, ranks_per_node)
+                            : nodes_from_hosts(hosts_);
 }
 
 ProcessGrid::~ProcessGrid() {

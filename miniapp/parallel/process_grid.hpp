@@ -6,7 +6,11 @@
 
 #include <mpi.h>
 
+#include <string>
+#include <vector>
+
 #include "config/parallel_config.hpp"
+#include "parallel/topology.hpp"
 
 namespace paraxis::parallel {
 
@@ -37,10 +41,18 @@ class ProcessGrid {
   MPI_Comm dp() const { return dp_; }
   MPI_Comm ep() const { return ep_; }
   MPI_Comm edp() const { return edp_; }
+  // Host name of each rank of world (MPI_Get_processor_name, gathered when the grid is built;
+  // over MPI_COMM_WORLD they are also recorded for world_host_names()).
+  const std::vector<std::string>& host_names() const { return hosts_; }
+  // The nodes of the run: emulated with ranks_per_node > 0 (hardware.ranks_per_node), else
+  // from the host names.
+  NodeMap nodes(int ranks_per_node) const;
 
  private:
+  void gather_host_names();
   config::ParallelConfig shape_;  // the grid reads tp, pp, dp, ep and order
   GridCoords coords_;
+  std::vector<std::string> hosts_;
   int world_rank_ = 0, world_size_ = 1;
   MPI_Comm world_, tp_ = MPI_COMM_NULL, pp_ = MPI_COMM_NULL, dp_ = MPI_COMM_NULL,
                    ep_ = MPI_COMM_NULL, edp_ = MPI_COMM_NULL;
