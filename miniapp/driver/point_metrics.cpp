@@ -29,6 +29,11 @@ const std::vector<std::string>& rank_metric_names() {
     for (const char* axis : {"tp", "pp", "dp", "ep"})
       for (const char* f : {"time_s", "exposed_s", "bytes", "calls"})
         n.push_back(std::string("comm.") + axis + "." + f);
+    // Wait for the group's last rank (docs/diagnosis.md, "Wait time"); after the others so
+    // the earlier names keep their positions.
+    for (const char* axis : {"tp", "pp", "dp", "ep"})
+      n.push_back(std::string("comm.") + axis + ".wait_s");
+    n.push_back("injected_s");  // fault.slow_rank's added compute (0: not slowed)
     return n;
   }();
   return names;
@@ -54,6 +59,11 @@ std::vector<double> rank_metrics(const model::StepResult& s) {
     v.insert(v.end(),
              {t.time_s, t.exposed_s, static_cast<double>(t.bytes), static_cast<double>(t.calls)});
   }
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    const auto it = s.comm.find(axis);
+    v.push_back(it == s.comm.end() ? 0.0 : it->second.wait_s);
+  }
+  v.push_back(s.injected_s);
   return v;
 }
 

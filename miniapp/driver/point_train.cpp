@@ -1,8 +1,10 @@
 // The training steps of one sweep point (point_stages.hpp): each step checked for divergence,
-// the deck's faults injected, rank 0 printing one line per step.
+// the deck's faults injected (fault.slow_rank acts inside the parallel trainer), rank 0
+// printing one line per step.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -59,6 +61,7 @@ void print_step(const RunConfig& cfg, const model::StepResult& st, int s) {
 std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
                         std::vector<model::StepResult>& steps) {
   std::string diverged;
+  std::set<std::string> noted;
   const auto& fault = cfg.fault;
   for (int s = 0; s < cfg.train.steps && diverged.empty(); ++s) {
     if (fault.dead_rank.rank == rank && fault.dead_rank.at == DeadAt::step &&
@@ -71,6 +74,11 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
     wd::set_step(-1);
     const auto& st = steps.back();
     if (rank == 0) print_step(cfg, st, s);
+    // What the step could not measure (e.g. a wait time left unattributed): once per run and
+    // rank, on every rank that has it (the group concerned may not include rank 0).
+    for (const auto& note : st.notes)
+      if (noted.insert(note).second)
+        std::fprintf(stderr, "paraxis: rank %d, step %d: %s\n", rank, s + 1, note.c_str());
     // Loss and gradient norm are global values, the results of all-reductions and the same
     // on every rank, so every rank reaches the same verdict without another collective.
     diverged = divergence_of(st);

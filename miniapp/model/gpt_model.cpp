@@ -5,8 +5,10 @@
 #include "model/gpt_model.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "model/gpt_model_impl.hpp"
 #include "paraxis/kernels/layernorm.hpp"
@@ -16,17 +18,28 @@ namespace paraxis::model {
 using namespace detail;
 
 namespace {
-// Fences before starting and before stopping: never times asynchronous work.
+// Fences before starting and before stopping: never times asynchronous work. With a slowdown
+// factor (set_compute_slowdown) the interval is stretched inside itself: the span and the sink
+// see the slowed length, like the compute of a slower device.
 class FencedTimer {
  public:
-  FencedTimer(const char* name, double& sink, std::vector<Span>& spans, int mb, int chunk)
-      : name_(name), sink_(sink), spans_(spans), mb_(mb), chunk_(chunk) {
+  FencedTimer(const char* name, double& sink, std::vector<Span>& spans, int mb, int chunk,
+              double slowdown, double& injected)
+      : name_(name),
+        sink_(sink),
+        spans_(spans),
+        mb_(mb),
+        chunk_(chunk),
+        slowdown_(slowdown),
+        injected_(injected) {
     Kokkos::fence();
     begin_ = steady_seconds();
   }
   ~FencedTimer() {
     Kokkos::fence();
-    const double end = steady_seconds();
+    const double measured = steady_seconds();
+    const double end = stretch_interval(measured, measured - begin_, slowdown_);
+    injected_ += end - measured;
     sink_ += end - begin_;
     spans_.push_back({name_, begin_, end, mb_, chunk_});
   }
@@ -36,6 +49,8 @@ class FencedTimer {
   double& sink_;
   std::vector<Span>& spans_;
   int mb_, chunk_;
+  double slowdown_;
+  double& injected_;
   double begin_;
 };
 }  // namespace
@@ -288,7 +303,7 @@ MicroBatchResult GptModel<T>::forward_chunk(int chunk, int mb, const Tokens& tok
   Kokkos::Profiling::pushRegion("paraxis::forward");
   MicroBatchResult r;
   {
-    FencedTimer t("forward", fwd_s_, spans_, mb, chunk);
+    FencedTimer t("forward", fwd_s_, spans_, mb, chunk, slowdown_, injected_s_);
     r = impl_->forward_chunk(chunk, impl_->acquire(chunk, mb), tokens, targets);
   }
   Kokkos::Profiling::popRegion();
@@ -304,7 +319,7 @@ void GptModel<T>::backward_chunk(int chunk, int mb, const Act& grad_output, cons
         "backward_weight_chunk)");
   Kokkos::Profiling::pushRegion("paraxis::backward");
   {
-    FencedTimer t("backward", bwd_s_, spans_, mb, chunk);
+    FencedTimer t("backward", bwd_s_, spans_, mb, chunk, slowdown_, injected_s_);
     impl_->backward_chunk(chunk, impl_->find(chunk, mb), grad_output, grad_input, ce_scale,
                           aux_scale);
   }
@@ -325,7 +340,7 @@ void GptModel<T>::backward_input_chunk(int chunk, int mb, const Act& grad_output
                            ", micro-batch " + std::to_string(mb) + " ran already");
   Kokkos::Profiling::pushRegion("paraxis::backward_input");
   {
-    FencedTimer t("backward", bwd_s_, spans_, mb, chunk);
+    FencedTimer t("backward", bwd_s_, spans_, mb, chunk, slowdown_, injected_s_);
     impl_->backward_input_chunk(chunk, S, grad_output, grad_input, ce_scale, aux_scale);
   }
   S.input_grad_done = true;
@@ -340,7 +355,7 @@ void GptModel<T>::backward_weight_chunk(int chunk, int mb) {
                            ", micro-batch " + std::to_string(mb) + " before its B");
   Kokkos::Profiling::pushRegion("paraxis::backward_weight");
   {
-    FencedTimer t("backward_weight", wgt_s_, spans_, mb, chunk);
+    FencedTimer t("backward_weight", wgt_s_, spans_, mb, chunk, slowdown_, injected_s_);
     impl_->backward_weight_chunk(chunk, S);
   }
   impl_->release(chunk, mb);
@@ -440,6 +455,27 @@ MicroBatchResult GptModel<T>::forward_backward(const Tokens& tokens, const Token
 double steady_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+double stretch_interval(double end, double measured, double factor) {
+  if (!(factor > 1) || !(measured > 0)) return end;
+  const double until = end + (factor - 1) * measured;
+  // Sleep through most of it (the other ranks of a shared machine keep the core), then spin:
+  // a sleep may end late by the scheduler's slack, which would add noise to the injected time.
+  constexpr double spin_s = 200e-6;
+  const double sleep_s = until - steady_seconds() - spin_s;
+  if (sleep_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+  double now = steady_seconds();
+  while (now < until) now = steady_seconds();
+  return now;
+}
+
+template <class T>
+void GptModel<T>::set_compute_slowdown(double factor) {
+  if (!std::isfinite(factor) || factor < 1)
+    throw std::invalid_argument("GptModel::set_compute_slowdown: factor " + std::to_string(factor) +
+                                " (expected a finite number >= 1; 1: off)");
+  slowdown_ = factor;
 }
 
 template class GptModel<double>;

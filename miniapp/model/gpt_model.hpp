@@ -183,6 +183,15 @@ class GptModel {
   double backward_weight_seconds() const { return wgt_s_; }
   // Fenced forward/backward intervals recorded since the last take_spans().
   std::vector<Span> take_spans() { return std::move(spans_); }
+  // An injected slow rank (fault.slow_rank, docs/diagnosis.md): with factor f > 1 every fenced
+  // interval (forward, backward, W) waits (f - 1) times its measured length before it ends, so
+  // its span and the times above show f times the compute, as a slower device would. 1: off.
+  // Throws std::invalid_argument for f < 1 or not finite.
+  void set_compute_slowdown(double factor);
+  double compute_slowdown() const { return slowdown_; }
+  // Seconds the slowdown added inside those intervals since construction (ground truth for a
+  // diagnosis; included in the times above).
+  double injected_seconds() const { return injected_s_; }
 
  private:
   // Every chunk's forward in order, each output copied into the next chunk's input.
@@ -201,11 +210,18 @@ class GptModel {
   int recompute_layers_ = 0;
   bool split_ = false;
   double fwd_s_ = 0, bwd_s_ = 0, wgt_s_ = 0;
+  double slowdown_ = 1, injected_s_ = 0;
   std::vector<Span> spans_;
   int peak_sets_ = 0;
 };
 
 // Seconds on the steady clock (the time base of Span).
 double steady_seconds();
+
+// The injected slowdown of an interval that ended at `end` (steady seconds) after `measured`
+// seconds: waits until end + (factor - 1) * measured (asleep, then spinning on the steady clock
+// for the last stretch, so the length does not depend on the scheduler's wake-up) and returns
+// the new end. factor <= 1 or measured <= 0: returns `end` at once.
+double stretch_interval(double end, double measured, double factor);
 
 }  // namespace paraxis::model

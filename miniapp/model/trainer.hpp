@@ -30,6 +30,9 @@ struct CommTotals {
   double time_s = 0, exposed_s = 0;
   std::size_t bytes = 0;
   long calls = 0;
+  // Of exposed_s, the time spent waiting for the group's last rank to start each collective
+  // (point-to-point: their exposed time); docs/diagnosis.md, "Wait time".
+  double wait_s = 0;
 };
 
 struct StepResult {
@@ -43,6 +46,9 @@ struct StepResult {
   // W of a split backward (zero-bubble schedules; backward_s is then B's): 0 otherwise.
   double backward_weight_s = 0;
   double compute_s = 0;  // the phases less the communication the step was blocked in inside them
+  // Of the phases, the seconds an injected slow rank (fault.slow_rank) added: 0 unless this rank
+  // is slowed in this step (the ground truth a diagnosis is checked against).
+  double injected_s = 0;
   // Pipeline parallelism (pp > 1): the pipelined part of the step on this rank, from a
   // barrier of the pipeline group to the barrier after its last action: its length, the
   // fenced durations of its compute actions, and bubble = 1 - busy / span (measured, never
@@ -58,9 +64,12 @@ struct StepResult {
     const char* op;
     double begin, end, exposed;
     std::size_t bytes;
+    double wait = 0;  // of exposed, waiting for the group's last rank (CommTotals::wait_s)
   };
   std::vector<CommSpan> comm_spans;        // every communication call of this step
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")
+  // What the step's measurement could not do (e.g. a wait time left unattributed), once each.
+  std::vector<std::string> notes;
   // With record_routing: the top-k experts of every token of the global batch, micro-batch
   // by micro-batch in single-rank order, MoE layers in order within each ([tokens * top_k]).
   std::vector<int> routing;

@@ -1,6 +1,8 @@
 // Every communication call paraxis makes leaves an event: axis, operation, logical bytes
 // (the buffer size S as nccl-tests defines it for the operation), when it started and ended,
-// and how long the caller was blocked in it (exposed time). Aggregated per axis for results.
+// and how long the caller was blocked in it (exposed time), and of that how long it waited for
+// the group's last rank to arrive (wait, set after the step: parallel_trainer_metrics.hpp,
+// attribute_waits). Aggregated per axis for results.
 #pragma once
 
 #include <array>
@@ -20,6 +22,9 @@ struct CommEvent {
   std::size_t bytes;  // nccl-tests S
   double begin, end;  // steady clock seconds: start of the call, completion
   double exposed;     // seconds the caller spent blocked (== end - begin for blocking calls)
+  // Of `exposed`, the seconds spent waiting for the last rank of the group to start the same
+  // collective (point-to-point: the exposed time). 0 until attribute_waits sets it.
+  double wait = 0;
 };
 
 struct AxisTotals {
@@ -32,6 +37,8 @@ class CommLog {
  public:
   void add(const CommEvent& e) { events_.push_back(e); }
   const std::vector<CommEvent>& events() const { return events_; }
+  // For attributing waits after the step (CommEvent::wait); the events themselves stay.
+  std::vector<CommEvent>& events() { return events_; }
   std::vector<CommEvent> take() { return std::move(events_); }
   void clear() { events_.clear(); }
   // Totals per axis of the recorded events (edp is reported under dp). Bytes: what this rank

@@ -1,5 +1,7 @@
 // ParallelTrainer: one rank's shard, its pipeline schedule and the engine that runs it, and the
-// data it reads; the step's metrics, reduced over the grid, are parallel_trainer_metrics.hpp's.
+// data it reads; the step's metrics, reduced over the grid, and the wait time of its
+// collectives are parallel_trainer_metrics.hpp's. An injected slow rank (fault.slow_rank)
+// stretches this rank's compute (GptModel::set_compute_slowdown and the optimizer step).
 #include "parallel/parallel_trainer.hpp"
 
 #include <mpi.h>
@@ -41,10 +43,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
 
   ParallelTrainer(const model::ModelConfig& m, const model::TrainConfig& t,
                   const config::ParallelConfig& p, const config::CommConfig& comm,
-                  const ProcessGrid& grid)
+                  const ProcessGrid& grid, const config::SlowRank& slow)
       : mcfg_(m),
         tcfg_(t),
         par_(p),
+        slow_(slow),
         coords_(grid.coords()),
         corpus_(m.vocab, t.corpus_branching, t.seed),
         tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
@@ -72,6 +75,15 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::world, nullptr);
     world_ = grid.world();
     tp_comm_ = grid.tp();
+    MPI_Comm_rank(world_, &world_rank_);
+    if (slow.rank >= grid.world_size() || !std::isfinite(slow.factor) || slow.factor < 1)
+      throw std::invalid_argument("make_parallel_trainer: slow rank " + std::to_string(slow.rank) +
+                                  " with factor " + std::to_string(slow.factor) +
+                                  " (expected a rank below " + std::to_string(grid.world_size()) +
+                                  ", or -1, and a finite factor >= 1)");
+    // Every rank's clock against world rank 0's, once: the wait time of each collective
+    // compares start times across the group (docs/diagnosis.md, "Wait time").
+    clock_ = estimate_clock_offset(world_);
 
     // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
     shape_ = config::pipeline_shape(t, p);
@@ -125,6 +137,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     const int total_micro = tcfg_.micro_batches_per_step();
     ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
     aux_scale_ = mcfg_.moe.aux_loss_coef / total_micro;
+    // An injected slow rank: this rank's compute of this step `slowdown` times as long.
+    const double slowdown =
+        slow_.active_at(r.step) && world_rank_ == slow_.rank ? slow_.factor : 1.0;
+    model_->set_compute_slowdown(slowdown);
+    const double i0 = model_->injected_seconds();
     const double f0 = model_->forward_seconds(), b0 = model_->backward_seconds(),
                  w0 = model_->backward_weight_seconds();
     Kokkos::fence();
@@ -168,7 +185,17 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       scale = tcfg_.grad_clip / (r.grad_norm + 1e-6);
     zero_->apply(r.step + 1, scale);
     Kokkos::fence();
-    const double opt_end = model::steady_seconds();
+    double opt_end = model::steady_seconds();
+    double opt_injected = 0;
+    if (slowdown > 1) {
+      // Slowed like the model's intervals, but only its compute: not the calls inside it.
+      double blocked = 0;
+      for (const auto& e : log_->events())
+        if (e.begin >= opt_begin && e.begin < opt_end) blocked += e.exposed;
+      const double measured = opt_end;
+      opt_end = model::stretch_interval(opt_end, opt_end - opt_begin - blocked, slowdown);
+      opt_injected = opt_end - measured;
+    }
     Kokkos::Profiling::popRegion();
     zero_->end_step();
 
@@ -176,9 +203,16 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                         r);
     r.optimizer_s = opt_end - opt_begin;
     r.time_s = model::steady_seconds() - t0;
+    // After the timed step: each collective's wait for its group's last rank.
+    for (Communicator* c : {tp_.get(), pp_.get(), dp_.get(), ep_.get(), edp_.get()}) {
+      if (!c) continue;
+      std::string note = attribute_waits(*log_, *c, clock_.offset_s);
+      if (!note.empty()) r.notes.push_back(std::move(note));
+    }
     r.forward_s = model_->forward_seconds() - f0;
     r.backward_s = model_->backward_seconds() - b0;
     r.backward_weight_s = model_->backward_weight_seconds() - w0;
+    r.injected_s = model_->injected_seconds() - i0 + opt_injected;
     r.spans = model_->take_spans();
     for (const auto& sp : r.spans) {
       if (sp.begin >= pipe_begin && sp.end <= pipe_end) r.pipeline_busy_s += sp.end - sp.begin;
@@ -203,12 +237,15 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
     for (const auto& e : log_->events())
       r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
-                              e.end, e.exposed, e.bytes});
+                              e.end, e.exposed, e.bytes, e.wait});
     const auto totals = log_->totals();
     for (Axis a : {Axis::tp, Axis::pp, Axis::dp, Axis::ep}) {
       const auto& x = totals[static_cast<std::size_t>(a)];
       r.comm[to_string(a)] = {x.time_s, x.exposed_s, x.bytes, x.calls};
     }
+    // Wait per axis (edp under dp, as the totals).
+    for (const auto& e : log_->events())
+      r.comm[to_string(e.axis == Axis::edp ? Axis::dp : e.axis)].wait_s += e.wait;
     log_->clear();
     watchdog::set_step(-1);
     Kokkos::Profiling::popRegion();
@@ -456,6 +493,9 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   model::ModelConfig mcfg_;
   model::TrainConfig tcfg_;
   config::ParallelConfig par_;
+  config::SlowRank slow_;
+  int world_rank_ = 0;
+  ClockOffset clock_;  // this rank's clock against world rank 0's
   GridCoords coords_;
   MPI_Comm world_ = MPI_COMM_NULL, tp_comm_ = MPI_COMM_NULL;
   model::SyntheticCorpus corpus_;
@@ -505,18 +545,16 @@ model::ShardLayout shard_layout_of(const model::ModelConfig& m, const config::Pa
   return layout;
 }
 
-std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
-                                                      const model::TrainConfig& t,
-                                                      const config::ParallelConfig& p,
-                                                      const config::CommConfig& comm,
-                                                      const ProcessGrid& grid) {
+std::unique_ptr<model::Trainer> make_parallel_trainer(
+    const model::ModelConfig& m, const model::TrainConfig& t, const config::ParallelConfig& p,
+    const config::CommConfig& comm, const ProcessGrid& grid, const config::SlowRank& slow) {
   switch (t.precision) {
     case model::Precision::fp64:
-      return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid);
+      return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid, slow);
     case model::Precision::fp32:
-      return std::make_unique<ParallelTrainer<float>>(m, t, p, comm, grid);
+      return std::make_unique<ParallelTrainer<float>>(m, t, p, comm, grid, slow);
     case model::Precision::bf16:
-      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, p, comm, grid);
+      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, p, comm, grid, slow);
   }
   return nullptr;
 }

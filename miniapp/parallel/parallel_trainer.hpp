@@ -25,12 +25,13 @@ model::ShardLayout shard_layout_of(const model::ModelConfig& m, const config::Pa
                                    std::vector<int>* global_chunk_of = nullptr);
 
 // Collective over the grid's world. Throws std::invalid_argument (the same message on every
-// rank) when the configuration breaks a rule (config::rule_violations) or `p` is not the
-// grid's shape.
-std::unique_ptr<model::Trainer> make_parallel_trainer(const model::ModelConfig& m,
-                                                      const model::TrainConfig& t,
-                                                      const config::ParallelConfig& p,
-                                                      const config::CommConfig& comm,
-                                                      const ProcessGrid& grid);
+// rank) when the configuration breaks a rule (config::rule_violations), `p` is not the
+// grid's shape, or `slow` names a rank outside the grid or a factor < 1. `slow`
+// (fault.slow_rank, docs/diagnosis.md): in its steps, world rank slow.rank computes
+// slow.factor times slower (forward, backward, W and the optimizer step). Every step sets the
+// wait time of its collectives (model::CommTotals::wait_s; clock offsets estimated here, once).
+std::unique_ptr<model::Trainer> make_parallel_trainer(
+    const model::ModelConfig& m, const model::TrainConfig& t, const config::ParallelConfig& p,
+    const config::CommConfig& comm, const ProcessGrid& grid, const config::SlowRank& slow = {});
 
 }  // namespace paraxis::parallel

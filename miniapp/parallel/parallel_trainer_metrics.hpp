@@ -1,10 +1,13 @@
 // The metrics of one step of the parallel trainer (parallel_trainer.cpp): what this rank's
 // micro-batches add up to (StepTally), and the step's loss, MoE statistics and routing record
-// reduced over the grid so every rank holds the single-rank run's figures (finish_step_metrics).
+// reduced over the grid so every rank holds the single-rank run's figures (finish_step_metrics);
+// the wait time of every collective of the step (attribute_waits, with the clock offsets of
+// estimate_clock_offset; docs/diagnosis.md, "Wait time").
 #pragma once
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "model/gpt_model.hpp"
@@ -51,5 +54,29 @@ std::vector<V> all_gather_v(const std::vector<V>& mine, MPI_Datatype type, MPI_C
 void finish_step_metrics(const StepTally& tally, bool counts, const model::ModelConfig& mcfg,
                          const model::TrainConfig& tcfg, bool record_routing, Communicator& metrics,
                          MPI_Comm world, model::StepResult& r);
+
+// This rank's clock against world rank 0's: rank 0's steady clock reads local + offset_s.
+struct ClockOffset {
+  double offset_s = 0;
+  double accuracy_s = 0;  // |error| <= accuracy_s: half the best round trip (0: not measured)
+  bool measured = false;  // false: on rank 0's host, whose steady clock every rank there shares
+};
+
+// Collective over `world`. Ranks on world rank 0's host (MPI_Get_processor_name) share its steady
+// clock: offset 0, nothing measured. Every other rank (every rank but 0 with always_measure)
+// runs `rounds` ping-pongs with rank 0 (Cristian's method): it sends at t0, rank 0 answers with
+// its clock T, the answer arrives at t1; the round with the shortest t1 - t0 gives offset
+// T - (t0 + t1) / 2, exact within (t1 - t0) / 2 because T was read between t0 and t1. Through
+// the watchdog; throws std::invalid_argument for rounds < 1.
+ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure = false, int rounds = 8);
+
+// Sets CommEvent::wait of this step's events of `c` in `log` (the events of c's axis):
+// point-to-point transfers are charged their exposed time; collectives their arrival wait
+// (collective_wait.hpp: every rank's start times, gathered over c's group in start order and
+// moved to rank 0's clock by `offset_s`, this rank's ClockOffset), at most their exposed time.
+// Collective over c's group (size 1: nothing, no call). Returns "" or, when the group's ranks
+// recorded different numbers of collectives (the i-th would not be the same operation
+// everywhere), a note naming the axis and the counts; their waits then stay 0.
+std::string attribute_waits(CommLog& log, Communicator& c, double offset_s);
 
 }  // namespace paraxis::parallel
