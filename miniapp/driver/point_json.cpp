@@ -2,6 +2,7 @@
 // configuration, steps, medians over measured steps, per-axis communication, pipeline figures,
 // per-rank statistics, memory, throughput and --verify figures.
 #include <cmath>
+#include <utility>
 
 #include "driver/results.hpp"
 #include "driver/statistics.hpp"
@@ -30,8 +31,9 @@ json memory_json(const model::MemoryReport& m) {
               {"grads_peak_bytes", m.grads_peak_bytes},
               {"optimizer_peak_bytes", m.optimizer_peak_bytes}};
 }
-// Nodes and, per axis, how many groups span them (docs/results.md); null when the host names
-// the nodes come from are unknown (a point that failed before its grid was built).
+// The node of every rank and, per axis, how many groups span nodes (docs/results.md); null
+// when the host names the nodes come from are unknown (a point that failed before its grid
+// was built): the point then has no `topology`.
 json topology_json(const PointResult& r) {
   const auto& c = r.point.config;
   const auto nodes = parallel::run_nodes(r.world, c.comm.links.ranks_per_node);
@@ -44,6 +46,7 @@ json topology_json(const PointResult& r) {
   return {{"nodes", t.nodes},
           {"ranks_per_node", t.emulated ? json(t.ranks_per_node) : json(nullptr)},
           {"emulated", t.emulated},
+          {"node_of", nodes->node},
           {"axes", axes}};
 }
 }  // namespace
@@ -60,7 +63,7 @@ json point_to_json(const PointResult& r) {
                {"pp", c.parallel.pp},
                {"dp", c.parallel.dp},
                {"ep", c.parallel.ep}};
-  j["topology"] = topology_json(r);
+  if (json t = topology_json(r); !t.is_null()) j["topology"] = std::move(t);
   j["status"] = r.status;
   if (r.steps.empty()) return j;
   json steps = json::array();
