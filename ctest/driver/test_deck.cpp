@@ -200,6 +200,8 @@ TEST(deck, degrees_the_model_cannot_take_are_named) {
   d = load_deck(deck, {"fault.slow_rank.rank=4", "fault.slow_rank.factor=2"}, 2);
   EXPECT_TRUE(has_error(d, "fault.slow_rank.rank", "--set", "rank 4 is not in the run"))
       << all_errors(d);
+  d = load_deck(deck, {"fault.slow_rank.rank=0", "fault.slow_rank.factor=2"}, 1);
+  EXPECT_TRUE(has_error(d, "fault.slow_rank.rank", "--set", "needs peers")) << all_errors(d);
   d = load_deck(deck, {"fault.slow_rank.rank=1"}, 2);
   EXPECT_TRUE(has_error(d, "fault.slow_rank.factor", "", "factor 1 slows nothing"))
       << all_errors(d);

@@ -203,3 +203,14 @@ TEST(diagnosis, the_loss_of_a_rank_names_its_place_and_groups) {
   EXPECT_EQ(diagnosis::loss_takes_out(one, 0),
             "rank 0 is pipeline stage 0 of replica 0, the only rank of the run");
 }
+
+// A group that holds a slow rank is not also a slow link: the rank explains its time.
+TEST(diagnosis, a_slow_ranks_group_is_not_a_slow_link) {
+  json p = point(2, 1, 2, 8);  // dp groups {0,2} {1,3}
+  for (int s = 1; s < 8; ++s) {
+    p["rank_series"]["compute_s"][3][s] = 3.0;
+    for (int r : {1, 3}) p["rank_series"]["comm.dp.time_s"][r][s] = 0.5;
+  }
+  const json f = diagnosis::diagnose(p);
+  EXPECT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
+}

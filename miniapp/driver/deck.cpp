@@ -331,6 +331,9 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
     if (sr.factor == 1)
       e.push_back({"fault.slow_rank.factor", loc.where({"fault.slow_rank.factor"}),
                    "factor 1 slows nothing (expected > 1, e.g. 2 for twice as slow)"});
+    if (w && *w < 2)
+      e.push_back({"fault.slow_rank.rank", loc.where({"fault.slow_rank.rank"}),
+                   "a slow rank needs peers to be slow against: the run has 1 rank"});
   }
   // The slow link: two distinct ranks of the run, or two distinct nodes, and an effect.
   const auto& L = c.comm.links;

@@ -149,7 +149,10 @@ void slow_ranks(const Point& pt, json& out) {
 }
 
 // Slow links: a group's collective time net of waiting against the axis's other groups.
-void slow_links(const Point& pt, const json& topology, json& out) {
+// Groups holding a slow rank are left out: the rank explains their time (it makes its peers
+// wait, and a time-shared rank's own collectives stretch too).
+void slow_links(const Point& pt, const json& topology, const std::vector<int>& slow_ranks,
+                json& out) {
   std::vector<int> node_of;
   if (topology.is_object() && topology.contains("node_of"))
     node_of = topology.at("node_of").get<std::vector<int>>();
@@ -191,6 +194,11 @@ void slow_links(const Point& pt, const json& topology, json& out) {
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (!slow[g]) continue;
+      bool explained = false;
+      for (int r : groups[g])
+        explained =
+            explained || std::find(slow_ranks.begin(), slow_ranks.end(), r) != slow_ranks.end();
+      if (explained) continue;
       json f;
       f["kind"] = "slow_link";
       f["axis"] = axis;
@@ -362,7 +370,9 @@ json diagnose(const json& p) {
   if (pt.measured.empty()) return out;
   json faults = json::array();
   slow_ranks(pt, faults);
-  slow_links(pt, p.value("topology", json::object()), faults);
+  std::vector<int> slowed;
+  for (const auto& f : faults) slowed.push_back(f.at("ranks").at(0));
+  slow_links(pt, p.value("topology", json::object()), slowed, faults);
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
   const double step = p.at("time").value("step_median_s", 0.0);
   for (auto& f : faults)

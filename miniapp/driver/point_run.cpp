@@ -42,7 +42,8 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
   if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, p);
   if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
   if (single) return model::make_trainer(cfg.model, cfg.train);
-  return parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid);
+  return parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid,
+                                         cfg.fault.slow_rank);
 }
 
 }  // namespace
