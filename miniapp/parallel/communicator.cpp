@@ -252,6 +252,9 @@ double Communicator::hold(double end, double extra) const {
 }
 
 void hold_until(double t, MPI_Comm comm) {
+  // Few, long sleeps: on shared cores every wake-up may wait for a core, so a hold of n short
+  // sleeps could overshoot n times.
+  constexpr double kChunk = 10e-3, kSpin = 5e-5;
   double next_service = 0;
   for (;;) {
     const double now = steady_now();
@@ -261,11 +264,11 @@ void hold_until(double t, MPI_Comm comm) {
       int flag = 0;  // a probe drives MPI's progress engine (nothing is received)
       check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE),
                 "iprobe (link emulation)");
-      next_service = now + 1e-3;
+      next_service = now + kChunk;
     }
     const double left = t - now;
-    if (left > 3e-4)
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left - 2e-4, 1e-3)));
+    if (left > 2 * kSpin)
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left - kSpin, kChunk)));
     else
       std::this_thread::yield();
   }

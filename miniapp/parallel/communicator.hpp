@@ -138,8 +138,8 @@ std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI
                                                 Axis axis, CommLog* log, const LinkModel& links);
 
 // Waits until steady_now() >= t without starving the rest of the job: sleeps in steps of at
-// most 1 ms (other ranks may share the cores), spins the last 0.3 ms, and every millisecond
-// answers the watchdog's questions and lets MPI progress outstanding requests on comm.
+// most 10 ms (other ranks may share the cores), yields the last 50 us, and every 10 ms answers
+// the watchdog's questions and lets MPI progress outstanding requests on comm.
 void hold_until(double t, MPI_Comm comm);
 
 double steady_now();
