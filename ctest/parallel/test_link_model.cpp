@@ -200,7 +200,10 @@ TEST(slow_link, ends_that_do_not_exist_are_refused) {
   L.slow_nodes = {0, 2};
   const std::string m = message_of(L, nodes_from_hosts({"a", "a", "b", "b"}));
   EXPECT_NE(m.find("fault.slow_link.nodes"), std::string::npos) << m;
-  EXPECT_NE(m.find("node 2 does not exist"), std::string::npos) << m;
+  EXPECT_NE(m.find("node 2 does not exist (this run has 2 nodes"), std::string::npos) << m;
+  L.slow_nodes = {0, 1};
+  const std::string one = message_of(L, nodes_from_hosts({"a", "a"}));
+  EXPECT_NE(one.find("node 1 does not exist (this run has 1 node,"), std::string::npos) << one;
   L.slow_nodes = {};
   L.slow_ranks = {1, 4};
   EXPECT_NE(message_of(L, emulated_nodes(4, 2)).find("fault.slow_link.ranks"), std::string::npos);

@@ -39,7 +39,7 @@ LinkModel make_link_model(const config::LinkEmulation& links, NodeMap nodes) {
       if (e < 0 || e >= limit)
         throw std::invalid_argument(std::string(key) + ": " + noun + " " + std::to_string(e) +
                                     " does not exist (this run has " + std::to_string(limit) + " " +
-                                    noun + "s, numbered from 0)");
+                                    noun + (limit == 1 ? "" : "s") + ", numbered from 0)");
   };
   check(links.slow_ranks, world, "fault.slow_link.ranks", "rank");
   check(links.slow_nodes, n_nodes, "fault.slow_link.nodes", "node");
