@@ -89,8 +89,9 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
 }
 
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
-                                          config::CommBackend backend) {
-  auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr);
+                                          config::CommBackend backend,
+                                          const parallel::LinkModel& links) {
+  auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr, links);
   std::vector<CommCalibration> out;
   for (auto op : ops_of(axis)) {
     CommCalibration cc;
@@ -116,8 +117,9 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
 namespace calibration_detail {
 
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
-                                            config::CommBackend backend) {
-  auto fits = measure_axis(axis, comm, backend);
+                                            config::CommBackend backend,
+                                            const parallel::LinkModel& links) {
+  auto fits = measure_axis(axis, comm, backend, links);
   for (auto& f : fits) {
     double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
     parallel::watchdog::broadcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD,

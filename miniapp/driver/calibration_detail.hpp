@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "driver/calibration.hpp"
+#include "parallel/link_emulation.hpp"
 
 namespace paraxis::driver::calibration_detail {
 
@@ -14,8 +15,10 @@ namespace paraxis::driver::calibration_detail {
 // "dp" | "ep"): every group of the axis measures at once, as in training; rank 0's group speaks
 // for the axis (its fits are broadcast over the world, so every rank stores the same).
 // Collective over MPI_COMM_WORLD.
+// Its communicator applies `links` (the run's emulated links) like the trainer's.
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
-                                            config::CommBackend backend);
+                                            config::CommBackend backend,
+                                            const parallel::LinkModel& links);
 
 // calibration_compute.cpp. The shard shape the compute calibration depends on (its cache key).
 std::string compute_key(const RunConfig& c);

@@ -13,6 +13,7 @@
 #include "driver/point_stages.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
+#include "parallel/link_emulation.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"
 #include "parallel/watchdog.hpp"
@@ -39,7 +40,12 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
   const bool single = world == 1 && p.dp == 1 && p.zero == 0 && p.pp == 1 &&
                       cfg.comm.backend == config::CommBackend::mpi &&
                       p.schedule != schedule::ScheduleKind::gpipe;
-  if (!single) grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, p);
+  if (!single) {
+    grid = std::make_unique<parallel::ProcessGrid>(MPI_COMM_WORLD, p);
+    // A slow link's node that does not exist is refused here, on every rank, before anything
+    // is calibrated (make_link_model throws naming fault.slow_link.nodes).
+    parallel::make_link_model(cfg.comm.links, grid->nodes(cfg.comm.links.ranks_per_node));
+  }
   if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
   if (single) return model::make_trainer(cfg.model, cfg.train);
   return parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid,

@@ -60,15 +60,18 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
           "make_parallel_trainer: the configuration's grid differs from "
           "the process grid's");
     log_ = std::make_unique<CommLog>();
-    tp_ = make_communicator(comm.backend, grid.tp(), Axis::tp, log_.get());
+    // Training traffic crosses the emulated links and the injected slow link (docs/diagnosis.md,
+    // "Nodes and emulated links"); the metrics and synchronisation communicators do not.
+    const LinkModel links = make_link_model(comm.links, grid.nodes(comm.links.ranks_per_node));
+    tp_ = make_communicator(comm.backend, grid.tp(), Axis::tp, log_.get(), links);
     // Pipeline transfers always go through MPI: the engine's sends must not block compute
     // (NCCL send/recv on the compute stream would wait there for the peer's matching call,
     // and 1F1B's crossing transfers could deadlock). With CUDA, MPI must be GPU-aware.
-    pp_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, log_.get());
-    dp_ = make_communicator(comm.backend, grid.dp(), Axis::dp, log_.get());
+    pp_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, log_.get(), links);
+    dp_ = make_communicator(comm.backend, grid.dp(), Axis::dp, log_.get(), links);
     if (g.ep > 1) {
-      ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get());
-      edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get());
+      ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get(), links);
+      edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get(), links);
     }
     metrics_ = make_communicator(config::CommBackend::mpi, grid.world(), Axis::world, nullptr);
     if (g.pp > 1)
