@@ -214,3 +214,16 @@ TEST(diagnosis, a_slow_ranks_group_is_not_a_slow_link) {
   const json f = diagnosis::diagnose(p);
   EXPECT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
 }
+
+// Noisy clean steps before the fault do not move its start: the onset is the step that best
+// separates the steps before it from those after it.
+TEST(diagnosis, the_onset_is_where_the_slowdown_starts_not_the_first_noisy_step) {
+  json p = point(1, 1, 4, 9);  // measured steps 1..8
+  auto& c = p["rank_series"]["compute_s"][2];
+  c[1] = 1.7;                              // noise
+  for (int s = 4; s < 9; ++s) c[s] = 4.0;  // the fault, from step 4
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
+  EXPECT_EQ(f[0]["from_step"], 4);
+  EXPECT_EQ(f[0]["evidence"]["slowed_steps"], 5);
+}

@@ -83,28 +83,53 @@ void slow_ranks(const Point& pt, json& out) {
   for (const auto& [st, ranks] : stage) {
     if (ranks.size() < 2) continue;  // no peer doing the same work
     for (int r : ranks) {
-      std::vector<int> slowed;  // columns
-      std::vector<double> ratios, extra;
+      // Per measured step: the rank's compute over its peers' median, and the difference.
+      std::vector<int> cols;
+      std::vector<double> all_ratio, all_extra;
       for (int k : pt.measured) {
         std::vector<double> peers;
         for (int q : ranks)
           if (q != r) peers.push_back(compute[q][k]);
         const double ref = median_of(peers);
         if (ref <= 0) continue;
-        const double ratio = compute[r][k] / ref;
-        if (ratio >= kSlowRankRatio) {
-          slowed.push_back(k);
-          ratios.push_back(ratio);
-          extra.push_back(compute[r][k] - ref);
+        cols.push_back(k);
+        all_ratio.push_back(compute[r][k] / ref);
+        all_extra.push_back(compute[r][k] - ref);
+      }
+      // The onset: of the steps where the ratio crosses kSlowRankRatio, the one that best
+      // separates the steps before it (baseline 1 when there are none) from those after it
+      // (mean ratio after - mean before); from it on, the slowdown must be persistent: at least
+      // kMinSteps slowed steps and kPersistence of the steps (one slow step in a few is the
+      // machine's noise, and a noisy clean step before the fault is not its start).
+      const int n = static_cast<int>(cols.size());
+      int onset = -1;
+      double best = -1e300;
+      for (int i = 0; i < n; ++i) {
+        if (all_ratio[i] < kSlowRankRatio) continue;
+        int count = 0;
+        double after = 0, before = 0;
+        for (int j = i; j < n; ++j) {
+          count += all_ratio[j] >= kSlowRankRatio ? 1 : 0;
+          after += all_ratio[j];
+        }
+        for (int j = 0; j < i; ++j) before += all_ratio[j];
+        if (count < kMinSteps || count < kPersistence * (n - i)) continue;
+        const double score = after / (n - i) - (i > 0 ? before / i : 1.0);
+        if (score > best) {
+          best = score;
+          onset = i;
         }
       }
-      // Persistent: at least kMinSteps slowed steps, and most (kPersistence) of the measured
-      // steps from the first of them on (one slow step in a few is the machine's noise).
-      if (static_cast<int>(slowed.size()) < kMinSteps) continue;
-      const auto since = static_cast<double>(
-          pt.measured.end() - std::find(pt.measured.begin(), pt.measured.end(), slowed.front()));
-      if (static_cast<double>(slowed.size()) < kPersistence * since) continue;
-      const int from = pt.steps[slowed.front()];
+      if (onset < 0) continue;
+      std::vector<int> slowed;  // columns from the onset on that cross the threshold
+      std::vector<double> ratios, extra;
+      for (int j = onset; j < n; ++j)
+        if (all_ratio[j] >= kSlowRankRatio) {
+          slowed.push_back(cols[j]);
+          ratios.push_back(all_ratio[j]);
+          extra.push_back(all_extra[j]);
+        }
+      const int from = pt.steps[cols[onset]];
       const double ratio = median_of(ratios), cost = median_of(extra);
       // Who waits: the other ranks' wait in each axis's collectives over the slowed steps.
       json waits = json::object();
