@@ -227,3 +227,18 @@ TEST(diagnosis, the_onset_is_where_the_slowdown_starts_not_the_first_noisy_step)
   EXPECT_EQ(f[0]["from_step"], 4);
   EXPECT_EQ(f[0]["evidence"]["slowed_steps"], 5);
 }
+
+// With expert parallelism a rank's peers hold its experts: ranks of other experts compute
+// what the routing sends them, and a heavier expert is not a slow rank.
+TEST(diagnosis, expert_parallel_ranks_are_compared_with_ranks_holding_the_same_experts) {
+  json p = point(1, 1, 4, 8);
+  p["config"]["parallel"]["ep"] = 2;  // ep coordinate = dp % 2: ranks 0, 2 and 1, 3
+  p["config"]["model"]["moe"]["experts"] = 4;
+  for (int s = 0; s < 8; ++s)
+    for (int r : {1, 3}) p["rank_series"]["compute_s"][r][s] = 2.5;  // the loaded experts
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+  for (int s = 3; s < 8; ++s) p["rank_series"]["compute_s"][3][s] = 6.0;
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
+  EXPECT_EQ(f[0]["ranks"], json::array({3}));
+}

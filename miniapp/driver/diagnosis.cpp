@@ -78,9 +78,15 @@ std::string where(const config::ParallelConfig& p, int rank) {
 void slow_ranks(const Point& pt, json& out) {
   const Series compute = series(pt.rs, "compute_s");
   if (compute.empty()) return;
-  std::map<int, std::vector<int>> stage;
-  for (int r = 0; r < pt.world; ++r) stage[parallel::grid_coords_of(pt.par, r).pp].push_back(r);
-  for (const auto& [st, ranks] : stage) {
+  // Peers do the same work: the same pipeline stage and, with expert parallelism, the same
+  // experts (ranks holding other experts compute what the routing sends them, which differs).
+  std::map<std::pair<int, int>, std::vector<int>> peers_of;
+  for (int r = 0; r < pt.world; ++r) {
+    const auto c = parallel::grid_coords_of(pt.par, r);
+    peers_of[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
+  }
+  for (const auto& [key, ranks] : peers_of) {
+    const int st = key.first;
     if (ranks.size() < 2) continue;  // no peer doing the same work
     for (int r : ranks) {
       // Per measured step: the rank's compute over its peers' median, and the difference.

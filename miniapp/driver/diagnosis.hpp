@@ -6,7 +6,8 @@
 //
 // What is found:
 //   slow_rank  a rank whose compute is at least kSlowRankRatio times the median of its peers
-//              (the ranks of its pipeline stage, which do the same work) on at least kMinSteps
+//              (the ranks of its pipeline stage holding the same experts, which do the same
+//              work) on at least kMinSteps
 //              measured steps and on kPersistence of the measured steps from the first of them
 //              on; its cost is the extra compute per step, which every other rank waits for.
 //   slow_link  a group of an axis whose collectives take, net of waiting for late ranks, at
