@@ -14,49 +14,13 @@
 #include "model/model_pieces.hpp"
 #include "model/synthetic_corpus.hpp"
 #include "model/trainer.hpp"
+#include "small_model.hpp"
 
 using namespace paraxis::model;
+using paraxis::model::test_support::gradients;
+using paraxis::model::test_support::sample_data;
 
 namespace {
-
-ModelConfig config(bool moe, int layers = 4) {
-  ModelConfig c;
-  c.vocab = 29;
-  c.seq_len = 8;
-  c.hidden = 16;
-  c.heads = 2;
-  c.layers = layers;
-  c.ffn = 24;
-  if (moe) {
-    c.moe.experts = 4;
-    c.moe.top_k = 2;
-    c.moe.every = 2;
-  }
-  return c;
-}
-
-template <class T>
-void data(const ModelConfig& c, int micro_batch, std::uint64_t first,
-          typename GptModel<T>::Tokens& tokens, typename GptModel<T>::Tokens& targets) {
-  const int N = micro_batch * c.seq_len;
-  tokens = typename GptModel<T>::Tokens("tokens", N);
-  targets = typename GptModel<T>::Tokens("targets", N);
-  auto th = Kokkos::create_mirror_view(tokens);
-  auto gh = Kokkos::create_mirror_view(targets);
-  SyntheticCorpus corpus(c.vocab, 4, 11);
-  sample_micro_batch(corpus, c.seq_len, first, micro_batch, th.data(), gh.data());
-  Kokkos::deep_copy(tokens, th);
-  Kokkos::deep_copy(targets, gh);
-}
-
-template <class T>
-std::vector<double> grads(const GptModel<T>& m) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m.params().grad);
-  std::vector<double> out;
-  for (const auto& s : m.params().specs())
-    for (std::size_t i = 0; i < s.size(); ++i) out.push_back(static_cast<double>(h(s.offset + i)));
-  return out;
-}
 
 struct Mode {
   Recompute mode;
@@ -87,9 +51,9 @@ Outcome run(const ModelConfig& c, const ShardLayout& lay, const Mode& mode,
   m.initialize(5);
   m.set_record_routing(true);
   typename GptModel<T>::Tokens t0, g0, t1, g1, t2, g2;
-  data<T>(c, 2, 0, t0, g0);
-  data<T>(c, 2, 2, t1, g1);
-  data<T>(c, 2, 4, t2, g2);
+  sample_data<T>(c, 2, 0, t0, g0);
+  sample_data<T>(c, 2, 2, t1, g1);
+  sample_data<T>(c, 2, 4, t2, g2);
   m.params().zero_grads();
   Outcome o;
   auto keep = [&](const MicroBatchResult& r) {
@@ -110,7 +74,7 @@ Outcome run(const ModelConfig& c, const ShardLayout& lay, const Mode& mode,
   keep(m.forward_backward(t2, g2, 0.01, 0.1));
   m.set_replay_routing(nullptr);
   EXPECT_EQ(m.live_activation_sets(), 0);
-  o.grads = grads(m);
+  o.grads = gradients(m);
   return o;
 }
 
@@ -133,7 +97,7 @@ void expect_all_modes_bitwise(const ModelConfig& c, const ShardLayout& lay, cons
 template <class T>
 void bitwise_in_every_mode(const char* precision) {
   for (bool moe : {false, true}) {
-    const ModelConfig c = config(moe);
+    const ModelConfig c = test_support::small_model(moe);
     const std::string what = std::string(precision) + (moe ? " moe" : " dense");
     expect_all_modes_bitwise<T>(c, ShardLayout::whole(c), what);
     ShardLayout chunked;  // three chunks on one rank: recompute_layers counts per chunk
@@ -158,7 +122,7 @@ TEST(recompute, gradients_are_bitwise_those_of_none_bf16) {
 // followed by other choices (every token to experts 0 and 1), which a recomputed forward
 // reading past its own choices would take.
 TEST(recompute, a_recomputed_forward_replays_the_same_routing) {
-  const ModelConfig c = config(true);
+  const ModelConfig c = test_support::small_model(true);
   const int N = 2 * c.seq_len, K = c.moe.top_k, moe_layers = c.moe_layer_count();
   std::vector<int> replay;
   for (int l = 0; l < moe_layers; ++l)
@@ -197,7 +161,7 @@ std::size_t after_forward(const ModelConfig& c, int b, Recompute mode) {
   m.set_recompute(mode);
   m.initialize(1);
   typename GptModel<T>::Tokens tok, tgt;
-  data<T>(c, b, 0, tok, tgt);
+  sample_data<T>(c, b, 0, tok, tgt);
   m.forward_chunk(0, 0, tok, tgt);
   return m.ledger().current(MemCategory::activations);
 }
@@ -205,7 +169,8 @@ std::size_t after_forward(const ModelConfig& c, int b, Recompute mode) {
 template <class T>
 void ledger_matches_formula(const char* precision) {
   const int b = 2;
-  const ModelConfig c2 = config(false, 2), c3 = config(false, 3);
+  const ModelConfig c2 = test_support::small_model(false, 2),
+                    c3 = test_support::small_model(false, 3);
   const Sizes z = documented<T>(c2, b);
   const std::size_t none2 = after_forward<T>(c2, b, Recompute::none),
                     none3 = after_forward<T>(c3, b, Recompute::none);
@@ -237,7 +202,7 @@ TEST(recompute, ledger_bytes_per_block_are_the_documented_formula_bf16) {
 
 // With recompute_layers, only the first blocks of each chunk drop their activations.
 TEST(recompute, recompute_layers_counts_blocks_per_chunk) {
-  const ModelConfig c = config(false, 4);
+  const ModelConfig c = test_support::small_model(false, 4);
   ShardLayout chunked;
   chunked.chunks = split_layers(c, 2, {2, 2});
   const Sizes z = documented<double>(c, 1);
@@ -248,7 +213,7 @@ TEST(recompute, recompute_layers_counts_blocks_per_chunk) {
     EXPECT_EQ(m.recomputed_in_full(1), mode == Recompute::full && layers != 1);
     m.initialize(1);
     GptModel<double>::Tokens tok, tgt;
-    data<double>(c, 1, 0, tok, tgt);
+    sample_data<double>(c, 1, 0, tok, tgt);
     m.forward_chunk(0, 0, tok, tgt);
     Kokkos::deep_copy(m.chunk_input(1, 0), m.chunk_output(0, 0));
     m.forward_chunk(1, 0, tok, tgt);
@@ -262,7 +227,8 @@ TEST(recompute, recompute_layers_counts_blocks_per_chunk) {
 
 // ---- the FLOPs recomputation adds, and the settings refused
 TEST(recompute, extra_forward_flops_are_the_recomputed_matmuls) {
-  const ModelConfig c = config(false, 4);  // a block: 8 h^2 + 4 s h + 4 h f = 4096 FLOPs/token
+  const ModelConfig c =
+      test_support::small_model(false, 4);  // a block: 8 h^2 + 4 s h + 4 h f = 4096 FLOPs/token
   TrainConfig t;
   const auto one_chunk = split_layers(c, 1);
   const auto three = split_layers(c, 3, {1, 2, 1});
@@ -279,14 +245,14 @@ TEST(recompute, extra_forward_flops_are_the_recomputed_matmuls) {
 TEST(recompute, names_round_trip_and_wrong_settings_are_refused) {
   ASSERT_EQ(recompute_names(), (std::vector<std::string>{"none", "selective", "full"}));
   EXPECT_EQ(TrainConfig().recompute, Recompute::none);
-  const ModelConfig c = config(false, 2);
+  const ModelConfig c = test_support::small_model(false, 2);
   GptModel<double> m(c, 1);
   EXPECT_THROW(m.set_recompute(Recompute::selective, 1), std::invalid_argument);
   EXPECT_THROW(m.set_recompute(Recompute::full, -1), std::invalid_argument);
   m.set_recompute(Recompute::full, 1);
   m.initialize(1);
   GptModel<double>::Tokens tok, tgt;
-  data<double>(c, 1, 0, tok, tgt);
+  sample_data<double>(c, 1, 0, tok, tgt);
   m.forward_chunk(0, 0, tok, tgt);
   try {
     m.set_recompute(Recompute::none);

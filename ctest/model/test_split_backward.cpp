@@ -15,49 +15,17 @@
 #include "model/model_pieces.hpp"
 #include "model/synthetic_corpus.hpp"
 #include "model/trainer.hpp"
+#include "small_model.hpp"
 
 using namespace paraxis::model;
+using paraxis::model::test_support::sample_data;
 
 namespace {
 
 ModelConfig config(bool moe) {
-  ModelConfig c;
-  c.vocab = 29;
-  c.seq_len = 8;
-  c.hidden = 16;
-  c.heads = 2;
-  c.layers = 4;
-  c.ffn = 24;
-  if (moe) {
-    c.moe.experts = 4;
-    c.moe.top_k = 2;
-    c.moe.every = 2;
-    c.moe.router_skew = 0.5;  // the router bias: its gradient comes in W as well
-  }
+  ModelConfig c = test_support::small_model(moe);
+  if (moe) c.moe.router_skew = 0.5;  // the router bias: its gradient comes in W as well
   return c;
-}
-
-template <class T>
-void data(const ModelConfig& c, int micro_batch, std::uint64_t first,
-          typename GptModel<T>::Tokens& tokens, typename GptModel<T>::Tokens& targets) {
-  const int N = micro_batch * c.seq_len;
-  tokens = typename GptModel<T>::Tokens("tokens", N);
-  targets = typename GptModel<T>::Tokens("targets", N);
-  auto th = Kokkos::create_mirror_view(tokens);
-  auto gh = Kokkos::create_mirror_view(targets);
-  SyntheticCorpus corpus(c.vocab, 4, 11);
-  sample_micro_batch(corpus, c.seq_len, first, micro_batch, th.data(), gh.data());
-  Kokkos::deep_copy(tokens, th);
-  Kokkos::deep_copy(targets, gh);
-}
-
-template <class T>
-std::vector<double> grads(const GptModel<T>& m) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m.params().grad);
-  std::vector<double> out;
-  for (const auto& s : m.params().specs())
-    for (std::size_t i = 0; i < s.size(); ++i) out.push_back(static_cast<double>(h(s.offset + i)));
-  return out;
 }
 
 constexpr int kMicro = 3;
@@ -77,7 +45,7 @@ std::vector<double> run(const ModelConfig& c, const ShardLayout& lay, Recompute 
   m.params().zero_grads();
   const int C = m.chunks();
   std::vector<typename GptModel<T>::Tokens> tok(kMicro), tgt(kMicro);
-  for (int mb = 0; mb < kMicro; ++mb) data<T>(c, 2, 2 * mb, tok[mb], tgt[mb]);
+  for (int mb = 0; mb < kMicro; ++mb) sample_data<T>(c, 2, 2 * mb, tok[mb], tgt[mb]);
   for (int mb = 0; mb < kMicro; ++mb)
     for (int ch = 0; ch < C; ++ch) {
       if (ch > 0) Kokkos::deep_copy(m.chunk_input(ch, mb), m.chunk_output(ch - 1, mb));
@@ -108,7 +76,7 @@ std::vector<double> run(const ModelConfig& c, const ShardLayout& lay, Recompute 
   }
   EXPECT_EQ(m.live_activation_sets(), 0);
   if (peak_sets) *peak_sets = m.peak_activation_sets();
-  return grads(m);
+  return test_support::gradients(m);
 }
 
 template <class T>
@@ -154,22 +122,22 @@ TEST(split_backward, b_writes_no_parameter_gradient_and_w_writes_them) {
   m.initialize(5);
   m.params().zero_grads();
   typename GptModel<double>::Tokens tok, tgt;
-  data<double>(c, 2, 0, tok, tgt);
+  sample_data<double>(c, 2, 0, tok, tgt);
   m.forward_chunk(0, 0, tok, tgt);
   m.backward_input_chunk(0, 0, {}, {}, 0.01, 0.1);
-  for (double g : grads(m)) ASSERT_EQ(g, 0.0);
+  for (double g : test_support::gradients(m)) ASSERT_EQ(g, 0.0);
   EXPECT_EQ(m.live_activation_sets(), 1);  // alive until W
   m.backward_weight_chunk(0, 0);
   EXPECT_EQ(m.live_activation_sets(), 0);
   std::size_t nonzero = 0;
-  for (double g : grads(m)) nonzero += g != 0.0;
-  EXPECT_GT(nonzero, grads(m).size() / 2);
+  for (double g : test_support::gradients(m)) nonzero += g != 0.0;
+  EXPECT_GT(nonzero, test_support::gradients(m).size() / 2);
 }
 
 TEST(split_backward, misuse_is_refused) {
   const ModelConfig c = config(false);
   typename GptModel<double>::Tokens tok, tgt;
-  data<double>(c, 2, 0, tok, tgt);
+  sample_data<double>(c, 2, 0, tok, tgt);
   {
     GptModel<double> m(c, 2);
     m.initialize(5);
@@ -209,7 +177,7 @@ TEST(split_backward, activation_bytes_are_the_whole_backwards_plus_the_layernorm
     m.set_split_backward(split);
     m.initialize(5);
     typename GptModel<double>::Tokens tok, tgt;
-    data<double>(c, 2, 0, tok, tgt);
+    sample_data<double>(c, 2, 0, tok, tgt);
     for (int mb = 0; mb < sets; ++mb) m.forward_chunk(0, mb, tok, tgt);
     if (split)
       for (int mb = 0; mb < sets; ++mb) m.backward_input_chunk(0, mb, {}, {}, 0.01, 0.1);
