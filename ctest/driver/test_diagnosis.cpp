@@ -242,3 +242,155 @@ TEST(diagnosis, expert_parallel_ranks_are_compared_with_ranks_holding_the_same_e
   ASSERT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
   EXPECT_EQ(f[0]["ranks"], json::array({3}));
 }
+
+// On a host with more ranks than cores the thresholds scale with the oversubscription: a 2.4x
+// rank is noise with 4 ranks on 2 cores (threshold 3x), a slow rank with a core each.
+TEST(diagnosis, oversubscription_scales_the_thresholds) {
+  json p = point(1, 1, 4, 8);
+  for (int s = 1; s < 8; ++s) p["rank_series"]["compute_s"][1][s] = 2.4;
+  EXPECT_EQ(fault_kinds(diagnosis::diagnose(p, {4, 4})), std::vector<std::string>{"slow_rank"});
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p, {4, 2})).empty());
+  EXPECT_DOUBLE_EQ((diagnosis::Host{8, 2}).oversubscription(), 4.0);
+  EXPECT_DOUBLE_EQ((diagnosis::Host{2, 8}).oversubscription(), 1.0);
+  EXPECT_DOUBLE_EQ((diagnosis::Host{}).oversubscription(), 1.0);
+  const json prov = {{"max_ranks_per_host", 4}, {"cores_per_host", 2}};
+  EXPECT_DOUBLE_EQ(diagnosis::host_of(prov).oversubscription(), 2.0);
+  for (int s = 1; s < 8; ++s) p["rank_series"]["compute_s"][1][s] = 3.5;
+  const json f = diagnosis::diagnose(p, {4, 2});
+  ASSERT_EQ(fault_kinds(f), std::vector<std::string>{"slow_rank"}) << f.dump(1);
+  EXPECT_DOUBLE_EQ(f[0]["evidence"]["threshold"].get<double>(), 3.0);
+}
+
+// Pipelines are compared on their transfer time: a point-to-point wait is its exposed time,
+// so nothing is taken out (a slow link between the stages of pipeline 1).
+TEST(diagnosis, a_slow_pipeline_link_is_named_with_its_pp_group) {
+  json p = point(2, 2, 1, 6);  // tp-pp-dp: pp groups {0,2} {1,3}
+  for (int r = 0; r < 4; ++r)
+    for (int s = 0; s < 6; ++s)
+      p["rank_series"]["comm.pp.wait_s"][r][s] = p["rank_series"]["comm.pp.time_s"][r][s];
+  EXPECT_TRUE(fault_kinds(diagnosis::diagnose(p)).empty());
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) {
+      p["rank_series"]["comm.pp.time_s"][r][s] = 0.5;
+      p["rank_series"]["comm.pp.wait_s"][r][s] = 0.5;
+    }
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(fault_kinds(f), std::vector<std::string>{"slow_link"}) << f.dump(1);
+  EXPECT_EQ(f[0]["axis"], "pp");
+  EXPECT_EQ(f[0]["group"], 1);
+  EXPECT_EQ(f[0]["ranks"], json::array({1, 3}));
+  EXPECT_NEAR(f[0]["cost_s"].get<double>(), 0.4, 0.05);
+}
+
+// A bubble far beyond the schedule's own is waiting, not a lack of micro-batches.
+TEST(diagnosis, a_bubble_beyond_the_schedules_is_not_cured_by_micro_batches) {
+  json p = point(1, 2, 1, 5);
+  p["config"]["parallel"]["schedule"] = "1f1b";
+  p["pipeline"] = {{"micro_batches", 8}};  // the schedule's bubble: 1/9 = 11 %
+  p["time"]["bubble_fraction"] = 0.5;
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 1u) << f.dump(1);
+  const std::string text = f[0]["text"];
+  EXPECT_NE(text.find("against the schedule's 11 %"), std::string::npos) << text;
+  EXPECT_EQ(text.find("would cut"), std::string::npos) << text;
+}
+
+// Expert imbalance: the token share of each ep rank's experts against 1/ep.
+TEST(diagnosis, an_overloaded_expert_shard_is_expert_imbalance) {
+  json p = point(1, 1, 4, 6);
+  p["config"]["parallel"]["ep"] = 2;  // ep rank = dp % 2: ranks 0 2 hold experts 0-1
+  p["config"]["model"]["moe"]["experts"] = 4;
+  p["steps"] = json::array();
+  for (int s = 0; s < 6; ++s)
+    p["steps"].push_back(
+        {{"measured", s >= 1}, {"moe", {{"tokens_per_expert", {10, 10, 10, 10}}}}});
+  EXPECT_TRUE(diagnosis::diagnose(p).empty());  // balanced
+  for (auto& st : p["steps"]) st["moe"]["tokens_per_expert"] = {50, 20, 20, 10};
+  for (int r : {1, 3})
+    for (int s = 0; s < 6; ++s) p["rank_series"]["comm.ep.wait_s"][r][s] = 0.2;
+  const json f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 1u) << f.dump(1);
+  EXPECT_EQ(f[0]["kind"], "expert_imbalance");
+  EXPECT_EQ(f[0]["axis"], "ep");
+  EXPECT_EQ(f[0]["group"], 0);
+  EXPECT_EQ(f[0]["ranks"], json::array({0, 2}));
+  // 70 of 100 tokens on 1 of 2 ep ranks: 1.4x the share; the others wait 0.2 s.
+  EXPECT_NEAR(f[0]["evidence"]["token_share_to_fair_share"][0].get<double>(), 1.4, 1e-12);
+  EXPECT_NEAR(f[0]["cost_s"].get<double>(), 0.2, 1e-12);
+  for (auto& st : p["steps"]) st["moe"]["tokens_per_expert"] = {30, 30, 20, 20};  // 1.2x
+  EXPECT_TRUE(diagnosis::diagnose(p).empty());
+}
+
+namespace {
+
+json record(const std::string& kind, int rank, const std::string& axis, std::vector<int> silent,
+            std::vector<int> not_arrived, double waited) {
+  RunConfig c;
+  c.parallel.tp = 2;
+  c.parallel.pp = 2;  // tp-pp-dp: rank = tp + 2 pp
+  diagnosis::Failure f;
+  f.kind = kind;
+  f.rank = rank;
+  f.point_index = 1;
+  f.step = 2;
+  f.config = config_to_json(c);
+  f.what = "injected";
+  f.waited_s = waited;
+  f.op = "all_reduce";
+  f.axis = axis;
+  f.silent = std::move(silent);
+  f.not_arrived = std::move(not_arrived);
+  return diagnosis::failure_record_json(f);
+}
+
+}  // namespace
+
+// A dead rank's record is the finding, whatever else expired; a hang names the silent rank
+// and the address of the wait that named it.
+TEST(diagnosis, failure_records_are_dead_rank_and_hang_findings) {
+  const json dead = diagnosis::failure_finding(
+      {record("hang", 0, "tp", {}, {1}, 2.0), record("dead_rank", 3, "", {}, {}, 0)});
+  EXPECT_EQ(dead["kind"], "dead_rank");
+  EXPECT_EQ(dead["axis"], "compute");
+  EXPECT_EQ(dead["group"], 1);  // rank 3: pipeline stage 1
+  EXPECT_EQ(dead["ranks"], json::array({3}));
+  EXPECT_TRUE(dead["cost_s"].is_null());
+  const std::string text = dead["text"];
+  EXPECT_NE(text.find("rank 3 failed at step 2 of point 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("tp group (ranks 2 3)"), std::string::npos) << text;
+  // Rank 0 waited for rank 1 (elsewhere), rank 1 in pp for rank 3 (silent), rank 2 in the
+  // world barrier for rank 3 (silent): the pp wait is the address, rank 3 the culprit.
+  const json hang = diagnosis::failure_finding({record("hang", 0, "tp", {}, {1}, 2.6),
+                                                record("hang", 1, "pp", {3}, {3}, 2.1),
+                                                record("hang", 2, "world", {3}, {3}, 2.5)});
+  EXPECT_EQ(hang["kind"], "hang");
+  EXPECT_EQ(hang["axis"], "pp");
+  EXPECT_EQ(hang["group"], 1);  // pp groups {0,2} {1,3}
+  EXPECT_EQ(hang["ranks"], json::array({3}));
+  // Only the world barrier named it: axis compute, group its stage.
+  const json world = diagnosis::failure_finding({record("hang", 2, "world", {3}, {3}, 2.5)});
+  EXPECT_EQ(world["axis"], "compute");
+  EXPECT_EQ(world["group"], 1);
+  EXPECT_THROW(diagnosis::failure_finding({record("hang", 0, "tp", {7}, {7}, 2.0)}),
+               std::invalid_argument);  // rank 7 outside 4 ranks
+  EXPECT_THROW(diagnosis::failure_finding({record("crash", 0, "tp", {}, {}, 0)}),
+               std::invalid_argument);
+  EXPECT_THROW(diagnosis::failure_finding({}), std::invalid_argument);
+  EXPECT_EQ(diagnosis::failure_file_name(3), "failure-rank3.json");
+}
+
+// With a fault found, a bubble beyond the schedule's is the stages waiting for it: no finding
+// of its own; the schedule's own bubble still is one.
+TEST(diagnosis, a_faults_waiting_is_not_also_a_bubble) {
+  json p = point(1, 2, 2, 8);  // pp groups {0,1} {2,3}; stage r % 2
+  p["config"]["parallel"]["schedule"] = "1f1b";
+  p["pipeline"] = {{"micro_batches", 8}};  // the schedule's bubble: 11 %
+  p["time"]["bubble_fraction"] = 0.5;
+  for (int s = 1; s < 8; ++s) p["rank_series"]["compute_s"][3][s] = 3.0;
+  json f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 1u) << f.dump(1);
+  EXPECT_EQ(f[0]["kind"], "slow_rank");
+  p["pipeline"] = {{"micro_batches", 1}};  // the schedule's bubble: 50 %
+  f = diagnosis::diagnose(p);
+  ASSERT_EQ(f.size(), 2u) << f.dump(1);
+}

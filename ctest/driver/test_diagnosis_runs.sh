@@ -1,42 +1,125 @@
 #!/usr/bin/env bash
-# End-to-end diagnosis (issue 17, docs/diagnosis.md): inject a fault into a 4-rank run of
-# inputs/tiny.yaml, run `paraxis report` on it and check report.json's top finding names the
-# right kind, axis, group and ranks. Usage: test_diagnosis_runs.sh PARAXIS MPIEXEC INPUTS CASE
-# with CASE slow_rank (pp2 x dp2, rank 3 computing 8x slower from step 2) or slow_link (tp2 x
-# dp2 on two emulated nodes of 2 ranks, the link between ranks 1 and 3 adding 20 ms a message).
-# Label slow: a 4-rank run on a 2-core machine time-shares its cores (docs/diagnosis.md).
+# End-to-end diagnosis (issue 17, docs/diagnosis.md "End to end"): one fault kind injected into
+# 4-rank runs of inputs/tiny.yaml on each grid of the issue — tp2 x pp2, pp2 x dp2, tp2 x dp2
+# and dp4 x ep2 — on two emulated nodes of 2 ranks (100 us between them), then `paraxis report`
+# and a check of report.json: the top finding has the right kind, axis, group and ranks, and no
+# other fault finding (slow_rank, slow_link, dead_rank, hang) is there; `clean` injects nothing
+# and expects no fault finding at all.
+# Usage: test_diagnosis_runs.sh PARAXIS MPIEXEC INPUTS KIND [GRID ...]
+# KIND: clean, slow_rank, slow_link, dead_rank, hang, expert_imbalance. GRIDs (default: every
+# grid the kind applies to): tp2pp2 pp2dp2 tp2dp2 dp4ep2.
+# The injected faults are large (8x compute, 20 ms a message) because 4 ranks time-share this
+# machine's 2 cores: the report scales its thresholds by the oversubscription (docs/diagnosis.md).
 set -euo pipefail
-paraxis=$1 mpiexec=$2 inputs=$3 case=$4
+paraxis=$1 mpiexec=$2 inputs=$3 kind=$4
+shift 4
+grids=("$@")
+if [ ${#grids[@]} -eq 0 ]; then
+  if [ "$kind" = expert_imbalance ]; then grids=(dp4ep2); else grids=(tp2pp2 pp2dp2 tp2dp2 dp4ep2); fi
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 common=(--set train.steps=8 --set train.micro_batch=1 --set hardware.calibrate=false
-        --set output.trace=false)
-case $case in
-  slow_rank)
-    set=(--set parallel.pp=2 --set parallel.dp=2 --set fault.slow_rank.rank=3
-         --set fault.slow_rank.factor=8 --set fault.slow_rank.from_step=2)
-    expect='{"kind": "slow_rank", "axis": "compute", "group": 1, "ranks": [3]}' ;;
-  slow_link)
-    set=(--set parallel.tp=2 --set parallel.dp=2 --set hardware.ranks_per_node=2
-         --set fault.slow_link.ranks=[1,3] --set fault.slow_link.latency_us=20000)
-    expect='{"kind": "slow_link", "axis": "dp", "group": 1, "ranks": [1, 3]}' ;;
-  *) echo "unknown case $case" >&2; exit 2 ;;
-esac
-"$mpiexec" -n 4 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" "${set[@]}" --out "$out/run" \
-  > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
-"$paraxis" report "$out/run" > "$out/report.log" 2>&1 || { cat "$out/report.log"; exit 1; }
-python3 - "$out/run/report.json" "$expect" <<'PY'
+        --set output.trace=false --set hardware.ranks_per_node=2
+        --set hardware.emulate.latency_us=100)
+failed=0
+for grid in "${grids[@]}"; do
+  case $grid in
+    tp2pp2) layout=(--set parallel.tp=2 --set parallel.pp=2) ;;
+    pp2dp2) layout=(--set parallel.pp=2 --set parallel.dp=2) ;;
+    tp2dp2) layout=(--set parallel.tp=2 --set parallel.dp=2) ;;
+    dp4ep2) layout=(--set parallel.dp=4 --set parallel.ep=2) ;;
+    *) echo "unknown grid $grid" >&2; exit 2 ;;
+  esac
+  # Rank 3's place: its pipeline stage; the slow link: a pair of ranks one group of an axis
+  # holds and no other (pp: ranks 1 3 are a pipeline; dp: 1 3 a replica pair; ep: 2 3).
+  case $grid in tp2pp2|pp2dp2) stage=1 ;; *) stage=0 ;; esac
+  case $grid in
+    tp2pp2) link='[1,3]' link_want='"axis": "pp", "group": 1, "ranks": [1, 3]' ;;
+    pp2dp2|tp2dp2) link='[1,3]' link_want='"axis": "dp", "group": 1, "ranks": [1, 3]' ;;
+    dp4ep2) link='[2,3]' link_want='"axis": "ep", "group": 1, "ranks": [2, 3]' ;;
+  esac
+  rc_want=0
+  case $kind in
+    clean) inject=() want='null' ;;
+    slow_rank)
+      inject=(--set fault.slow_rank.rank=3 --set fault.slow_rank.factor=8
+              --set fault.slow_rank.from_step=2)
+      want="{\"kind\": \"slow_rank\", \"axis\": \"compute\", \"group\": $stage, \"ranks\": [3]}" ;;
+    slow_link)
+      inject=(--set "fault.slow_link.ranks=$link" --set fault.slow_link.latency_us=20000)
+      want="{\"kind\": \"slow_link\", $link_want}" ;;
+    dead_rank)
+      inject=(--set fault.dead_rank.rank=3 --set fault.dead_rank.step=2) rc_want=3
+      want="{\"kind\": \"dead_rank\", \"axis\": \"compute\", \"group\": $stage, \"ranks\": [3]}" ;;
+    hang)
+      # The axis is the one of the wait that expired first (timing decides between rank 3's
+      # groups): its group must hold rank 3 (checked below).
+      inject=(--set fault.hang.rank=3 --set fault.hang.step=2 --set comm.timeout_s=2) rc_want=5
+      want='{"kind": "hang", "ranks": [3]}' ;;
+    expert_imbalance)
+      # A Zipf(3) router prior: experts 0-1, held by ep rank 0 (ranks 0 2), get nearly every token.
+      inject=(--set model.moe.router_skew=3)
+      want='{"kind": "expert_imbalance", "axis": "ep", "group": 0, "ranks": [0, 2]}' ;;
+    *) echo "unknown kind $kind" >&2; exit 2 ;;
+  esac
+  dir=$out/$grid
+  set +e
+  "$mpiexec" -n 4 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" "${layout[@]}" "${inject[@]}" \
+    --out "$dir" > "$out/$grid.log" 2>&1
+  rc=$?
+  set -e
+  # mpiexec may report a job one rank ended with its own non-zero code.
+  if { [ "$rc_want" = 0 ] && [ "$rc" != 0 ]; } || { [ "$rc_want" != 0 ] && [ "$rc" = 0 ]; }; then
+    echo "$grid: paraxis run exited $rc, expected $rc_want"; cat "$out/$grid.log"; failed=1; continue
+  fi
+  if ! "$paraxis" report "$dir" > "$out/$grid.report.log" 2>&1; then
+    echo "$grid: paraxis report failed"; cat "$out/$grid.report.log"; failed=1; continue
+  fi
+  if ! python3 - "$dir/report.json" "$want" "$grid" <<'PY'
 import json, sys
-findings = json.load(open(sys.argv[1]))["diagnosis"]
-want = json.loads(sys.argv[2])
-faults = [f for f in findings if f["kind"] in ("slow_rank", "slow_link", "dead_rank", "hang")]
-if not faults:
-    sys.exit("no fault finding; all findings: " + json.dumps(findings, indent=1))
-top = faults[0]
+report = json.load(open(sys.argv[1]))
+findings, want, grid = report["diagnosis"], json.loads(sys.argv[2]), sys.argv[3]
+fault_kinds = ("slow_rank", "slow_link", "dead_rank", "hang")
+faults = [f for f in findings if f["kind"] in fault_kinds]
+def show(fs):
+    return "\n".join("  %s %s group %s ranks %s: %s" % (f["kind"], f["axis"], f["group"],
+                     f["ranks"], f["text"]) for f in fs) or "  (none)"
+if want is None:
+    if faults:
+        sys.exit("%s: a clean run has fault findings:\n%s" % (grid, show(faults)))
+    print("%s: clean, no fault finding (%d other findings)" % (grid, len(findings)))
+    sys.exit(0)
+if not findings:
+    sys.exit("%s: no finding at all" % grid)
+top = findings[0]
 got = {k: top[k] for k in want}
-print("top finding:", top["text"])
 if got != want:
-    sys.exit("expected %s, got %s" % (want, got))
-if len(faults) > 1:
-    sys.exit("more than one fault finding: " + json.dumps(faults, indent=1))
+    sys.exit("%s: expected the top finding %s, got %s; all findings:\n%s"
+             % (grid, want, got, show(findings)))
+if top["kind"] == "hang":  # its group, on its axis, holds the stalled rank (order tp-pp-dp)
+    tp, pp, dp, ep = {"tp2pp2": (2, 2, 1, 1), "pp2dp2": (1, 2, 2, 1), "tp2dp2": (2, 1, 2, 1),
+                      "dp4ep2": (1, 1, 4, 2)}[grid]
+    def coords(r):
+        d = r // (tp * pp)
+        return {"tp": r % tp, "pp": (r // tp) % pp, "dp": d, "edp": d // ep}
+    keys = {"tp": ("pp", "dp"), "pp": ("tp", "dp"), "dp": ("tp", "pp"), "ep": ("tp", "pp", "edp")}
+    rank = top["ranks"][0]
+    if top["axis"] == "compute":
+        ok = top["group"] == coords(rank)["pp"]
+    else:
+        key = lambda r: tuple(coords(r)[k] for k in keys[top["axis"]])
+        groups = sorted({key(r) for r in range(tp * pp * dp)},
+                        key=lambda g: min(r for r in range(tp * pp * dp) if key(r) == g))
+        ok = 0 <= top["group"] < len(groups) and groups[top["group"]] == key(rank)
+    if not ok:
+        sys.exit("%s: the hang's %s group %d does not hold rank %d" %
+                 (grid, top["axis"], top["group"], rank))
+others = [f for f in faults if f is not top]
+if others:
+    sys.exit("%s: more than one fault finding:\n%s" % (grid, show(faults)))
+print("%s: %s" % (grid, top["text"]))
 PY
+  then failed=1; fi
+done
+exit $failed

@@ -75,7 +75,8 @@ std::string where(const config::ParallelConfig& p, int rank) {
 }
 
 // Slow ranks: compute against the median of the ranks of the same pipeline stage.
-void slow_ranks(const Point& pt, json& out) {
+void slow_ranks(const Point& pt, double oversubscription, json& out) {
+  const double threshold = kSlowRankRatio * oversubscription;
   const Series compute = series(pt.rs, "compute_s");
   if (compute.empty()) return;
   // Peers do the same work: the same pipeline stage and, with expert parallelism, the same
@@ -111,11 +112,11 @@ void slow_ranks(const Point& pt, json& out) {
       int onset = -1;
       double best = -1e300;
       for (int i = 0; i < n; ++i) {
-        if (all_ratio[i] < kSlowRankRatio) continue;
+        if (all_ratio[i] < threshold) continue;
         int count = 0;
         double after = 0, before = 0;
         for (int j = i; j < n; ++j) {
-          count += all_ratio[j] >= kSlowRankRatio ? 1 : 0;
+          count += all_ratio[j] >= threshold ? 1 : 0;
           after += all_ratio[j];
         }
         for (int j = 0; j < i; ++j) before += all_ratio[j];
@@ -130,7 +131,7 @@ void slow_ranks(const Point& pt, json& out) {
       std::vector<int> slowed;  // columns from the onset on that cross the threshold
       std::vector<double> ratios, extra;
       for (int j = onset; j < n; ++j)
-        if (all_ratio[j] >= kSlowRankRatio) {
+        if (all_ratio[j] >= threshold) {
           slowed.push_back(cols[j]);
           ratios.push_back(all_ratio[j]);
           extra.push_back(all_extra[j]);
@@ -166,7 +167,7 @@ void slow_ranks(const Point& pt, json& out) {
                        {"measured_steps", static_cast<int>(pt.measured.size())},
                        {"peers", ranks.size() - 1},
                        {"peer_wait_s_per_axis", waits},
-                       {"threshold", kSlowRankRatio}};
+                       {"threshold", threshold}};
       std::ostringstream t;
       t << "rank " << r << " computes " << fixed(ratio, 1) << "x slower than its "
         << ranks.size() - 1 << " peer(s) from step " << from << ": it is " << where(pt.par, r)
@@ -183,13 +184,17 @@ void slow_ranks(const Point& pt, json& out) {
 // Groups holding a slow rank are left out: the rank explains their time (it makes its peers
 // wait, and a time-shared rank's own collectives stretch too).
 void slow_links(const Point& pt, const json& topology, const std::vector<int>& slow_ranks,
-                json& out) {
+                double oversubscription, json& out) {
+  const double threshold = kSlowLinkRatio * oversubscription;
   std::vector<int> node_of;
   if (topology.is_object() && topology.contains("node_of"))
     node_of = topology.at("node_of").get<std::vector<int>>();
-  for (const char* axis : {"tp", "dp", "ep"}) {
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    const bool p2p = std::string(axis) == "pp";
     const Series time = series(pt.rs, std::string("comm.") + axis + ".time_s");
-    const Series wait = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+    // A pipeline's transfers have no arrival skew to take out (their wait is their exposed
+    // time, docs/diagnosis.md "Wait time"): its groups are compared on their transfer time.
+    const Series wait = p2p ? Series() : series(pt.rs, std::string("comm.") + axis + ".wait_s");
     if (time.empty()) continue;
     json par = {{"tp", pt.par.tp},
                 {"pp", pt.par.pp},
@@ -221,7 +226,7 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
       }
       ratio[g] = median_of(ratios);
       extra[g] = median_of(extras);
-      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps && ratio[g] >= kSlowLinkRatio;
+      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps && ratio[g] >= threshold;
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (!slow[g]) continue;
@@ -239,12 +244,15 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
       f["cost_s"] = extra[g];
       f["evidence"] = {{"wire_ratio_to_other_groups", ratio[g]},
                        {"groups", groups.size()},
-                       {"threshold", kSlowLinkRatio}};
+                       {"threshold", threshold}};
       std::ostringstream t;
       t << axis << " group " << g << " (ranks";
       for (int r : groups[g]) t << ' ' << r;
-      t << ") spends " << fixed(ratio[g], 1) << "x the collective time of the other " << axis
-        << " groups, net of waiting for late ranks: " << fixed(extra[g], 3) << " s per step";
+      t << ") spends " << fixed(ratio[g], 1) << "x the "
+        << (p2p ? "transfer time of the other pipelines"
+                : "collective time of the other " + std::string(axis) +
+                      " groups, net of waiting for late ranks")
+        << ": " << fixed(extra[g], 3) << " s per step";
       // The nodes only this group spans.
       if (!node_of.empty()) {
         std::vector<int> mine, normal;
@@ -275,8 +283,9 @@ void bubble(const json& p, const Point& pt, json& out) {
   if (b < kBubbleFraction) return;
   const int m = p.at("pipeline").at("micro_batches");
   schedule::PipelineShape shape{pt.par.pp, m, pt.par.virtual_stages};
+  const double own = schedule::ideal_bubble_fraction(pt.par.schedule, shape);
   int better = m;
-  double ideal = schedule::ideal_bubble_fraction(pt.par.schedule, shape);
+  double ideal = own;
   while (ideal > kBubbleTarget && better < (1 << 20)) {
     better *= 2;
     shape.micro_batches = better;
@@ -291,18 +300,29 @@ void bubble(const json& p, const Point& pt, json& out) {
   f["from_step"] = pt.steps.empty() ? 0 : pt.steps[pt.measured.empty() ? 0 : pt.measured.front()];
   f["cost_s"] = b * step;
   f["evidence"] = {{"bubble_fraction", b},
+                   {"schedule_bubble_fraction", own},
                    {"micro_batches", m},
                    {"stages", pt.par.pp},
                    {"threshold", kBubbleFraction}};
   std::ostringstream t;
   t << "m = " << m << " micro-batches on p = " << pt.par.pp << " stages ("
     << schedule::to_string(pt.par.schedule) << "): the bubble is " << fixed(100 * b, 0)
-    << " % of the pipelined step; m = " << better << " would cut the schedule's to "
-    << fixed(100 * ideal, 0) << " %";
+    << " % of the pipelined step";
+  // The schedule explains a bubble up to its ideal fraction; far beyond it the stages wait
+  // for each other's transfers or unequal work, which more micro-batches do not cure.
+  if (own >= kBubbleFraction || b < 2 * own) {
+    t << "; m = " << better << " would cut the schedule's to " << fixed(100 * ideal, 0) << " %";
+    f["advice"] =
+        "more micro-batches per step (a smaller train.micro_batch or a larger "
+        "train.global_batch), or the interleaved or zb-h1 schedule";
+  } else {
+    t << ", against the schedule's " << fixed(100 * own, 0)
+      << " %: the stages wait for transfers or for each other beyond what the schedule implies";
+    f["advice"] =
+        "look at the pipeline's transfers (a slow pp link, the pp findings) and at the stages' "
+        "compute (parallel.stage_layers balances them)";
+  }
   f["text"] = t.str();
-  f["advice"] =
-      "more micro-batches per step (a smaller train.micro_batch or a larger "
-      "train.global_batch), or the interleaved or zb-h1 schedule";
   out.push_back(f);
 }
 
@@ -330,6 +350,73 @@ void placement(const json& p, json& out) {
   f["advice"] =
       "keep tensor parallelism inside a node: parallel.tp <= ranks per node, and "
       "parallel.order tp-pp-dp or tp-dp-pp (tp varies fastest)";
+  out.push_back(f);
+}
+
+// Expert imbalance: the share of the routed tokens each ep rank's experts receive, step by
+// step (summary.json steps[].moe.tokens_per_expert, over every replica), against 1/ep.
+void expert_imbalance(const json& p, const Point& pt, json& out) {
+  const int ep = pt.par.ep;
+  const int E = p.at("config").at("model").at("moe").value("experts", 0);
+  if (ep < 2 || E < ep || E % ep != 0 || !p.contains("steps")) return;
+  const int per = E / ep;
+  std::vector<std::vector<double>> share(ep);  // [shard][measured step]
+  for (const auto& st : p.at("steps")) {
+    if (!st.value("measured", true) || !st.contains("moe")) continue;
+    const auto tokens = st.at("moe").at("tokens_per_expert").get<std::vector<double>>();
+    if (static_cast<int>(tokens.size()) != E) continue;
+    double total = 0;
+    for (double t : tokens) total += t;
+    if (total <= 0) continue;
+    for (int j = 0; j < ep; ++j) {
+      double mine = 0;
+      for (int e = j * per; e < (j + 1) * per; ++e) mine += tokens[e];
+      share[j].push_back(mine / total);
+    }
+  }
+  if (share[0].empty()) return;
+  int heavy = 0;
+  std::vector<double> ratio(ep);
+  for (int j = 0; j < ep; ++j) {
+    ratio[j] = median_of(share[j]) * ep;
+    if (ratio[j] > ratio[heavy]) heavy = j;
+  }
+  if (ratio[heavy] < kExpertImbalance) return;
+  std::vector<int> ranks, others;
+  for (int r = 0; r < pt.world; ++r)
+    (parallel::grid_coords_of(pt.par, r).ep == heavy ? ranks : others).push_back(r);
+  // What the others lose: their wait for the heavy shard's ranks in ep collectives.
+  const Series wait = series(pt.rs, "comm.ep.wait_s");
+  std::vector<double> per_step;
+  if (!wait.empty() && !others.empty())
+    for (int k : pt.measured) {
+      double sum = 0;
+      for (int r : others) sum += wait[r][k];
+      per_step.push_back(sum / static_cast<double>(others.size()));
+    }
+  const double cost = median_of(per_step);
+  json f;
+  f["kind"] = "expert_imbalance";
+  f["axis"] = "ep";
+  f["group"] = heavy;
+  f["ranks"] = ranks;
+  f["from_step"] = pt.steps[pt.measured.front()];
+  f["cost_s"] = cost;
+  f["evidence"] = {{"token_share_to_fair_share", ratio},
+                   {"experts_per_ep_rank", per},
+                   {"other_ranks_ep_wait_s", cost},
+                   {"threshold", kExpertImbalance}};
+  std::ostringstream t;
+  t << "experts " << heavy * per << "-" << (heavy + 1) * per - 1 << " (ep rank " << heavy
+    << ": ranks";
+  for (int r : ranks) t << ' ' << r;
+  t << ") receive " << fixed(ratio[heavy], 2) << "x their share of the routed tokens ("
+    << fixed(100 * ratio[heavy] / ep, 0) << " % on 1 of " << ep
+    << " ep ranks); the other ranks wait " << fixed(cost, 3) << " s per step for them in ep";
+  f["text"] = t.str();
+  f["advice"] =
+      "balance the routing: a larger model.moe.aux_loss_coef, a capacity_factor that caps each "
+      "expert, or more experts per ep rank";
   out.push_back(f);
 }
 
@@ -395,21 +482,43 @@ std::string loss_takes_out(const config::ParallelConfig& par, int rank) {
   return os.str();
 }
 
-json diagnose(const json& p) {
+double Host::oversubscription() const {
+  if (ranks_per_host <= 0 || cores_per_host <= 0 || ranks_per_host <= cores_per_host) return 1.0;
+  return static_cast<double>(ranks_per_host) / cores_per_host;
+}
+
+Host host_of(const json& provenance) {
+  Host h;
+  if (!provenance.is_object()) return h;
+  h.ranks_per_host = provenance.value("max_ranks_per_host", 0);
+  h.cores_per_host = provenance.value("cores_per_host", 0);
+  return h;
+}
+
+json diagnose(const json& p, const Host& host) {
   const Point pt = read_point(p);
   json out = json::array();
   if (pt.measured.empty()) return out;
+  const double o = host.oversubscription();
   json faults = json::array();
-  slow_ranks(pt, faults);
+  slow_ranks(pt, o, faults);
   std::vector<int> slowed;
   for (const auto& f : faults) slowed.push_back(f.at("ranks").at(0));
-  slow_links(pt, p.value("topology", json::object()), slowed, faults);
+  slow_links(pt, p.value("topology", json::object()), slowed, o, faults);
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
   const double step = p.at("time").value("step_median_s", 0.0);
   for (auto& f : faults)
     if (f.at("cost_s").get<double>() >= kMinCostFraction * step) out.push_back(f);
-  bubble(p, pt, out);
+  // A bubble well beyond the schedule's own is waiting; with a fault found, the fault is what
+  // the stages wait for, and the bubble is not a finding of its own.
+  json bubbles = json::array();
+  bubble(p, pt, bubbles);
+  for (const auto& b : bubbles)
+    if (out.empty() || b.at("evidence").at("bubble_fraction").get<double>() <
+                           2 * b.at("evidence").at("schedule_bubble_fraction").get<double>())
+      out.push_back(b);
   placement(p, out);
+  expert_imbalance(p, pt, out);
   std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
     return a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
   });

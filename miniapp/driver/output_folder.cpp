@@ -27,6 +27,7 @@ bool is_result_name(const std::string& name, bool is_dir) {
   return name == "summary.json" || name == "points.csv" || name == "report.md" ||
          name == "report.json" || (starts_with(name, "trace-") && ends_with(name, ".json")) ||
          (starts_with(name, "bench-") && ends_with(name, ".json")) ||
+         (starts_with(name, "failure-rank") && ends_with(name, ".json")) ||
          name.find(".tmp.") != std::string::npos || name == ".paraxis-write-probe";
 }
 

@@ -1,12 +1,15 @@
 // `paraxis report`, the loading (report_parts.hpp): every folder's summary.json validated first
 // (summary_reader.hpp); the machine of each folder, the calibrated collectives, its ok points
 // analysed and the others listed, never analysed.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
 #include "driver/calibration.hpp"
+#include "driver/deck.hpp"
 #include "driver/provenance.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/summary_reader.hpp"
@@ -16,6 +19,52 @@ namespace paraxis::driver::report {
 
 using nlohmann::json;
 namespace pm = paraxis::perfmodel;
+
+namespace {
+
+// The failure records of a folder (failure-rank<R>.json: a rank that died or whose watchdog
+// expired, diagnosis.hpp) as findings in in.failures. Returns how many, or -1 after printing
+// the error (a record that is not JSON or lacks a field).
+int load_failures(const std::string& dir, Loaded& in) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("failure-rank", 0) == 0 && e.path().extension() == ".json")
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  std::map<int, std::vector<json>> by_point;  // a job ends in one point, but be general
+  std::string current;
+  try {
+    for (const auto& file : files) {
+      current = file;
+      std::ifstream is(file);
+      const json record = json::parse(is);
+      by_point[record.at("point_index").get<int>()].push_back(record);
+    }
+    for (const auto& [index, records] : by_point) {
+      current = dir + "/failure-rank*.json of point " + std::to_string(index);
+      json f = diagnosis::failure_finding(records);
+      f["point"] = point_label(config_from_json(records.front().at("config")));
+      f["dir"] = dir;
+      f["index"] = index;
+      // The point ended the job before summary.json could list it: listed from its record.
+      in.not_analysed.push_back({{"dir", dir},
+                                 {"index", index},
+                                 {"settings", records.front().value("settings", json::object())},
+                                 {"status", "failed: " + f.at("kind").get<std::string>() + ": " +
+                                                f.at("text").get<std::string>()}});
+      in.failures.push_back(f);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paraxis: error: report: %s: %s\n", current.c_str(), e.what());
+    return -1;
+  }
+  return static_cast<int>(files.size());
+}
+
+}  // namespace
 
 int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
   json& machines = in.machines;
@@ -39,7 +88,10 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
   for (const auto& dir : dirs) {
     const std::string file = dir + "/summary.json";
     std::error_code ec;
+    const int records = load_failures(dir, in);
+    if (records < 0) return 2;
     if (!std::filesystem::is_regular_file(file, ec)) {
+      if (records > 0) continue;  // the job ended in its first point: only the records
       std::fprintf(stderr, "paraxis: error: report: no summary.json in '%s'\n", dir.c_str());
       return 2;
     }
@@ -82,7 +134,7 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
         continue;
       }
       try {
-        all.push_back(analyse(p, dir, machine));
+        all.push_back(analyse(p, dir, machine, diagnosis::host_of(prov)));
         if (!p.contains("calibration")) continue;
         for (const auto& [axis, ops] : p["calibration"]["comm"].items())
           for (const auto& [op, f] : ops.items()) {

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "driver/diagnosis.hpp"
+#include "driver/run_config.hpp"
+
 namespace paraxis::driver::report {
 
 constexpr double kEveryPointPct = 15.0, kMeanPct = 10.0;  // issue 9's accuracy target
@@ -24,13 +27,19 @@ struct Analysed {
 // Point `p` of summary.json (validated, status ok) of folder `dir` measured on `machine`: its
 // terms, measured against the analytic models with the point's own calibration. Throws on a
 // point the models cannot take.
-Analysed analyse(const nlohmann::json& p, const std::string& dir, const std::string& machine);
+// host: ranks and cores per host, which scale the diagnosis's thresholds (diagnosis.hpp).
+Analysed analyse(const nlohmann::json& p, const std::string& dir, const std::string& machine,
+                 const diagnosis::Host& host = {});
+// A point's short label ("tp2 pp2 dp1 z0 1f1b m8"), as the report's tables show it.
+std::string point_label(const RunConfig& c);
 
 // What the folders hold: machines, every ok point analysed, the calibrated collectives (one row
 // per axis, operation and rank count per folder), the points not analysed, warnings.
 struct Loaded {
   nlohmann::json machines = nlohmann::json::array(), calibration = nlohmann::json::array();
   nlohmann::json not_analysed = nlohmann::json::array();
+  // Findings from failure records (dead ranks, hangs: diagnosis::failure_finding).
+  nlohmann::json failures = nlohmann::json::array();
   std::vector<std::string> warnings;
   std::vector<Analysed> all;
 };

@@ -67,7 +67,12 @@ std::string model_label_of(const RunConfig& c) {
 
 }  // namespace
 
-Analysed analyse(const json& p, const std::string& dir, const std::string& machine) {
+std::string point_label(const RunConfig& c) {
+  return label_of(c, json());
+}
+
+Analysed analyse(const json& p, const std::string& dir, const std::string& machine,
+                 const diagnosis::Host& host) {
   Analysed a;
   const RunConfig c = config_from_json(p.at("config"));
   const auto& t = p.at("time");
@@ -210,7 +215,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
   // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank
   // series has none.
-  out["diagnosis"] = p.contains("rank_series") ? diagnosis::diagnose(p) : json::array();
+  out["diagnosis"] = p.contains("rank_series") ? diagnosis::diagnose(p, host) : json::array();
   a.point = out;
   return a;
 }

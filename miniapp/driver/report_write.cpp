@@ -59,8 +59,12 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
       f["index"] = p["index"];
       diagnosis.push_back(f);
     }
+  // Dead ranks and hangs (from the failure records) first: they ended the job.
+  for (const auto& f : in.failures) diagnosis.push_back(f);
   std::stable_sort(diagnosis.begin(), diagnosis.end(), [](const json& a, const json& b) {
-    return a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
+    const bool fa = a.at("cost_s").is_null(), fb = b.at("cost_s").is_null();
+    if (fa != fb) return fa;
+    return !fa && a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
   });
   report["diagnosis"] = diagnosis;
 
@@ -136,8 +140,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
          << q["status"].get<std::string>() << " |\n";
   }
   md << "\n## Diagnosis\n\nWhere the time went, rank by rank, most costly first (docs/"
-        "diagnosis.md: slow ranks against the ranks of their stage, slow links against the axis's "
-        "other groups, bubbles, placement).\n\n";
+        "diagnosis.md: dead and hung ranks, slow ranks against the ranks of their stage, slow "
+        "links against the axis's other groups, bubbles, placement, expert imbalance).\n\n";
   if (diagnosis.empty()) {
     md << "No finding above the thresholds.\n";
   } else {
@@ -148,7 +152,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
       for (const auto& r : f["ranks"]) ranks += (ranks.empty() ? "" : " ") + r.dump();
       md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
          << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
-         << fmt(f["cost_s"].get<double>(), 3) << " | " << f["text"].get<std::string>() << " | "
+         << (f["cost_s"].is_null() ? std::string("job ended") : fmt(f["cost_s"].get<double>(), 3))
+         << " | " << f["text"].get<std::string>() << " | "
          << f["advice"].get<std::string>() << " |\n";
     }
   }

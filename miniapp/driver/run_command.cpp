@@ -78,6 +78,58 @@ std::string default_out_dir() {
   std::_Exit(code);
 }
 
+// A failing rank's record for `paraxis report` (diagnosis.hpp, failure_record_json), written
+// before it ends the job; a record that cannot be written is reported and the job ends anyway.
+void write_failure_record(const std::string& dir, const diagnosis::Failure& f) {
+  const std::string path = dir + "/" + diagnosis::failure_file_name(f.rank);
+  try {
+    io::write_file_checked(path, diagnosis::failure_record_json(f).dump(1) + "\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paraxis: error: the failure record was not written: %s\n", e.what());
+  }
+}
+
+// While a point runs on several ranks, a watchdog expiry leaves a failure record (kind hang:
+// the ranks that did not answer) and then ends the job as the default handler does.
+void record_hangs(const std::string& dir, const PointResult& r, int rank) {
+  const nlohmann::json config = config_to_json(r.point.config);
+  nlohmann::json settings = nlohmann::json::object();
+  for (const auto& [k, v] : r.point.settings) settings[k] = v;
+  const int index = r.index;
+  parallel::watchdog::set_expiry_handler(
+      [dir, config, settings, index, rank](const parallel::watchdog::Diagnosis& d) {
+        diagnosis::Failure f;
+        f.kind = "hang";
+        f.rank = rank;
+        f.point_index = index;
+        f.step = d.step;
+        f.config = config;
+        f.settings = settings;
+        f.waited_s = d.elapsed_s;
+        f.op = d.op;
+        f.axis = d.axis;
+        for (const auto& m : d.members) {
+          if (m.arrival == parallel::watchdog::Arrival::not_answering)
+            f.silent.push_back(m.world_rank);
+          if (m.arrival != parallel::watchdog::Arrival::arrived)
+            f.not_arrived.push_back(m.world_rank);
+        }
+        f.what = "watchdog: " + d.op + " on " + d.axis + " waited past comm.timeout_s";
+        write_failure_record(dir, f);
+        // Every member answered from elsewhere: the stalled rank is further down the chain, and a
+        // rank waiting on it directly expires about now. Give it the time to ask its group and
+        // write its record (answering the others' questions meanwhile) before the job ends.
+        if (f.silent.empty()) {
+          const double until = model::steady_seconds() + parallel::watchdog::grace_s() + 0.5;
+          while (model::steady_seconds() < until) {
+            parallel::watchdog::service();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        }
+        parallel::watchdog::abort_job(d);
+      });
+}
+
 // fault.dead_rank with at: save: the rank dies while the point's results are being saved
 // (rank 0 between writing summary.json's temporary file and renaming it).
 [[noreturn]] void die_now(int rank) {
@@ -185,17 +237,31 @@ int run_command(const RunOptions& opt) {
       r.status = "skipped: " + r.point.skip_reason;
     } else {
       try {
+        if (world > 1) record_hangs(dir, r, rank);
         run_point(cfg, PointContext{world, rank, opt.verify, i, total, &calibrator}, r);
+        parallel::watchdog::set_expiry_handler({});
       } catch (const std::exception& ex) {
+        parallel::watchdog::set_expiry_handler({});
         std::fprintf(stderr, "paraxis: error: rank %d failed in point %zu/%zu (%s): %s\n", rank,
                      i + 1, total, settings_text(r.point).c_str(), ex.what());
-        if (world > 1)  // what its loss takes out (docs/diagnosis.md)
+        // Alone, the rank records the point and keeps what it measured; with several ranks
+        // the others may be waiting for it in a collective: it says what its loss takes out
+        // (docs/diagnosis.md), leaves a failure record for `paraxis report` and ends the job
+        // (earlier points are already written).
+        if (world > 1) {
           std::fprintf(stderr, "paraxis: %s\n",
                        diagnosis::loss_takes_out(cfg.parallel, rank).c_str());
-        // Alone, the rank records the point and keeps what it measured; with several ranks
-        // the others may be waiting for it in a collective: end the job (earlier points are
-        // already written).
-        if (world > 1) end_job(3);
+          diagnosis::Failure f;
+          f.kind = "dead_rank";
+          f.rank = rank;
+          f.point_index = r.index;
+          f.step = static_cast<int>(r.steps.size());  // the steps it completed
+          f.config = config_to_json(cfg);
+          for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
+          f.what = ex.what();
+          write_failure_record(dir, f);
+          end_job(3);
+        }
         r.status = std::string("failed: ") + ex.what();
         results.push_back(r);
         const int w = write_results(dir, deck, provenance, results, false);

@@ -2,6 +2,8 @@
 // the blocking conveniences built on it, and what expiry does (watchdog.hpp).
 #include "parallel/watchdog.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +28,9 @@ constexpr double kServiceInterval = 1e-3;
 
 struct State {
   double timeout_s = 600;  // PyTorch's NCCL watchdog default, as comm.timeout_s
+  // Spinning before yielding: kSpinSeconds, or 0 on a host with more ranks than cores, where a
+  // spinning rank takes the core from the rank it waits for (configure decides).
+  double spin_s = kSpinSeconds;
   int step = -1, micro_batch = -1;
   ExpiryHandler handler;
 };
@@ -33,17 +38,6 @@ struct State {
 State& state() {
   static State s;
   return s;
-}
-
-// mpiexec forwards output asynchronously and MPI_Abort tears the job down at once: the message
-// gets a moment to reach the terminal or batch log first (as the driver's own end of a job).
-[[noreturn]] void print_and_abort(const Diagnosis& d) {
-  std::fflush(stdout);
-  std::fputs(d.message().c_str(), stderr);
-  std::fflush(stderr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  MPI_Abort(MPI_COMM_WORLD, kExitCode);
-  std::_Exit(kExitCode);  // MPI_Abort does not return; in case an implementation does
 }
 
 // Marks this rank as waiting (for its answers) until the wait ends, however it ends.
@@ -74,6 +68,17 @@ bool requests_done(void* context) {
 
 }  // namespace
 
+// mpiexec forwards output asynchronously and MPI_Abort tears the job down at once: the message
+// gets a moment to reach the terminal or batch log first (as the driver's own end of a job).
+void abort_job(const Diagnosis& d) {
+  std::fflush(stdout);
+  std::fputs(d.message().c_str(), stderr);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  MPI_Abort(MPI_COMM_WORLD, kExitCode);
+  std::_Exit(kExitCode);  // MPI_Abort does not return; in case an implementation does
+}
+
 void configure(double timeout_s) {
   if (!std::isfinite(timeout_s) || timeout_s <= 0)
     throw std::invalid_argument("watchdog: comm.timeout_s = " + std::to_string(timeout_s) +
@@ -81,7 +86,27 @@ void configure(double timeout_s) {
   state().timeout_s = timeout_s;
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized) detail::open_channel();
+  if (!initialized) return;
+  detail::open_channel();
+  // Ranks sharing this host against the cores this process may run on.
+  MPI_Comm host = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
+            "split by host");
+  int on_host = 1;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  state().spin_s = on_host > usable_cores() ? 0.0 : kSpinSeconds;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+double spin_s() {
+  return state().spin_s;
 }
 
 double timeout_s() {
@@ -138,14 +163,14 @@ void wait_until(Poll done, void* context, const Wait& wait, void (*abort_backend
       if (state().handler)
         state().handler(d);
       else
-        print_and_abort(d);
+        abort_job(d);
       if (abort_backend)
         throw std::runtime_error(std::string("watchdog: ") + w.op + " on " + w.axis +
                                  " was aborted at the deadline and cannot complete");
     }
-    // Past the first milliseconds, let other processes on the same cores run (the rank this
-    // one waits for may be one of them).
-    if (t - t0 > kSpinSeconds) std::this_thread::yield();
+    // Past the first milliseconds (at once on an oversubscribed host), let other processes on
+    // the same cores run (the rank this one waits for may be one of them).
+    if (t - t0 > state().spin_s) std::this_thread::yield();
   }
 }
 

@@ -22,8 +22,16 @@ inline constexpr int kExitCode = 5;
 // of every blocking wait and, the first time, creates the control channel. Throws
 // std::invalid_argument unless timeout_s is finite and > 0. Before the first call the deadline
 // is 600 s and expiry cannot ask the other ranks anything (they are reported as unknown).
+// It also decides how a wait polls: on a host with more ranks than usable cores
+// (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once
+// instead of spinning its first 2 ms (a spinning rank would take the core from the rank it
+// waits for; docs/parallel.md, "Watchdog").
 void configure(double timeout_s);
 double timeout_s();
+// The cores this process may run on (sched_getaffinity; hardware_concurrency as fallback).
+int usable_cores();
+// How long a wait spins before it yields the core between polls: 2e-3, or 0 when oversubscribed.
+double spin_s();
 // How long an expired wait waits for the answers of the group: a quarter of the deadline,
 // at least 0.25 s and at most 2 s (answers come at once from ranks that are polling).
 double grace_s();
@@ -111,6 +119,10 @@ struct Diagnosis {
 // rank catch up. An empty function restores the default.
 using ExpiryHandler = std::function<void(const Diagnosis&)>;
 void set_expiry_handler(ExpiryHandler handler);
+// What the default handler does: prints d.message() on stderr, gives it half a second to reach
+// the log, and ends the job with kExitCode. A handler that records the expiry first (the
+// driver's failure record) ends with it.
+[[noreturn]] void abort_job(const Diagnosis& d);
 
 // Answers the queries that other ranks sent to this one (waits do this themselves).
 void service();
