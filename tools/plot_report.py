@@ -14,6 +14,9 @@ Writes into OUT_DIR:
                          every term of every point, measured against predicted, with y = x;
   busbw.png              bus bandwidth (nccl-tests definition) against message size for each
                          calibrated communicator and operation.
+  sensitivity.png        step time against the slowdown factor injected on one axis
+                         (fault.slow_axis), one curve per axis and base configuration:
+                         measured markers, the model's predicted curve as a line.
 Each PNG is written to a temporary name in OUT_DIR, flushed, fsync'ed and renamed over the
 old one, so a reader sees the previous complete plot or the new one. Any failure: a message
 naming the file and the reason on stderr, exit status 1 (`paraxis report` then fails).
@@ -202,6 +205,37 @@ def busbw(report, out):
     return True
 
 
+def sensitivity(report, out):
+    """Step time against the injected slowdown factor, one curve per axis (docs/sensitivity.md)."""
+    groups = report.get("sensitivity") or []
+    if not groups:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    markers = "osD^v<>"
+    for gi, g in enumerate(groups):
+        tag = g.get("label", "") if len(groups) > 1 else ""
+        for axis, a in sorted(g["axes"].items()):
+            pts = a["points"]
+            colour = TERM_COLOURS.get(axis, "#333333")
+            xs = [p["factor"] for p in pts]
+            ax.plot(xs, [p["measured_step_s"] for p in pts], markers[gi % len(markers)],
+                    color=colour, label=f"{axis} measured {tag}".rstrip())
+            pred = [(p["factor"], p["predicted_step_s"]) for p in pts
+                    if p.get("predicted_step_s") is not None]
+            if pred:
+                ax.plot([x for x, _ in pred], [y for _, y in pred], "-", color=colour,
+                        alpha=0.8, label=f"{axis} model {tag}".rstrip())
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("slowdown factor of the axis's links (fault.slow_axis.factor)")
+    ax.set_ylabel("step time (s)")
+    least = ", ".join(sorted({g["least_tolerant_axis"] for g in groups}))
+    ax.set_title(f"Sensitivity: step time per slowed axis (least tolerated: {least})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, out, "sensitivity.png")
+    return True
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -220,7 +254,8 @@ def main():
         return 1
     try:
         made = [name for name, fn in [("step_breakdown", step_breakdown), ("bubble", bubble),
-                                      ("measured_vs_predicted", scatter), ("busbw", busbw)]
+                                      ("measured_vs_predicted", scatter), ("busbw", busbw),
+                                      ("sensitivity", sensitivity)]
                 if fn(report, out)]
     except PlotError as e:
         print(f"plot_report.py: error: {e}", file=sys.stderr)

@@ -575,7 +575,8 @@ hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, ranks_per_node:
 output: {dir: somewhere, trace: false}
 fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
         slow_rank: {rank: 7, factor: 2.5, from_step: 1, to_step: 3},
-        slow_link: {ranks: [2, 9], latency_us: 15, bandwidth_factor: 0.5}}
+        slow_link: {ranks: [2, 9], latency_us: 15, bandwidth_factor: 0.5},
+        slow_axis: {axis: dp, factor: 3}}
 )";
   // A slow link names its ranks or its nodes, not both: the nodes form round-trips below.
   const std::string exclusive = "fault.slow_link.nodes";

@@ -43,6 +43,13 @@ const char* to_string(RankOrder o) {
 const char* to_string(CommBackend b) {
   return comm_backend_names().at(static_cast<std::size_t>(b)).c_str();
 }
+const std::vector<std::string>& slow_axis_names() {
+  static const std::vector<std::string> n{"none", "tp", "pp", "dp", "ep"};
+  return n;
+}
+const char* to_string(SlowAxis a) {
+  return slow_axis_names().at(static_cast<std::size_t>(a)).c_str();
+}
 RankOrder parse_rank_order(const std::string& name) {
   return parse_choice<RankOrder>("rank order", rank_order_names(), name);
 }

@@ -19,13 +19,17 @@ namespace paraxis::config {
 enum class RankOrder { tp_pp_dp, tp_dp_pp };
 // The library the data-, tensor- and expert-parallel collectives go through.
 enum class CommBackend { mpi, nccl };
+// The axis an injected slowdown (fault.slow_axis) applies to; none: off.
+enum class SlowAxis { none, tp, pp, dp, ep };
 
 const char* to_string(RankOrder o);
 const char* to_string(CommBackend b);
+const char* to_string(SlowAxis a);
 // The choices in deck order, for the deck's key table and the summary reader.
 const std::vector<std::string>& rank_order_names();
 const std::vector<std::string>& comm_backend_names();
 const std::vector<std::string>& schedule_names();
+const std::vector<std::string>& slow_axis_names();
 // Throw std::invalid_argument naming the value and the choices.
 RankOrder parse_rank_order(const std::string& name);
 CommBackend parse_comm_backend(const std::string& name);
@@ -50,7 +54,7 @@ struct ParallelConfig {
 };
 
 // Nodes and the links between them as the communication layer sees them (docs/diagnosis.md).
-// Deck keys: hardware.ranks_per_node, hardware.emulate.*, fault.slow_link.*.
+// Deck keys: hardware.ranks_per_node, hardware.emulate.*, fault.slow_link.*, fault.slow_axis.*.
 struct LinkEmulation {
   // Ranks per node: > 0 emulates nodes of that many consecutive world ranks on any host; 0
   // takes the nodes from the host names.
@@ -65,8 +69,14 @@ struct LinkEmulation {
   std::vector<int> slow_ranks, slow_nodes;
   double slow_latency_us = 0;
   double slow_bandwidth_factor = 1;
+  // An injected slow axis (fault.slow_axis, docs/sensitivity.md): every operation of that
+  // axis's communicators (edp under dp) costs slow_axis_factor times its links' cost, the
+  // measured one plus the emulated one. none, or factor 1 (a sweep's baseline): off.
+  SlowAxis slow_axis = SlowAxis::none;
+  double slow_axis_factor = 1;
   bool emulates_links() const { return latency_us > 0 || bandwidth_gbs > 0; }
   bool slows_a_link() const { return !slow_ranks.empty() || !slow_nodes.empty(); }
+  bool slows_an_axis() const { return slow_axis != SlowAxis::none && slow_axis_factor > 1; }
 };
 
 struct CommConfig {

@@ -28,6 +28,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
     config::LinkEmulation healthy = cfg.comm.links;
     healthy.slow_ranks.clear();
     healthy.slow_nodes.clear();
+    healthy.slow_axis = config::SlowAxis::none;  // fault.slow_axis: a fault too
     const parallel::LinkModel links =
         parallel::make_link_model(healthy, grid->nodes(healthy.ranks_per_node));
     const std::pair<const char*, MPI_Comm> axes[] = {

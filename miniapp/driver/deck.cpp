@@ -23,6 +23,7 @@
 #include "config/checked_product.hpp"
 #include "config/config_rules.hpp"
 #include "driver/deck_key_types.hpp"
+#include "driver/deck_slow_axis.hpp"
 #include "driver/sweep_combinations.hpp"
 
 namespace paraxis::driver {
@@ -118,6 +119,9 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("fault.slow_link.latency_us", 0, 1e9, PARAXIS_FIELD(comm.links.slow_latency_us)));
     add(real_key("fault.slow_link.bandwidth_factor", 0, 1,
                  PARAXIS_FIELD(comm.links.slow_bandwidth_factor), true));
+    add(enum_key("fault.slow_axis.axis", config::slow_axis_names(),
+                 PARAXIS_FIELD(comm.links.slow_axis)));
+    add(real_key("fault.slow_axis.factor", 1, 1e6, PARAXIS_FIELD(comm.links.slow_axis_factor)));
     return t;
   }();
   return table;
@@ -363,6 +367,8 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
                    loc.where({"fault.slow_link.latency_us", "fault.slow_link.bandwidth_factor"}),
                    "the slow link slows nothing: give latency_us > 0 or bandwidth_factor < 1"});
   }
+  for (const auto& [key, message] : slow_axis_errors(c))  // deck_slow_axis.hpp
+    if (!loc.is_bad(key)) e.push_back({key, loc.where({key}), message});
   // A hang is found by the other ranks' watchdog: a lone rank would wait for ever.
   if (c.fault.hang.rank >= 0 && w && *w < 2 && !loc.is_bad("fault.hang.rank"))
     e.push_back({"fault.hang.rank", loc.where({"fault.hang.rank"}),
@@ -678,21 +684,6 @@ RunConfig config_from_json(const nlohmann::json& j) {
       throw std::invalid_argument("config." + k.key + ": " + *err);
   }
   return c;
-}
-
-const std::vector<std::string>& gemm_choice_names() {
-  static const std::vector<std::string> n{"auto", "portable"};
-  return n;
-}
-const char* to_string(GemmChoice g) {
-  return gemm_choice_names().at(static_cast<std::size_t>(g)).c_str();
-}
-const std::vector<std::string>& dead_at_names() {
-  static const std::vector<std::string> n{"step", "save"};
-  return n;
-}
-const char* to_string(DeadAt a) {
-  return dead_at_names().at(static_cast<std::size_t>(a)).c_str();
 }
 
 }  // namespace paraxis::driver

@@ -64,6 +64,12 @@ json point_to_json(const PointResult& r) {
                {"dp", c.parallel.dp},
                {"ep", c.parallel.ep}};
   if (json t = topology_json(r); !t.is_null()) j["topology"] = std::move(t);
+  // fault.slow_axis as injected (docs/sensitivity.md): the axis, the factor and the links the
+  // slowed communicators of rank 0 measured (none at factor 1, the sweep's baseline).
+  if (c.comm.links.slow_axis != config::SlowAxis::none)
+    j["slow_axis"] = {{"axis", config::to_string(c.comm.links.slow_axis)},
+                      {"factor", c.comm.links.slow_axis_factor},
+                      {"links", r.slow_axis_links}};
   j["status"] = r.status;
   if (r.steps.empty()) return j;
   json steps = json::array();

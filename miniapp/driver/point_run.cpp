@@ -14,6 +14,7 @@
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
 #include "parallel/link_emulation.hpp"
+#include "parallel/link_measure.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"
 #include "parallel/watchdog.hpp"
@@ -63,7 +64,10 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
                                   ? kernels::GemmVariant::portable
                                   : kernels::GemmVariant::automatic);
   std::unique_ptr<parallel::ProcessGrid> grid;
+  parallel::clear_measured_links();  // fault.slow_axis: this point's figures only
   auto trainer = make_point_trainer(cfg, world, grid, *ctx.calibrator, r);
+  for (const auto& [axis, l] : parallel::measured_links())
+    r.slow_axis_links[axis] = {{"alpha_s", l.alpha_s}, {"bytes_per_s", l.bytes_per_s}};
   if (ctx.verify) trainer->record_routing(true);
   r.entropy_floor = trainer->corpus().entropy_floor(cfg.model.seq_len);
   r.parameters = trainer->parameter_count();

@@ -8,6 +8,7 @@
 
 #include "driver/report_parts.hpp"
 #include "driver/report_plots.hpp"
+#include "driver/report_sensitivity.hpp"
 #include "io/checked_file.hpp"
 
 namespace paraxis::driver::report {
@@ -67,6 +68,7 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
     return !fa && a.at("cost_s").get<double>() > b.at("cost_s").get<double>();
   });
   report["diagnosis"] = diagnosis;
+  report["sensitivity"] = sensitivity_json(points);  // report_sensitivity.hpp
 
   const std::string out = dirs.front();
   // Strings from the summaries are written as they came; invalid UTF-8 is replaced, not thrown.
@@ -221,6 +223,7 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
     }
     md << '\n';
   }
+  md << sensitivity_markdown(report["sensitivity"], out);  // report_sensitivity.hpp
   md << "## Plots\n\n";
   if (plots_note.empty()) {
     for (const char* f :

@@ -34,6 +34,9 @@ struct PointResult {
   int world = 1;
   std::optional<VerifyResult> verify;
   std::optional<Calibration> calibration;  // with hardware.calibrate
+  // fault.slow_axis: the links this rank's slowed communicators measured, by axis name
+  // ({"dp": {"alpha_s", "bytes_per_s"}}; parallel/link_measure.hpp); empty when none was.
+  nlohmann::json slow_axis_links = nlohmann::json::object();
   // Per-step metrics of every rank ([rank][step][metric], metrics in rank_metric_names()),
   // and every rank's trace events (Chrome trace JSON objects, pid = rank).
   std::vector<std::vector<std::vector<double>>> rank_steps;

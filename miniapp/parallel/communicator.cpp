@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "parallel/link_measure.hpp"
 #include "parallel/mpi_check.hpp"
 #include "parallel/request_impl.hpp"
 
@@ -326,7 +327,23 @@ void Communicator::emulate_links(const LinkModel& model) {
   MPI_Group_free(&mine);
   MPI_Group_free(&world);
   if (!model.active()) return;
-  LinkDelay d(model, world_ranks_, rank_);
+  // fault.slow_axis: a group of the slowed axis (edp counts as dp) measures its links once,
+  // before any time is added, and the group agrees on the figures (link_measure.hpp).
+  const auto s = model.links.slow_axis;
+  const Axis slowed_axis = s == config::SlowAxis::tp   ? Axis::tp
+                           : s == config::SlowAxis::pp ? Axis::pp
+                           : s == config::SlowAxis::dp ? Axis::dp
+                           : s == config::SlowAxis::ep ? Axis::ep
+                                                       : Axis::count;
+  MeasuredLink measured;
+  const MeasuredLink* slowed = nullptr;
+  if (model.links.slows_an_axis() && size_ > 1 &&
+      (axis_ == Axis::edp ? Axis::dp : axis_) == slowed_axis) {
+    measured = measure_group_link(mpi_comm_, to_string(axis_));
+    note_measured_link(to_string(axis_), measured);
+    slowed = &measured;
+  }
+  LinkDelay d(model, world_ranks_, rank_, 0, slowed);
   if (!d.active()) return;
   int a = -1, b = -1;
   const auto& L = model.links;
@@ -337,7 +354,7 @@ void Communicator::emulate_links(const LinkModel& model) {
     double speed = measure_link_speed(mpi_comm_, rank_, a, b, to_string(axis_));
     watchdog::all_reduce(MPI_IN_PLACE, &speed, 1, MPI_DOUBLE, MPI_MAX, mpi_comm_,
                          "link emulation: the slow link's speed", to_string(axis_));
-    links_ = std::make_unique<LinkDelay>(model, world_ranks_, rank_, speed);
+    links_ = std::make_unique<LinkDelay>(model, world_ranks_, rank_, speed, slowed);
     return;
   }
   links_ = std::make_unique<LinkDelay>(std::move(d));

@@ -46,9 +46,21 @@ LinkModel make_link_model(const config::LinkEmulation& links, NodeMap nodes) {
   return LinkModel{links, std::move(nodes)};
 }
 
-LinkDelay::LinkDelay(const LinkModel& model, std::vector<int> group, int me, double slow_link_speed)
+double slow_axis_added(double factor, const MeasuredLink& link, double bytes, double emulated) {
+  if (!(factor > 1)) return 0;
+  const double wire = link.bytes_per_s > 0 ? bytes / link.bytes_per_s : 0;
+  return (factor - 1) * (link.alpha_s + wire + emulated);
+}
+
+LinkDelay::LinkDelay(const LinkModel& model, std::vector<int> group, int me, double slow_link_speed,
+                     const MeasuredLink* slowed_axis)
     : model_(model), group_(std::move(group)), me_(me), slow_speed_(slow_link_speed) {
   if (!model_.active() || group_.size() < 2) return;
+  if (slowed_axis && model_.links.slows_an_axis()) {
+    axis_slowed_ = true;
+    axis_link_ = *slowed_axis;
+    active_ = true;  // every edge of the group is slowed
+  }
   for (std::size_t i = 0; i < group_.size() && !active_; ++i)
     for (std::size_t j = i + 1; j < group_.size() && !active_; ++j)
       active_ = (model_.links.emulates_links() && model_.crosses_nodes(group_[i], group_[j])) ||
@@ -77,15 +89,21 @@ double LinkDelay::slow_seconds_per_byte(bool crosses) const {
   return own > 0 ? (1 / f - 1) / own : 0;
 }
 
+double LinkDelay::slow_axis_extra(double bytes, double emulated) const {
+  return axis_slowed_ ? slow_axis_added(model_.links.slow_axis_factor, axis_link_, bytes, emulated)
+                      : 0;
+}
+
 double LinkDelay::edge(int a, int b, double bytes) const {
   const int x = group_[static_cast<std::size_t>(a)], y = group_[static_cast<std::size_t>(b)];
   const auto& L = model_.links;
   double t = 0;
   const bool crosses = model_.crosses_nodes(x, y);
-  if (crosses) {
+  if (crosses && L.emulates_links()) {
     t += L.latency_us * kMicro;
     if (L.bandwidth_gbs > 0) t += bytes / (L.bandwidth_gbs * kGiga);
   }
+  t += slow_axis_extra(bytes, t);
   if (model_.on_slow_link(x, y))
     t += L.slow_latency_us * kMicro + bytes * slow_seconds_per_byte(crosses);
   return t;
@@ -101,7 +119,7 @@ double LinkDelay::rounds(const std::vector<std::vector<std::pair<int, int>>>& pe
     for (const auto& [a, b] : edges) {
       const int x = group_[static_cast<std::size_t>(a)], y = group_[static_cast<std::size_t>(b)];
       const bool crosses = model_.crosses_nodes(x, y);
-      if (crosses) {
+      if (crosses && model_.links.emulates_links()) {
         double c = model_.links.latency_us * kMicro;
         if (model_.links.bandwidth_gbs > 0) c += bytes / (model_.links.bandwidth_gbs * kGiga);
         cross = std::max(cross, c);
@@ -110,7 +128,8 @@ double LinkDelay::rounds(const std::vector<std::vector<std::pair<int, int>>>& pe
         slow = std::max(
             slow, model_.links.slow_latency_us * kMicro + bytes * slow_seconds_per_byte(crosses));
     }
-    t += cross + slow;
+    // The slow axis slows every edge of the round: its measured link and its emulated part.
+    t += cross + slow + slow_axis_extra(bytes, cross);
   }
   return t;
 }

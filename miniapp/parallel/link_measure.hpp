@@ -1,0 +1,28 @@
+// A slowed axis's links measured once, when its communicator is created (fault.slow_axis,
+// docs/sensitivity.md): the group's first two members ping-pong a small message and 1 MiB, the
+// fastest of a few rounds each, and the group agrees on the figures (all-reduce MAX), so that
+// every member adds the same time to every operation and no operation's own timing feeds back
+// into the delay. The figures of this process's communicators are also kept, per axis, for the
+// point's summary (the report models the slowdown from them).
+#pragma once
+
+#include <mpi.h>
+
+#include <map>
+#include <string>
+
+#include "parallel/link_emulation.hpp"
+
+namespace paraxis::parallel {
+
+// Collective over comm (size >= 2): alpha_s = the fastest half round trip of an 8-byte
+// message; bytes_per_s = 1 MiB / (the fastest half round trip of 1 MiB - alpha_s).
+MeasuredLink measure_group_link(MPI_Comm comm, const char* axis);
+
+// The measured links of this process's slowed communicators, by axis name ("tp", "pp", "dp",
+// "ep", "edp"); the driver clears them before a point and reads them after it.
+void note_measured_link(const std::string& axis, const MeasuredLink& link);
+std::map<std::string, MeasuredLink> measured_links();
+void clear_measured_links();
+
+}  // namespace paraxis::parallel
