@@ -243,8 +243,8 @@ TEST(diagnosis, expert_parallel_ranks_are_compared_with_ranks_holding_the_same_e
   EXPECT_EQ(f[0]["ranks"], json::array({3}));
 }
 
-// On a host with more ranks than cores the thresholds scale with the oversubscription: a 2.4x
-// rank is noise with 4 ranks on 2 cores (threshold 3x), a slow rank with a core each.
+// On a host with more ranks than cores the slow-rank threshold scales with the oversubscription:
+// a 2.4x rank is noise with 4 ranks on 2 cores (threshold 3x), a slow rank with a core each.
 TEST(diagnosis, oversubscription_scales_the_thresholds) {
   json p = point(1, 1, 4, 8);
   for (int s = 1; s < 8; ++s) p["rank_series"]["compute_s"][1][s] = 2.4;

@@ -6,16 +6,24 @@
 # other fault finding (slow_rank, slow_link, dead_rank, hang) is there; `clean` injects nothing
 # and expects no fault finding at all.
 # Usage: test_diagnosis_runs.sh PARAXIS MPIEXEC INPUTS KIND [GRID ...]
-# KIND: clean, slow_rank, slow_link, dead_rank, hang, expert_imbalance. GRIDs (default: every
-# grid the kind applies to): tp2pp2 pp2dp2 tp2dp2 dp4ep2.
-# The injected faults are large (8x compute, 20 ms a message) because 4 ranks time-share this
-# machine's 2 cores: the report scales its thresholds by the oversubscription (docs/diagnosis.md).
+# KIND: clean, slow_rank, slow_link, dead_rank, hang, expert_imbalance, and the limits:
+# slow_rank_2x (a rank 2x slower, on 2 ranks, grid dp2: one core each) and slow_link_quarter
+# (a link at a quarter of its bandwidth: emulated 0.1 GB/s links, so its bytes matter). GRIDs
+# (default: every grid the kind applies to): tp2pp2 pp2dp2 tp2dp2 dp4ep2 dp2.
+# The other injected faults are large (8x compute, 20 ms a message) because 4 ranks time-share
+# this machine's 2 cores: the report scales its slow-rank threshold by the oversubscription
+# (docs/diagnosis.md).
 set -euo pipefail
 paraxis=$1 mpiexec=$2 inputs=$3 kind=$4
 shift 4
 grids=("$@")
 if [ ${#grids[@]} -eq 0 ]; then
-  if [ "$kind" = expert_imbalance ]; then grids=(dp4ep2); else grids=(tp2pp2 pp2dp2 tp2dp2 dp4ep2); fi
+  case $kind in
+    expert_imbalance) grids=(dp4ep2) ;;
+    slow_rank_2x) grids=(dp2) ;;
+    slow_link_quarter) grids=(pp2dp2 tp2dp2) ;;
+    *) grids=(tp2pp2 pp2dp2 tp2dp2 dp4ep2) ;;
+  esac
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -24,7 +32,9 @@ common=(--set train.steps=8 --set train.micro_batch=1 --set hardware.calibrate=f
         --set hardware.emulate.latency_us=100)
 failed=0
 for grid in "${grids[@]}"; do
+  ranks=4
   case $grid in
+    dp2) layout=(--set parallel.dp=2) ranks=2 ;;
     tp2pp2) layout=(--set parallel.tp=2 --set parallel.pp=2) ;;
     pp2dp2) layout=(--set parallel.pp=2 --set parallel.dp=2) ;;
     tp2dp2) layout=(--set parallel.tp=2 --set parallel.dp=2) ;;
@@ -38,6 +48,7 @@ for grid in "${grids[@]}"; do
     tp2pp2) link='[1,3]' link_want='"axis": "pp", "group": 1, "ranks": [1, 3]' ;;
     pp2dp2|tp2dp2) link='[1,3]' link_want='"axis": "dp", "group": 1, "ranks": [1, 3]' ;;
     dp4ep2) link='[2,3]' link_want='"axis": "ep", "group": 1, "ranks": [2, 3]' ;;
+    dp2) link='[0,1]' link_want='"axis": "dp", "group": 0, "ranks": [0, 1]' ;;
   esac
   rc_want=0
   case $kind in
@@ -48,6 +59,16 @@ for grid in "${grids[@]}"; do
       want="{\"kind\": \"slow_rank\", \"axis\": \"compute\", \"group\": $stage, \"ranks\": [3]}" ;;
     slow_link)
       inject=(--set "fault.slow_link.ranks=$link" --set fault.slow_link.latency_us=20000)
+      want="{\"kind\": \"slow_link\", $link_want}" ;;
+    slow_rank_2x)
+      # Longer steps (4 sequences a micro-batch, 12 steps): 2x of a few milliseconds would be
+      # within a busy machine's scheduling noise.
+      inject=(--set fault.slow_rank.rank=1 --set fault.slow_rank.factor=2
+              --set fault.slow_rank.from_step=2 --set train.micro_batch=4 --set train.steps=12)
+      want='{"kind": "slow_rank", "axis": "compute", "group": 0, "ranks": [1]}' ;;
+    slow_link_quarter)
+      inject=(--set hardware.emulate.bandwidth_gbs=0.1 --set "fault.slow_link.ranks=$link"
+              --set fault.slow_link.bandwidth_factor=0.25)
       want="{\"kind\": \"slow_link\", $link_want}" ;;
     dead_rank)
       inject=(--set fault.dead_rank.rank=3 --set fault.dead_rank.step=2) rc_want=3
@@ -65,7 +86,7 @@ for grid in "${grids[@]}"; do
   esac
   dir=$out/$grid
   set +e
-  "$mpiexec" -n 4 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" "${layout[@]}" "${inject[@]}" \
+  "$mpiexec" -n $ranks "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" "${layout[@]}" "${inject[@]}" \
     --out "$dir" > "$out/$grid.log" 2>&1
   rc=$?
   set -e
@@ -99,7 +120,7 @@ if got != want:
              % (grid, want, got, show(findings)))
 if top["kind"] == "hang":  # its group, on its axis, holds the stalled rank (order tp-pp-dp)
     tp, pp, dp, ep = {"tp2pp2": (2, 2, 1, 1), "pp2dp2": (1, 2, 2, 1), "tp2dp2": (2, 1, 2, 1),
-                      "dp4ep2": (1, 1, 4, 2)}[grid]
+                      "dp4ep2": (1, 1, 4, 2), "dp2": (1, 1, 2, 1)}[grid]
     def coords(r):
         d = r // (tp * pp)
         return {"tp": r % tp, "pp": (r // tp) % pp, "dp": d, "edp": d // ep}

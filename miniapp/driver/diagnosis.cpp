@@ -185,7 +185,11 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
 // wait, and a time-shared rank's own collectives stretch too).
 void slow_links(const Point& pt, const json& topology, const std::vector<int>& slow_ranks,
                 double oversubscription, json& out) {
-  const double threshold = kSlowLinkRatio * oversubscription;
+  // Not scaled by the oversubscription: time-sharing stretches a collective by descheduling
+  // slices (milliseconds, additive), which the persistence rule and the cost floor take out,
+  // while a degraded link multiplies it (docs/diagnosis.md, "How the thresholds were chosen").
+  (void)oversubscription;
+  const double threshold = kSlowLinkRatio;
   std::vector<int> node_of;
   if (topology.is_object() && topology.contains("node_of"))
     node_of = topology.at("node_of").get<std::vector<int>>();
@@ -226,7 +230,11 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
       }
       ratio[g] = median_of(ratios);
       extra[g] = median_of(extras);
-      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps && ratio[g] >= threshold;
+      // Persistent: at or above the threshold on kPersistence of the measured steps.
+      const auto above = std::count_if(ratios.begin(), ratios.end(),
+                                       [threshold](double x) { return x >= threshold; });
+      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps &&
+                static_cast<double>(above) >= kPersistence * static_cast<double>(ratios.size());
     }
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (!slow[g]) continue;

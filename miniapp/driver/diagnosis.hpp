@@ -11,7 +11,8 @@
 //              measured steps and on kPersistence of the measured steps from the first of them
 //              on; its cost is the extra compute per step, which every other rank waits for.
 //   slow_link  a group of an axis whose collectives take, net of waiting for late ranks, at
-//              least kSlowLinkRatio times the median of the axis's other groups (pipeline
+//              least kSlowLinkRatio times the median of the axis's other groups on
+//              kPersistence of the measured steps (pipeline
 //              groups: their point-to-point time, which has no arrival skew to take out); its
 //              cost is the extra time per step. With nodes known, the nodes the group spans
 //              are named.
@@ -25,8 +26,9 @@
 //              links of the machine every layer); cost: the group's collective time.
 // The thresholds are above the noise of fault-free runs on a shared machine (docs/
 // diagnosis.md says how they were chosen): a clean run gives no slow_rank or slow_link. On a
-// host with more ranks than cores (Host) the ratio thresholds are multiplied by the
+// host with more ranks than cores (Host) the slow-rank threshold is multiplied by the
 // oversubscription: a rank's share of a core then varies by up to that factor by itself.
+// Both ratios must persist: on kPersistence of the measured steps (from the onset for ranks).
 // dead_rank and hang findings come from the failure record a failing rank leaves
 // (failure_finding), not from measurements.
 #pragma once
