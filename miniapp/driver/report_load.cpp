@@ -112,7 +112,7 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
     if (cores > 0 && ranks_per_host > cores)
       warnings.push_back("`" + dir + "`: " + std::to_string(ranks_per_host) +
                          " ranks on a host with " + std::to_string(cores) +
-                         " cores: ranks time-share cores (and MPI busy-polls), which no model "
+                         " cores: ranks time-share cores, which no model "
                          "here describes; predictions assume a core per rank");
     // A BLAS on generic kernels: measured compute and its calibration several times too slow.
     if (const auto w = blas_warning_of(prov)) warnings.push_back("`" + dir + "`: " + *w);
