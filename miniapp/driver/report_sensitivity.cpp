@@ -245,8 +245,24 @@ std::string sensitivity_markdown(const json& sensitivity, const std::string& out
     md << "\nSlope of the measured step time (s per unit of factor):";
     for (const auto& [axis, a] : g.at("axes").items())
       md << ' ' << axis << ' ' << fmt(a.at("slope_s_per_factor").get<double>(), 3) << ';';
-    md << " this layout tolerates a slow **" << g.at("least_tolerant_axis").get<std::string>()
-       << "** least (the steepest).\n\n";
+    if (g.at("axes").size() > 1)
+      md << " this layout tolerates a slow **" << g.at("least_tolerant_axis").get<std::string>()
+         << "** least (the steepest).";
+    md << "\n\n";
+  }
+  // One slowed axis per configuration (e.g. one 2-rank layout per axis): the steepest of all.
+  if (sensitivity.size() > 1) {
+    std::string axis, label;
+    double steepest = -1;
+    for (const auto& g : sensitivity)
+      for (const auto& [a, v] : g.at("axes").items())
+        if (v.at("slope_s_per_factor").get<double>() > steepest) {
+          steepest = v.at("slope_s_per_factor").get<double>();
+          axis = a;
+          label = g.value("label", "");
+        }
+    md << "Across the configurations above the steepest curve is **" << axis << "** (" << label
+       << ", " << fmt(steepest, 3) << " s per unit of factor).\n\n";
   }
   std::error_code ec;
   if (std::filesystem::exists(out + "/plots/sensitivity.png", ec))
