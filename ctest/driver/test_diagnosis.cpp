@@ -394,3 +394,21 @@ TEST(diagnosis, a_faults_waiting_is_not_also_a_bubble) {
   f = diagnosis::diagnose(p);
   ASSERT_EQ(f.size(), 2u) << f.dump(1);
 }
+
+// With the point calibrated, a finding quotes the calibrated model beside the peers.
+TEST(diagnosis, findings_quote_the_calibrated_model) {
+  json p = point(2, 1, 2, 8);  // dp groups {0,2} {1,3}
+  for (int s = 1; s < 8; ++s) p["rank_series"]["compute_s"][2][s] = 2.0;
+  for (int r : {1, 3})
+    for (int s = 0; s < 8; ++s) p["rank_series"]["comm.dp.time_s"][r][s] = 0.5;
+  const json model = {{"compute", 0.8}, {"dp", 0.125}};
+  const json f = diagnosis::diagnose(p, {}, model);
+  ASSERT_EQ(fault_kinds(f), (std::vector<std::string>{"slow_rank", "slow_link"})) << f.dump(1);
+  EXPECT_NEAR(f[0]["evidence"]["ratio_to_model"].get<double>(), 2.5, 1e-9);
+  EXPECT_NE(f[0]["text"].get<std::string>().find("against the calibrated model's 0.800 s (2.5x)"),
+            std::string::npos)
+      << f[0]["text"];
+  EXPECT_NEAR(f[1]["evidence"]["ratio_to_model"].get<double>(), 4.0, 1e-9);
+  // Not calibrated: no model figure.
+  EXPECT_FALSE(diagnosis::diagnose(p)[0]["evidence"].contains("model_s"));
+}

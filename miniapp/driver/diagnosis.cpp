@@ -138,6 +138,8 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
         }
       const int from = pt.steps[cols[onset]];
       const double ratio = median_of(ratios), cost = median_of(extra);
+      std::vector<double> own;
+      for (int k : slowed) own.push_back(compute[r][k]);
       // Who waits: the other ranks' wait in each axis's collectives over the slowed steps.
       json waits = json::object();
       std::string wait_text;
@@ -163,6 +165,7 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
       f["from_step"] = from;
       f["cost_s"] = cost;
       f["evidence"] = {{"compute_ratio_to_peers", ratio},
+                       {"compute_s", median_of(own)},
                        {"slowed_steps", static_cast<int>(slowed.size())},
                        {"measured_steps", static_cast<int>(pt.measured.size())},
                        {"peers", ranks.size() - 1},
@@ -250,7 +253,14 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
       f["ranks"] = groups[g];
       f["from_step"] = pt.steps[pt.measured.front()];
       f["cost_s"] = extra[g];
+      std::vector<double> group_time;
+      for (int k : pt.measured) {
+        double sum = 0;
+        for (int r : groups[g]) sum += time[r][k];
+        group_time.push_back(sum / static_cast<double>(groups[g].size()));
+      }
       f["evidence"] = {{"wire_ratio_to_other_groups", ratio[g]},
+                       {"group_time_s", median_of(group_time)},
                        {"groups", groups.size()},
                        {"threshold", threshold}};
       std::ostringstream t;
@@ -503,7 +513,21 @@ Host host_of(const json& provenance) {
   return h;
 }
 
-json diagnose(const json& p, const Host& host) {
+// The calibrated model's figure beside a finding's measured one (evidence and text).
+static void quote_model(json& f, const json& model, const char* term, double measured_s,
+                        const char* what) {
+  if (!model.is_object() || !model.contains(term)) return;
+  const double m = model.at(term).get<double>();
+  if (m <= 0) return;
+  f["evidence"]["measured_s"] = measured_s;
+  f["evidence"]["model_s"] = m;
+  f["evidence"]["ratio_to_model"] = measured_s / m;
+  f["text"] = f["text"].get<std::string>() + "; " + what + " " + fixed(measured_s, 3) +
+              " s per step against the calibrated model's " + fixed(m, 3) + " s (" +
+              fixed(measured_s / m, 1) + "x)";
+}
+
+json diagnose(const json& p, const Host& host, const json& model) {
   const Point pt = read_point(p);
   json out = json::array();
   if (pt.measured.empty()) return out;
@@ -516,7 +540,15 @@ json diagnose(const json& p, const Host& host) {
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
   const double step = p.at("time").value("step_median_s", 0.0);
   for (auto& f : faults)
-    if (f.at("cost_s").get<double>() >= kMinCostFraction * step) out.push_back(f);
+    if (f.at("cost_s").get<double>() >= kMinCostFraction * step) {
+      const auto& e = f.at("evidence");
+      if (f.at("kind") == "slow_rank")
+        quote_model(f, model, "compute", e.at("compute_s").get<double>(), "it computes");
+      else
+        quote_model(f, model, f.at("axis").get<std::string>().c_str(),
+                    e.at("group_time_s").get<double>(), "the group spends");
+      out.push_back(f);
+    }
   // A bubble well beyond the schedule's own is waiting; with a fault found, the fault is what
   // the stages wait for, and the bubble is not a finding of its own.
   json bubbles = json::array();

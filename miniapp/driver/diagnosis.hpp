@@ -63,7 +63,11 @@ Host host_of(const nlohmann::json& provenance);
 // (index of the group on its axis, -1 for none), ranks [...], from_step, cost_s, evidence
 // {...figures...}, text (one sentence a user reads), advice}. Throws std::invalid_argument
 // naming what is missing when the point has no rank_series.
-nlohmann::json diagnose(const nlohmann::json& point, const Host& host = {});
+// model: the calibrated model's seconds per step and rank ({"compute", "tp", "pp", "dp",
+// "ep"}; empty when the point was not calibrated), quoted in the evidence of slow ranks and
+// slow links beside the peers' figures.
+nlohmann::json diagnose(const nlohmann::json& point, const Host& host = {},
+                        const nlohmann::json& model = nlohmann::json::object());
 
 // The failure records of one point (failure_record_json: each written by a rank that failed or
 // whose watchdog expired, docs/diagnosis.md "Dead ranks and hangs") as one finding. A dead_rank

@@ -108,6 +108,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   const auto traffic = pm::step_traffic(c.model, pc, 0);
   const pm::MemoryEstimate mem = pm::largest_rank_memory(c.model, pc);
   pm::StepTimeBreakdown br;
+  json model_terms = json::object();  // the calibrated model's seconds per step, for diagnose
   if (p.contains("calibration")) {
     const Calibration cal = calibration_from_json(p.at("calibration"));
     pm::StepTimeInputs in;
@@ -148,6 +149,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
     const double p_ep = br.ep + pc.micro_batches() * chunk_wait / pc.pp;
     const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
+    model_terms = {
+        {"compute", p_compute}, {"tp", br.tp}, {"pp", br.pp}, {"dp", br.dp}, {"ep", br.ep}};
     terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
     terms.push_back(term("compute", m_compute, p_compute, "s"));
     if (pc.tp > 1) terms.push_back(term("tp", m_tp, br.tp, "s"));
@@ -215,7 +218,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
   // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank
   // series has none.
-  out["diagnosis"] = p.contains("rank_series") ? diagnosis::diagnose(p, host) : json::array();
+  out["diagnosis"] =
+      p.contains("rank_series") ? diagnosis::diagnose(p, host, model_terms) : json::array();
   a.point = out;
   return a;
 }
