@@ -106,6 +106,13 @@ faults = [f for f in findings if f["kind"] in fault_kinds]
 def show(fs):
     return "\n".join("  %s %s group %s ranks %s: %s" % (f["kind"], f["axis"], f["group"],
                      f["ranks"], f["text"]) for f in fs) or "  (none)"
+# The report lists, per axis, the groups that span the two emulated nodes.
+spans = {"tp2pp2": "tp 0/2, pp 2/2", "pp2dp2": "pp 0/2, dp 2/2", "tp2dp2": "tp 0/2, dp 2/2",
+         "dp4ep2": "dp 1/1, ep 0/2", "dp2": "dp 0/1"}[grid]
+if report["points"]:
+    md = open(sys.argv[1].replace("report.json", "report.md")).read()
+    if "| 2 (emulated) | %s |" % spans not in md and "| 1 (emulated) | %s |" % spans not in md:
+        sys.exit("%s: report.md's Nodes table lacks '%s':\n%s" % (grid, spans, md[md.find("## Nodes"):][:600]))
 if want is None:
     if faults:
         sys.exit("%s: a clean run has fault findings:\n%s" % (grid, show(faults)))

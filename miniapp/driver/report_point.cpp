@@ -216,6 +216,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   }
   out["measured_step_s"] = a.measured_step;
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  // Which axes cross nodes (docs/diagnosis.md, "Nodes and emulated links").
+  if (p.contains("topology")) out["topology"] = p.at("topology");
   // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank
   // series has none.
   out["diagnosis"] =

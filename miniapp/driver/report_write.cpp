@@ -141,6 +141,30 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
          << q["settings"].dump(-1, ' ', false, json::error_handler_t::replace) << "` | "
          << q["status"].get<std::string>() << " |\n";
   }
+  // Nodes and the axes whose groups cross them, per point (the seed's rule: tp inside a node).
+  bool any_topology = false;
+  for (const auto& p : points) any_topology = any_topology || p.contains("topology");
+  if (any_topology) {
+    md << "\n## Nodes\n\nPer point: its nodes (emulated: `hardware.ranks_per_node`) and, per "
+          "axis, how many of its groups span nodes.\n\n| point | nodes | groups spanning nodes "
+          "|\n|---|---|---|\n";
+    for (const auto& p : points) {
+      if (!p.contains("topology")) continue;
+      const json& t = p["topology"];
+      std::string axes;
+      for (const char* a : {"tp", "pp", "dp", "ep"}) {
+        const json& par = p["grid"];
+        if (!t.value("axes", json::object()).contains(a) || par.value(a, 1) < 2) continue;
+        const json& g = t["axes"][a];
+        axes += (axes.empty() ? "" : ", ") + std::string(a) + " " +
+                std::to_string(g.value("groups_spanning_nodes", 0)) + "/" +
+                std::to_string(g.value("groups", 0));
+      }
+      md << "| " << p["label"].get<std::string>() << " | " << t.value("nodes", 0)
+         << (t.value("emulated", false) ? " (emulated)" : "") << " | "
+         << (axes.empty() ? "-" : axes) << " |\n";
+    }
+  }
   md << "\n## Diagnosis\n\nWhere the time went, rank by rank, most costly first (docs/"
         "diagnosis.md: dead and hung ranks, slow ranks against the ranks of their stage, slow "
         "links against the axis's other groups, bubbles, placement, expert imbalance).\n\n";
@@ -155,8 +179,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
       md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
          << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
          << (f["cost_s"].is_null() ? std::string("job ended") : fmt(f["cost_s"].get<double>(), 3))
-         << " | " << f["text"].get<std::string>() << " | "
-         << f["advice"].get<std::string>() << " |\n";
+         << " | " << f["text"].get<std::string>() << " | " << f["advice"].get<std::string>()
+         << " |\n";
     }
   }
   md << "\n## Terms per point\n\n";
