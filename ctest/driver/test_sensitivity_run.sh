@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sensitivity end to end (issue 17, docs/sensitivity.md): inputs/sensitivity.yaml on 2 ranks,
-# once with the data-parallel axis slowed (dp2) and once with the tensor-parallel one (tp2),
-# factors 1, 2, 4, 8; then `paraxis report` on both folders and a check of report.json's
+# once per axis with that axis slowed (layouts dp2, tp2 and pp2), factors 1, 2, 4, 8; then
+# `paraxis report` on the three folders and a check of report.json's
 # `sensitivity`: one group per layout, every point's predicted step time within 15 % of the
 # measured one, the step time at factor 8 above the baseline's, and plots/sensitivity.png
 # where python3 has matplotlib. The curves are measured on a shared machine: an attempt whose
@@ -20,13 +20,13 @@ done
 
 attempt() {
   local a=$1 dir
-  for axis in dp tp; do
+  for axis in dp tp pp; do
     dir=$out/$a-$axis
     "$mpiexec" -n 2 "$paraxis" run "$inputs/sensitivity.yaml" --set parallel.dp=1 \
       --set parallel.$axis=2 --set fault.slow_axis.axis=$axis --out "$dir" >"$dir.log" 2>&1 ||
       { echo "run ($axis) failed:"; tail -20 "$dir.log"; return 1; }
   done
-  "$paraxis" report "$out/$a-dp" "$out/$a-tp" >"$out/$a-report.log" 2>&1 ||
+  "$paraxis" report "$out/$a-dp" "$out/$a-tp" "$out/$a-pp" >"$out/$a-report.log" 2>&1 ||
     { echo "report failed:"; cat "$out/$a-report.log"; return 1; }
   python3 - "$out/$a-dp" "$plots" <<'PY'
 import json, os, sys
@@ -38,8 +38,8 @@ def fail(msg):
     global ok
     print("FAIL:", msg)
     ok = False
-if sorted(a for g in groups for a in g["axes"]) != ["dp", "tp"]:
-    fail("expected one group per layout with axes dp and tp, got %s"
+if sorted(a for g in groups for a in g["axes"]) != ["dp", "pp", "tp"]:
+    fail("expected one group per layout with axes dp, pp and tp, got %s"
          % [list(g["axes"]) for g in groups])
 for g in groups:
     for axis, a in g["axes"].items():

@@ -12,6 +12,7 @@
 
 #include "driver/deck.hpp"
 #include "driver/summary_reader.hpp"
+#include "perfmodel/collectives.hpp"
 #include "perfmodel/step_time.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -54,6 +55,49 @@ void compute_inputs(const json& base, const pm::Scenario& pc, pm::StepTimeInputs
   in.optimizer_s = t.value("optimizer_s", 0.0);
 }
 
+// The pipeline's added time: the emulation holds a receive from when its consumer looks for it
+// (docs/diagnosis.md, "When the time is added"), so a transfer that arrived during compute
+// still costs its whole added time d before the compute that consumes it (a forward whose
+// input comes from another stage, a backward whose output gradient does). The schedule is
+// replayed with d at the start of every such action, less the replay without it, plus the
+// gradient norm's all-reduce over the pipeline group (2 (p - 1) rounds of 8 bytes).
+double pipeline_increment(const RunConfig& c, const pm::Scenario& pc, const pm::StepTimeInputs& in,
+                          const pm::LinkCost& slowed) {
+  const schedule::PipelineShape shape = config::pipeline_shape(c.train, c.parallel);
+  const schedule::Schedule sched = schedule::make_schedule(c.parallel.schedule, shape);
+  double message = 0;
+  for (const auto& op : pm::pipeline_step_traffic(c.model, pc, 0).ops)
+    if (op.op == pm::Collective::point_to_point) message = op.bytes;
+  const double d = pm::point_to_point_time(message, slowed);
+  const int last = shape.chunks() - 1;
+  const auto replay = [&](double added) {
+    return schedule::replay_schedule(
+               sched, shape,
+               [&](int stage, const schedule::Action& a) {
+                 const std::size_t k = static_cast<std::size_t>(a.chunk);
+                 const bool split = !in.backward_weight_s.empty();
+                 switch (a.kind) {
+                   case schedule::ActionKind::forward:
+                     return in.forward_s[k] +
+                            (a.chunk > 0 && schedule::chunk_stage(shape, a.chunk - 1) != stage
+                                 ? added
+                                 : 0);
+                   case schedule::ActionKind::backward:
+                     return in.backward_s[k] +
+                            (a.chunk < last && schedule::chunk_stage(shape, a.chunk + 1) != stage
+                                 ? added
+                                 : 0);
+                   case schedule::ActionKind::backward_weight:
+                     return split ? in.backward_weight_s[k] : 0.0;
+                   default:
+                     return 0.0;
+                 }
+               })
+        .makespan;
+  };
+  return replay(d) - replay(0) + pm::ring_all_reduce_time(pc.pp, 8, slowed);
+}
+
 // model(f) - model(1): the performance model's step time with the slowed axis's links costing
 // what the injection adds per round or message, (f - 1) (alpha_m + bytes / v_m + the emulated
 // link's alpha + bytes / B where the axis's groups span nodes), less the same model without it.
@@ -79,6 +123,7 @@ json modelled_increment(const json& sp, const json& base, const std::string& axi
                               (f - 1) * ((v_m > 0 ? 1 / v_m : 0) + beta_e), 0.0};
     pm::StepTimeInputs in;
     compute_inputs(base, pc, in);
+    if (axis == "pp") return pipeline_increment(c, pc, in, slowed);
     const double without = pm::predict_step_time(c.model, pc, in).step_time;
     pm::LinkCost* l = axis == "tp"   ? &in.links.tp
                       : axis == "pp" ? &in.links.pp
