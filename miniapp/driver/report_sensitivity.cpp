@@ -157,6 +157,28 @@ double median_of(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// A point's `slow_axis` record checked before it is read (a damaged or hostile summary gives one
+// error naming the file and the field, as summary_reader.hpp does for the rest).
+void check_slow_axis(const json& sa, const std::string& where) {
+  const auto bad = [&](const std::string& field, const std::string& expected) {
+    throw std::runtime_error(where + ".slow_axis" + field + ": expected " + expected);
+  };
+  if (!sa.is_object()) bad("", "an object {axis, factor, links}");
+  const json* axis = sa.contains("axis") ? &sa.at("axis") : nullptr;
+  if (!axis || !axis->is_string() ||
+      (*axis != "none" && *axis != "tp" && *axis != "pp" && *axis != "dp" && *axis != "ep"))
+    bad(".axis", "one of none, tp, pp, dp, ep");
+  if (!sa.contains("factor") || !sa.at("factor").is_number() ||
+      !(sa.at("factor").get<double>() >= 1 && sa.at("factor").get<double>() <= 1e6))
+    bad(".factor", "a number in [1, 1e6]");
+  if (!sa.contains("links") || !sa.at("links").is_object()) bad(".links", "an object");
+  for (const auto& [name, l] : sa.at("links").items())
+    for (const char* f : {"alpha_s", "bytes_per_s"})
+      if (!l.is_object() || !l.contains(f) || !l.at(f).is_number() ||
+          !(l.at(f).get<double>() >= 0 && std::isfinite(l.at(f).get<double>())))
+        bad(".links." + name + "." + f, "a finite number >= 0");
+}
+
 struct Member {
   json entry;    // report.json's point
   json summary;  // summary.json's point
@@ -177,6 +199,8 @@ json sensitivity_json(const json& points) {
     for (const auto& q : summaries[dir].at("points"))
       if (q.at("index") == p.at("index")) sp = &q;
     if (!sp || !sp->contains("slow_axis")) continue;
+    check_slow_axis(sp->at("slow_axis"),
+                    dir + "/summary.json: points[index " + p.at("index").dump() + "]");
     // The base configuration: the folder and every setting but fault.slow_axis.*.
     json base = json::object();
     const json settings = p.value("settings", json::object());  // items() needs a live object
