@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpt_model.hpp"
+#include "paraxis/kernels/elementwise.hpp"
 
 namespace paraxis::model {
 
@@ -118,7 +119,53 @@ class TrainerImpl final : public Trainer {
 
   const SyntheticCorpus& corpus() const override { return corpus_; }
 
+  int steps_done() const override { return step_; }
+
+  // The whole model on one rank: every tensor whole.
+  void save_state(StateSink& sink) const override {
+    const auto& ps = model_.params();
+    const auto master = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.master_view());
+    const auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.m);
+    const auto v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.v);
+    const std::string dt = state_dtype<G>();
+    for (const auto& s : ps.specs())
+      for (const auto& box : logical_boxes(s, s.offset, s.offset + s.size()))
+        for (const auto& [kind, view] :
+             {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
+              std::make_pair("adam_v", v.data())}) {
+          const auto data = gather_box(view, box);
+          sink.add(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+        }
+  }
+
+  void load_state(const StateSource& source, int steps) override {
+    auto& ps = model_.params();
+    auto master = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.master_view());
+    auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.m);
+    auto v = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.v);
+    Kokkos::deep_copy(master, G(0));  // padding stays 0, as initialised
+    Kokkos::deep_copy(m, G(0));
+    Kokkos::deep_copy(v, G(0));
+    const std::string dt = state_dtype<G>();
+    for (const auto& s : ps.specs())
+      for (const auto& box : logical_boxes(s, s.offset, s.offset + s.size()))
+        for (const auto& [kind, view] :
+             {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
+              std::make_pair("adam_v", v.data())}) {
+          std::vector<G> data(box.size());
+          source.read(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+          scatter_box(view, box, data);
+        }
+    Kokkos::deep_copy(ps.master_view(), master);
+    Kokkos::deep_copy(ps.m, m);
+    Kokkos::deep_copy(ps.v, v);
+    if constexpr (!std::is_same_v<T, G>) kernels::convert(Space(), ps.master, ps.param);
+    Kokkos::fence();
+    step_ = steps;
+  }
+
  private:
+  using G = kernels::acc_t<T>;
   ModelConfig mcfg_;
   TrainConfig tcfg_;
   SyntheticCorpus corpus_;
@@ -129,6 +176,13 @@ class TrainerImpl final : public Trainer {
 };
 
 }  // namespace
+
+void Trainer::save_state(StateSink&) const {
+  throw std::logic_error("this trainer cannot write checkpoints");
+}
+void Trainer::load_state(const StateSource&, int) {
+  throw std::logic_error("this trainer cannot resume from checkpoints");
+}
 
 void Trainer::replay_routing(const std::vector<int>* routing) {
   if (routing)

@@ -12,6 +12,7 @@
 #include "gpt_model.hpp"
 #include "memory_ledger.hpp"
 #include "model_config.hpp"
+#include "state_pieces.hpp"
 #include "synthetic_corpus.hpp"
 
 namespace paraxis::model {
@@ -108,6 +109,19 @@ class Trainer {
   virtual double replica_divergence() const { return 0; }
   virtual MemoryReport memory() const = 0;
   virtual const SyntheticCorpus& corpus() const = 0;
+
+  // Checkpoints (docs/checkpoint.md). save_state hands this rank's share of the training state
+  // to `sink`: the master parameters and both AdamW moments of every tensor piece it owns, as
+  // pieces of the logical tensors (state_pieces.hpp), each piece held by exactly one rank of
+  // the run. load_state reads the pieces this rank owns in its own layout (any layout the
+  // checkpoint was written under) and leaves the trainer as after `steps` completed steps: the
+  // data position, the optimizer's step count and the learning rate follow the step number,
+  // and the parameters are the master copies in the training precision. Collective over the
+  // trainer's ranks. The defaults throw std::logic_error (a trainer without checkpoints).
+  virtual void save_state(StateSink& sink) const;
+  virtual void load_state(const StateSource& source, int steps);
+  // Steps completed so far (loaded ones included).
+  virtual int steps_done() const = 0;
 };
 
 // Tokens and targets of `sequences` consecutive samples starting at `first_sample`

@@ -255,6 +255,18 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     return r;
   }
 
+  int steps_done() const override { return step_; }
+
+  // Checkpoints: the optimizer's owned shard; tensors replicated over tensor parallelism are
+  // written by tensor-parallel rank 0.
+  void save_state(model::StateSink& sink) const override {
+    zero_->save_state(sink, coords_.tp == 0);
+  }
+  void load_state(const model::StateSource& source, int steps) override {
+    zero_->load_state(source);
+    step_ = steps;
+  }
+
   void record_routing(bool on) override {
     record_routing_ = on;
     model_->set_record_routing(on);

@@ -31,6 +31,7 @@
 
 #include "model/gpt_model.hpp"
 #include "model/model_config.hpp"
+#include "model/state_pieces.hpp"
 #include "parallel/communicator.hpp"
 
 namespace paraxis::parallel {
@@ -89,6 +90,15 @@ class ZeroOptimizer {
   void end_step();
   // This rank's whole flat store (master copy, type G), every unit gathered over its group.
   std::vector<G> full_master() const;
+  // Checkpoints (docs/checkpoint.md; zero_optimizer_state.cpp). save_state: the master, adam_m
+  // and adam_v pieces of this rank's owned shard, each written by one rank: under ZeRO >= 1 the
+  // shards partition the group; under ZeRO 0 every member owns the whole unit and unit u is
+  // written by group rank u % group size (spreading the writes over the replicas); tensors
+  // replicated over tensor parallelism only where tp_writer. load_state: this rank's owned
+  // pieces from `source`, and the parameters it holds from the saved master copies (converted
+  // to the training precision, as after an optimizer step). No communication.
+  void save_state(model::StateSink& sink, bool tp_writer) const;
+  void load_state(const model::StateSource& source);
   Communicator& group_of(int unit) const;
 
  private:

@@ -1,0 +1,91 @@
+// The training state of one rank as pieces of global tensors, for checkpoints
+// (docs/checkpoint.md): what a rank holds of a parameter tensor — a block of the logical tensor
+// (tensor parallelism, experts, the vocabulary padded to a multiple of tp) and, under ZeRO, a
+// flat range of that block — expressed as boxes of the logical tensor, padding left out, so that
+// a checkpoint written under one layout can be read under any other. The trainers describe their
+// state through StateSink / StateSource; the driver connects them to the checkpoint files. Plain
+// C++ (no Kokkos): part of paraxis_model_core.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/param_layout.hpp"
+
+namespace paraxis::model {
+
+// A box of a tensor's shard [rows x cols] in the flat layout, in logical coordinates: rows
+// [row0, row0 + rows) x cols [col0, col0 + cols) of the logical tensor (a vector: cols = 1,
+// col0 = 0). Its elements sit in the flat layout from `flat` on, row after row, `stride` apart
+// (the shard's own column count).
+struct LogicalBox {
+  std::int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  std::size_t flat = 0, stride = 1;
+  std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
+};
+
+// The part of the flat range [lo, hi) (flat-layout indices) inside tensor s, as boxes of the
+// logical tensor, padding dropped: at most three (a partial first row, whole rows, a partial
+// last row). Throws std::invalid_argument when [lo, hi) is not inside the tensor.
+std::vector<LogicalBox> logical_boxes(const TensorSpec& s, std::size_t lo, std::size_t hi);
+
+// The logical shape of tensor s: {logical_rows} for a vector, {logical_rows, logical_cols}.
+std::vector<std::int64_t> logical_shape(const TensorSpec& s);
+
+// One piece of a global tensor: its name and logical shape, the element type ("f64", "f32"),
+// and the box (offset and extent per dimension of `shape`).
+struct StatePiece {
+  std::string tensor;
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+  std::vector<std::int64_t> offset, extent;
+  std::size_t elements() const;
+};
+
+// The checkpoint's name of a state element type: "f64" or "f32" (master weights and moments are
+// never bf16: bf16 training keeps fp32 master copies).
+template <class V>
+const char* state_dtype() {
+  static_assert(sizeof(V) == 8 || sizeof(V) == 4, "state elements are f64 or f32");
+  return sizeof(V) == 8 ? "f64" : "f32";
+}
+
+// The piece of state `kind` ("master", "adam_m", "adam_v") of tensor s covering `box`.
+StatePiece state_piece(const std::string& kind, const TensorSpec& s, const LogicalBox& box,
+                       const std::string& dtype);
+
+// Where a rank's state goes (a checkpoint being written) and where it comes from (one being
+// read). data is the piece's elements in row-major order of its box.
+class StateSink {
+ public:
+  virtual ~StateSink() = default;
+  virtual void add(const StatePiece& piece, const void* data, std::size_t bytes) = 0;
+};
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+  virtual void read(const StatePiece& piece, void* out, std::size_t bytes) const = 0;
+};
+
+// Host helpers: the box's elements out of / into a flat host array (row by row, `stride`
+// apart).
+template <class V>
+std::vector<V> gather_box(const V* flat, const LogicalBox& b) {
+  std::vector<V> out(b.size());
+  for (std::int64_t r = 0; r < b.rows; ++r)
+    for (std::int64_t c = 0; c < b.cols; ++c)
+      out[static_cast<std::size_t>(r * b.cols + c)] =
+          flat[b.flat + static_cast<std::size_t>(r) * b.stride + static_cast<std::size_t>(c)];
+  return out;
+}
+template <class V>
+void scatter_box(V* flat, const LogicalBox& b, const std::vector<V>& in) {
+  for (std::int64_t r = 0; r < b.rows; ++r)
+    for (std::int64_t c = 0; c < b.cols; ++c)
+      flat[b.flat + static_cast<std::size_t>(r) * b.stride + static_cast<std::size_t>(c)] =
+          in[static_cast<std::size_t>(r * b.cols + c)];
+}
+
+}  // namespace paraxis::model

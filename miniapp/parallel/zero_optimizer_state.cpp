@@ -1,0 +1,133 @@
+// Checkpoints of the sharded optimizer (zero_optimizer.hpp, save_state / load_state;
+// docs/checkpoint.md): every rank's owned pieces of the master parameters and AdamW moments as
+// boxes of the logical tensors, so that a checkpoint written under one layout reads under any.
+#include <Kokkos_Core.hpp>
+#include <type_traits>
+#include <vector>
+
+#include "parallel/zero_optimizer.hpp"
+#include "paraxis/kernels/elementwise.hpp"
+
+namespace paraxis::parallel {
+
+namespace {
+
+template <class T>
+constexpr bool kHasMaster = !std::is_same_v<T, kernels::acc_t<T>>;
+
+// A box whose `flat` index is moved from the flat layout to a compact array where the flat
+// range [lo, ...) starts at compact index c0.
+model::LogicalBox in_compact(model::LogicalBox b, std::size_t lo, std::size_t c0) {
+  b.flat = b.flat - lo + c0;
+  return b;
+}
+
+}  // namespace
+
+template <class T>
+void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const {
+  const auto& ps = model_.params();
+  const char* dt = model::state_dtype<G>();
+  // The master copies: a compact shard (bf16 training, or ZeRO-3's parameters) or the flat
+  // parameters themselves.
+  std::vector<G> master_compact, master_flat;
+  if constexpr (kHasMaster<T>) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_c_);
+    master_compact.assign(h.data(), h.data() + h.extent(0));
+  } else if (opt_.zero == 3) {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), param_c_);
+    master_compact.assign(h.data(), h.data() + h.extent(0));
+  } else {
+    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.param);
+    master_flat.assign(h.data(), h.data() + h.extent(0));
+  }
+  const auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c_);
+  const auto v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v_c_);
+  for (std::size_t u = 0; u < ps.units().size(); ++u) {
+    const auto& U = ps.units()[u];
+    const Communicator& g = *group_[u];
+    if (opt_.zero == 0 && static_cast<int>(u % static_cast<std::size_t>(g.size())) != g.rank())
+      continue;  // another replica writes this unit
+    const std::size_t ob = own_[u], oe = own_[u] + shard_[u], c0 = compact_[u];
+    for (int i = U.first_tensor; i < U.end_tensor; ++i) {
+      const auto& s = ps.spec(i);
+      if (s.tp_replicated && !tp_writer) continue;
+      const std::size_t lo = std::max(ob, s.offset), hi = std::min(oe, s.offset + s.size());
+      if (lo >= hi) continue;
+      for (const auto& box : model::logical_boxes(s, lo, hi)) {
+        const auto cb = in_compact(box, ob, c0);
+        const auto master = master_flat.empty() ? model::gather_box(master_compact.data(), cb)
+                                                : model::gather_box(master_flat.data(), box);
+        const auto mm = model::gather_box(m.data(), cb);
+        const auto vv = model::gather_box(v.data(), cb);
+        sink.add(model::state_piece("master", s, box, dt), master.data(),
+                 master.size() * sizeof(G));
+        sink.add(model::state_piece("adam_m", s, box, dt), mm.data(), mm.size() * sizeof(G));
+        sink.add(model::state_piece("adam_v", s, box, dt), vv.data(), vv.size() * sizeof(G));
+      }
+    }
+  }
+}
+
+template <class T>
+void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
+  const auto& ps = model_.params();
+  const char* dt = model::state_dtype<G>();
+  auto read = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box) {
+    std::vector<G> data(box.size());
+    source.read(model::state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+    return data;
+  };
+  // The owned shard: master (where it is kept apart from the parameters) and the moments.
+  std::vector<G> master_compact(compact_total_, G(0)), m(compact_total_, G(0)),
+      v(compact_total_, G(0));
+  for (std::size_t u = 0; u < ps.units().size(); ++u) {
+    const auto& U = ps.units()[u];
+    const std::size_t ob = own_[u], oe = own_[u] + shard_[u], c0 = compact_[u];
+    for (int i = U.first_tensor; i < U.end_tensor; ++i) {
+      const auto& s = ps.spec(i);
+      const std::size_t lo = std::max(ob, s.offset), hi = std::min(oe, s.offset + s.size());
+      if (lo >= hi) continue;
+      for (const auto& box : model::logical_boxes(s, lo, hi)) {
+        const auto cb = in_compact(box, ob, c0);
+        model::scatter_box(master_compact.data(), cb, read("master", s, box));
+        model::scatter_box(m.data(), cb, read("adam_m", s, box));
+        model::scatter_box(v.data(), cb, read("adam_v", s, box));
+      }
+    }
+  }
+  auto to_device = [](const std::vector<G>& host, const GView& dst) {
+    Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(host.data(), host.size());
+    Kokkos::deep_copy(dst, h);
+  };
+  to_device(m, m_c_);
+  to_device(v, v_c_);
+  if constexpr (kHasMaster<T>) to_device(master_compact, master_c_);
+  if (opt_.zero == 3) {
+    // The parameters are the owned shard: the master copy, in the training precision.
+    GView tmp("paraxis::load_master", compact_total_);
+    to_device(master_compact, tmp);
+    kernels::convert(Space(), tmp, param_c_);
+  } else {
+    // Every tensor this rank holds, whole (its replicas' shards included).
+    std::vector<G> flat(ps.elements(), G(0));
+    for (const auto& s : ps.specs())
+      for (const auto& box : model::logical_boxes(s, s.offset, s.offset + s.size()))
+        model::scatter_box(flat.data(), box, read("master", s, box));
+    GView tmp("paraxis::load_master", flat.size());
+    to_device(flat, tmp);
+    kernels::convert(Space(), tmp, ps.param);
+  }
+  Kokkos::fence();
+}
+
+// The class is instantiated in zero_optimizer.cpp; these two members here.
+#define PARAXIS_ZERO_STATE(T)                                                \
+  template void ZeroOptimizer<T>::save_state(model::StateSink&, bool) const; \
+  template void ZeroOptimizer<T>::load_state(const model::StateSource&);
+PARAXIS_ZERO_STATE(double)
+PARAXIS_ZERO_STATE(float)
+PARAXIS_ZERO_STATE(paraxis::bf16)
+#undef PARAXIS_ZERO_STATE
+
+}  // namespace paraxis::parallel
