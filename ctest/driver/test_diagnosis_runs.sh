@@ -25,6 +25,9 @@ if [ ${#grids[@]} -eq 0 ]; then
     *) grids=(tp2pp2 pp2dp2 tp2dp2 dp4ep2) ;;
   esac
 fi
+# One BLAS thread per rank: OpenBLAS would start one per core in every rank, on cores the ranks
+# already time-share (docs/sensitivity.md).
+export OPENBLAS_NUM_THREADS=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 common=(--set train.steps=8 --set train.micro_batch=1 --set hardware.calibrate=false
