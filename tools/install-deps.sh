@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev                                          # BLAS baseline / Kokkos Kernels TPL
   libbenchmark-dev libgtest-dev googletest                 # Google Benchmark, GoogleTest
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
+  libxxhash-dev                                            # checkpoint checksums (XXH3)
   python3 python3-matplotlib                               # report plots
   clang libclang-rt-dev                                    # libFuzzer targets (ctest -L fuzz)
   slurm-wlm munge                                          # ctest -L slurm: a one-node Slurm cluster

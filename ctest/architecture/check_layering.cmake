@@ -15,13 +15,13 @@ get_filename_component(SOURCE_DIR "${SOURCE_DIR}" ABSOLUTE)
 
 # Project headers are named by their folder ("model/x.hpp") or, inside a folder, by a bare name
 # ("x.hpp"); the kernels' public headers and the generated build info live under "paraxis/".
-set(_project_prefix "^(kernels|model|schedule|config|parallel|perfmodel|io|driver|paraxis)/")
+set(_project_prefix "^(kernels|model|schedule|config|parallel|perfmodel|io|checkpoint|driver|paraxis)/")
 set(_bare "^[A-Za-z0-9_]+\\.(hpp|h)$")
 set(_no_kokkos "^(Kokkos|KokkosBlas|KokkosKernels|KokkosSparse)")
 set(_no_mpi "^(mpi\\.h|mpi\\.hpp|nccl\\.h|cuda_runtime\\.h)$")
 
 # Layer table: <layer> <folder> <file name regex> <allowed project headers> <forbidden system headers>
-set(_layers kernels model_core model schedule config perfmodel io parallel)
+set(_layers kernels model_core model schedule config perfmodel io checkpoint parallel)
 set(_kernels_dir "kernels")
 set(_kernels_files ".*")
 set(_kernels_allow "^paraxis/")
@@ -50,6 +50,10 @@ set(_io_dir "miniapp/io")
 set(_io_files ".*")
 set(_io_allow "^io/")
 set(_io_deny "${_no_kokkos}|${_no_mpi}")
+set(_checkpoint_dir "miniapp/checkpoint")
+set(_checkpoint_files ".*")
+set(_checkpoint_allow "^checkpoint/|^io/")
+set(_checkpoint_deny "${_no_kokkos}")
 set(_parallel_dir "miniapp/parallel")
 set(_parallel_files ".*")
 set(_parallel_allow "^parallel/|^config/|^model/|^schedule/|^paraxis/kernels/")

@@ -345,7 +345,7 @@ class RecipeTest(unittest.TestCase):
         self.assertIsNotNone(self.depends("nccl", r"^\+nccl$"))
 
     def test_dependencies(self):
-        for name in ("mpi", "yaml-cpp", "nlohmann-json", "cli11"):
+        for name in ("mpi", "yaml-cpp", "nlohmann-json", "cli11", "xxhash"):
             self.assertIsNotNone(self.depends(re.escape(name)), name)
         self.assertIsNotNone(self.depends("benchmark", r"\+benchmarks"))
         self.assertIsNotNone(self.depends("googletest", r"\+tests"))

@@ -80,6 +80,7 @@ class Paraxis(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("yaml-cpp@0.6:")
     depends_on("nlohmann-json@3:")
     depends_on("cli11@2:")
+    depends_on("xxhash@0.8:")  # checkpoint checksums (XXH3: stable from xxHash 0.8)
     depends_on("openblas", when="+benchmarks")  # the GEMM baseline paraxis-bench-kernels measures
     depends_on("benchmark", when="+benchmarks")
     depends_on("googletest", type=("build", "test"), when="+tests")

@@ -1,0 +1,391 @@
+// The checkpoint storage layer on 1 and 3 ranks (checkpoint/writer.hpp, reader.hpp): a round
+// trip of column boxes, flat ranges (a ZeRO partition of tensor-parallel halves) and a scalar
+// written by one rank, bytes and checksums identical; coverage refused at commit; a truncated,
+// corrupted or missing file and a missing index refused naming the file and tensor; a failed
+// write (RLIMIT_FSIZE, as a full disk) failing every rank's commit and leaving the previous
+// checkpoint and `latest`; keep pruning; `latest` resolution. docs/checkpoint.md.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checkpoint/reader.hpp"
+#include "checkpoint/writer.hpp"
+
+using namespace paraxis::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int ranks() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+void barrier() {
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A fresh root per test, the same on every rank.
+std::string root_for(const std::string& name) {
+  const std::string root = ::testing::TempDir() + name;
+  if (rank() == 0) fs::remove_all(root);
+  barrier();
+  return root;
+}
+
+WriterOptions options(int keep = 2) {
+  WriterOptions o;
+  o.keep = keep;
+  o.timeout_s = 60;  // a broken test ends in a minute, not ten
+  return o;
+}
+
+const TensorInfo kW{"layer.0.w", {4, 9}, "f64"};  // split by columns
+const TensorInfo kM{"adam.m", {5, 6}, "f32"};     // split by flat ranges (ZeRO)
+const TensorInfo kZ{"layer.0.z", {6, 4}, "f32"};  // two row halves, each split by flat ranges
+const TensorInfo kStep{"step", {}, "i64"};        // replicated, written by the last rank
+
+// The reference global tensors: element i of tensor t is a value no other tensor has.
+std::vector<double> ref_w(double salt = 0) {
+  std::vector<double> v(36);
+  for (int i = 0; i < 36; ++i) v[i] = 1000 + i + 0.25 + salt;
+  return v;
+}
+std::vector<float> ref_f(int n, float base) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = base + static_cast<float>(i) * 0.5f;
+  return v;
+}
+
+std::int64_t lo(std::int64_t n, int r, int p) {
+  return n * r / p;
+}
+
+// Adds this rank's shards of the four tensors (the layout of every test).
+void add_all(Writer& w, double salt = 0) {
+  const int r = rank(), p = ranks();
+  const auto W = ref_w(salt);
+  const std::int64_t c0 = lo(9, r, p), c1 = lo(9, r + 1, p);
+  std::vector<double> cols;
+  for (int i = 0; i < 4; ++i)
+    for (std::int64_t j = c0; j < c1; ++j) cols.push_back(W[i * 9 + j]);
+  w.add(Shard{kW, {0, c0}, {4, c1 - c0}}, cols.data(), cols.size() * sizeof(double));
+  const auto M = ref_f(30, 2.0f);
+  const std::int64_t m0 = lo(30, r, p), m1 = lo(30, r + 1, p);
+  w.add(Shard{kM, {}, {}, m0, m1}, M.data() + m0, (m1 - m0) * sizeof(float));
+  const auto Z = ref_f(24, -7.0f);
+  for (int half = 0; half < 2; ++half) {
+    const std::int64_t z0 = lo(12, r, p), z1 = lo(12, r + 1, p);
+    w.add(Shard{kZ, {3 * half, 0}, {3, 4}, z0, z1}, Z.data() + 12 * half + z0,
+          (z1 - z0) * sizeof(float));
+  }
+  if (r == p - 1) {
+    const std::int64_t step = 7;
+    w.add(Shard{kStep, {}, {}}, &step, sizeof step);
+  }
+}
+
+template <class T>
+std::vector<std::byte> as_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+SaveStats save(const std::string& root, long step, int keep = 2, double salt = 0) {
+  Writer w(MPI_COMM_WORLD, root, step, {{"deck", "tiny.yaml"}, {"rng", {1, 2, 3}}}, options(keep));
+  add_all(w, salt);
+  return w.commit();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(checkpoint_storage, round_trip_bytes_and_checksums_identical) {
+  const std::string root = root_for("round_trip");
+  const SaveStats stats = save(root, 7);
+  const std::string folder = root + "/step-7";
+  EXPECT_EQ(stats.folder, folder);
+  // 36 f64 + 30 f32 + 24 f32 + 1 i64 over the ranks.
+  EXPECT_EQ(stats.total_bytes, 36 * 8 + 30 * 4 + 24 * 4 + 8);
+  EXPECT_LE(stats.bytes_ranks.min, stats.bytes);
+  EXPECT_LE(stats.bytes, stats.bytes_ranks.max);
+  EXPECT_NEAR(stats.bytes_ranks.mean * ranks(), stats.total_bytes, 1e-9);
+  EXPECT_EQ(slurp(root + "/latest"), "step-7");
+
+  const Reader reader(Reader::resolve(root));
+  EXPECT_EQ(reader.folder(), folder);
+  EXPECT_EQ(reader.step(), 7);
+  EXPECT_EQ(reader.ranks(), ranks());
+  EXPECT_EQ(reader.meta().at("deck"), "tiny.yaml");
+  EXPECT_EQ(reader.meta().at("rng"), nlohmann::json({1, 2, 3}));
+  EXPECT_EQ(reader.bytes(), static_cast<std::size_t>(stats.total_bytes));
+  std::vector<std::string> names;
+  for (const auto& t : reader.tensors()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"adam.m", "layer.0.w", "layer.0.z", "step"}));
+
+  const auto w = reader.read(kW.name);
+  EXPECT_EQ(w, as_bytes(ref_w()));
+  EXPECT_EQ(checksum(w.data(), w.size()), checksum(ref_w().data(), 36 * sizeof(double)));
+  EXPECT_EQ(reader.read(kM.name), as_bytes(ref_f(30, 2.0f)));
+  EXPECT_EQ(reader.read(kZ.name), as_bytes(ref_f(24, -7.0f)));
+  const std::int64_t seven = 7;
+  EXPECT_EQ(reader.read(kStep.name), as_bytes(std::vector<std::int64_t>{seven}));
+
+  // The index records, for this rank's shards, the checksum of the bytes this rank passed.
+  const int r = rank(), p = ranks();
+  const auto M = ref_f(30, 2.0f);
+  for (const auto& t : reader.index().tensors)
+    for (const auto& s : t.shards)
+      if (s.rank == r && t.info.name == kM.name) {
+        EXPECT_EQ(s.checksum, checksum(M.data() + lo(30, r, p), s.bytes));
+      }
+
+  // A region in another layout: rows 1..2 of the weight, elements [2, 12) of that box.
+  const auto region = reader.read(Shard{kW, {1, 0}, {2, 9}, 2, 12});
+  const auto W = ref_w();
+  std::vector<double> expect(W.begin() + 9 + 2, W.begin() + 9 + 12);
+  EXPECT_EQ(region, as_bytes(expect));
+  // A column the saving layout split across ranks (on 3 ranks: columns 2-3 straddle 0 and 1).
+  std::vector<double> col;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 2; j < 4; ++j) col.push_back(ref_w()[i * 9 + j]);
+  EXPECT_EQ(reader.read(Shard{kW, {0, 2}, {4, 2}}), as_bytes(col));
+  barrier();
+}
+
+TEST(checkpoint_storage, coverage_gap_and_overlap_refused_on_every_rank) {
+  const std::string root = root_for("coverage");
+  save(root, 1);
+  const int r = rank(), p = ranks();
+  {  // A gap: the last column of the weight is written by no rank.
+    Writer w(MPI_COMM_WORLD, root, 2, {}, options());
+    const std::int64_t c0 = lo(9, r, p), c1 = std::min<std::int64_t>(lo(9, r + 1, p), 8);
+    std::vector<double> cols(4 * (c1 - c0), 1.0);
+    w.add(Shard{kW, {0, c0}, {4, c1 - c0}}, cols.data(), cols.size() * sizeof(double));
+    const std::string e = error_of([&] { w.commit(); });
+    EXPECT_TRUE(contains(e, "'layer.0.w'") && contains(e, "gap") && contains(e, "[8, 9)")) << e;
+  }
+  {  // An overlap: the last rank also writes the first column (rank 0's).
+    Writer w(MPI_COMM_WORLD, root, 2, {}, options());
+    const std::int64_t c0 = lo(9, r, p), c1 = lo(9, r + 1, p);
+    std::vector<double> cols(4 * (c1 - c0), 1.0);
+    w.add(Shard{kW, {0, c0}, {4, c1 - c0}}, cols.data(), cols.size() * sizeof(double));
+    if (r == p - 1) w.add(Shard{kW, {0, 0}, {4, 1}}, cols.data(), 4 * sizeof(double));
+    const std::string e = error_of([&] { w.commit(); });
+    EXPECT_TRUE(contains(e, "'layer.0.w'") && contains(e, "written twice")) << e;
+  }
+  // Nothing was published: step-1 is still the latest and complete, no step-2, no leftovers.
+  EXPECT_EQ(slurp(root + "/latest"), "step-1");
+  EXPECT_FALSE(fs::exists(root + "/step-2"));
+  EXPECT_EQ(Reader(Reader::resolve(root)).step(), 1);
+  barrier();
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(root)) entries += e.path().filename() != "" ? 1 : 0;
+  EXPECT_EQ(entries, 2u) << "expected step-1 and latest only";
+  barrier();
+}
+
+TEST(checkpoint_storage, bad_arguments_are_refused_by_add) {
+  const std::string root = root_for("bad_arguments");
+  // Refused before any collective: every rank's constructor throws alike.
+  EXPECT_THROW(Writer(MPI_COMM_WORLD, root, -1, {}, options()), std::invalid_argument);
+  EXPECT_THROW(Writer(MPI_COMM_WORLD, root, 1, nlohmann::json::array(), options()),
+               std::invalid_argument);
+  Writer w(MPI_COMM_WORLD, root, 0, {}, options());
+  const std::vector<double> v(36, 0.0);
+  const std::string size = error_of([&] { w.add(Shard{kW, {}, {}}, v.data(), 8); });
+  EXPECT_TRUE(contains(size, "'layer.0.w'") && contains(size, "expected 288")) << size;
+  const std::string box = error_of([&] { w.add(Shard{kW, {0, 5}, {4, 5}}, v.data(), 160); });
+  EXPECT_TRUE(contains(box, "'layer.0.w'") && contains(box, "leaves the shape")) << box;
+  add_all(w);
+  // The same tensor again with another dtype: a caller's bug, named.
+  const std::string dtype = error_of([&] {
+    w.add(Shard{TensorInfo{kW.name, {4, 9}, "f32"}, {}, {}}, v.data(), 144);
+  });
+  EXPECT_TRUE(contains(dtype, "added with shape [4, 9] f64")) << dtype;
+  // The refused calls left nothing behind: the proper shards commit.
+  EXPECT_EQ(w.commit().total_bytes, 36 * 8 + 30 * 4 + 24 * 4 + 8);
+  barrier();
+}
+
+// Every kind of damage is refused naming the file and the tensor. Rank 0 damages and reads
+// (reading is per rank); the others wait.
+TEST(checkpoint_storage, damaged_checkpoints_are_refused_naming_file_and_tensor) {
+  const int p = ranks();
+  const std::string last = "rank-" + std::to_string(p - 1) + ".bin";
+  const auto fresh = [&](const std::string& name) {
+    const std::string root = root_for(name);
+    save(root, 3);
+    return root + "/step-3";
+  };
+  const std::string truncated = fresh("truncated"), corrupted = fresh("corrupted"),
+                    missing = fresh("missing"), no_index = fresh("no_index");
+  if (rank() == 0) {
+    // Truncated: the last rank's file (it holds the scalar) one byte short.
+    const auto path = truncated + "/" + last;
+    fs::resize_file(path, fs::file_size(path) - 1);
+    const std::string e = error_of([&] { Reader r(truncated); });
+    EXPECT_TRUE(contains(e, path) && contains(e, "truncated") && contains(e, "'step'")) << e;
+
+    // Corrupted: one byte of rank 0's first shard (the weight's columns) flipped. The index
+    // opens; reading the weight is refused, reading a tensor whose shards are intact is not.
+    const Reader r(corrupted);
+    std::int64_t at = -1;
+    for (const auto& t : r.index().tensors)
+      for (const auto& s : t.shards)
+        if (s.rank == 0 && t.info.name == kW.name) at = s.byte_offset + 5;
+    ASSERT_GE(at, 0);
+    {
+      std::fstream f(corrupted + "/rank-0.bin", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(at);
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x10);
+      f.seekp(at);
+      f.write(&c, 1);
+    }
+    const std::string e2 = error_of([&] { r.read(kW.name); });
+    EXPECT_TRUE(contains(e2, corrupted + "/rank-0.bin") && contains(e2, "'layer.0.w'") &&
+                contains(e2, "checksum") && contains(e2, "corrupted"))
+        << e2;
+    EXPECT_EQ(r.read(kZ.name), as_bytes(ref_f(24, -7.0f)));
+
+    // Missing: rank 0's file removed.
+    fs::remove(missing + "/rank-0.bin");
+    const std::string e3 = error_of([&] { Reader r3(missing); });
+    EXPECT_TRUE(contains(e3, missing + "/rank-0.bin") && contains(e3, "missing") &&
+                contains(e3, "'layer.0.w'"))
+        << e3;
+
+    // Missing index: an incomplete checkpoint, for the reader and for resolve.
+    fs::remove(no_index + "/index.json");
+    const std::string e4 = error_of([&] { Reader r4(no_index); });
+    EXPECT_TRUE(contains(e4, no_index + "/index.json") && contains(e4, "missing")) << e4;
+    const std::string e5 = error_of([&] { Reader::resolve(no_index); });
+    EXPECT_TRUE(contains(e5, "no index.json") && contains(e5, "incomplete")) << e5;
+  }
+  barrier();
+}
+
+// A write that fails on one rank (the file-size limit, as a full disk) fails every rank's
+// commit with the file and the reason, and leaves step-1 and `latest` as they were.
+TEST(checkpoint_storage, failed_write_on_one_rank_keeps_previous_checkpoint) {
+  const std::string root = root_for("failed_write");
+  save(root, 1);
+  const int p = ranks();
+  std::string e;
+  {
+    Writer w(MPI_COMM_WORLD, root, 2, {}, options());
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    if (rank() == p - 1) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      rlimit small = old;
+      small.rlim_cur = 64;  // fewer bytes than the rank's shards
+      ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    }
+    add_all(w, 1.0);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+    e = error_of([&] { w.commit(); });
+  }
+  const std::string file = "rank-" + std::to_string(p - 1) + ".bin";
+  EXPECT_TRUE(contains(e, file) && contains(e, "File too large") &&
+              contains(e, "rank " + std::to_string(p - 1)))
+      << e;
+  EXPECT_EQ(slurp(root + "/latest"), "step-1");
+  EXPECT_FALSE(fs::exists(root + "/step-2"));
+  const Reader r(Reader::resolve(root));
+  EXPECT_EQ(r.step(), 1);
+  EXPECT_EQ(r.read(kW.name), as_bytes(ref_w()));
+  barrier();
+  // The next commit succeeds and leaves no temporary folder behind.
+  save(root, 2);
+  barrier();
+  std::vector<std::string> entries;
+  for (const auto& d : fs::directory_iterator(root)) entries.push_back(d.path().filename());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-1", "step-2"}));
+  barrier();
+}
+
+TEST(checkpoint_storage, keep_prunes_oldest_and_replacing_a_step_is_atomic) {
+  const std::string root = root_for("keep");
+  save(root, 1);
+  save(root, 2);
+  if (rank() == 0) fs::create_directories(root + "/step-9.tmp-leftover");  // a crashed save
+  barrier();
+  save(root, 3);
+  std::vector<std::string> entries;
+  for (const auto& d : fs::directory_iterator(root)) entries.push_back(d.path().filename());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-2", "step-3"}));
+  barrier();
+  // The same step again (a resumed run saving where it restarted): the new content replaces it.
+  save(root, 3, 1, 0.5);
+  EXPECT_EQ(Reader(root + "/step-3").read(kW.name), as_bytes(ref_w(0.5)));
+  entries.clear();
+  for (const auto& d : fs::directory_iterator(root)) entries.push_back(d.path().filename());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-3"}));  // keep = 1
+  barrier();
+}
+
+// `latest` names a removed or incomplete folder: the newest complete checkpoint is chosen.
+TEST(checkpoint_storage, resolve_latest_picks_newest_complete) {
+  const std::string root = root_for("resolve");
+  EXPECT_TRUE(contains(error_of([&] { Reader::resolve(root + "/none"); }), "does not exist"));
+  save(root, 4, 3);
+  save(root, 5, 3);
+  save(root, 6, 3);
+  if (rank() == 0) {
+    EXPECT_EQ(Reader::resolve(root), root + "/step-6");
+    EXPECT_EQ(Reader::resolve(root + "/latest"), root + "/step-6");
+    EXPECT_EQ(Reader::resolve(root + "/step-5"), root + "/step-5");
+    fs::remove_all(root + "/step-6");  // latest names a removed folder
+    EXPECT_EQ(Reader::resolve(root), root + "/step-5");
+    fs::remove(root + "/step-5/index.json");  // and the newest left is incomplete
+    { std::ofstream(root + "/latest") << "step-5\n"; }
+    EXPECT_EQ(Reader::resolve(root), root + "/step-4");
+    EXPECT_EQ(Reader(Reader::resolve(root)).step(), 4);
+    fs::remove(root + "/step-4/index.json");
+    const std::string e = error_of([&] { Reader::resolve(root); });
+    EXPECT_TRUE(contains(e, "no complete checkpoint") && contains(e, "step-5")) << e;
+  }
+  barrier();
+}

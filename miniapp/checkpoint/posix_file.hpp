@@ -1,0 +1,43 @@
+// The POSIX file calls the checkpoint needs beyond io::write_file_checked, each checked and
+// throwing std::runtime_error with the path and errno's reason: a data file written piece by
+// piece (short writes and EINTR handled) and fsync'ed, positioned reads that refuse a short
+// file, folder fsync, rename and recursive removal.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace paraxis::checkpoint::posix {
+
+// A data file being written: created (truncated) on open, appended to, synced and closed.
+class OutFile {
+ public:
+  explicit OutFile(std::string path);  // throws
+  ~OutFile();
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+  void append(const void* data, std::size_t bytes);  // throws
+  void sync_and_close();                             // fsync(2), close(2); throws
+  std::int64_t size() const { return size_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::int64_t size_ = 0;
+};
+
+// Reads `bytes` bytes at `offset` of `path` into `out`; throws naming the file when it cannot
+// be opened or ends before offset + bytes (`what` says whose bytes, for the message).
+void read_at(const std::string& path, std::int64_t offset, std::size_t bytes, void* out,
+             const std::string& what);
+// The size of a file, or -1 when it does not exist (other errors throw).
+std::int64_t file_size(const std::string& path);
+
+void sync_folder(const std::string& folder);  // EINVAL/EROFS (unsupported) are not errors
+void rename_path(const std::string& from, const std::string& to);
+void make_folder(const std::string& folder);  // mkdir(2), 0755; it must not exist
+void remove_tree(const std::string& path);    // throws naming what could not be removed
+
+}  // namespace paraxis::checkpoint::posix

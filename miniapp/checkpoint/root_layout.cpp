@@ -1,0 +1,158 @@
+// Step folders, `latest`, publishing and pruning (root_layout.hpp).
+#include "checkpoint/root_layout.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "checkpoint/posix_file.hpp"
+#include "io/checked_file.hpp"
+
+namespace paraxis::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_leftover(const std::string& name) {
+  return name.rfind("step-", 0) == 0 && name.find(".tmp-") != std::string::npos;
+}
+
+bool has_index(const fs::path& folder) {
+  std::error_code ec;
+  return fs::is_regular_file(folder / kIndexFile, ec);
+}
+
+std::string read_small_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+std::string unique_suffix() {
+  static std::atomic<unsigned> counter{0};
+  const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  return std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(ns);
+}
+
+}  // namespace
+
+std::string step_folder_name(long step) {
+  return "step-" + std::to_string(step);
+}
+
+std::optional<long> step_of_folder_name(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return {};
+  for (std::size_t i = 5; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return {};
+  return std::stol(name.substr(5));
+}
+
+std::string temporary_folder_name(long step) {
+  return step_folder_name(step) + ".tmp-" + unique_suffix();
+}
+
+std::string data_file_name(int rank) {
+  return "rank-" + std::to_string(rank) + ".bin";
+}
+
+std::vector<StepFolder> complete_checkpoints(const std::string& root) {
+  std::vector<StepFolder> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto step = step_of_folder_name(it->path().filename().string());
+    if (step && it->is_directory(ec) && has_index(it->path()))
+      found.push_back(StepFolder{*step, it->path().string()});
+  }
+  if (ec) throw std::runtime_error("checkpoint: cannot list '" + root + "': " + ec.message());
+  std::sort(found.begin(), found.end(),
+            [](const StepFolder& a, const StepFolder& b) { return a.step < b.step; });
+  return found;
+}
+
+std::string publish(const std::string& root, const std::string& tmp, long step, int keep,
+                    std::vector<std::string>& warnings) {
+  const std::string target = (fs::path(root) / step_folder_name(step)).string();
+  std::error_code ec;
+  std::string aside;
+  if (fs::exists(target, ec)) {
+    // Replacing a checkpoint of the same step: moved aside first, so that the name never holds
+    // a partial folder, and removed once the new one is in place.
+    aside = target + ".tmp-replaced-" + unique_suffix();
+    posix::rename_path(target, aside);
+  }
+  posix::rename_path(tmp, target);
+  posix::sync_folder(root);
+  io::write_file_checked((fs::path(root) / kLatestFile).string(), step_folder_name(step) + "\n");
+  // Committed. What follows is clean-up: its failures are warnings, not a failed save.
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_leftover(name)) continue;
+    try {
+      posix::remove_tree(it->path().string());
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  if (ec) warnings.push_back("checkpoint: cannot list '" + root + "': " + ec.message());
+  std::vector<StepFolder> others;
+  for (const auto& c : complete_checkpoints(root))
+    if (c.step != step) others.push_back(c);
+  const std::size_t kept = static_cast<std::size_t>(std::max(keep, 1) - 1);
+  for (std::size_t i = 0; i + kept < others.size(); ++i) {
+    try {
+      posix::remove_tree(others[i].path);
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  return target;
+}
+
+std::string resolve_checkpoint(const std::string& given) {
+  std::error_code ec;
+  fs::path p(given);
+  if (!fs::exists(p, ec))
+    throw std::runtime_error("checkpoint: '" + given +
+                             "' does not exist (expected a "
+                             "checkpoint folder step-<N>, a checkpoint root or its 'latest')");
+  if (fs::is_directory(p, ec) && has_index(p)) return p.string();
+  const auto step = step_of_folder_name(p.filename().string());
+  if (fs::is_directory(p, ec) && step)
+    throw std::runtime_error("checkpoint: '" + given + "' has no " + kIndexFile +
+                             ": an incomplete checkpoint (its save did not finish)");
+  fs::path root = p;
+  if (!fs::is_directory(p, ec)) {
+    if (p.filename() != kLatestFile)
+      throw std::runtime_error("checkpoint: '" + given +
+                               "' is a file but not a 'latest' "
+                               "pointer (expected a checkpoint folder, root or 'latest')");
+    root = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  }
+  std::string why;
+  const fs::path latest = root / kLatestFile;
+  if (fs::exists(latest, ec)) {
+    const std::string name = read_small_file(latest);
+    if (step_of_folder_name(name) && has_index(root / name)) return (root / name).string();
+    why = "'" + latest.string() + "' names '" + name + "', which " +
+          (fs::is_directory(root / name, ec) ? std::string("has no ") + kIndexFile
+                                             : std::string("does not exist"));
+  } else {
+    why = "no '" + latest.string() + "'";
+  }
+  const auto complete = complete_checkpoints(root.string());
+  if (!complete.empty()) return complete.back().path;
+  throw std::runtime_error("checkpoint: no complete checkpoint under '" + root.string() + "' (" +
+                           why + "; no step-<N> folder holds " + kIndexFile + ")");
+}
+
+}  // namespace paraxis::checkpoint

@@ -1,0 +1,307 @@
+// The collective save (writer.hpp). Each rank streams its shards into its own file as they are
+// added; commit gathers only the shard records (small JSON) to rank 0 with MPI_Gatherv and
+// broadcasts one outcome, so that the ranks agree: every rank returns or every rank throws.
+// Every wait is a non-blocking collective completed by a wait with a deadline.
+#include "checkpoint/writer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "checkpoint/posix_file.hpp"
+#include "checkpoint/root_layout.hpp"
+#include "io/checked_file.hpp"
+
+namespace paraxis::checkpoint {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Writer::File {
+  explicit File(const std::string& path) : out(path) {}
+  posix::OutFile out;
+};
+
+namespace {
+
+void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm, double timeout_s) {
+  const double start = MPI_Wtime();
+  for (;;) {
+    int done = 0;
+    MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    if (MPI_Wtime() - start > timeout_s) {
+      int rank = 0;
+      MPI_Comm_rank(comm, &rank);
+      std::fprintf(stderr,
+                   "paraxis checkpoint: rank %d waited %.1f s (the deadline) for %s: another "
+                   "rank stopped responding during the save; ending the job (exit code 5)\n",
+                   rank, timeout_s, what);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 5);
+    }
+    // The ranks may share cores: give the core away between polls.
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+Spread spread_of(const std::vector<double>& v) {
+  Spread s;
+  if (v.empty()) return s;
+  s.min = s.max = v[0];
+  for (const double x : v) {
+    s.min = std::min(s.min, x);
+    s.max = std::max(s.max, x);
+    s.mean += x / static_cast<double>(v.size());
+  }
+  return s;
+}
+
+json to_json(const Spread& s) {
+  return json{{"min", s.min}, {"mean", s.mean}, {"max", s.max}};
+}
+Spread spread_from(const json& j) {
+  return Spread{j.at("min").get<double>(), j.at("mean").get<double>(), j.at("max").get<double>()};
+}
+
+}  // namespace
+
+Writer::Writer(MPI_Comm comm, std::string root, long step, json meta, WriterOptions options)
+    : root_(std::move(root)), step_(step), meta_(std::move(meta)), options_(std::move(options)) {
+  start_s_ = MPI_Wtime();
+  if (meta_.is_null()) meta_ = json::object();
+  if (step_ < 0 || options_.keep < 1 || !(options_.timeout_s > 0) || !meta_.is_object() ||
+      root_.empty())
+    throw std::invalid_argument(
+        "checkpoint::Writer: root '" + root_ + "', step " + std::to_string(step_) + ", keep " +
+        std::to_string(options_.keep) + ", timeout " + std::to_string(options_.timeout_s) +
+        " s, meta of type " + meta_.type_name() +
+        "; expected a root, step >= 0, keep >= 1, timeout > 0 and a JSON object");
+  MPI_Request dup;
+  MPI_Comm_idup(comm, &comm_, &dup);
+  wait(1, &dup, "checkpoint: duplicating the communicator");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  std::string made;
+  if (rank_ == 0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(root_, ec);
+      if (ec)
+        throw std::runtime_error("checkpoint: cannot create '" + root_ + "': " + ec.message());
+      const std::string tmp = (fs::path(root_) / temporary_folder_name(step_)).string();
+      posix::make_folder(tmp);
+      made = "ok:" + tmp;
+    } catch (const std::exception& e) {
+      made = std::string("error:") + e.what();
+    }
+  }
+  made = broadcast_string(made, "checkpoint: creating the folder");
+  if (made.rfind("ok:", 0) != 0) {
+    MPI_Comm_free(&comm_);
+    throw std::runtime_error(made.substr(6));
+  }
+  tmp_ = made.substr(3);
+  const double t0 = MPI_Wtime();
+  try {
+    file_ = std::make_unique<File>((fs::path(tmp_) / data_file_name(rank_)).string());
+  } catch (const std::exception& e) {
+    error_ = e.what();
+  }
+  write_s_ += MPI_Wtime() - t0;
+}
+
+Writer::~Writer() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Writer::wait(int n, MPI_Request* requests, const char* what) {
+  if (options_.wait)
+    options_.wait(n, requests, what, comm_);
+  else
+    default_wait(n, requests, what, comm_, options_.timeout_s);
+}
+
+std::string Writer::broadcast_string(std::string s, const char* what) {
+  long long n = static_cast<long long>(s.size());
+  MPI_Request r;
+  MPI_Ibcast(&n, 1, MPI_LONG_LONG, 0, comm_, &r);
+  wait(1, &r, what);
+  s.resize(static_cast<std::size_t>(n));
+  MPI_Ibcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm_, &r);
+  wait(1, &r, what);
+  return s;
+}
+
+void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
+  if (committed_) throw std::logic_error("checkpoint::Writer::add after commit");
+  const Shard n = normalized(shard);
+  const std::size_t need = static_cast<std::size_t>(n.end - n.begin) * dtype_size(n.tensor.dtype);
+  if (bytes != need)
+    throw std::invalid_argument("checkpoint: tensor '" + n.tensor.name +
+                                "': " + std::to_string(bytes) + " bytes given for a shard of " +
+                                std::to_string(n.end - n.begin) + " " + n.tensor.dtype +
+                                " elements; expected " + std::to_string(need));
+  if (bytes > 0 && data == nullptr)
+    throw std::invalid_argument("checkpoint: tensor '" + n.tensor.name + "': no data");
+  for (const auto& r : records_)
+    if (r.shard.tensor.name == n.tensor.name && !(r.shard.tensor == n.tensor))
+      throw std::invalid_argument("checkpoint: tensor '" + n.tensor.name + "' added with shape " +
+                                  to_string(r.shard.tensor.shape) + " " + r.shard.tensor.dtype +
+                                  " and again with " + to_string(n.tensor.shape) + " " +
+                                  n.tensor.dtype);
+  const double t0 = MPI_Wtime();
+  ShardRecord rec;
+  rec.shard = n;
+  rec.rank = rank_;
+  rec.file = data_file_name(rank_);
+  rec.byte_offset = file_ ? file_->out.size() : 0;
+  rec.bytes = static_cast<std::int64_t>(bytes);
+  rec.checksum = checksum(data, bytes);
+  if (error_.empty() && file_) {
+    try {
+      file_->out.append(data, bytes);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  records_.push_back(std::move(rec));
+  write_s_ += MPI_Wtime() - t0;
+}
+
+SaveStats Writer::commit() {
+  if (committed_) throw std::logic_error("checkpoint::Writer::commit called twice");
+  committed_ = true;
+  const double commit_start = MPI_Wtime();
+  if (error_.empty() && file_) {
+    try {
+      file_->out.sync_and_close();
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  write_s_ += MPI_Wtime() - commit_start;
+  const std::int64_t my_bytes = file_ ? file_->out.size() : 0;
+  json recs = json::array();
+  for (const auto& r : records_) recs.push_back(to_json(r));
+  const std::string piece = json{
+      {"rank", rank_},
+      {"error", error_},
+      {"write_s", write_s_},
+      {"bytes", my_bytes},
+      {"records", recs}}.dump();
+  // The pieces (shard records: a few hundred bytes per shard) to rank 0.
+  int len = static_cast<int>(piece.size());
+  std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(rank_ == 0 ? size_ : 0);
+  MPI_Request r;
+  MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &r);
+  wait(1, &r, "checkpoint: gathering the shard records' sizes");
+  std::string all;
+  if (rank_ == 0) {
+    long long total = 0;
+    for (int i = 0; i < size_; ++i) {
+      displs[i] = static_cast<int>(total);
+      total += lens[i];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Igatherv(piece.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+               comm_, &r);
+  wait(1, &r, "checkpoint: gathering the shard records");
+  SaveStats stats;
+  std::string outcome;
+  if (rank_ == 0) {
+    std::vector<std::string> pieces;
+    for (int i = 0; i < size_; ++i) pieces.push_back(all.substr(displs[i], lens[i]));
+    json o = json::parse(rank0_publish(pieces));
+    o["commit_s"] = MPI_Wtime() - commit_start;
+    o["total_s"] = MPI_Wtime() - start_s_;
+    outcome = o.dump();
+  }
+  outcome = broadcast_string(outcome, "checkpoint: the commit's outcome");
+  const json o = json::parse(outcome);
+  if (!o.at("error").get<std::string>().empty())
+    throw std::runtime_error(o.at("error").get<std::string>());
+  stats.folder = o.at("folder").get<std::string>();
+  stats.write_s = write_s_;
+  stats.bytes = static_cast<double>(my_bytes);
+  stats.write_s_ranks = spread_from(o.at("write_s"));
+  stats.bytes_ranks = spread_from(o.at("bytes"));
+  stats.total_bytes = o.at("total_bytes").get<double>();
+  stats.aggregate_bytes_per_s =
+      stats.write_s_ranks.max > 0 ? stats.total_bytes / stats.write_s_ranks.max : 0.0;
+  stats.commit_s = o.at("commit_s").get<double>();
+  stats.total_s = o.at("total_s").get<double>();
+  stats.warnings = o.at("warnings").get<std::vector<std::string>>();
+  return stats;
+}
+
+// Rank 0: checks the gathered records, writes index.json and publishes the folder. Returns the
+// outcome as JSON: error ("" on success), folder, the spreads over ranks and warnings.
+std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
+  std::string error;
+  std::vector<double> write_s, bytes;
+  Index index;
+  index.step = step_;
+  index.ranks = size_;
+  index.meta = meta_;
+  std::map<std::string, TensorRecord> tensors;
+  std::map<std::string, int> first_rank;
+  for (const auto& p : pieces) {
+    const json j = json::parse(p);
+    const int rank = j.at("rank").get<int>();
+    write_s.push_back(j.at("write_s").get<double>());
+    bytes.push_back(j.at("bytes").get<double>());
+    const std::string e = j.at("error").get<std::string>();
+    if (!e.empty())
+      error += (error.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + ": " + e);
+    index.files.push_back(
+        FileRecord{data_file_name(rank), rank, j.at("bytes").get<std::int64_t>()});
+    for (const auto& jr : j.at("records")) {
+      const ShardRecord rec = shard_record_from_json(jr);
+      const auto& info = rec.shard.tensor;
+      auto [it, fresh] = tensors.emplace(info.name, TensorRecord{info, {}});
+      if (fresh) first_rank[info.name] = rank;
+      if (!(it->second.info == info) && error.empty())
+        error = "checkpoint commit refused: tensor '" + info.name + "': rank " +
+                std::to_string(first_rank[info.name]) + " gives shape " +
+                to_string(it->second.info.shape) + " " + it->second.info.dtype + ", rank " +
+                std::to_string(rank) + " gives " + to_string(info.shape) + " " + info.dtype;
+      it->second.shards.push_back(rec);
+    }
+  }
+  std::vector<std::string> warnings;
+  std::string folder;
+  if (error.empty()) {
+    for (auto& [name, t] : tensors) index.tensors.push_back(std::move(t));
+    const std::string e = consistency_error(index);
+    if (!e.empty()) error = "checkpoint commit refused (nothing was published): " + e;
+  }
+  if (error.empty()) {
+    try {
+      // io::write_file_checked syncs index.json and the folder (the data files are synced).
+      io::write_file_checked((fs::path(tmp_) / kIndexFile).string(), to_json(index).dump(1) + "\n");
+      folder = publish(root_, tmp_, step_, options_.keep, warnings);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!error.empty()) {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);  // best effort: the next successful commit removes it otherwise
+  }
+  double total = 0;
+  for (const double b : bytes) total += b;
+  return json{{"error", error},
+              {"folder", folder},
+              {"warnings", warnings},
+              {"write_s", to_json(spread_of(write_s))},
+              {"bytes", to_json(spread_of(bytes))},
+              {"total_bytes", total}}
+      .dump();
+}
+
+}  // namespace paraxis::checkpoint

@@ -1,0 +1,97 @@
+// Saving a checkpoint (docs/checkpoint.md): collective over a communicator. Every rank
+// constructs a Writer, adds the shards it owns (written at once to its own data file in a
+// temporary folder) and calls commit(): the files are fsync'ed, the shard records gathered to
+// rank 0, which checks that every tensor is covered exactly once, writes index.json last,
+// renames the folder to `step-<N>`, points `latest` at it and prunes old checkpoints. Every
+// rank learns the outcome: any failure on any rank makes every rank's commit throw the same
+// std::runtime_error (naming the file, or the tensor whose coverage is wrong) and leaves the
+// previous checkpoint and `latest` as they were. No gather of tensor data to rank 0.
+#pragma once
+
+#include <mpi.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/format.hpp"
+#include "checkpoint/index.hpp"
+
+namespace paraxis::checkpoint {
+
+// Completes `n` requests of a collective the writer just started on `comm` (`what` names it).
+// The default polls with a deadline of WriterOptions::timeout_s and, at expiry, prints which
+// rank waited for what and ends the job with MPI_Abort (exit code 5, the watchdog's): a save
+// never hangs. The driver passes the watchdog's wait_all to get its diagnosis instead.
+using WaitFunction =
+    std::function<void(int n, MPI_Request* requests, const char* what, MPI_Comm comm)>;
+
+struct WriterOptions {
+  int keep = 2;            // complete checkpoints kept under the root after a commit (>= 1)
+  double timeout_s = 600;  // the default wait's deadline (> 0)
+  WaitFunction wait;       // empty: the default
+};
+
+struct Spread {
+  double min = 0, mean = 0, max = 0;
+};
+
+struct SaveStats {
+  std::string folder;      // the published step-<N> folder
+  double write_s = 0;      // this rank: writing its data file (add) and its fsync (commit)
+  double bytes = 0;        // this rank's data bytes
+  Spread write_s_ranks;    // over ranks
+  Spread bytes_ranks;      // over ranks
+  double total_bytes = 0;  // every rank's data bytes
+  double aggregate_bytes_per_s = 0;   // total_bytes / write_s_ranks.max
+  double commit_s = 0;                // rank 0: gather, index, rename, latest, prune
+  double total_s = 0;                 // rank 0: the Writer's construction to the end of commit
+  std::vector<std::string> warnings;  // clean-up after the commit that failed (rank 0)
+};
+
+class Writer {
+ public:
+  // Collective over `comm`: rank 0 creates `<root>/step-<step>.tmp-<id>/` (and root) and every
+  // rank creates its data file in it. Throws std::invalid_argument on every rank for a bad
+  // step (< 0), keep (< 1), timeout or a meta that is not a JSON object, and
+  // std::runtime_error on every rank when the folder cannot be created.
+  Writer(MPI_Comm comm, std::string root, long step, nlohmann::json meta,
+         WriterOptions options = {});
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Adds a shard this rank owns: `bytes` bytes at `data`, the shard's elements in its flat
+  // order. Throws std::invalid_argument (this rank only: a caller's bug) naming the tensor when
+  // the shard is invalid (format.hpp, normalized), `bytes` is not its elements times the
+  // dtype's size, or this rank already added the tensor with another shape or dtype. A failed
+  // write is not thrown here but by commit(), on every rank.
+  void add(const Shard& shard, const void* data, std::size_t bytes);
+
+  // Collective: see the top of this file. Call once.
+  SaveStats commit();
+
+ private:
+  void wait(int n, MPI_Request* requests, const char* what);
+  std::string broadcast_string(std::string s, const char* what);
+  std::string rank0_publish(const std::vector<std::string>& pieces);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::string root_, tmp_;
+  long step_ = 0;
+  nlohmann::json meta_;
+  WriterOptions options_;
+  struct File;
+  std::unique_ptr<File> file_;
+  std::vector<ShardRecord> records_;
+  std::string error_;  // the first write error of this rank
+  double write_s_ = 0, start_s_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace paraxis::checkpoint
