@@ -13,6 +13,7 @@ struct RunOptions {
   std::string out_dir;
   bool verify = false;
   bool force = false;        // replace earlier results in out_dir (removed first, never mixed)
+  std::string resume;        // --resume: a checkpoint folder, a root or "latest" ("": none)
   std::string command_line;  // recorded in provenance
 };
 

@@ -102,6 +102,9 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("hardware.emulate.latency_us", 0, 1e9, PARAXIS_FIELD(comm.links.latency_us)));
     add(real_key("hardware.emulate.bandwidth_gbs", 0, 1e9,
                  PARAXIS_FIELD(comm.links.bandwidth_gbs)));
+    add(int_key("checkpoint.every", 0, kMaxInt, PARAXIS_FIELD(checkpoint.every)));
+    add(string_key("checkpoint.dir", PARAXIS_FIELD(checkpoint.dir)));
+    add(int_key("checkpoint.keep", 1, kMaxInt, PARAXIS_FIELD(checkpoint.keep)));
     add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
     add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
@@ -537,6 +540,12 @@ void expand(const Sweep& sweep, const std::vector<std::vector<std::size_t>>& com
     }
     const auto faults = check_faults(pt.config, world, loc);
     deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
+    // A cadence no step reaches would write nothing without a word.
+    if (pt.config.checkpoint.every > pt.config.train.steps && !loc.is_bad("checkpoint.every"))
+      deck.errors.push_back({"checkpoint.every", loc.where({"checkpoint.every"}),
+                             "checkpoint.every = " + num(pt.config.checkpoint.every) +
+                                 " exceeds train.steps = " + num(pt.config.train.steps) +
+                                 ": no checkpoint would be written"});
     for (const auto& c : check_constraints(pt.config, world, loc)) {
       if (!swept)
         deck.errors.push_back(c);

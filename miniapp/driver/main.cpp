@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
     run_cmd->add_flag("--verify", run.verify, "compare with the single-rank reference");
     run_cmd->add_flag("--force", run.force,
                       "remove earlier results in the output directory first (never mixed)");
+    run_cmd->add_option("--resume", run.resume,
+                        "continue from a checkpoint: a step-<N> folder, a checkpoint root, or "
+                        "latest (the newest complete one under checkpoint.dir)");
     std::string check_deck;
     std::vector<std::string> check_overrides;
     auto* check_cmd = app.add_subcommand("check", "validate a deck and report every error");

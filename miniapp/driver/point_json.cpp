@@ -193,6 +193,9 @@ json point_to_json(const PointResult& r) {
     j["rank_series"] = series;
   }
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
+  // Checkpoints written and the one resumed from (docs/checkpoint.md).
+  if (!r.checkpoints.empty()) j["checkpoints"] = r.checkpoints;
+  if (!r.resumed.is_null()) j["resumed"] = r.resumed;
   j["memory"] = memory_json(r.memory);
   j["memory_per_rank"] = json::array();
   for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));

@@ -3,6 +3,7 @@
 // on other ranks goes through the watchdog (parallel/watchdog.hpp), so a rank that stops
 // responding ends the job with a message naming it instead of hanging it.
 #include "driver/point_run.hpp"
+#include "driver/point_checkpoint.hpp"
 
 #include <mpi.h>
 
@@ -84,7 +85,29 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   // A moment every rank shares (to a barrier's skew): the trace's time origin.
   wd::barrier(MPI_COMM_WORLD, "barrier before the first step");
   const double t0 = model::steady_seconds();
-  const std::string diverged = train_steps(cfg, rank, *trainer, r.steps);
+  // Checkpoints (docs/checkpoint.md): resume, then save on the deck's cadence.
+  const std::string root = checkpoint_root(cfg, ctx.out_dir, ctx.index, ctx.total);
+  if (!ctx.resume.empty()) {
+    r.resumed = load_checkpoint(cfg, *trainer, ctx.resume, root);
+    if (rank == 0)
+      std::printf("  resumed from %s after step %d (%.3f s)\n",
+                  r.resumed["folder"].get<std::string>().c_str(), trainer->steps_done(),
+                  r.resumed["read_s"]["max"].get<double>());
+  }
+  const auto save = [&](int done) {
+    if (cfg.checkpoint.every <= 0 || done % cfg.checkpoint.every != 0) return;
+    r.checkpoints.push_back(save_checkpoint(cfg, *trainer, root, done, r.checkpoints.empty()));
+    if (rank == 0)
+      std::printf("  checkpoint %s: %.0f bytes in %.3f s\n",
+                  r.checkpoints.back()["folder"].get<std::string>().c_str(),
+                  r.checkpoints.back()["total_bytes"].get<double>(),
+                  r.checkpoints.back()["total_s"].get<double>());
+  };
+  const std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
+  // A restart's cost to the first step: reading the checkpoint, then that step.
+  if (!r.resumed.is_null() && !r.steps.empty())
+    r.resumed["restart_to_first_step_s"] =
+        r.resumed["read_s"]["max"].get<double>() + r.steps.front().time_s;
   gather_steps_and_trace(cfg, world, rank, t0, r);
   gather_memory(trainer->memory(), world, r);
   if (!diverged.empty()) {

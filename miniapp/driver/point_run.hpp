@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "driver/calibration.hpp"
 #include "driver/results.hpp"
@@ -16,6 +17,8 @@ struct PointContext {
   bool verify = false;
   std::size_t index = 0, total = 1;
   Calibrator* calibrator = nullptr;
+  std::string out_dir;  // the run's output folder (the default checkpoint root is under it)
+  std::string resume;   // --resume: a checkpoint folder, a root, or "latest" ("": none)
 };
 
 // Fills r (status "ok", "diverged: ...", or "failed: --verify ..."). Throws on a failure of

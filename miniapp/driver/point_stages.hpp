@@ -4,6 +4,8 @@
 // ranks goes through the watchdog (parallel/watchdog.hpp) unless its comment says why not.
 #pragma once
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -13,12 +15,14 @@
 
 namespace paraxis::driver {
 
-// Runs cfg.train.steps steps of `trainer`, appending each to `steps` (rank 0 prints them), with
-// the deck's fault injections for `rank`; stops after the first step that diverges. Returns ""
-// or why the run diverged (divergence_of). Throws on fault.dead_rank; never returns on
-// fault.hang.
+// Runs `trainer` from the steps it has done (0, or those of the checkpoint it resumed from) to
+// cfg.train.steps, appending each to `steps` (rank 0 prints them), with the deck's fault
+// injections for `rank`; after each step that did not diverge, after_step(completed steps)
+// (the checkpoint cadence). Stops after the first step that diverges. Returns "" or why the
+// run diverged (divergence_of). Throws on fault.dead_rank; never returns on fault.hang.
 std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
-                        std::vector<model::StepResult>& steps);
+                        std::vector<model::StepResult>& steps,
+                        const std::function<void(int)>& after_step = {});
 
 // Every rank's per-step metrics (rank_metrics) into r.rank_steps and, with output.trace, every
 // rank's trace events (times relative to t0) into r.trace_events, on rank 0. Collective.

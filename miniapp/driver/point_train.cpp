@@ -59,11 +59,12 @@ void print_step(const RunConfig& cfg, const model::StepResult& st, int s) {
 }  // namespace
 
 std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
-                        std::vector<model::StepResult>& steps) {
+                        std::vector<model::StepResult>& steps,
+                        const std::function<void(int)>& after_step) {
   std::string diverged;
   std::set<std::string> noted;
   const auto& fault = cfg.fault;
-  for (int s = 0; s < cfg.train.steps && diverged.empty(); ++s) {
+  for (int s = trainer.steps_done(); s < cfg.train.steps && diverged.empty(); ++s) {
     if (fault.dead_rank.rank == rank && fault.dead_rank.at == DeadAt::step &&
         fault.dead_rank.step == s)
       throw std::runtime_error("injected fault before step " + std::to_string(s + 1) +
@@ -82,6 +83,7 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
     // Loss and gradient norm are global values, the results of all-reductions and the same
     // on every rank, so every rank reaches the same verdict without another collective.
     diverged = divergence_of(st);
+    if (diverged.empty() && after_step) after_step(s + 1);
   }
   return diverged;
 }

@@ -41,6 +41,10 @@ struct PointResult {
   // and every rank's trace events (Chrome trace JSON objects, pid = rank).
   std::vector<std::vector<std::vector<double>>> rank_steps;
   nlohmann::json trace_events = nlohmann::json::array();
+  // Checkpoints written (one entry per save) and the one resumed from (null: none); figures
+  // over ranks (point_checkpoint.hpp, docs/checkpoint.md).
+  nlohmann::json checkpoints = nlohmann::json::array();
+  nlohmann::json resumed;
 };
 
 // Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over

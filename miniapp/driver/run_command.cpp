@@ -17,6 +17,7 @@
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
 #include "driver/output_folder.hpp"
+#include "driver/point_checkpoint.hpp"
 #include "driver/point_run.hpp"
 #include "driver/provenance.hpp"
 #include "driver/rank_agreement.hpp"
@@ -202,6 +203,17 @@ int run_command(const RunOptions& opt) {
     return 2;
   }
 
+  // A checkpoint continues one point; --verify's reference would have to resume too.
+  if (!opt.resume.empty() && (deck.points.size() != 1 || opt.verify)) {
+    if (rank == 0)
+      std::fprintf(stderr, "paraxis: error: --resume %s: %s\n", opt.resume.c_str(),
+                   opt.verify ? "cannot be combined with --verify (the single-rank reference "
+                                "does not resume)"
+                              : ("continues one point, and the deck has " +
+                                 std::to_string(deck.points.size()))
+                                    .c_str());
+    return 2;
+  }
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = deck.points.front().config.output.dir;
   if (dir.empty()) dir = default_out_dir();
@@ -238,8 +250,15 @@ int run_command(const RunOptions& opt) {
     } else {
       try {
         if (world > 1) record_hangs(dir, r, rank);
-        run_point(cfg, PointContext{world, rank, opt.verify, i, total, &calibrator}, r);
+        run_point(cfg,
+                  PointContext{world, rank, opt.verify, i, total, &calibrator, dir, opt.resume}, r);
         parallel::watchdog::set_expiry_handler({});
+      } catch (const CheckpointError& ex) {
+        // Agreed on every rank (point_checkpoint.hpp): no rank waits for another; the points
+        // before are already written.
+        parallel::watchdog::set_expiry_handler({});
+        if (ex.report) std::fprintf(stderr, "paraxis: error: %s\n", ex.what());
+        return ex.exit_code;
       } catch (const std::exception& ex) {
         parallel::watchdog::set_expiry_handler({});
         std::fprintf(stderr, "paraxis: error: rank %d failed in point %zu/%zu (%s): %s\n", rank,

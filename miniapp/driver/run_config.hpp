@@ -54,6 +54,13 @@ struct FaultConfig {
   config::SlowRank slow_rank;  // fault.slow_rank (fault.slow_link: CommConfig::links)
 };
 
+// Checkpoints of the training state (docs/checkpoint.md).
+struct CheckpointConfig {
+  int every = 0;    // save after every `every` completed steps (0: never)
+  std::string dir;  // the checkpoint root ("" = <out>/checkpoints; a sweep: one root per point)
+  int keep = 2;     // complete checkpoints kept under the root
+};
+
 struct RunConfig {
   model::ModelConfig model;
   model::TrainConfig train;
@@ -62,6 +69,7 @@ struct RunConfig {
   HardwareConfig hardware;
   OutputConfig output;
   FaultConfig fault;
+  CheckpointConfig checkpoint;
 };
 
 }  // namespace paraxis::driver

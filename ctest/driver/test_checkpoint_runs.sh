@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Checkpoint and restart through `paraxis run` (issue 16, docs/checkpoint.md), on inputs/tiny.yaml
+# in fp64. Usage: test_checkpoint_runs.sh PARAXIS MPIEXEC INPUTS CASE
+#   resume    2 ranks (dp2 ZeRO-1): 6 steps with a checkpoint every 2 (keep 2: step-2 removed),
+#             then --resume latest (step-6 would leave nothing: refused), --resume step-4 in the
+#             same layout (steps 5-6 bitwise the uninterrupted run's), under tp2 and on one rank
+#             (within 1e-12 of it).
+#   integrity a checkpoint's data file corrupted, truncated or removed, its index removed, or a
+#             deck with another model: --resume refused (exit 2) naming the file, tensor or key,
+#             and nothing trained; checkpoint.every beyond train.steps is a deck error.
+set -euo pipefail
+paraxis=$1 mpiexec=$2 inputs=$3 case=$4
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OPENBLAS_NUM_THREADS=1
+common=(--set train.steps=6 --set train.precision=fp64 --set hardware.calibrate=false
+        --set output.trace=false --set "checkpoint.dir=$out/ckpt")
+losses() {  # the losses of summary.json's steps, one "step loss" per line (17 digits)
+  python3 -c "import json,sys
+for s in json.load(open(sys.argv[1]))['points'][0]['steps']: print(s['step'], repr(s['loss']))" "$1"
+}
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+  --set parallel.zero=1 --set checkpoint.every=2 --out "$out/full" > "$out/full.log" 2>&1 ||
+  { cat "$out/full.log"; fail "the uninterrupted run"; }
+[ "$(cat "$out/ckpt/latest")" = step-6 ] || fail "latest is not step-6: $(cat "$out/ckpt/latest")"
+[ -d "$out/ckpt/step-4" ] && [ ! -e "$out/ckpt/step-2" ] || fail "keep 2: $(ls "$out/ckpt")"
+losses "$out/full/summary.json" > "$out/full.txt"
+
+case $case in
+  resume)
+    set +e
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --resume latest --out "$out/none" > "$out/none.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -ne 0 ] && grep -q "nothing is left to train" "$out/none.log" ||
+      { cat "$out/none.log"; fail "resuming after the last step was not refused"; }
+    tail -n 2 "$out/full.txt" > "$out/want.txt"
+    # The same layout: bitwise.
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --set parallel.zero=1 --resume "$out/ckpt/step-4" --out "$out/same" > "$out/same.log" 2>&1 ||
+      { cat "$out/same.log"; fail "resume in the same layout"; }
+    losses "$out/same/summary.json" > "$out/same.txt"
+    diff "$out/want.txt" "$out/same.txt" || fail "the same layout's steps 5-6 differ"
+    python3 - "$out/same/summary.json" <<'PY' || fail "the resumed point's record"
+import json, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+r = p["resumed"]
+assert r["step"] == 4 and r["folder"].endswith("step-4"), r
+assert r["bytes"]["min"] > 0 and r["read_s"]["max"] > 0, r
+assert r["saved_grid"]["parallel"]["dp"] == 2, r
+PY
+    # Another layout (tp2), and one rank: the same to 1e-12.
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.tp=2 \
+      --resume "$out/ckpt/step-4" --out "$out/tp" > "$out/tp.log" 2>&1 ||
+      { cat "$out/tp.log"; fail "resume under tp2"; }
+    "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --resume "$out/ckpt/step-4" \
+      --out "$out/one" > "$out/one.log" 2>&1 || { cat "$out/one.log"; fail "resume on one rank"; }
+    for run in tp one; do
+      losses "$out/$run/summary.json" > "$out/$run.txt"
+      python3 - "$out/want.txt" "$out/$run.txt" "$run" <<'PY' || fail "$run differs"
+import sys
+want = [l.split() for l in open(sys.argv[1])]
+got = [l.split() for l in open(sys.argv[2])]
+assert [w[0] for w in want] == [g[0] for g in got], (want, got)
+for w, g in zip(want, got):
+    a, b = float(w[1]), float(g[1])
+    assert abs(a - b) <= 1e-12 * abs(a), (sys.argv[3], w, g)
+print(sys.argv[3], "matches the uninterrupted run within 1e-12")
+PY
+    done
+    echo "resume: bitwise in the same layout, within 1e-12 under tp2 and on one rank" ;;
+  integrity)
+    refused() {  # a resume of folder $1 must exit 2 and say $2
+      set +e
+      "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+        --resume "$1" --out "$out/r$3" "${@:4}" > "$out/r$3.log" 2>&1
+      local rc=$?
+      set -e
+      [ $rc -eq 2 ] || { cat "$out/r$3.log"; fail "case $3: exit $rc, expected 2"; }
+      grep -q -- "$2" "$out/r$3.log" || { cat "$out/r$3.log"; fail "case $3: no '$2'"; }
+      grep -q "step  *5/6" "$out/r$3.log" && fail "case $3: a step was trained" || true
+      echo "case $3 refused: $(grep 'paraxis: error' "$out/r$3.log" | head -n 1)"
+    }
+    cp -r "$out/ckpt/step-4" "$out/c1"
+    python3 - "$out/c1/rank-1.bin" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(100); b = f.read(1); f.seek(100); f.write(bytes([b[0] ^ 0xFF]))
+PY
+    refused "$out/c1" "rank-1.bin" 1
+    cp -r "$out/ckpt/step-4" "$out/c2"
+    truncate -s 1000 "$out/c2/rank-0.bin"
+    refused "$out/c2" "rank-0.bin" 2
+    cp -r "$out/ckpt/step-4" "$out/c3"
+    rm "$out/c3/rank-1.bin"
+    refused "$out/c3" "rank-1.bin" 3
+    cp -r "$out/ckpt/step-4" "$out/c4"
+    rm "$out/c4/index.json"
+    refused "$out/c4" "index.json" 4
+    refused "$out/ckpt/step-4" "model.hidden" 5 --set model.hidden=32
+    set +e
+    "$paraxis" check "$inputs/tiny.yaml" --set train.steps=4 --set checkpoint.every=5 \
+      > "$out/check.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] && grep -q "checkpoint.every" "$out/check.log" ||
+      { cat "$out/check.log"; fail "checkpoint.every beyond train.steps was accepted"; } ;;
+  *) echo "unknown case $case" >&2; exit 2 ;;
+esac

@@ -1,0 +1,233 @@
+// Checkpoints of a point (point_checkpoint.hpp): the trainers' state pieces
+// (model/state_pieces.hpp) to and from the checkpoint files (checkpoint/writer.hpp,
+// checkpoint/reader.hpp), and the figures of every save and restore.
+#include "driver/point_checkpoint.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "checkpoint/posix_file.hpp"
+#include "checkpoint/reader.hpp"
+#include "checkpoint/writer.hpp"
+#include "driver/deck.hpp"
+#include "model/gpt_model.hpp"
+#include "parallel/watchdog.hpp"
+
+namespace paraxis::driver {
+
+using nlohmann::json;
+
+namespace {
+
+checkpoint::Shard shard_of(const model::StatePiece& p) {
+  checkpoint::Shard s;
+  s.tensor = {p.tensor, p.shape, p.dtype};
+  s.offset = p.offset;
+  s.extent = p.extent;
+  return s;
+}
+
+class WriterSink final : public model::StateSink {
+ public:
+  explicit WriterSink(checkpoint::Writer& w) : w_(w) {}
+  void add(const model::StatePiece& p, const void* data, std::size_t bytes) override {
+    w_.add(shard_of(p), data, bytes);
+  }
+
+ private:
+  checkpoint::Writer& w_;
+};
+
+class ReaderSource final : public model::StateSource {
+ public:
+  explicit ReaderSource(const checkpoint::Reader& r) : r_(r) {}
+  void read(const model::StatePiece& p, void* out, std::size_t bytes) const override {
+    const auto data = r_.read(shard_of(p));
+    if (data.size() != bytes)
+      throw std::runtime_error("checkpoint " + r_.folder() + ": tensor " + p.tensor + " gave " +
+                               std::to_string(data.size()) + " bytes, expected " +
+                               std::to_string(bytes));
+    std::memcpy(out, data.data(), bytes);
+  }
+
+ private:
+  const checkpoint::Reader& r_;
+};
+
+// {min, mean, max} of x over MPI_COMM_WORLD.
+json spread(double x) {
+  double lo = x, hi = x, sum = x;
+  namespace wd = parallel::watchdog;
+  wd::all_reduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD, "checkpoint figures");
+  wd::all_reduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "checkpoint figures");
+  wd::all_reduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, "checkpoint figures");
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return {{"min", lo}, {"mean", sum / n}, {"max", hi}};
+}
+
+json grid_of(const RunConfig& c) {
+  const json all = config_to_json(c);
+  return {{"parallel", all.at("parallel")}, {"world", c.parallel.world()}};
+}
+
+// What the saved state depends on: the model (every tensor's shape), the precision (the
+// master copies' type), and what decides the data of step k (seed, batch, corpus).
+void check_compatible(const json& saved, const RunConfig& cfg, const std::string& folder) {
+  const json now = config_to_json(cfg);
+  auto compare = [&](const std::string& key, const json& a, const json& b) {
+    if (a != b)
+      throw std::runtime_error("checkpoint " + folder + " was written with " + key + " = " +
+                               a.dump() + ", this run has " + b.dump() +
+                               ": it cannot continue from it");
+  };
+  if (!saved.is_object() || !saved.contains("model") || !saved.contains("train"))
+    throw std::runtime_error("checkpoint " + folder + ": its index holds no configuration");
+  for (const auto& [k, v] : now.at("model").items())
+    compare("model." + k, saved.at("model").value(k, json()), v);
+  for (const char* k : {"precision", "seed", "global_batch", "corpus_branching"})
+    compare(std::string("train.") + k, saved.at("train").value(k, json()), now.at("train").at(k));
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// Every rank learns whether any rank failed (`error`: this rank's message, "" for none); then
+// every rank throws, and the lowest rank that has a message of its own prints it.
+void agree(const std::string& error, const char* what) {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  int reporter = error.empty() ? n : world_rank();
+  parallel::watchdog::all_reduce(MPI_IN_PLACE, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD,
+                                 what);
+  if (reporter == n) return;
+  throw CheckpointError(
+      error.empty() ? "rank " + std::to_string(reporter) + " could not use the checkpoint" : error,
+      2, reporter == world_rank());
+}
+
+// The filesystem's own speed for this rank's checkpoint bytes: the same number of bytes
+// written to one file in the root (8 MiB writes, then fsync, as the checkpoint's data file is
+// written), then read back sequentially, then removed. Figures over ranks, and the ratios of
+// the checkpoint's own aggregate throughput to the baseline's (docs/checkpoint.md, "Cost").
+json baseline(const std::string& root, double bytes, const json& save) {
+  const std::string path = root + "/baseline-rank" + std::to_string(world_rank()) + ".tmp";
+  constexpr std::size_t kChunk = 8u << 20;
+  std::vector<char> buf(kChunk, 'x');
+  const auto total = static_cast<std::size_t>(bytes);
+  double write_s = 0, read_s = 0;
+  std::string error;
+  try {
+    const double t0 = model::steady_seconds();
+    {
+      checkpoint::posix::OutFile f(path);
+      for (std::size_t at = 0; at < total; at += kChunk)
+        f.append(buf.data(), std::min(kChunk, total - at));
+      f.sync_and_close();
+    }
+    const double t1 = model::steady_seconds();
+    for (std::size_t at = 0; at < total; at += kChunk)
+      checkpoint::posix::read_at(path, static_cast<std::int64_t>(at), std::min(kChunk, total - at),
+                                 buf.data(), "the baseline file");
+    read_s = model::steady_seconds() - t1;
+    write_s = t1 - t0;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::remove(path.c_str());
+  json out = {{"write_s", spread(write_s)}, {"read_s", spread(read_s)}};
+  const double all = save.at("total_bytes").get<double>();
+  const double base_write = out["write_s"]["max"].get<double>();
+  const double ckpt_write = save.at("write_s").at("max").get<double>();
+  out["write_bytes_per_s"] = base_write > 0 ? all / base_write : 0.0;
+  out["checkpoint_to_baseline_write"] = ckpt_write > 0 ? base_write / ckpt_write : 0.0;
+  if (!error.empty()) out["error"] = error;
+  return out;
+}
+
+}  // namespace
+
+std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, std::size_t index,
+                            std::size_t total) {
+  std::string root = cfg.checkpoint.dir.empty() ? out_dir + "/checkpoints" : cfg.checkpoint.dir;
+  if (total > 1) root += "/point-" + std::to_string(index);
+  return root;
+}
+
+json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
+                     int steps, bool with_baseline) {
+  const json meta = {{"config", config_to_json(cfg)}, {"grid", grid_of(cfg)}, {"steps", steps}};
+  checkpoint::WriterOptions opt;
+  opt.keep = cfg.checkpoint.keep;
+  opt.timeout_s = cfg.comm.timeout_s;
+  checkpoint::SaveStats st;
+  try {  // the Writer fails on every rank at once (checkpoint/writer.hpp)
+    checkpoint::Writer writer(MPI_COMM_WORLD, root, steps, meta, opt);
+    WriterSink sink(writer);
+    trainer.save_state(sink);
+    st = writer.commit();
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(std::string("checkpoint after step ") + std::to_string(steps) +
+                              " not written: " + e.what() + "; the previous one is kept",
+                          4, world_rank() == 0);
+  }
+  json out = {
+      {"step", steps},
+      {"folder", st.folder},
+      {"bytes",
+       {{"min", st.bytes_ranks.min}, {"mean", st.bytes_ranks.mean}, {"max", st.bytes_ranks.max}}},
+      {"total_bytes", st.total_bytes},
+      {"write_s",
+       {{"min", st.write_s_ranks.min},
+        {"mean", st.write_s_ranks.mean},
+        {"max", st.write_s_ranks.max}}},
+      {"aggregate_bytes_per_s", st.aggregate_bytes_per_s},
+      {"total_s", st.total_s}};
+  if (with_baseline) out["baseline"] = baseline(root, st.bytes, out);
+  return out;
+}
+
+json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::string& where,
+                     const std::string& root) {
+  const double t0 = model::steady_seconds();
+  std::string error, folder;
+  json out;
+  // Every rank resolves and checks the same files; a failure on any rank stops every rank
+  // before a step is trained from a partly-read checkpoint.
+  std::unique_ptr<checkpoint::Reader> reader;
+  try {
+    folder = checkpoint::Reader::resolve(where == "latest" ? root : where);
+    reader = std::make_unique<checkpoint::Reader>(folder);
+    check_compatible(reader->meta().value("config", json()), cfg, folder);
+    if (reader->step() >= cfg.train.steps)
+      throw std::runtime_error(
+          "checkpoint " + folder + " is after step " + std::to_string(reader->step()) +
+          " and train.steps = " + std::to_string(cfg.train.steps) + ": nothing is left to train");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(error, "agree on the checkpoint");
+  try {
+    ReaderSource source(*reader);
+    trainer.load_state(source, static_cast<int>(reader->step()));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(error, "agree on the checkpoint's contents");
+  const double read_s = model::steady_seconds() - t0;
+  out["folder"] = folder;
+  out["step"] = reader->step();
+  out["read_s"] = spread(read_s);
+  out["bytes"] = spread(static_cast<double>(reader->bytes_read()));
+  out["saved_grid"] = reader->meta().value("grid", json());
+  return out;
+}
+
+}  // namespace paraxis::driver

@@ -1,0 +1,49 @@
+// Checkpoints of a point's training state (docs/checkpoint.md): where they go, writing one
+// after a step (every rank its own pieces, checkpoint::Writer), and resuming from one
+// (checkpoint::Reader, any layout), with the figures summary.json records.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "driver/run_config.hpp"
+#include "model/trainer.hpp"
+
+namespace paraxis::driver {
+
+// A checkpoint that cannot be written or resumed from, agreed on every rank (so the job need not
+// be aborted): the message names the file, tensor or key; exit_code is what `paraxis run` exits
+// with (2: a resume refused, 4: a save that failed; docs/results.md).
+struct CheckpointError : std::runtime_error {
+  CheckpointError(const std::string& what, int code, bool report)
+      : std::runtime_error(what), exit_code(code), report(report) {}
+  int exit_code;
+  bool report;  // this rank prints the message (one rank does)
+};
+
+// The checkpoint root of point `index` of `total`: checkpoint.dir, else <out>/checkpoints; a
+// sweep gets one root per point (<root>/point-<index>).
+std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, std::size_t index,
+                            std::size_t total);
+
+// Collective over MPI_COMM_WORLD: writes the trainer's state after `steps` completed steps as
+// <root>/step-<steps> (checkpoint.keep kept). Returns the save's figures: {step, folder,
+// bytes {min, mean, max} per rank, total_bytes, write_s {min, mean, max} per rank,
+// aggregate_bytes_per_s, total_s}; with_baseline (a point's first save) adds `baseline`: the
+// same bytes per rank written (with fsync) and read back with plain file I/O, and the ratio of
+// the two write times. Throws CheckpointError (exit code 4, on every rank) when it fails; the
+// previous checkpoint and `latest` are then untouched.
+nlohmann::json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer,
+                               const std::string& root, int steps, bool with_baseline = false);
+
+// Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
+// newest complete checkpoint under this point's root), refuses a checkpoint of another model,
+// precision, seed, batch or corpus (naming the key and both values), and loads this rank's
+// pieces into the trainer. Returns {folder, step, read_s {min, mean, max}, bytes {min, mean,
+// max}, saved_grid}. Throws CheckpointError (exit code 2, on every rank) naming the file,
+// tensor or key.
+nlohmann::json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer,
+                               const std::string& where, const std::string& root);
+
+}  // namespace paraxis::driver
