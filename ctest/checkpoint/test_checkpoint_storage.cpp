@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/reader.hpp"
@@ -388,4 +390,43 @@ TEST(checkpoint_storage, resolve_latest_picks_newest_complete) {
     EXPECT_TRUE(contains(e, "no complete checkpoint") && contains(e, "step-5")) << e;
   }
   barrier();
+}
+
+// Every wait of a save goes through WriterOptions::wait when given (the driver routes them
+// through the watchdog): the constructor's and commit's collectives, each named.
+TEST(checkpoint_storage, every_wait_goes_through_the_wait_hook) {
+  const std::string root = root_for("wait_hook");
+  std::vector<std::string> waits;
+  WriterOptions o = options();
+  o.wait = [&](int n, MPI_Request* requests, const char* what, MPI_Comm) {
+    waits.push_back(what);
+    MPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
+  };
+  Writer w(MPI_COMM_WORLD, root, 1, {}, o);
+  const std::size_t in_constructor = waits.size();
+  add_all(w);
+  EXPECT_EQ(waits.size(), in_constructor) << "add waits for no one";
+  w.commit();
+  // Constructor: duplicate the communicator, broadcast the folder (length, name); commit:
+  // gather the records (sizes, records), broadcast the outcome (length, text).
+  EXPECT_EQ(in_constructor, 3u);
+  EXPECT_EQ(waits.size(), 7u);
+  for (const auto& what : waits) EXPECT_TRUE(contains(what, "checkpoint")) << what;
+  barrier();
+}
+
+// A rank that never commits: the others' waits end at the deadline with a message naming the
+// rank and the operation, and the job ends with exit code 5 (registered to run alone, on 2
+// ranks, with the expected output as its pass criterion: checkpoint_storage_deadline_np2).
+TEST(checkpoint_deadline, a_rank_that_never_commits_ends_the_job) {
+  const std::string root = root_for("deadline");
+  WriterOptions o = options();
+  o.timeout_s = 1;
+  Writer w(MPI_COMM_WORLD, root, 1, {}, o);
+  if (rank() == 0) {
+    w.commit();
+    ADD_FAILURE() << "commit returned without rank 1";
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // ended by MPI_Abort long before
+  }
 }
