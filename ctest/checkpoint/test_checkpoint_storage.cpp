@@ -305,8 +305,9 @@ TEST(checkpoint_storage, damaged_checkpoints_are_refused_naming_file_and_tensor)
   barrier();
 }
 
-// A write that fails on one rank (the file-size limit, as a full disk) fails every rank's
-// commit with the file and the reason, and leaves step-1 and `latest` as they were.
+// A write that fails on one rank (the file-size limit, as a full disk), then the index that
+// rank 0 cannot write, each fail every rank's commit with the file and the reason, and leave
+// step-1 and `latest` as they were.
 TEST(checkpoint_storage, failed_write_on_one_rank_keeps_previous_checkpoint) {
   const std::string root = root_for("failed_write");
   save(root, 1);
@@ -335,6 +336,26 @@ TEST(checkpoint_storage, failed_write_on_one_rank_keeps_previous_checkpoint) {
   const Reader r(Reader::resolve(root));
   EXPECT_EQ(r.step(), 1);
   EXPECT_EQ(r.read(kW.name), as_bytes(ref_w()));
+  barrier();
+  // The index itself cannot be written (rank 0, while publishing): refused on every rank too.
+  {
+    Writer w(MPI_COMM_WORLD, root, 2, {}, options());
+    add_all(w, 1.0);
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    if (rank() == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      rlimit small = old;
+      small.rlim_cur = 64;  // index.json is larger
+      ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    }
+    e = error_of([&] { w.commit(); });
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  }
+  EXPECT_TRUE(contains(e, "index.json") && contains(e, "File too large")) << e;
+  EXPECT_EQ(slurp(root + "/latest"), "step-1");
+  EXPECT_FALSE(fs::exists(root + "/step-2"));
+  EXPECT_EQ(Reader(Reader::resolve(root)).step(), 1);
   barrier();
   // The next commit succeeds and leaves no temporary folder behind.
   save(root, 2);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -90,7 +91,13 @@ std::string publish(const std::string& root, const std::string& tmp, long step, 
     aside = target + ".tmp-replaced-" + unique_suffix();
     posix::rename_path(target, aside);
   }
-  posix::rename_path(tmp, target);
+  try {
+    posix::rename_path(tmp, target);
+  } catch (...) {
+    // The replaced checkpoint goes back under its name: a failed commit changes nothing.
+    if (!aside.empty()) ::rename(aside.c_str(), target.c_str());
+    throw;
+  }
   posix::sync_folder(root);
   io::write_file_checked((fs::path(root) / kLatestFile).string(), step_folder_name(step) + "\n");
   // Committed. What follows is clean-up: its failures are warnings, not a failed save.
