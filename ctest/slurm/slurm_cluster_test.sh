@@ -12,6 +12,11 @@
 #   case ok:   sbatch cpu.sbatch with inputs/tiny.yaml on $PARAXIS_SLURM_RANKS ranks; the job must
 #              end COMPLETED 0:0 and its results folder must hold summary.json with status ok
 #              and the report (report.md, report.json).
+#   case restart: sbatch restart.sbatch (2 ranks, dp2 ZeRO-1, fp64, 6 steps, a checkpoint every 2)
+#              with rank 1 killed before step 4 in the first attempt (fault.dead_rank); the job
+#              must restart once from step-4 and end COMPLETED 0:0 with the final loss and the
+#              final checkpoint's tensors (the checksums of step-6's index) of an uninterrupted
+#              run of the same deck (plain mpiexec, outside Slurm): bitwise.
 #   case fail: sbatch cpu.sbatch with a deck that has an unknown key; the job must end FAILED with
 #              a non-zero exit code (scontrol show job, and the jobcomp/filetxt log), and its output
 #              must name the bad key.
@@ -40,7 +45,7 @@ while [ $# -gt 0 ]; do
     *) echo "slurm test: unknown argument $1" >&2; exit 1 ;;
   esac
 done
-[ "$case_name" = ok ] || [ "$case_name" = fail ] || { echo "slurm test: --case ok|fail" >&2; exit 1; }
+case "$case_name" in ok | fail | restart) ;; *) echo "slurm test: --case ok|fail|restart" >&2; exit 1 ;; esac
 
 say() { echo "slurm test [$case_name]: $*"; }
 
@@ -270,6 +275,54 @@ PY
     else
       say "FAIL: launcher check: job $id2 ($state2) did not report a 2-rank MPI world"; fail=1
     fi
+  fi
+  [ $fail -eq 0 ] && say "PASS"
+  exit $fail
+fi
+
+if [ "$case_name" = restart ]; then
+  deck="$source_dir/inputs/tiny.yaml"
+  common="parallel.dp=2 parallel.zero=1 train.precision=fp64 train.steps=6 hardware.calibrate=false output.trace=false checkpoint.every=2"
+  ref_args=()
+  for kv in $common; do ref_args+=(--set "$kv"); done
+  # The uninterrupted run, outside Slurm.
+  if ! timeout 120 "$mpiexec" -n 2 "$paraxis" run "$deck" "${ref_args[@]}" \
+       --set "checkpoint.dir=$tmp/ref-ckpt" --out "$tmp/ref" > "$tmp/ref.log" 2>&1; then
+    say "FAIL: the uninterrupted run failed outside Slurm"; tail -n 5 "$tmp/ref.log"; exit 1
+  fi
+  t=$SECONDS
+  id="$(sbatch --parsable --chdir="$tmp/work" --ntasks=2 --cpus-per-task=1 \
+    --output="$tmp/work/paraxis-restart-%j.out" \
+    --export="ALL,$tag,PARAXIS_EXE=$paraxis,PARAXIS_DECK=$deck,PARAXIS_SET=$common,PARAXIS_FIRST_SET=fault.dead_rank.rank=1 fault.dead_rank.step=4,PARAXIS_HOME=$source_dir,PARAXIS_RESULTS=$tmp/work/runs,PARAXIS_CHECKPOINTS=$tmp/work/ckpt,PARAXIS_RETRIES=2,PARAXIS_LAUNCHER=${PARAXIS_SLURM_LAUNCHER:-srun}" \
+    "$source_dir/slurm/restart.sbatch")" || { say "FAIL: sbatch refused the job"; exit 1; }
+  say "submitted job $id: restart.sbatch, rank 1 killed before step 4 in the first attempt"
+  state="$(wait_job "$id")"
+  exit_code="$(job_field "$id" ExitCode)"
+  say "job $id: $state $exit_code after $((SECONDS - t)) s"
+  out="$tmp/work/runs/paraxis-restart-$id"
+  fail=0
+  [ "$state" = COMPLETED ] && [ "$exit_code" = "0:0" ] || { say "FAIL: expected COMPLETED 0:0"; fail=1; }
+  cat "$out/job.txt" 2>/dev/null | sed 's/^/    /'
+  grep -q "^attempt=0 exit_status=[1-9]" "$out/job.txt" 2>/dev/null &&
+    grep -q "^attempt=1 exit_status=0 resumed=2" "$out/job.txt" 2>/dev/null ||
+    { say "FAIL: expected a failed attempt 0 and a resumed attempt 1 that ended 0"; fail=1; }
+  if ! python3 - "$tmp/ref/summary.json" "$out/attempt-1/summary.json" \
+       "$tmp/ref-ckpt/step-6/index.json" "$tmp/work/ckpt/step-6/index.json" <<'PY'
+import json, sys
+ref, got = (json.load(open(p))["points"][0] for p in sys.argv[1:3])
+assert got["resumed"]["step"] == 4, got["resumed"]
+assert [s["step"] for s in got["steps"]] == [4, 5], [s["step"] for s in got["steps"]]
+assert ref["steps"][-1]["loss"] == got["steps"][-1]["loss"], (ref["steps"][-1], got["steps"][-1])
+def sums(path):
+    idx = json.load(open(path))
+    return {t["name"]: [s["checksum"] for s in t["shards"]] for t in idx["tensors"]}
+a, b = sums(sys.argv[3]), sums(sys.argv[4])
+assert a == b, "the final checkpoints differ: " + str([k for k in a if a[k] != b.get(k)][:5])
+print("restarted run: final loss %r and %d tensors of step-6 bitwise the uninterrupted run's"
+      % (got["steps"][-1]["loss"], len(a)))
+PY
+  then
+    say "FAIL: the restarted run differs from the uninterrupted one"; fail=1
   fi
   [ $fail -eq 0 ] && say "PASS"
   exit $fail
