@@ -32,6 +32,11 @@ for f in "$S"/*.sbatch; do
 done
 
 deck="$src/inputs/tiny.yaml"
+expect "restart: the first attempt's line, checkpoints beside the results" 0 \
+  "srun -u --kill-on-bad-exit=1 --mpi=pmi2 --cpu-bind=cores --ntasks=2 /bin/true run $deck --set checkpoint.dir=$tmp/runs/paraxis-restart-checkpoints --set checkpoint.every=3  --out $tmp/runs/paraxis-restart-4242/attempt-0" -- \
+  fake SLURM_NTASKS=2 SLURM_JOB_NAME=paraxis-restart PARAXIS_EVERY=3 bash "$S/restart.sbatch"
+expect "restart: a retry count that is not a count" 2 "PARAXIS_RETRIES must be a count" -- \
+  fake PARAXIS_RETRIES=x bash "$S/restart.sbatch"
 expect "cpu: srun line, results folder named after the job" 0 \
   "srun -u --kill-on-bad-exit=1 --mpi=pmi2 --cpu-bind=cores --ntasks=2 /bin/true run $deck --set train.steps=3 --out $tmp/runs/paraxis-cpu-4242" -- \
   fake SLURM_NTASKS=2 SLURM_JOB_NAME=paraxis-cpu PARAXIS_SET=train.steps=3 bash "$S/cpu.sbatch"
