@@ -216,7 +216,12 @@ SaveStats Writer::commit() {
   if (rank_ == 0) {
     std::vector<std::string> pieces;
     for (int i = 0; i < size_; ++i) pieces.push_back(all.substr(displs[i], lens[i]));
-    json o = json::parse(rank0_publish(pieces));
+    json o;
+    try {
+      o = json::parse(rank0_publish(pieces));
+    } catch (const std::exception& e) {  // a bug, but the other ranks must still hear of it
+      o = json{{"error", std::string("checkpoint commit failed on rank 0: ") + e.what()}};
+    }
     o["commit_s"] = MPI_Wtime() - commit_start;
     o["total_s"] = MPI_Wtime() - start_s_;
     outcome = o.dump();
