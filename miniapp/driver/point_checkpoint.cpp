@@ -167,6 +167,11 @@ json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const 
   checkpoint::WriterOptions opt;
   opt.keep = cfg.checkpoint.keep;
   opt.timeout_s = cfg.comm.timeout_s;
+  // Its waits under the watchdog, like every other wait of the run: they answer the other
+  // ranks' questions and expire with its diagnosis.
+  opt.wait = [](int n, MPI_Request* requests, const char* what, MPI_Comm comm) {
+    parallel::watchdog::wait_all(n, requests, what, "world", comm);
+  };
   checkpoint::SaveStats st;
   try {  // the Writer fails on every rank at once (checkpoint/writer.hpp)
     checkpoint::Writer writer(MPI_COMM_WORLD, root, steps, meta, opt);

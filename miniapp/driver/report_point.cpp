@@ -8,8 +8,10 @@
 #include "driver/calibration.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
+#include "driver/report_checkpoint.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/summary_reader.hpp"
+#include "perfmodel/checkpoint.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/memory.hpp"
 #include "perfmodel/step_time.hpp"
@@ -216,6 +218,9 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   }
   out["measured_step_s"] = a.measured_step;
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  // What its checkpoints cost and the cadence that implies (docs/checkpoint.md).
+  if (p.contains("checkpoints"))
+    out["checkpoint"] = checkpoint_figures(p, pm::llama3_failures_per_device_s());
   // Which axes cross nodes (docs/diagnosis.md, "Nodes and emulated links").
   if (p.contains("topology")) out["topology"] = p.at("topology");
   // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "driver/report_checkpoint.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/report_plots.hpp"
 #include "driver/report_sensitivity.hpp"
@@ -248,6 +249,7 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
     md << '\n';
   }
   md << sensitivity_markdown(report["sensitivity"], out);  // report_sensitivity.hpp
+  md << checkpoint_markdown(points);                       // report_checkpoint.hpp
   md << "## Plots\n\n";
   if (plots_note.empty()) {
     for (const char* f :
