@@ -5,6 +5,12 @@
 #             then --resume latest (step-6 would leave nothing: refused), --resume step-4 in the
 #             same layout (steps 5-6 bitwise the uninterrupted run's), under tp2 and on one rank
 #             (within 1e-12 of it).
+#   async     checkpoint.async: the same checkpoints as the synchronous run (every shard's checksum
+#             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
+#             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
+#   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
+#             complete, latest names it, the unfinished folder is ignored; --resume latest
+#             continues from step 2 bitwise like the uninterrupted run.
 #   integrity a checkpoint's data file corrupted, truncated or removed, its index removed, or a
 #             deck with another model: --resume refused (exit 2) naming the file, tensor or key,
 #             and nothing trained; checkpoint.every beyond train.steps is a deck error.
@@ -72,6 +78,50 @@ print(sys.argv[3], "matches the uninterrupted run within 1e-12")
 PY
     done
     echo "resume: bitwise in the same layout, within 1e-12 under tp2 and on one rank" ;;
+  async)
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --set parallel.zero=1 --set checkpoint.every=2 --set checkpoint.async=true \
+      --set "checkpoint.dir=$out/async" --out "$out/async-run" > "$out/async.log" 2>&1 ||
+      { cat "$out/async.log"; fail "the asynchronous run"; }
+    losses "$out/async-run/summary.json" | diff "$out/full.txt" - || fail "async changed the losses"
+    python3 - "$out/ckpt" "$out/async" "$out/async-run/summary.json" <<'PY' || fail "async checkpoints"
+import json, sys
+def sums(root, step):
+    idx = json.load(open("%s/step-%d/index.json" % (root, step)))
+    return {t["name"]: [s["checksum"] for s in t["shards"]] for t in idx["tensors"]}
+for step in (4, 6):
+    assert sums(sys.argv[1], step) == sums(sys.argv[2], step), "step-%d differs" % step
+saves = json.load(open(sys.argv[3]))["points"][0]["checkpoints"]
+assert [c["step"] for c in saves] == [2, 4, 6], saves
+for c in saves:
+    assert c["async"] is True and c["staged_bytes"]["min"] > 0, c
+    assert c["exposed_s"]["max"] >= c["staging_s"]["max"] > 0, c
+print("async: step-4 and step-6 identical to the synchronous run's; exposed %.4f s of %.4f s"
+      % (saves[1]["exposed_s"]["max"], saves[1]["total_s"]))
+PY
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --set parallel.zero=1 --resume "$out/async/step-4" --out "$out/async-resumed" \
+      > "$out/async-resumed.log" 2>&1 || { cat "$out/async-resumed.log"; fail "resume async"; }
+    losses "$out/async-resumed/summary.json" | diff <(tail -n 2 "$out/full.txt") - ||
+      fail "the resume from the asynchronous checkpoint differs" ;;
+  dead_save)
+    set +e
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --set parallel.zero=1 --set checkpoint.every=2 --set "checkpoint.dir=$out/dead" \
+      --set fault.dead_rank.rank=1 --set fault.dead_rank.step=3 --set fault.dead_rank.at=checkpoint \
+      --out "$out/died" > "$out/died.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -ne 0 ] && grep -q "dies while checkpoint step-4 is written" "$out/died.log" ||
+      { cat "$out/died.log"; fail "rank 1 did not die during step-4's save (exit $rc)"; }
+    [ "$(cat "$out/dead/latest")" = step-2 ] && [ -f "$out/dead/step-2/index.json" ] &&
+      [ ! -e "$out/dead/step-4" ] || fail "after the failed save: $(ls "$out/dead") latest=$(cat "$out/dead/latest")"
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
+      --set parallel.zero=1 --set "checkpoint.dir=$out/dead" --resume latest --out "$out/after" \
+      > "$out/after.log" 2>&1 || { cat "$out/after.log"; fail "resume after the failed save"; }
+    losses "$out/after/summary.json" > "$out/after.txt"
+    tail -n 4 "$out/full.txt" | diff - "$out/after.txt" || fail "steps 3-6 after the failed save differ"
+    echo "dead_save: step-2 kept, the unfinished step-4 ignored, steps 3-6 bitwise" ;;
   integrity)
     refused() {  # a resume of folder $1 must exit 2 and say $2
       set +e
@@ -107,6 +157,13 @@ PY
     rc=$?
     set -e
     [ $rc -eq 2 ] && grep -q "checkpoint.every" "$out/check.log" ||
-      { cat "$out/check.log"; fail "checkpoint.every beyond train.steps was accepted"; } ;;
+      { cat "$out/check.log"; fail "checkpoint.every beyond train.steps was accepted"; }
+    set +e
+    "$paraxis" check "$inputs/tiny.yaml" --set fault.dead_rank.rank=0 \
+      --set fault.dead_rank.at=checkpoint > "$out/check2.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] && grep -q "fault.dead_rank.at" "$out/check2.log" ||
+      { cat "$out/check2.log"; fail "a death during a checkpoint that is never written was accepted"; } ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac

@@ -190,3 +190,41 @@ TEST(checkpoint_state, another_layout_loads_the_same_tensors_and_continues) {
                    with({"parallel.dp=4", "parallel.ep=4"}), "tp2 dp2 ep2 -> dp4 ep4");
   }
 }
+
+// The full matrix (label slow): every layout of the world size resumed bitwise in fp64 and bf16,
+// and each resharded to the next one of the list (every axis, ZeRO stage and schedule changes
+// somewhere in the ring).
+TEST(checkpoint_matrix, every_layout_resumes_and_reshards) {
+  const int w = ptest::world_size();
+  std::vector<std::pair<std::string, std::vector<std::string>>> layouts;
+  if (w == 2)
+    layouts = {{"dp2 zero0", {"parallel.dp=2"}},
+               {"dp2 zero1", {"parallel.dp=2", "parallel.zero=1"}},
+               {"dp2 zero2", {"parallel.dp=2", "parallel.zero=2"}},
+               {"dp2 zero3", {"parallel.dp=2", "parallel.zero=3"}},
+               {"tp2", {"parallel.tp=2"}},
+               {"tp2 sp", {"parallel.tp=2", "parallel.sequence_parallel=true"}},
+               {"pp2 1f1b", {"parallel.pp=2"}},
+               {"pp2 interleaved",
+                {"parallel.pp=2", "parallel.virtual_stages=2", "parallel.schedule=interleaved"}},
+               {"pp2 zb-h1", {"parallel.pp=2", "parallel.schedule=zb-h1"}},
+               {"dp2 ep2", {"parallel.dp=2", "parallel.ep=2"}},
+               {"dp2 ep2 zero3", {"parallel.dp=2", "parallel.ep=2", "parallel.zero=3"}}};
+  if (w == 4)
+    layouts = {{"tp2 dp2 zero1", {"parallel.tp=2", "parallel.dp=2", "parallel.zero=1"}},
+               {"pp2 dp2 zero2", {"parallel.pp=2", "parallel.dp=2", "parallel.zero=2"}},
+               {"tp2 pp2", {"parallel.tp=2", "parallel.pp=2"}},
+               {"dp4 ep2 zero3", {"parallel.dp=4", "parallel.ep=2", "parallel.zero=3"}},
+               {"dp4 ep4", {"parallel.dp=4", "parallel.ep=4"}},
+               {"tp2 dp2 ep2", {"parallel.tp=2", "parallel.dp=2", "parallel.ep=2"}}};
+  for (const char* prec : {"fp64", "bf16"}) {
+    const std::vector<std::string> base = {"train.steps=4", std::string("train.precision=") + prec,
+                                           "train.micro_batch=2", "model.layers=4"};
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+      const auto& [name, set] = layouts[i];
+      const auto& [next_name, next_set] = layouts[(i + 1) % layouts.size()];
+      expect_bitwise_resume(with(set, base), name + " " + prec);
+      expect_reshard(with(set, base), with(next_set, base), name + " -> " + next_name + " " + prec);
+    }
+  }
+}

@@ -70,6 +70,9 @@ class Writer {
   // the shard is invalid (format.hpp, normalized), `bytes` is not its elements times the
   // dtype's size, or this rank already added the tensor with another shape or dtype. A failed
   // write is not thrown here but by commit(), on every rank.
+  // add() makes no MPI call: it may run on a thread of its own while the owner's thread goes on
+  // (an asynchronous save), as long as one thread at a time adds; the constructor and commit()
+  // are collective and stay on the owner's thread.
   void add(const Shard& shard, const void* data, std::size_t bytes);
 
   // Collective: see the top of this file. Call once.

@@ -22,6 +22,7 @@
 
 #include "config/checked_product.hpp"
 #include "config/config_rules.hpp"
+#include "driver/deck_checkpoint.hpp"
 #include "driver/deck_key_types.hpp"
 #include "driver/deck_slow_axis.hpp"
 #include "driver/sweep_combinations.hpp"
@@ -105,6 +106,7 @@ const std::vector<KeySpec>& key_table() {
     add(int_key("checkpoint.every", 0, kMaxInt, PARAXIS_FIELD(checkpoint.every)));
     add(string_key("checkpoint.dir", PARAXIS_FIELD(checkpoint.dir)));
     add(int_key("checkpoint.keep", 1, kMaxInt, PARAXIS_FIELD(checkpoint.keep)));
+    add(bool_key("checkpoint.async", PARAXIS_FIELD(checkpoint.async)));
     add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
     add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).
@@ -540,12 +542,8 @@ void expand(const Sweep& sweep, const std::vector<std::vector<std::size_t>>& com
     }
     const auto faults = check_faults(pt.config, world, loc);
     deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
-    // A cadence no step reaches would write nothing without a word.
-    if (pt.config.checkpoint.every > pt.config.train.steps && !loc.is_bad("checkpoint.every"))
-      deck.errors.push_back({"checkpoint.every", loc.where({"checkpoint.every"}),
-                             "checkpoint.every = " + num(pt.config.checkpoint.every) +
-                                 " exceeds train.steps = " + num(pt.config.train.steps) +
-                                 ": no checkpoint would be written"});
+    for (const auto& [key, message] : checkpoint_errors(pt.config))  // deck_checkpoint.hpp
+      if (!loc.is_bad(key)) deck.errors.push_back({key, loc.where({key}), message});
     for (const auto& c : check_constraints(pt.config, world, loc)) {
       if (!swept)
         deck.errors.push_back(c);

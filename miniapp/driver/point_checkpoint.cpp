@@ -5,10 +5,13 @@
 
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/reader.hpp"
@@ -161,8 +164,41 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
   return root;
 }
 
-json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
-                     int steps, bool with_baseline) {
+// Pieces copied into host memory, for a thread to write while training goes on.
+class StagingSink final : public model::StateSink {
+ public:
+  void add(const model::StatePiece& p, const void* data, std::size_t bytes) override {
+    const char* c = static_cast<const char*>(data);
+    pieces_.push_back({shard_of(p), std::vector<char>(c, c + bytes)});
+    bytes_ += bytes;
+  }
+  std::vector<std::pair<checkpoint::Shard, std::vector<char>>> pieces_;
+  std::size_t bytes_ = 0;
+};
+
+struct CheckpointSave::Impl {
+  RunConfig cfg;
+  std::string root;
+  int steps = 0;
+  bool async = false;
+  double begin_s = 0, staged_s = 0;
+  std::size_t staged_bytes = 0;
+  std::unique_ptr<checkpoint::Writer> writer;
+  StagingSink staged;
+  std::thread thread;
+  std::string thread_error;
+  std::string error;  // from the construction (a Writer that could not be opened)
+};
+
+CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer,
+                               const std::string& root, int steps, bool async)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.cfg = cfg;
+  m.root = root;
+  m.steps = steps;
+  m.async = async;
+  m.begin_s = model::steady_seconds();
   const json meta = {{"config", config_to_json(cfg)}, {"grid", grid_of(cfg)}, {"steps", steps}};
   checkpoint::WriterOptions opt;
   opt.keep = cfg.checkpoint.keep;
@@ -172,20 +208,71 @@ json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const 
   opt.wait = [](int n, MPI_Request* requests, const char* what, MPI_Comm comm) {
     parallel::watchdog::wait_all(n, requests, what, "world", comm);
   };
-  checkpoint::SaveStats st;
   try {  // the Writer fails on every rank at once (checkpoint/writer.hpp)
-    checkpoint::Writer writer(MPI_COMM_WORLD, root, steps, meta, opt);
-    WriterSink sink(writer);
-    trainer.save_state(sink);
-    st = writer.commit();
+    m.writer = std::make_unique<checkpoint::Writer>(MPI_COMM_WORLD, root, steps, meta, opt);
   } catch (const std::runtime_error& e) {
     throw CheckpointError(std::string("checkpoint after step ") + std::to_string(steps) +
                               " not written: " + e.what() + "; the previous one is kept",
                           4, world_rank() == 0);
   }
+  if (!async) {
+    WriterSink sink(*m.writer);
+    trainer.save_state(sink);
+    return;
+  }
+  // Asynchronous: the state into host buffers now (training changes it next step), the file
+  // written by a thread; the collective commit waits for finish() on the main thread.
+  trainer.save_state(m.staged);
+  m.staged_bytes = m.staged.bytes_;
+  m.staged_s = model::steady_seconds() - m.begin_s;
+  m.thread = std::thread([&m] {
+    try {
+      for (auto& [shard, bytes] : m.staged.pieces_) {
+        m.writer->add(shard, bytes.data(), bytes.size());
+        std::vector<char>().swap(bytes);  // written: its memory back
+      }
+    } catch (const std::exception& e) {
+      m.thread_error = e.what();
+    }
+  });
+}
+
+CheckpointSave::~CheckpointSave() {
+  if (impl_ && impl_->thread.joinable()) impl_->thread.join();
+}
+
+json CheckpointSave::finish(bool with_baseline) {
+  Impl& m = *impl_;
+  const double t0 = model::steady_seconds();
+  if (m.thread.joinable()) m.thread.join();
+  const double joined = model::steady_seconds();
+  // A caller's bug in a piece (checkpoint::Writer::add's invalid_argument) on this rank only.
+  if (!m.thread_error.empty())
+    throw std::logic_error("checkpoint after step " + std::to_string(m.steps) + ": " +
+                           m.thread_error);
+  // fault.dead_rank at: checkpoint: the rank dies with its data written, before the commit
+  // (the previous checkpoint and `latest` must survive it).
+  const auto& dead = m.cfg.fault.dead_rank;
+  if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step) {
+    std::fprintf(stderr,
+                 "paraxis: rank %d dies while checkpoint step-%d is written (fault.dead_rank)\n",
+                 dead.rank, m.steps);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+  checkpoint::SaveStats st;
+  try {
+    st = m.writer->commit();
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(std::string("checkpoint after step ") + std::to_string(m.steps) +
+                              " not written: " + e.what() + "; the previous one is kept",
+                          4, world_rank() == 0);
+  }
+  const double end = model::steady_seconds();
   json out = {
-      {"step", steps},
+      {"step", m.steps},
       {"folder", st.folder},
+      {"async", m.async},
       {"bytes",
        {{"min", st.bytes_ranks.min}, {"mean", st.bytes_ranks.mean}, {"max", st.bytes_ranks.max}}},
       {"total_bytes", st.total_bytes},
@@ -193,10 +280,26 @@ json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const 
        {{"min", st.write_s_ranks.min},
         {"mean", st.write_s_ranks.mean},
         {"max", st.write_s_ranks.max}}},
-      {"aggregate_bytes_per_s", st.aggregate_bytes_per_s},
-      {"total_s", st.total_s}};
-  if (with_baseline) out["baseline"] = baseline(root, st.bytes, out);
+      {"aggregate_bytes_per_s", st.aggregate_bytes_per_s}};
+  if (m.async) {
+    // Training stalled for the staging, the wait for the thread and the commit; the rest of
+    // the write ran behind the next step.
+    out["staged_bytes"] = spread(static_cast<double>(m.staged_bytes));
+    out["staging_s"] = spread(m.staged_s);
+    out["exposed_s"] = spread(m.staged_s + (end - t0));
+    out["join_wait_s"] = spread(joined - t0);
+    out["total_s"] = end - m.begin_s;
+  } else {
+    out["exposed_s"] = spread(end - m.begin_s);
+    out["total_s"] = end - m.begin_s;
+  }
+  if (with_baseline) out["baseline"] = baseline(m.root, st.bytes, out);
   return out;
+}
+
+json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
+                     int steps, bool with_baseline) {
+  return CheckpointSave(cfg, trainer, root, steps, false).finish(with_baseline);
 }
 
 json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::string& where,

@@ -3,6 +3,7 @@
 // (checkpoint::Reader, any layout), with the figures summary.json records.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,28 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
 // previous checkpoint and `latest` are then untouched.
 nlohmann::json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer,
                                const std::string& root, int steps, bool with_baseline = false);
+
+// One checkpoint being written (collective over MPI_COMM_WORLD, construction and finish()).
+// The constructor opens it and writes this rank's pieces (synchronous), or copies them into
+// host memory and starts a thread that writes them while training goes on (async:
+// checkpoint.async); finish() waits for the writes, commits and returns the figures of
+// save_checkpoint plus, for an asynchronous save, staged_bytes (the extra host memory),
+// staging_s, join_wait_s and exposed_s (what training stalled for: staging, the wait for the
+// thread and the commit; a synchronous save's exposed_s is the whole save), each {min, mean,
+// max} over ranks. Throws CheckpointError as save_checkpoint does.
+class CheckpointSave {
+ public:
+  CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
+                 int steps, bool async);
+  ~CheckpointSave();
+  CheckpointSave(const CheckpointSave&) = delete;
+  CheckpointSave& operator=(const CheckpointSave&) = delete;
+  nlohmann::json finish(bool with_baseline);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint of another model,

@@ -94,16 +94,27 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
                   r.resumed["folder"].get<std::string>().c_str(), trainer->steps_done(),
                   r.resumed["read_s"]["max"].get<double>());
   }
-  const auto save = [&](int done) {
-    if (cfg.checkpoint.every <= 0 || done % cfg.checkpoint.every != 0) return;
-    r.checkpoints.push_back(save_checkpoint(cfg, *trainer, root, done, r.checkpoints.empty()));
+  // An asynchronous save is committed at the next step's end (or the point's): its writes run
+  // behind that step.
+  std::unique_ptr<CheckpointSave> pending;
+  const auto commit = [&] {
+    if (!pending) return;
+    r.checkpoints.push_back(pending->finish(r.checkpoints.empty()));
+    pending.reset();
+    const nlohmann::json& c = r.checkpoints.back();
     if (rank == 0)
-      std::printf("  checkpoint %s: %.0f bytes in %.3f s\n",
-                  r.checkpoints.back()["folder"].get<std::string>().c_str(),
-                  r.checkpoints.back()["total_bytes"].get<double>(),
-                  r.checkpoints.back()["total_s"].get<double>());
+      std::printf("  checkpoint %s: %.0f bytes, training stalled %.3f s (%.3f s in all)\n",
+                  c["folder"].get<std::string>().c_str(), c["total_bytes"].get<double>(),
+                  c["exposed_s"]["max"].get<double>(), c["total_s"].get<double>());
+  };
+  const auto save = [&](int done) {
+    commit();
+    if (cfg.checkpoint.every <= 0 || done % cfg.checkpoint.every != 0) return;
+    pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, done, cfg.checkpoint.async);
+    if (!cfg.checkpoint.async) commit();
   };
   const std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
+  commit();
   // A restart's cost to the first step: reading the checkpoint, then that step.
   if (!r.resumed.is_null() && !r.steps.empty())
     r.resumed["restart_to_first_step_s"] =

@@ -35,13 +35,15 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   if (!saves.is_array() || saves.empty()) return json();
   std::vector<double> cost, write, bytes;
   for (const auto& s : saves) {
-    cost.push_back(s.at("total_s").get<double>());
+    // The cost C: what training stalled for (the whole save when synchronous).
+    cost.push_back(s.contains("exposed_s") ? s.at("exposed_s").at("max").get<double>()
+                                           : s.at("total_s").get<double>());
     write.push_back(s.at("write_s").at("max").get<double>());
     bytes.push_back(s.at("bytes").at("max").get<double>());
   }
   const int world = p.at("grid").at("world").get<int>();
   const double step = p.at("time").value("step_median_s", 0.0);
-  const double c = median_of(cost);  // a synchronous save stalls training for all of it
+  const double c = median_of(cost);
   json out = {{"saves", saves.size()},
               {"bytes_per_rank_max", median_of(bytes)},
               {"write_s_max", median_of(write)},

@@ -12,7 +12,7 @@ const char* to_string(GemmChoice g) {
   return gemm_choice_names().at(static_cast<std::size_t>(g)).c_str();
 }
 const std::vector<std::string>& dead_at_names() {
-  static const std::vector<std::string> n{"step", "save"};
+  static const std::vector<std::string> n{"step", "save", "checkpoint"};
   return n;
 }
 const char* to_string(DeadAt a) {

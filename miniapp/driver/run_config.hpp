@@ -21,7 +21,7 @@ const std::vector<std::string>& gemm_choice_names();  // deck order: "auto", "po
 const char* to_string(GemmChoice g);
 
 // fault.dead_rank.at: step (throw before the step) | save (die while results are written).
-enum class DeadAt { step, save };
+enum class DeadAt { step, save, checkpoint };
 const std::vector<std::string>& dead_at_names();
 const char* to_string(DeadAt a);
 
@@ -56,9 +56,10 @@ struct FaultConfig {
 
 // Checkpoints of the training state (docs/checkpoint.md).
 struct CheckpointConfig {
-  int every = 0;    // save after every `every` completed steps (0: never)
-  std::string dir;  // the checkpoint root ("" = <out>/checkpoints; a sweep: one root per point)
-  int keep = 2;     // complete checkpoints kept under the root
+  int every = 0;       // save after every `every` completed steps (0: never)
+  std::string dir;     // the checkpoint root ("" = <out>/checkpoints; a sweep: one root per point)
+  int keep = 2;        // complete checkpoints kept under the root
+  bool async = false;  // stage into host memory, write from a thread behind the next step
 };
 
 struct RunConfig {
