@@ -58,6 +58,13 @@ assert r["step"] == 4 and r["folder"].endswith("step-4"), r
 assert r["bytes"]["min"] > 0 and r["read_s"]["max"] > 0, r
 assert r["saved_grid"]["parallel"]["dp"] == 2, r
 PY
+    python3 - "$out/full/points.csv" "$out/same/points.csv" <<'PY' || fail "points.csv"
+import csv, sys
+full, same = (next(csv.DictReader(open(p))) for p in sys.argv[1:3])
+assert full["checkpoints"] == "3" and float(full["checkpoint_bytes_per_rank_max"]) > 0, full
+assert full["resumed_step"] == "-1" and same["resumed_step"] == "4", same
+assert float(same["restart_s"]) > 0, same
+PY
     # Another layout (tp2), and one rank: the same to 1e-12.
     "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.tp=2 \
       --resume "$out/ckpt/step-4" --out "$out/tp" > "$out/tp.log" 2>&1 ||

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "cli_harness.hpp"
+#include "driver/deck.hpp"
+#include "model/param_layout.hpp"
+#include "model/shard_layout.hpp"
 
 #include <sys/wait.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -612,4 +616,32 @@ TEST(cli, plan_table_columns_stay_aligned_for_long_names) {
   EXPECT_GT(rows, 50u);
   // Rejections: every reason in full, with one example each.
   EXPECT_NE(r.output.find("e.g."), std::string::npos);
+}
+
+// Without checkpoint_s, a storage bandwidth models the checkpoint: 12 bytes a parameter (fp32
+// master weights and both AdamW moments) over nodes x the bandwidth; Young's interval follows.
+TEST(cli, plan_models_the_checkpoint_from_the_storage_bandwidth) {
+  const std::string machine = ::testing::TempDir() + "paraxis_storage_machine.yaml";
+  {
+    std::ifstream in(std::string(PARAXIS_INPUTS_DIR) + "/machines/cpu-node.yaml");
+    std::ofstream out(machine);
+    out << in.rdbuf() << "\nstorage_gbs_per_node: 0.5\nmtbf_hours_per_device: 1000\n";
+  }
+  const Result r =
+      run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + machine + " --top 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto deck = paraxis::driver::load_deck(PARAXIS_INPUTS_DIR "/small.yaml", {}, 0);
+  const auto& m = deck.points.at(0).config.model;
+  double params = 0;
+  for (const auto& s : paraxis::model::parameter_specs(m, paraxis::model::ShardLayout::whole(m)))
+    params += static_cast<double>(s.logical_size());
+  const double c = 12 * params / (4 * 0.5e9);  // 4 nodes
+  const double mtbf = 1000.0 * 3600 / 8;       // 8 devices
+  char want[96];
+  std::snprintf(want, sizeof want, "checkpoint every %.0f s (Young)", std::sqrt(2 * c * mtbf));
+  EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
+  std::snprintf(want, sizeof want, "modelled: %.3g GB of state at 0.5 GB/s per node",
+                12 * params / 1e9);
+  EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
+  EXPECT_NE(r.output.find("% of the machine's time lost"), std::string::npos) << r.output;
 }

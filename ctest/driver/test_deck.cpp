@@ -573,7 +573,7 @@ comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5}
 hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, ranks_per_node: 4,
            emulate: {latency_us: 5, bandwidth_gbs: 12.5}}
 output: {dir: somewhere, trace: false}
-checkpoint: {every: 3, dir: ckpts, keep: 4, async: true}
+checkpoint: {every: 3, dir: ckpts, keep: 4, async: true, device_mtbf_h: 5000}
 fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
         slow_rank: {rank: 7, factor: 2.5, from_step: 1, to_step: 3},
         slow_link: {ranks: [2, 9], latency_us: 15, bandwidth_factor: 0.5},

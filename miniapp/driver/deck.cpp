@@ -107,6 +107,7 @@ const std::vector<KeySpec>& key_table() {
     add(string_key("checkpoint.dir", PARAXIS_FIELD(checkpoint.dir)));
     add(int_key("checkpoint.keep", 1, kMaxInt, PARAXIS_FIELD(checkpoint.keep)));
     add(bool_key("checkpoint.async", PARAXIS_FIELD(checkpoint.async)));
+    add(real_key("checkpoint.device_mtbf_h", 0, 1e12, PARAXIS_FIELD(checkpoint.device_mtbf_h)));
     add(string_key("output.dir", PARAXIS_FIELD(output.dir)));
     add(bool_key("output.trace", PARAXIS_FIELD(output.trace)));
     // Fault injection, a map keyed by kind (fault.slow_rank and fault.slow_link go beside).

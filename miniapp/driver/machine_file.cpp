@@ -32,6 +32,7 @@ const char* const kTopKeys[] = {"name",
                                 "inter_node",
                                 "mtbf_hours_per_device",
                                 "checkpoint_s",
+                                "storage_gbs_per_node",
                                 "memory_bandwidth_gbs",
                                 "memory_efficiency",
                                 "gemm_efficiency",
@@ -208,6 +209,8 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     if (auto x = ld.real(*v, "mtbf_hours_per_device", 0, 1e30, true)) m.mtbf_hours_per_device = *x;
   if (auto v = ld.find(root, "", "checkpoint_s", false))
     if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
+  if (auto v = ld.find(root, "", "storage_gbs_per_node", false))
+    if (auto x = ld.real(*v, "storage_gbs_per_node", 0, 1e30, true)) m.storage_gbs_per_node = *x;
   // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
   pm::ComputeEfficiency& ce = m.machine.compute;
   if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))

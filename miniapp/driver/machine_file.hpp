@@ -14,6 +14,9 @@
 //   mtbf_hours_per_device: 0       # >= 0, optional: failures for the checkpoint interval
 //                                  #   (0: Llama 3's failure rate)
 //   checkpoint_s: 0                # >= 0, optional: the time to write a checkpoint (0: not shown)
+//   storage_gbs_per_node: 0        # >= 0, optional: write bandwidth to the checkpoint storage
+//                                  #   per node, GB/s (without checkpoint_s: the checkpoint
+//                                  #   modelled as its bytes over nodes x this)
 // The work-dependent compute model (perfmodel/compute_efficiency.hpp, docs/perfmodel.md,
 // "Compute efficiency"), all optional; without memory_bandwidth_gbs the planner times compute
 // as FLOPs / (peak_flops x achievable_fraction), and the other three are refused:
@@ -32,7 +35,7 @@ namespace paraxis::driver {
 struct MachineFile {
   std::string name;
   perfmodel::Machine machine;
-  double mtbf_hours_per_device = 0, checkpoint_s = 0;
+  double mtbf_hours_per_device = 0, checkpoint_s = 0, storage_gbs_per_node = 0;
 };
 
 // Reads and validates `path`. Throws std::invalid_argument whose message lists every problem,

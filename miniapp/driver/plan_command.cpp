@@ -33,6 +33,8 @@
 #include "driver/deck.hpp"
 #include "driver/machine_file.hpp"
 #include "io/checked_file.hpp"
+#include "model/param_layout.hpp"
+#include "model/shard_layout.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/planner.hpp"
 #include "perfmodel/step_traffic.hpp"
@@ -466,10 +468,35 @@ int plan_command(const PlanOptions& opt) {
     const double mtbf = pm::system_mtbf(rate, devices);
     std::printf("\nsystem MTBF at %d devices: %.1f h%s\n", m.devices(), mtbf / 3600,
                 mf.mtbf_hours_per_device > 0 ? "" : " (Llama 3's failure rate)");
-    if (mf.checkpoint_s > 0)
-      std::printf("checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.0f s checkpoint\n",
-                  pm::young_interval(mf.checkpoint_s, mtbf),
-                  pm::daly_interval(mf.checkpoint_s, mtbf), mf.checkpoint_s);
+    // The checkpoint's cost: the machine file's, or modelled as the training state (fp32
+    // master weights and both AdamW moments: 12 bytes a parameter, docs/checkpoint.md) over the
+    // storage's bandwidth, written by every node at once; a restart reads it back as fast.
+    double c = mf.checkpoint_s, r = 0;
+    std::string how = "given";
+    if (c <= 0 && mf.storage_gbs_per_node > 0) {
+      double params = 0;
+      for (const auto& s : model::parameter_specs(req.model, model::ShardLayout::whole(req.model)))
+        params += static_cast<double>(s.logical_size());
+      const double bytes = 12 * params;
+      c = r = bytes / (m.nodes * mf.storage_gbs_per_node * 1e9);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "modelled: %.3g GB of state at %.3g GB/s per node",
+                    bytes / 1e9, mf.storage_gbs_per_node);
+      how = buf;
+    }
+    if (c > 0) {
+      const double young = pm::young_interval(c, mtbf), daly = pm::daly_interval(c, mtbf);
+      pm::CadenceJob job;
+      job.work_s = 1;
+      job.checkpoint_s = c;
+      job.restart_s = r;
+      job.mtbf_s = mtbf;
+      job.interval_s = daly;
+      std::printf(
+          "checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.3g s checkpoint (%s): "
+          "%.2f %% of the machine's time lost to checkpoints, rework and restarts\n",
+          young, daly, c, how.c_str(), 100 * pm::daly_expected_waste(job));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", opt.machine.c_str(), e.what());
     return 2;

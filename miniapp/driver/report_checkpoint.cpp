@@ -126,8 +126,9 @@ std::string checkpoint_markdown(const json& points) {
                : "-")
        << " |\n";
   }
-  md << "\nThe failure rate is Llama 3's (419 interruptions in 54 days on 16,384 GPUs, the "
-        "planner's default), per rank; `paraxis plan` takes a machine file's own.\n";
+  md << "\nThe failure rate per rank is the deck's `checkpoint.device_mtbf_h`, else Llama 3's "
+        "(419 interruptions in 54 days on 16,384 GPUs, the planner's default); `paraxis plan` "
+        "takes a machine file's own.\n";
   return md.str();
 }
 

@@ -220,7 +220,9 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
   // What its checkpoints cost and the cadence that implies (docs/checkpoint.md).
   if (p.contains("checkpoints"))
-    out["checkpoint"] = checkpoint_figures(p, pm::llama3_failures_per_device_s());
+    out["checkpoint"] = checkpoint_figures(p, c.checkpoint.device_mtbf_h > 0
+                                                  ? 1.0 / (c.checkpoint.device_mtbf_h * 3600)
+                                                  : pm::llama3_failures_per_device_s());
   // Which axes cross nodes (docs/diagnosis.md, "Nodes and emulated links").
   if (p.contains("topology")) out["topology"] = p.at("topology");
   // Where the time went, rank by rank (docs/diagnosis.md); a summary from before the per-rank

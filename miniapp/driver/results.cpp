@@ -25,7 +25,10 @@ void write_summary(const std::string& dir, const std::string& deck_path, const j
 void write_points_csv(const std::string& dir, const std::vector<PointResult>& points) {
   std::ostringstream out;
   out << "index,status,world,tp,pp,dp,ep,zero,schedule,precision,global_batch,micro_batch,"
-         "step_median_s,tokens_per_s,model_flops_per_s,final_loss,peak_bytes\n";
+         "step_median_s,tokens_per_s,model_flops_per_s,final_loss,peak_bytes,"
+         "checkpoints,checkpoint_bytes_per_rank_max,checkpoint_write_s_max,checkpoint_exposed_s_"
+         "max,"
+         "resumed_step,restart_s\n";
   for (const auto& r : points) {
     const auto& c = r.point.config;
     std::string status = r.status;
@@ -40,7 +43,17 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
         << model::to_string(c.train.precision) << ',' << c.train.global_batch << ','
         << c.train.micro_batch << ',' << step_s << ',' << tps << ','
         << 3.0 * r.flops_per_token * tps << ',' << (r.steps.empty() ? 0.0 : r.steps.back().loss)
-        << ',' << r.memory.peak_bytes << '\n';
+        << ',' << r.memory.peak_bytes;
+    // Checkpoints: the last save's figures (0 without), the step resumed from (-1: none).
+    const nlohmann::json none = nlohmann::json::object();
+    const nlohmann::json& last = r.checkpoints.empty() ? none : r.checkpoints.back();
+    auto max_of = [&](const char* k) {
+      return last.contains(k) ? last.at(k).value("max", 0.0) : 0.0;
+    };
+    out << ',' << r.checkpoints.size() << ',' << max_of("bytes") << ',' << max_of("write_s") << ','
+        << max_of("exposed_s") << ',' << (r.resumed.is_null() ? -1 : r.resumed.value("step", -1))
+        << ',' << (r.resumed.is_null() ? 0.0 : r.resumed.value("restart_to_first_step_s", 0.0))
+        << '\n';
   }
   io::write_file_checked(dir + "/points.csv", out.str());
 }

@@ -60,6 +60,7 @@ struct CheckpointConfig {
   std::string dir;     // the checkpoint root ("" = <out>/checkpoints; a sweep: one root per point)
   int keep = 2;        // complete checkpoints kept under the root
   bool async = false;  // stage into host memory, write from a thread behind the next step
+  double device_mtbf_h = 0;  // per device (rank), for the report's cadence (0: Llama 3's rate)
 };
 
 struct RunConfig {
