@@ -8,6 +8,9 @@
 #   async     checkpoint.async: the same checkpoints as the synchronous run (every shard's checksum
 #             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
 #             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
+#   auto      checkpoint.every: auto with a device MTBF of 1.8 s: a save after the first step, then
+#             every N steps, N = Daly's interval (recomputed here from the recorded cost, step and
+#             MTBF) over the step time.
 #   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
 #             complete, latest names it, the unfinished folder is ignored; --resume latest
 #             continues from step 2 bitwise like the uninterrupted run.
@@ -111,6 +114,31 @@ PY
       > "$out/async-resumed.log" 2>&1 || { cat "$out/async-resumed.log"; fail "resume async"; }
     losses "$out/async-resumed/summary.json" | diff <(tail -n 2 "$out/full.txt") - ||
       fail "the resume from the asynchronous checkpoint differs" ;;
+  auto)
+    "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set train.steps=12 \
+      --set parallel.dp=2 --set checkpoint.every=auto --set checkpoint.device_mtbf_h=0.0005 \
+      --set checkpoint.keep=20 --set "checkpoint.dir=$out/auto" --out "$out/auto-run" \
+      > "$out/auto.log" 2>&1 || { cat "$out/auto.log"; fail "checkpoint.every: auto"; }
+    python3 - "$out/auto-run/summary.json" <<'PY' || { cat "$out/auto.log"; fail "auto cadence"; }
+import json, math, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+a = p["checkpoint_auto"]
+assert p["config"]["checkpoint"]["every"] == "auto", p["config"]["checkpoint"]
+c, m = a["checkpoint_s"], 0.0005 * 3600 / 2  # 2 ranks
+assert abs(a["system_mtbf_s"] - m) < 1e-9 * m, a
+# Daly 2006, C < 2M: tau = sqrt(2CM) (1 + sqrt(C/2M)/3 + (C/2M)/9) - C
+x = c / (2 * m)
+tau = math.sqrt(2 * c * m) * (1 + math.sqrt(x) / 3 + x / 9) - c if c < 2 * m else m
+assert abs(a["daly_interval_s"] - tau) < 1e-9 * tau, (a, tau)
+n = max(1, round(tau / a["step_s"]))
+assert a["every"] == n, (a, n)
+want = [1] + [s for s in range(1, 13) if s % n == 0 and s > 1]
+got = [s["step"] for s in p["checkpoints"]]
+assert got == want, (got, want)
+print("auto: C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %s" %
+      (c, a["step_s"], tau, n, got))
+PY
+    ;;
   dead_save)
     set +e
     "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
@@ -171,6 +199,12 @@ PY
     rc=$?
     set -e
     [ $rc -eq 2 ] && grep -q "fault.dead_rank.at" "$out/check2.log" ||
-      { cat "$out/check2.log"; fail "a death during a checkpoint that is never written was accepted"; } ;;
+      { cat "$out/check2.log"; fail "a death during a checkpoint that is never written was accepted"; }
+    set +e
+    "$paraxis" check "$inputs/tiny.yaml" --set checkpoint.every=sometimes > "$out/check3.log" 2>&1
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] && grep -q "checkpoint.every.*or auto" "$out/check3.log" ||
+      { cat "$out/check3.log"; fail "checkpoint.every: sometimes was accepted"; } ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac

@@ -103,7 +103,8 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("hardware.emulate.latency_us", 0, 1e9, PARAXIS_FIELD(comm.links.latency_us)));
     add(real_key("hardware.emulate.bandwidth_gbs", 0, 1e9,
                  PARAXIS_FIELD(comm.links.bandwidth_gbs)));
-    add(int_key("checkpoint.every", 0, kMaxInt, PARAXIS_FIELD(checkpoint.every)));
+    add(int_or_auto_key("checkpoint.every", 0, kMaxInt, kCheckpointAuto,
+                        PARAXIS_FIELD(checkpoint.every)));
     add(string_key("checkpoint.dir", PARAXIS_FIELD(checkpoint.dir)));
     add(int_key("checkpoint.keep", 1, kMaxInt, PARAXIS_FIELD(checkpoint.keep)));
     add(bool_key("checkpoint.async", PARAXIS_FIELD(checkpoint.async)));

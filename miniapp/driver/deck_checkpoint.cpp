@@ -10,7 +10,8 @@ std::vector<std::pair<std::string, std::string>> checkpoint_errors(const RunConf
     e.push_back({"checkpoint.every", "checkpoint.every = " + std::to_string(k.every) +
                                          " exceeds train.steps = " + std::to_string(c.train.steps) +
                                          ": no checkpoint would be written"});
-  if (c.fault.dead_rank.rank >= 0 && c.fault.dead_rank.at == DeadAt::checkpoint) {
+  if (c.fault.dead_rank.rank >= 0 && c.fault.dead_rank.at == DeadAt::checkpoint &&
+      k.every != kCheckpointAuto) {  // auto saves after the first step
     if (k.every <= 0)
       e.push_back({"fault.dead_rank.at",
                    "at: checkpoint kills the rank during a checkpoint, and checkpoint.every = 0 "

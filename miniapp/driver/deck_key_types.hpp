@@ -130,6 +130,28 @@ KeySpec int_key(std::string key, long long lo, long long hi, Ref ref) {
           plain_get(ref)};
 }
 
+// An integer in [lo, hi] or the word `auto`, stored as `auto_value` (summary.json writes it
+// back as "auto").
+template <class Ref>
+KeySpec int_or_auto_key(std::string key, long long lo, long long hi, long long auto_value,
+                        Ref ref) {
+  return {key, int_type(lo, hi) + " or auto",
+          [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
+            using Field = std::remove_reference_t<decltype(ref(c))>;
+            if (n.IsScalar() && n.Scalar() == "auto") {
+              ref(c) = static_cast<Field>(auto_value);
+              return std::nullopt;
+            }
+            long long v = 0;
+            if (auto err = read_int(n, lo, hi, v)) return *err + " or auto";
+            ref(c) = static_cast<Field>(v);
+            return std::nullopt;
+          },
+          [=](const RunConfig& c) {
+            return ref(c) == auto_value ? nlohmann::json("auto") : nlohmann::json(ref(c));
+          }};
+}
+
 // A number in [lo, hi], or in (lo, hi] when `lo_open` (a value that must be positive).
 template <class Ref>
 KeySpec real_key(std::string key, double lo, double hi, Ref ref, bool lo_open = false) {

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "driver/deck.hpp"
 #include "model/gpt_model.hpp"
 #include "parallel/watchdog.hpp"
+#include "perfmodel/checkpoint.hpp"
 
 namespace paraxis::driver {
 
@@ -300,6 +303,24 @@ json CheckpointSave::finish(bool with_baseline) {
 json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
                      int steps, bool with_baseline) {
   return CheckpointSave(cfg, trainer, root, steps, false).finish(with_baseline);
+}
+
+json auto_cadence(const RunConfig& cfg, const json& save, double step_s, int world) {
+  double step = step_s;  // every rank must reach the same cadence
+  parallel::watchdog::all_reduce(MPI_IN_PLACE, &step, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                                 "agree on the step time");
+  const double c = save.at("exposed_s").at("max").get<double>();
+  const double rate = cfg.checkpoint.device_mtbf_h > 0 ? 1.0 / (cfg.checkpoint.device_mtbf_h * 3600)
+                                                       : perfmodel::llama3_failures_per_device_s();
+  const double mtbf = perfmodel::system_mtbf(rate, world);
+  const double daly = perfmodel::daly_interval(c, mtbf);
+  const double steps = step > 0 ? std::round(daly / step) : 1.0;
+  const int every = static_cast<int>(std::min(std::max(steps, 1.0), 2147483647.0));
+  return {{"checkpoint_s", c},
+          {"step_s", step},
+          {"system_mtbf_s", mtbf},
+          {"daly_interval_s", daly},
+          {"every", every}};
 }
 
 json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::string& where,

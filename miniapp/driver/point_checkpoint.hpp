@@ -60,6 +60,13 @@ class CheckpointSave {
   std::unique_ptr<Impl> impl_;
 };
 
+// checkpoint.every: auto, collective: from a save's figures (its stalled time, the cost C), this
+// rank's step time (the slowest rank's is used) and the failure rate (checkpoint.device_mtbf_h,
+// else Llama 3's) for `world` ranks: {checkpoint_s, step_s, system_mtbf_s, daly_interval_s,
+// every}, every = Daly's interval in steps, rounded, at least 1.
+nlohmann::json auto_cadence(const RunConfig& cfg, const nlohmann::json& save, double step_s,
+                            int world);
+
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint of another model,
 // precision, seed, batch or corpus (naming the key and both values), and loads this rank's

@@ -196,6 +196,7 @@ json point_to_json(const PointResult& r) {
   // Checkpoints written and the one resumed from (docs/checkpoint.md).
   if (!r.checkpoints.empty()) j["checkpoints"] = r.checkpoints;
   if (!r.resumed.is_null()) j["resumed"] = r.resumed;
+  if (!r.checkpoint_auto.is_null()) j["checkpoint_auto"] = r.checkpoint_auto;
   j["memory"] = memory_json(r.memory);
   j["memory_per_rank"] = json::array();
   for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));

@@ -107,9 +107,27 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
                   c["folder"].get<std::string>().c_str(), c["total_bytes"].get<double>(),
                   c["exposed_s"]["max"].get<double>(), c["total_s"].get<double>());
   };
+  int every = cfg.checkpoint.every;
   const auto save = [&](int done) {
     commit();
-    if (cfg.checkpoint.every <= 0 || done % cfg.checkpoint.every != 0) return;
+    if (every == kCheckpointAuto) {
+      // checkpoint.every: auto: a synchronous save after the first step measures the cost C;
+      // the cadence is then Daly's interval at the system MTBF of the point's ranks, in steps.
+      pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, done, false);
+      commit();
+      r.checkpoint_auto = auto_cadence(cfg, r.checkpoints.back(), r.steps.back().time_s, world);
+      every = r.checkpoint_auto["every"].get<int>();
+      if (rank == 0)
+        std::printf(
+            "  checkpoint.every auto: C = %.3g s, step %.3g s, MTBF %.3g h: every %d "
+            "steps (Daly's interval %.3g s)\n",
+            r.checkpoint_auto["checkpoint_s"].get<double>(),
+            r.checkpoint_auto["step_s"].get<double>(),
+            r.checkpoint_auto["system_mtbf_s"].get<double>() / 3600, every,
+            r.checkpoint_auto["daly_interval_s"].get<double>());
+      return;
+    }
+    if (every <= 0 || done % every != 0) return;
     pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, done, cfg.checkpoint.async);
     if (!cfg.checkpoint.async) commit();
   };

@@ -79,7 +79,11 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   job.mtbf_s = mtbf;
   job.interval_s = daly;
   out["waste_at_daly"] = pm::daly_expected_waste(job);
-  const int every = p.at("config").at("checkpoint").value("every", 0);
+  // The run's cadence: its checkpoint.every, or the one `auto` chose.
+  const json& ev = p.at("config").at("checkpoint").value("every", json(0));
+  const int every = ev.is_number_integer()          ? ev.get<int>()
+                    : p.contains("checkpoint_auto") ? p.at("checkpoint_auto").value("every", 0)
+                                                    : 0;
   if (every > 0 && step > 0) {
     job.interval_s = every * step;
     out["waste_at_run_cadence"] = pm::daly_expected_waste(job);

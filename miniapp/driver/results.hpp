@@ -45,6 +45,7 @@ struct PointResult {
   // over ranks (point_checkpoint.hpp, docs/checkpoint.md).
   nlohmann::json checkpoints = nlohmann::json::array();
   nlohmann::json resumed;
+  nlohmann::json checkpoint_auto;  // checkpoint.every: auto: the cadence chosen (auto_cadence)
 };
 
 // Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over

@@ -54,9 +54,12 @@ struct FaultConfig {
   config::SlowRank slow_rank;  // fault.slow_rank (fault.slow_link: CommConfig::links)
 };
 
+// checkpoint.every: auto (docs/checkpoint.md, "Cadence": Daly's interval from the first save).
+inline constexpr int kCheckpointAuto = -1;
+
 // Checkpoints of the training state (docs/checkpoint.md).
 struct CheckpointConfig {
-  int every = 0;       // save after every `every` completed steps (0: never)
+  int every = 0;       // save after every `every` completed steps (0: never; kCheckpointAuto)
   std::string dir;     // the checkpoint root ("" = <out>/checkpoints; a sweep: one root per point)
   int keep = 2;        // complete checkpoints kept under the root
   bool async = false;  // stage into host memory, write from a thread behind the next step
