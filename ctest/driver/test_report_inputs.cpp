@@ -203,6 +203,20 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                                                               {"beta_s_per_byte", 1e-9},
                                                               {"samples", json::array()}}}}}}),
                   "points[0].calibration.comm.tp.all_reduce.ranks", "zero ranks");
+  // Checkpoint figures (issue 16): the field named.
+  const json save = {{"step", 2},         {"bytes", {{"min", 1.0}, {"mean", 1.0}, {"max", 1.0}}},
+                     {"write_s", "fast"}, {"total_bytes", 2.0},
+                     {"total_s", 0.1},    {"aggregate_bytes_per_s", 1e9}};
+  expect_rejected(with("/points/0/checkpoints", json::array({save})),
+                  "points[0].checkpoints[0].write_s", "a save's write time not a spread");
+  expect_rejected(with("/points/0/resumed", json{{"step", -1}}), "points[0].resumed.step",
+                  "a negative resumed step");
+  expect_rejected(with("/points/0/checkpoint_auto", json{{"checkpoint_s", 1.0},
+                                                         {"step_s", 1.0},
+                                                         {"system_mtbf_s", 1.0},
+                                                         {"daly_interval_s", 1.0},
+                                                         {"every", 0}}),
+                  "points[0].checkpoint_auto.every", "an automatic cadence of 0 steps");
   // Not JSON at all: the file is named.
   const std::string dir = root + "truncated";
   fs::create_directories(dir);

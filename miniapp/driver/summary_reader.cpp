@@ -300,6 +300,53 @@ void check_calibration(const Checker& c, const json& cal, const std::string& pat
   c.opt_integer(k, kp, "peak_bytes", 0, LLONG_MAX);
 }
 
+// The checkpoint figures of a point (docs/results.md; driver/report_checkpoint.cpp reads them):
+// every save's per-rank spreads and totals, the restore, the automatic cadence.
+void check_checkpoints(const Checker& c, const json& p, const std::string& path) {
+  auto spread = [&](const json& obj, const std::string& op, const char* key, bool required) {
+    const json* v = Checker::maybe(obj, key);
+    if (!v && !required) return;
+    const std::string sp = Checker::at(op, key);
+    const json& o = c.object(v ? *v : c.need(obj, op, key), sp);
+    for (const char* k : {"min", "mean", "max"}) c.number(c.need(o, sp, k), Checker::at(sp, k), 0);
+  };
+  if (const json* saves = Checker::maybe(p, "checkpoints")) {
+    const std::string sp = Checker::at(path, "checkpoints");
+    c.array(*saves, sp);
+    for (std::size_t i = 0; i < saves->size(); ++i) {
+      const std::string ep = Checker::at(sp, i);
+      const json& e = c.object((*saves)[i], ep);
+      c.integer(e, ep, "step", 0, kMaxInt);
+      for (const char* k : {"bytes", "write_s"}) spread(e, ep, k, true);
+      for (const char* k : {"exposed_s", "staged_bytes", "staging_s", "join_wait_s"})
+        spread(e, ep, k, false);
+      c.number(c.need(e, ep, "total_bytes"), Checker::at(ep, "total_bytes"), 0);
+      c.number(c.need(e, ep, "total_s"), Checker::at(ep, "total_s"), 0);
+      c.number(c.need(e, ep, "aggregate_bytes_per_s"), Checker::at(ep, "aggregate_bytes_per_s"), 0);
+      if (const json* b = Checker::maybe(e, "baseline")) {
+        const std::string bp = Checker::at(ep, "baseline");
+        c.object(*b, bp);
+        spread(*b, bp, "write_s", true);
+      }
+    }
+  }
+  if (const json* r = Checker::maybe(p, "resumed")) {
+    const std::string rp = Checker::at(path, "resumed");
+    c.object(*r, rp);
+    c.integer(*r, rp, "step", 0, kMaxInt);
+    for (const char* k : {"read_s", "bytes"}) spread(*r, rp, k, true);
+    if (Checker::maybe(*r, "restart_to_first_step_s"))
+      c.number(r->at("restart_to_first_step_s"), Checker::at(rp, "restart_to_first_step_s"), 0);
+  }
+  if (const json* a = Checker::maybe(p, "checkpoint_auto")) {
+    const std::string ap = Checker::at(path, "checkpoint_auto");
+    c.object(*a, ap);
+    for (const char* k : {"checkpoint_s", "step_s", "system_mtbf_s", "daly_interval_s"})
+      c.number(c.need(*a, ap, k), Checker::at(ap, k), 0);
+    c.integer(*a, ap, "every", 1, kMaxInt);
+  }
+}
+
 void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   const std::string cp = Checker::at(path, "config");
   const Shape s = check_config(c, c.child(p, path, "config"), cp);
@@ -350,6 +397,7 @@ void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   }
   if (const json* cal = Checker::maybe(p, "calibration"))
     check_calibration(c, *cal, Checker::at(path, "calibration"), s);
+  check_checkpoints(c, p, path);
 }
 
 void check_provenance(const Checker& c, const json& prov) {
