@@ -191,6 +191,26 @@ TEST(checkpoint_storage, round_trip_bytes_and_checksums_identical) {
   barrier();
 }
 
+// A saved shard that several regions cut is read and verified once (the verified-shard cache),
+// and every time without the cache.
+TEST(checkpoint_storage, a_shard_cut_by_several_regions_is_read_once) {
+  const std::string root = root_for("cache");
+  save(root, 3);
+  const Reader cached(Reader::resolve(root));
+  const auto W = ref_w();
+  for (std::int64_t row = 0; row < 4; ++row) {
+    const auto got = cached.read(Shard{kW, {row, 0}, {1, 9}});
+    EXPECT_EQ(got, as_bytes(std::vector<double>(W.begin() + 9 * row, W.begin() + 9 * row + 9)));
+  }
+  const std::size_t once = cached.bytes_read();
+  EXPECT_EQ(once, 36 * sizeof(double));  // every shard of the weight, once
+  Reader uncached(Reader::resolve(root));
+  uncached.set_cache_limit(0);
+  for (std::int64_t row = 0; row < 4; ++row) uncached.read(Shard{kW, {row, 0}, {1, 9}});
+  EXPECT_EQ(uncached.bytes_read(), 4 * once);
+  barrier();
+}
+
 TEST(checkpoint_storage, coverage_gap_and_overlap_refused_on_every_rank) {
   const std::string root = root_for("coverage");
   save(root, 1);

@@ -1,6 +1,7 @@
 // Opening, checking and reading a checkpoint folder (reader.hpp).
 #include "checkpoint/reader.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +95,14 @@ std::size_t Reader::bytes() const {
   return n;
 }
 
+void Reader::set_cache_limit(std::size_t bytes) {
+  cache_limit_ = bytes;
+  while (cache_bytes_ > cache_limit_ && !cache_.empty()) {
+    cache_bytes_ -= cache_.back().second.size();
+    cache_.pop_back();
+  }
+}
+
 std::vector<std::byte> Reader::read(const std::string& tensor) const {
   Shard whole;
   whole.tensor = info(tensor);
@@ -124,16 +133,38 @@ std::vector<std::byte> Reader::read(const Shard& region_in) const {
     const std::string what = "tensor '" + saved.name + "' (shard of rank " +
                              std::to_string(r.rank) + ", bytes [" + std::to_string(r.byte_offset) +
                              ", " + std::to_string(r.byte_offset + r.bytes) + "))";
-    // The whole shard is read: its checksum covers all of it.
-    buf.resize(static_cast<std::size_t>(r.bytes));
-    posix::read_at(path, r.byte_offset, buf.size(), buf.data(), what);
-    bytes_read_ += buf.size();
-    const std::string sum = checksum(buf.data(), buf.size());
-    if (sum != r.checksum)
-      throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
-                               ", the index records " + r.checksum + " (corrupted data)");
+    // The whole shard is read: its checksum covers all of it. A shard verified before comes
+    // from the cache.
+    const std::string key = r.file + ":" + std::to_string(r.byte_offset);
+    auto hit =
+        std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
+    const std::vector<std::byte>* data = nullptr;
+    if (hit != cache_.end()) {
+      cache_.splice(cache_.begin(), cache_, hit);
+      data = &cache_.front().second;
+    } else {
+      buf.resize(static_cast<std::size_t>(r.bytes));
+      posix::read_at(path, r.byte_offset, buf.size(), buf.data(), what);
+      bytes_read_ += buf.size();
+      const std::string sum = checksum(buf.data(), buf.size());
+      if (sum != r.checksum)
+        throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
+                                 ", the index records " + r.checksum + " (corrupted data)");
+      if (buf.size() <= cache_limit_) {
+        cache_bytes_ += buf.size();
+        cache_.emplace_front(key, std::move(buf));
+        buf = {};
+        while (cache_bytes_ > cache_limit_ && cache_.size() > 1) {
+          cache_bytes_ -= cache_.back().second.size();
+          cache_.pop_back();
+        }
+        data = &cache_.front().second;
+      } else {
+        data = &buf;
+      }
+    }
     for (const auto& p : pieces) {
-      std::memcpy(out.data() + p.to_local * es, buf.data() + p.from_local * es,
+      std::memcpy(out.data() + p.to_local * es, data->data() + p.from_local * es,
                   static_cast<std::size_t>(p.count) * es);
       filled += p.count;
     }

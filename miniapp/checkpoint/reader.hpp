@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/format.hpp"
@@ -44,11 +46,18 @@ class Reader {
   std::size_t bytes() const;  // data bytes of every shard
   // Data bytes this Reader has read so far (shards are read whole, to verify them).
   std::size_t bytes_read() const { return bytes_read_; }
+  // Verified shards are kept for the next reads, the most recently used first, up to this many
+  // bytes (default 256 MiB; 0: none): a loader whose pieces cut a saved shard several times (a
+  // resharded load) reads and checks it once.
+  void set_cache_limit(std::size_t bytes);
 
  private:
   std::string folder_;
   Index index_;
   mutable std::size_t bytes_read_ = 0;
+  mutable std::list<std::pair<std::string, std::vector<std::byte>>> cache_;
+  mutable std::size_t cache_bytes_ = 0;
+  std::size_t cache_limit_ = std::size_t{256} << 20;
 };
 
 }  // namespace paraxis::checkpoint
