@@ -254,4 +254,7 @@ KeySpec int_list_key(std::string key, long long lo, long long hi, Ref ref) {
           plain_get(ref)};
 }
 
+// Every key a deck may set, in documentation order (deck_key_table.cpp).
+const std::vector<KeySpec>& key_table();
+
 }  // namespace paraxis::driver::deck_keys
