@@ -277,40 +277,14 @@ void hold_until(double t, MPI_Comm comm) {
 
 namespace {
 
-constexpr int kSpeedTag = 0x5117;
 constexpr std::size_t kSpeedBytes = 1 << 20;
 
 // The slow link's own speed in bytes/s: the fastest of 3 ping-pongs of 1 MiB between its two
 // ends (group ranks a and b), half the round trip each; 0 on the other members.
 double measure_link_speed(MPI_Comm comm, int me, int a, int b, const char* axis) {
-  if (me != a && me != b) return 0;
-  std::vector<char> buf(kSpeedBytes, 1);
-  const int peer = me == a ? b : a;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    MPI_Request q = MPI_REQUEST_NULL;
-    watchdog::Wait w;
-    w.op = "link emulation: slow link ping-pong";
-    w.axis = axis;
-    w.comm = comm;
-    w.peer = peer;
-    const double t0 = steady_now();
-    for (int leg = 0; leg < 2; ++leg) {
-      const bool sending = (me == a) == (leg == 0);
-      if (sending)
-        check_mpi(MPI_Isend(buf.data(), static_cast<int>(kSpeedBytes), MPI_BYTE, peer, kSpeedTag,
-                            comm, &q),
-                  "isend (link speed)");
-      else
-        check_mpi(MPI_Irecv(buf.data(), static_cast<int>(kSpeedBytes), MPI_BYTE, peer, kSpeedTag,
-                            comm, &q),
-                  "irecv (link speed)");
-      watchdog::wait_all(1, &q, w);
-    }
-    const double half = (steady_now() - t0) / 2;
-    if (half > 0) best = std::max(best, static_cast<double>(kSpeedBytes) / half);
-  }
-  return best;
+  const double half = fastest_half_round_trip(comm, me, a, b, kSpeedBytes, 3, axis,
+                                              "link emulation: slow link ping-pong");
+  return half > 0 ? static_cast<double>(kSpeedBytes) / half : 0.0;
 }
 
 }  // namespace

@@ -21,37 +21,6 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The fastest half round trip of `bytes` between group ranks 0 and 1 over `rounds` rounds (on
-// the other members: 0).
-double fastest_half_round_trip(MPI_Comm comm, int me, std::size_t bytes, int rounds,
-                               const char* axis) {
-  if (me > 1) return 0;
-  std::vector<char> buf(bytes, 1);
-  const int peer = 1 - me;
-  double best = 0;
-  for (int r = 0; r < rounds; ++r) {
-    watchdog::Wait w;
-    w.op = "link emulation: slow axis ping-pong";
-    w.axis = axis;
-    w.comm = comm;
-    w.peer = peer;
-    const double t0 = now();
-    for (int leg = 0; leg < 2; ++leg) {
-      MPI_Request q = MPI_REQUEST_NULL;
-      if ((me == 0) == (leg == 0))
-        check_mpi(MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm, &q),
-                  "isend (slow axis ping-pong)");
-      else
-        check_mpi(MPI_Irecv(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm, &q),
-                  "irecv (slow axis ping-pong)");
-      watchdog::wait_all(1, &q, w);
-    }
-    const double half = (now() - t0) / 2;
-    if (half > 0 && (best == 0 || half < best)) best = half;
-  }
-  return best;
-}
-
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
@@ -63,11 +32,41 @@ std::map<std::string, MeasuredLink>& registry() {
 
 }  // namespace
 
+double fastest_half_round_trip(MPI_Comm comm, int me, int a, int b, std::size_t bytes, int rounds,
+                               const char* axis, const char* what) {
+  if (me != a && me != b) return 0;
+  std::vector<char> buf(bytes, 1);
+  const int peer = me == a ? b : a;
+  double best = 0;
+  for (int r = 0; r < rounds; ++r) {
+    watchdog::Wait w;
+    w.op = what;
+    w.axis = axis;
+    w.comm = comm;
+    w.peer = peer;
+    const double t0 = now();
+    for (int leg = 0; leg < 2; ++leg) {
+      MPI_Request q = MPI_REQUEST_NULL;
+      if ((me == a) == (leg == 0))
+        check_mpi(MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm, &q),
+                  "isend (link ping-pong)");
+      else
+        check_mpi(MPI_Irecv(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, kTag, comm, &q),
+                  "irecv (link ping-pong)");
+      watchdog::wait_all(1, &q, w);
+    }
+    const double half = (now() - t0) / 2;
+    if (half > 0 && (best == 0 || half < best)) best = half;
+  }
+  return best;
+}
+
 MeasuredLink measure_group_link(MPI_Comm comm, const char* axis) {
   int me = 0;
   MPI_Comm_rank(comm, &me);
-  const double small = fastest_half_round_trip(comm, me, kSmall, kSmallRounds, axis);
-  const double large = fastest_half_round_trip(comm, me, kLarge, kLargeRounds, axis);
+  const char* what = "link emulation: slow axis ping-pong";
+  const double small = fastest_half_round_trip(comm, me, 0, 1, kSmall, kSmallRounds, axis, what);
+  const double large = fastest_half_round_trip(comm, me, 0, 1, kLarge, kLargeRounds, axis, what);
   // The two ends agree on both figures (MAX: the other members hold 0).
   double f[2] = {small, large};
   watchdog::all_reduce(MPI_IN_PLACE, f, 2, MPI_DOUBLE, MPI_MAX, comm,
