@@ -217,6 +217,13 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                                                          {"daly_interval_s", 1.0},
                                                          {"every", 0}}),
                   "points[0].checkpoint_auto.every", "an automatic cadence of 0 steps");
+  // fault.slow_axis's record (issue 17's sensitivity).
+  expect_rejected(
+      with("/points/0/slow_axis", json{{"axis", "dp"}, {"factor", "x"}, {"links", json::object()}}),
+      "points[0].slow_axis.factor", "a slowdown factor that is not a number");
+  expect_rejected(
+      with("/points/0/slow_axis", json{{"axis", "zz"}, {"factor", 2.0}, {"links", json::object()}}),
+      "points[0].slow_axis.axis", "an unknown axis");
   // Not JSON at all: the file is named.
   const std::string dir = root + "truncated";
   fs::create_directories(dir);

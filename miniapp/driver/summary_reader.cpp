@@ -398,6 +398,23 @@ void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   if (const json* cal = Checker::maybe(p, "calibration"))
     check_calibration(c, *cal, Checker::at(path, "calibration"), s);
   check_checkpoints(c, p, path);
+  // fault.slow_axis's record (docs/results.md), which the sensitivity section reads.
+  if (const json* sa = Checker::maybe(p, "slow_axis")) {
+    const std::string sp = Checker::at(path, "slow_axis");
+    c.object(*sa, sp);
+    const json& axis = c.need(*sa, sp, "axis");
+    if (!axis.is_string() ||
+        (axis != "none" && axis != "tp" && axis != "pp" && axis != "dp" && axis != "ep"))
+      c.fail(Checker::at(sp, "axis"), "expected one of none, tp, pp, dp, ep, got " + shown(axis));
+    c.number(c.need(*sa, sp, "factor"), Checker::at(sp, "factor"), 1, 1e6);
+    const std::string lp = Checker::at(sp, "links");
+    for (const auto& [name, l] : c.object(c.need(*sa, sp, "links"), lp).items()) {
+      const std::string np = Checker::at(lp, name);
+      c.object(l, np);
+      for (const char* k : {"alpha_s", "bytes_per_s"})
+        c.number(c.need(l, np, k), Checker::at(np, k), 0);
+    }
+  }
 }
 
 void check_provenance(const Checker& c, const json& prov) {
