@@ -300,11 +300,6 @@ json CheckpointSave::finish(bool with_baseline) {
   return out;
 }
 
-json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
-                     int steps, bool with_baseline) {
-  return CheckpointSave(cfg, trainer, root, steps, false).finish(with_baseline);
-}
-
 json auto_cadence(const RunConfig& cfg, const json& save, double step_s, int world) {
   double step = step_s;  // every rank must reach the same cadence
   parallel::watchdog::all_reduce(MPI_IN_PLACE, &step, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,

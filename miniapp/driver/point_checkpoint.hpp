@@ -28,24 +28,18 @@ struct CheckpointError : std::runtime_error {
 std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, std::size_t index,
                             std::size_t total);
 
-// Collective over MPI_COMM_WORLD: writes the trainer's state after `steps` completed steps as
-// <root>/step-<steps> (checkpoint.keep kept). Returns the save's figures: {step, folder,
-// bytes {min, mean, max} per rank, total_bytes, write_s {min, mean, max} per rank,
-// aggregate_bytes_per_s, total_s}; with_baseline (a point's first save) adds `baseline`: the
-// same bytes per rank written (with fsync) and read back with plain file I/O, and the ratio of
-// the two write times. Throws CheckpointError (exit code 4, on every rank) when it fails; the
-// previous checkpoint and `latest` are then untouched.
-nlohmann::json save_checkpoint(const RunConfig& cfg, const model::Trainer& trainer,
-                               const std::string& root, int steps, bool with_baseline = false);
-
-// One checkpoint being written (collective over MPI_COMM_WORLD, construction and finish()).
-// The constructor opens it and writes this rank's pieces (synchronous), or copies them into
-// host memory and starts a thread that writes them while training goes on (async:
-// checkpoint.async); finish() waits for the writes, commits and returns the figures of
-// save_checkpoint plus, for an asynchronous save, staged_bytes (the extra host memory),
-// staging_s, join_wait_s and exposed_s (what training stalled for: staging, the wait for the
-// thread and the commit; a synchronous save's exposed_s is the whole save), each {min, mean,
-// max} over ranks. Throws CheckpointError as save_checkpoint does.
+// One checkpoint, <root>/step-<steps> (checkpoint.keep kept), being written (collective over
+// MPI_COMM_WORLD: construction and finish()). The constructor opens it and writes this rank's
+// pieces (synchronous), or copies them into host memory and starts a thread that writes them
+// while training goes on (async: checkpoint.async). finish() waits for the writes, commits and
+// returns the save's figures: {step, folder, async, bytes, write_s and exposed_s (what training
+// stalled for: a synchronous save's whole time; an asynchronous one's staging, wait for the
+// thread and commit) {min, mean, max} per rank, total_bytes, aggregate_bytes_per_s, total_s},
+// for an asynchronous save also staged_bytes (the extra host memory), staging_s and
+// join_wait_s; with_baseline (a point's first save) adds `baseline`: the same bytes per rank
+// written (with fsync) and read back with plain file I/O, and the ratio of the two write times.
+// Throws CheckpointError (exit code 4, on every rank) when the save fails; the previous
+// checkpoint and `latest` are then untouched.
 class CheckpointSave {
  public:
   CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
