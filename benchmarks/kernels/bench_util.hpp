@@ -26,4 +26,22 @@ inline void set_bytes(benchmark::State& state, double bytes) {
       bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
 }
 
+// The copy baseline of a kernel family: Kokkos::deep_copy of `elements` values of T (read once,
+// written once), registered beside the family's kernels so their bytes/s and the copy's come
+// from the same run. Each memory-bound family registers one per shape and storage type, e.g.
+// "layernorm/baseline_copy/4096x512" (fp32) and "layernorm/baseline_copy/bf16/4096x512".
+template <class T>
+void bench_copy(benchmark::State& state, std::size_t elements) {
+  using Exec = Kokkos::DefaultExecutionSpace;
+  Kokkos::View<T*, Kokkos::LayoutRight, Exec::memory_space> x("copy_src", elements),
+      y("copy_dst", elements);
+  fill_formula(x, 5);
+  Kokkos::fence();
+  for (auto _ : state) {
+    Kokkos::deep_copy(y, x);
+    Kokkos::fence();
+  }
+  set_bytes(state, 2.0 * static_cast<double>(elements) * sizeof(T));
+}
+
 }  // namespace paraxis::bench
