@@ -50,6 +50,13 @@ const std::vector<std::string>& slow_axis_names() {
 const char* to_string(SlowAxis a) {
   return slow_axis_names().at(static_cast<std::size_t>(a)).c_str();
 }
+const std::vector<std::string>& mpi_gpu_aware_names() {
+  static const std::vector<std::string> n{"auto", "yes", "no"};
+  return n;
+}
+const char* to_string(MpiGpuAware a) {
+  return mpi_gpu_aware_names().at(static_cast<std::size_t>(a)).c_str();
+}
 RankOrder parse_rank_order(const std::string& name) {
   return parse_choice<RankOrder>("rank order", rank_order_names(), name);
 }

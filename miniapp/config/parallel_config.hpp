@@ -21,15 +21,20 @@ enum class RankOrder { tp_pp_dp, tp_dp_pp };
 enum class CommBackend { mpi, nccl };
 // The axis an injected slowdown (fault.slow_axis) applies to; none: off.
 enum class SlowAxis { none, tp, pp, dp, ep };
+// comm.mpi_gpu_aware: whether the MPI library reads device memory (parallel/mpi_staging.hpp).
+// automatic: what the library says; no: device buffers are staged through host memory.
+enum class MpiGpuAware { automatic, yes, no };
 
 const char* to_string(RankOrder o);
 const char* to_string(CommBackend b);
 const char* to_string(SlowAxis a);
+const char* to_string(MpiGpuAware a);
 // The choices in deck order, for the deck's key table and the summary reader.
 const std::vector<std::string>& rank_order_names();
 const std::vector<std::string>& comm_backend_names();
 const std::vector<std::string>& schedule_names();
 const std::vector<std::string>& slow_axis_names();
+const std::vector<std::string>& mpi_gpu_aware_names();
 // Throw std::invalid_argument naming the value and the choices.
 RankOrder parse_rank_order(const std::string& name);
 CommBackend parse_comm_backend(const std::string& name);
@@ -86,6 +91,9 @@ struct CommConfig {
   // Deadline of every blocking wait, in seconds (PyTorch's NCCL watchdog default): a rank that
   // waits longer names the operation and ends the job instead of hanging.
   double timeout_s = 600;
+  // Whether MPI is handed device buffers (yes) or host copies of them (no, "staging"); automatic:
+  // what the library says in a device build, never staged in a host-only one.
+  MpiGpuAware mpi_gpu_aware = MpiGpuAware::automatic;
   LinkEmulation links;
 };
 
