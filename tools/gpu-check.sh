@@ -144,7 +144,7 @@ run=("${launcher[@]}" -n 1 "$build/bin/paraxis" run "$root/inputs/tiny.yaml" --v
 rep=("$build/bin/paraxis" report "$logs/run")
 # Benchmarks: a square and a model-shaped GEMM (portable, vendor, OpenBLAS), the bf16 GEMM,
 # LayerNorm forward beside its copy baseline; the model step on inputs/small.yaml.
-kfilter='^(gemm/(portable|vendor|openblas)/(512|512x2048x512)/|gemm/portable-bf16/512/|layernorm/(fwd|baseline_copy)/4096x512/)'
+kfilter='^(gemm/(portable|vendor|openblas)/(512|512x2048x512)|gemm/portable-bf16/512|layernorm/(fwd|baseline_copy)/4096x512)/real_time$'
 bk=("$build/bin/paraxis-bench-kernels" "--benchmark_filter=$kfilter" --benchmark_min_time=0.05
     --benchmark_out="$logs/bench-kernels.json" --benchmark_out_format=json)
 bm=("$build/bin/paraxis-bench-model" --benchmark_min_time=0.05
@@ -264,7 +264,7 @@ def rate(doc, name, key="FLOP/s"):
             return b[key]
     return None
 def g(x, unit=1e9):
-    return "-" if x is None else f"{x / unit:.1f}"
+    return "-" if x is None else f"{x / unit:.{0 if unit == 1 else 1}f}"
 if ctx.get("kokkos_execution_space"):
     print(f"space={ctx['kokkos_execution_space']} (concurrency {ctx.get('kokkos_concurrency', '?')}),"
           f" BLAS {ctx.get('blas_library', '?')} core {ctx.get('blas_core', '?')}")
@@ -274,12 +274,12 @@ for shape in ("512", "512x2048x512"):
     print(f"GEMM fp32 {shape}: portable {g(rate(k, f'gemm/portable/{shape}/'))}, vendor "
           f"{g(rate(k, f'gemm/vendor/{shape}/'))}, OpenBLAS (host) {g(rate(k, f'gemm/openblas/{shape}/'))} GFLOP/s")
 print(f"GEMM bf16 512: portable {g(rate(k, 'gemm/portable-bf16/512/'))} GFLOP/s")
-ln, cp = rate(k, "layernorm/fwd/4096x512/", "bytes_per_second"), rate(k, "layernorm/baseline_copy/4096x512/", "bytes_per_second")
+ln, cp = rate(k, "layernorm/fwd/4096x512/", "bytes/s"), rate(k, "layernorm/baseline_copy/4096x512/", "bytes/s")
 print(f"LayerNorm fwd 4096x512: {g(ln)} GB/s, copy {g(cp)} GB/s"
       + (f", {ln / cp:.2f} of copy" if ln and cp else ""))
 st, mg = rate(m, "model/step/portable"), rate(m, "gemm/portable/model-mlp")
 tok = rate(m, "model/step/portable", "tokens/s")
-print(f"model step (small.yaml, portable GEMM): {g(st)} GFLOP/s, {g(tok, 1e3)} k tokens/s; MLP GEMM {g(mg)} GFLOP/s"
+print(f"model step (small.yaml, portable GEMM): {g(st)} GFLOP/s, {g(tok, 1)} tokens/s; MLP GEMM {g(mg)} GFLOP/s"
       + (f"; step/GEMM {st / mg:.2f}" if st and mg else ""))
 sv = rate(m, "model/step/vendor")
 if sv:
