@@ -134,13 +134,15 @@ tst=(env OMP_NUM_THREADS=1 OMP_PROC_BIND=false ctest --test-dir "$build" -LE slo
      --output-on-failure --no-tests=error)
 # The one-rank run: the tiny deck (MoE included), 20 steps in each precision, checked against
 # the single-rank reference at every step (--verify), then `paraxis report` on it.
-if [[ -z $mpiexec_cmd ]]; then
-  mpiexec_cmd=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
-  mpiexec_cmd=${mpiexec_cmd:-mpiexec}
-fi
-read -r -a launcher <<< "$mpiexec_cmd"
-run=("${launcher[@]}" -n 1 "$build/bin/paraxis" run "$root/inputs/tiny.yaml" --verify --force
-     --set train.steps=20 --set 'sweep.train.precision=[fp64,fp32,bf16]' --out "$logs/run")
+# The launcher: --mpiexec, else the mpiexec of the MPI CMake found (read once configured).
+set_run_command() {
+  local cmd=$mpiexec_cmd launcher
+  [[ -n $cmd ]] || cmd=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  read -r -a launcher <<< "${cmd:-mpiexec}"
+  run=("${launcher[@]}" -n 1 "$build/bin/paraxis" run "$root/inputs/tiny.yaml" --verify --force
+       --set train.steps=20 --set 'sweep.train.precision=[fp64,fp32,bf16]' --out "$logs/run")
+}
+set_run_command
 rep=("$build/bin/paraxis" report "$logs/run")
 # Benchmarks: a square and a model-shaped GEMM (portable, vendor, OpenBLAS), the bf16 GEMM,
 # LayerNorm forward beside its copy baseline; the model step on inputs/small.yaml.
@@ -216,6 +218,7 @@ for s in "${all_stages[@]}"; do
       if [[ ! -x $build/bin/paraxis ]]; then
         verdict[run]=FAIL; secs[run]=0; note[run]="no paraxis binary at $build/bin/paraxis"; continue
       fi
+      set_run_command
       stage run "$logs/run.log" "${run[@]}"
       # --verify's verdict per point, the loss falling and finite, from summary.json.
       if check=$(python3 - "$logs/run/summary.json" 2>&1 <<'EOF'
@@ -244,11 +247,13 @@ EOF
         verdict[bench]=FAIL; secs[bench]=0; note[bench]="no paraxis-bench-kernels/-model in $build/bin"
         continue
       fi
+      rm -f "$logs/bench-kernels.json" "$logs/bench-model.json"  # no figure from an earlier run
       stage bench "$logs/bench.log" bench_both ;;
   esac
 done
 
-# The rates and the machine, from the benchmarks' JSON (context and counters).
+# The rates and the machine, from this run's benchmark JSON (context and counters).
+[[ ${verdict[bench]} != SKIP ]] || rm -f "$logs/bench-kernels.json" "$logs/bench-model.json"
 rates=$(python3 - "$logs/bench-kernels.json" "$logs/bench-model.json" 2>/dev/null <<'EOF'
 import json, sys
 def load(f):
@@ -257,6 +262,9 @@ def load(f):
     except (OSError, ValueError):
         return {"context": {}, "benchmarks": []}
 k, m = load(sys.argv[1]), load(sys.argv[2])
+if not k["benchmarks"] and not m["benchmarks"]:
+    print("benchmarks: no figures (the bench stage did not run or wrote nothing)")
+    sys.exit(0)
 ctx = k["context"] or m["context"]
 def rate(doc, name, key="FLOP/s"):
     for b in doc["benchmarks"]:

@@ -3,7 +3,8 @@
 # with one line naming the problem; --dry-run prints the five stages in order with the commands
 # the Kokkos install calls for (nvcc_wrapper for a CUDA Kokkos, NCCL only with CUDA) and
 # creates nothing; a stage whose binaries are missing fails the script (exit 1) and the summary
-# says which. Fake Kokkos installs stand in for real ones.
+# says which; the run stage fails on a point whose --verify failed or whose loss did not fall.
+# Fake Kokkos installs, a fake paraxis and a fake launcher stand in for real ones.
 #   test_gpu_check.sh <repository root>
 set -uo pipefail
 root=$1
@@ -95,6 +96,45 @@ grep -q "configure .*SKIP" <<< "$out" || fail "configure line: $out"
 grep -q "^gpu-check: FAIL$" <<< "$out" || fail "verdict: $out"
 [[ -f $work/empty/gpu-check/summary.txt ]] || fail "no summary.txt in the log folder"
 grep -q "host CPU only (no GPU backend in this Kokkos)" <<< "$out" || fail "device line: $out"
+
+# The run stage's verdict comes from summary.json: a fake paraxis writes one (every point ok and
+# verified, or one point broken as $FAKE_BREAK says), a fake launcher drops "-n 1".
+mkdir -p "$work/fake/bin"
+cat > "$work/fake/bin/paraxis" <<'PY'
+#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1] == "report":
+    sys.exit(0)
+out = sys.argv[sys.argv.index("--out") + 1]
+os.makedirs(out, exist_ok=True)
+brk = os.environ.get("FAKE_BREAK", "")
+pts = []
+for prec in ("fp64", "fp32", "bf16"):
+    loss = [4.9, 5.0, 5.1] if brk == "flat" and prec == "fp32" else [4.9, 4.2, 3.5]
+    v = {"passed": not (brk == "verify" and prec == "bf16"), "max_loss_rel_diff": 0.0,
+         "reason": "max param abs diff 1.2e-02 at wte[3] > tolerance"}
+    pts.append({"config": {"train": {"precision": prec}}, "status": "ok", "verify": v,
+                "steps": [{"loss": x} for x in loss]})
+json.dump({"points": pts}, open(os.path.join(out, "summary.json"), "w"))
+PY
+printf '#!/bin/sh\nshift 2\nexec "$@"\n' > "$work/fake/launch"
+chmod +x "$work/fake/bin/paraxis" "$work/fake/launch"
+run_fake() {
+  FAKE_BREAK=$1 "$script" --stages run --mpiexec "$work/fake/launch" --build-dir "$work/fake" \
+    "$work/omp" 2>&1
+}
+out=$(run_fake "")
+rc=$?
+[[ $rc -eq 0 ]] && grep -q "run .*PASS.*3 points ok, --verify passed" <<< "$out" ||
+  fail "good run: exit $rc; $out"
+out=$(run_fake verify)
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "run .*FAIL.*bf16: --verify did not pass (max param abs diff" <<< "$out" ||
+  fail "failed --verify: exit $rc; $out"
+out=$(run_fake flat)
+rc=$?
+[[ $rc -eq 1 ]] && grep -q "run .*FAIL.*fp32: loss did not fall (4.9000 -> 5.1000)" <<< "$out" ||
+  fail "loss not falling: exit $rc; $out"
 
 if ((fails)); then
   echo "$fails check(s) failed"
