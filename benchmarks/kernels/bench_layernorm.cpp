@@ -1,5 +1,6 @@
 // LayerNorm forward/backward throughput at GPT-block shapes (tokens x hidden), fp32 and bf16
-// storage, with a same-size Kokkos::deep_copy as the bandwidth baseline of the same run.
+// storage, with a copy of the same [tokens, hidden] array in the same storage type
+// (bench_util.hpp's bench_copy) as the bandwidth baseline of the same run.
 // bytes/s counts the minimal traffic: each input read once, each output written once
 // (dgamma/dbeta read and written: they accumulate). Every iteration fences; rates use wall time
 // (UseRealTime), which is what device work needs.
@@ -71,19 +72,6 @@ void bench_bwd(benchmark::State& state, int n, int h) {
                        4.0 * h * sizeof(A));
 }
 
-// Baseline: copying one [n, h] fp32 array (read + write), the floor a fused
-// normalisation would approach.
-void bench_copy(benchmark::State& state, int n, int h) {
-  pk::View2<float, Exec> X("X", n, h), Y("Y", n, h);
-  fill_formula(X, 5);
-  Kokkos::fence();
-  for (auto _ : state) {
-    Kokkos::deep_copy(Y, X);
-    Kokkos::fence();
-  }
-  set_bytes(state, 2.0 * n * h * sizeof(float));
-}
-
 const bool registered = [] {
   for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536}}) {
     const std::string s = std::to_string(n) + "x" + std::to_string(h);
@@ -97,7 +85,12 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("layernorm/bwd/bf16/" + s).c_str(), bench_bwd<paraxis::bf16>, n,
                                  h)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("layernorm/baseline_copy/" + s).c_str(), bench_copy, n, h)
+    const std::size_t elements = static_cast<std::size_t>(n) * h;
+    benchmark::RegisterBenchmark(("layernorm/baseline_copy/" + s).c_str(),
+                                 paraxis::bench::bench_copy<float>, elements)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("layernorm/baseline_copy/bf16/" + s).c_str(),
+                                 paraxis::bench::bench_copy<paraxis::bf16>, elements)
         ->UseRealTime();
   }
   return true;

@@ -7,6 +7,10 @@
 //   master = master - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 // The bias corrections 1 - beta^t are computed once on the host in fp64. grad_scale folds in
 // gradient clipping and loss-scale / micro-batch averaging.
+//
+// One fused pass, one thread per element. On a host space (row_lanes.hpp) each iteration takes
+// a chunk of kAdamWChunk elements through restrict pointers, so the loop vectorizes (sqrt and
+// the division included); the same formula, term by term, as the device path.
 #pragma once
 
 #include <cmath>
@@ -14,6 +18,7 @@
 
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
+#include "paraxis/kernels/row_lanes.hpp"
 
 namespace paraxis::kernels {
 
@@ -24,6 +29,35 @@ struct AdamWHyper {
   double eps = 1e-8;
   double weight_decay = 0.0;
 };
+
+namespace detail {
+
+// Elements per iteration of the host path.
+inline constexpr long long kAdamWChunk = 2048;
+
+template <class M>
+struct AdamWCoef {
+  M b1, b2, one_b1, one_b2, inv_c1, inv_c2, lr, eps, decay, gs;
+};
+
+// The update of `count` consecutive elements (the device path's formula, element by element).
+template <class M, class G>
+inline void adamw_chunk(long long count, const AdamWCoef<M>& c, const G* KOKKOS_RESTRICT grad,
+                        M* KOKKOS_RESTRICT m, M* KOKKOS_RESTRICT v, M* KOKKOS_RESTRICT master) {
+  for (long long i = 0; i < count; ++i) {
+    const M g = c.gs * static_cast<M>(grad[i]);
+    const M mi = c.b1 * m[i] + c.one_b1 * g;
+    const M vi = c.b2 * v[i] + c.one_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    M p = master[i];
+    p -= c.decay * p;
+    p -= c.lr * (mi * c.inv_c1) / (math::sqrt(vi * c.inv_c2) + c.eps);
+    master[i] = p;
+  }
+}
+
+}  // namespace detail
 
 template <class ExecSpace, class GV, class MV, class VV, class PV>
 void adamw_update(const ExecSpace& space, const AdamWHyper& hp, int step, double grad_scale,
@@ -52,6 +86,21 @@ void adamw_update(const ExecSpace& space, const AdamWHyper& hp, int step, double
   const M lr = static_cast<M>(hp.lr), eps = static_cast<M>(hp.eps);
   const M decay = static_cast<M>(hp.lr * hp.weight_decay);
   const M gs = static_cast<M>(grad_scale);
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(grad, m, v, master)) {
+      const detail::AdamWCoef<M> c{b1, b2, one_b1, one_b2, inv_c1, inv_c2, lr, eps, decay, gs};
+      constexpr long long C = detail::kAdamWChunk;
+      const long long n = static_cast<long long>(P);
+      Kokkos::parallel_for("paraxis::adamw_update_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, (n + C - 1) / C),
+                           [=](const long long chunk) {
+                             const long long b = chunk * C, count = n - b < C ? n - b : C;
+                             detail::adamw_chunk(count, c, grad.data() + b, m.data() + b,
+                                                 v.data() + b, master.data() + b);
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::adamw_update", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<long long>(P)),
       KOKKOS_LAMBDA(const long long i) {

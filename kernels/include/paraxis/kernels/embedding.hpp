@@ -1,7 +1,10 @@
 // Token + position embedding, forward and backward. The backward pass is a scatter-add made
 // deterministic without atomics: a counting sort groups token positions by vocabulary row in
 // token order (one thread fills the buckets: O(N + V) work, small next to the (row, column)
-// sums), then one thread per (row, column) adds its positions in that order.
+// sums), then one thread per (row, column) adds its positions in that order. On a host space
+// (row_lanes.hpp) one iteration owns a whole row instead (a vocabulary row, a position row, a
+// token's output row) and walks it contiguously, in chunks of kEmbChunk columns held in
+// registers; every element is summed in the same order as on the device path.
 //
 // vocab_offset supports vocabulary-parallel shards: a shard holds rows
 // [vocab_offset, vocab_offset + Vl) of the full table; tokens outside contribute 0 to X and
@@ -13,6 +16,7 @@
 #include <sstream>
 
 #include "paraxis/kernels/common.hpp"
+#include "paraxis/kernels/row_lanes.hpp"
 
 namespace paraxis::kernels {
 
@@ -26,6 +30,36 @@ void check_positions(const char* kernel, const char* arg, const PV& wpe, std::si
        << "] with P >= seq_len = " << seq_len;
     throw std::invalid_argument(os.str());
   }
+}
+
+// Columns per chunk of the host backward pass: the chunk's sums stay in registers/L1.
+inline constexpr int kEmbChunk = 128;
+
+// x = (w ? w : 0) + (p ? p : 0), in A, as the device path computes it (0 + p, not p: -0).
+template <class A, class TW, class TP, class TX>
+inline void embedding_forward_row(int h, const TW* KOKKOS_RESTRICT w, const TP* KOKKOS_RESTRICT p,
+                                  TX* KOKKOS_RESTRICT x) {
+  if (w && p)
+    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(static_cast<A>(w[j]) + static_cast<A>(p[j]));
+  else if (w)
+    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(static_cast<A>(w[j]));
+  else if (p)
+    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(A(0) + static_cast<A>(p[j]));
+  else
+    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(A(0));
+}
+
+// One chunk of columns [j0, j0 + w): acc = sum of src rows (row_of(q) for q in [b, e)), in that
+// order, starting from 0; then out += acc. The element order of the device path.
+template <class G, class DXV, class RowOf>
+inline void embedding_sum_rows(const DXV& dX, int j0, int w, int b, int e, const RowOf& row_of,
+                               G* KOKKOS_RESTRICT out) {
+  G acc[kEmbChunk] = {};
+  for (int q = b; q < e; ++q) {
+    const auto* KOKKOS_RESTRICT d = row_ptr(dX, row_of(q)) + j0;
+    for (int l = 0; l < w; ++l) acc[l] += static_cast<G>(d[l]);
+  }
+  for (int l = 0; l < w; ++l) out[l] += acc[l];
 }
 }  // namespace detail
 
@@ -46,6 +80,20 @@ void embedding_forward(const ExecSpace& space, const TV& tokens, const WV& wte, 
   using TX = value_t<XV>;
   const int vl = static_cast<int>(wte.extent(0)), off = vocab_offset, sl = seq_len;
   const bool pos = add_positions;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(wte, X) && (!pos || detail::rows_contiguous(wpe))) {
+      const int h = static_cast<int>(H);
+      Kokkos::parallel_for(
+          "paraxis::embedding_fwd_host",
+          Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<int>(N)), [=](const int n) {
+            const int row = tokens(n) - off;
+            detail::embedding_forward_row<A>(
+                h, row >= 0 && row < vl ? detail::row_ptr(wte, row) : nullptr,
+                pos ? detail::row_ptr(wpe, n % sl) : nullptr, detail::row_ptr(X, n));
+          });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::embedding_fwd",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0},
@@ -103,6 +151,37 @@ void embedding_backward(const ExecSpace& space, const TV& tokens, const DXV& dX,
         }
       });
   using GW = value_t<DWV>;
+  using GP = value_t<DPV>;
+  const int sl = seq_len;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(dX, dwte) &&
+        (!accumulate_positions || detail::rows_contiguous(dwpe))) {
+      constexpr int C = detail::kEmbChunk;
+      Kokkos::parallel_for("paraxis::embedding_bwd_wte_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, vl), [=](const int v) {
+                             const int b = start(v), e = start(v + 1);
+                             if (b == e) return;
+                             auto* out = detail::row_ptr(dwte, v);
+                             for (int j0 = 0; j0 < h; j0 += C)
+                               detail::embedding_sum_rows<GW>(
+                                   dX, j0, h - j0 < C ? h - j0 : C, b, e,
+                                   [&](int q) { return order(q); }, out + j0);
+                           });
+      if (!accumulate_positions) return;
+      // Position s sums tokens s, s + sl, ...: q-th term is row s + q * sl.
+      const int rows = sl < n_tok ? sl : n_tok;
+      Kokkos::parallel_for("paraxis::embedding_bwd_wpe_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, rows), [=](const int s) {
+                             const int terms = (n_tok - s + sl - 1) / sl;
+                             auto* out = detail::row_ptr(dwpe, s);
+                             for (int j0 = 0; j0 < h; j0 += C)
+                               detail::embedding_sum_rows<GP>(
+                                   dX, j0, h - j0 < C ? h - j0 : C, 0, terms,
+                                   [&](int q) { return s + q * sl; }, out + j0);
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::embedding_bwd_wte",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {vl, h}),
@@ -114,8 +193,6 @@ void embedding_backward(const ExecSpace& space, const TV& tokens, const DXV& dX,
         dwte(v, j) += s;
       });
   if (!accumulate_positions) return;
-  using GP = value_t<DPV>;
-  const int sl = seq_len;
   Kokkos::parallel_for(
       "paraxis::embedding_bwd_wpe",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {sl, h}),

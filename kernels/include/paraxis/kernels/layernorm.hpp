@@ -1,14 +1,75 @@
 // LayerNorm over the hidden dimension: Y = (X - mean) * rstd * gamma + beta, with the biased
-// variance and rstd = 1/sqrt(var + eps). One team per row; the row statistics come from team
-// reductions (fixed order for a fixed team size, no atomics). The backward pass writes dX per
-// row and accumulates dgamma/dbeta one thread per column, rows in order, so repeated calls are
-// bitwise identical.
+// variance and rstd = 1/sqrt(var + eps). Two-pass statistics (mean, then sum of squared
+// deviations): no cancellation when |mean| >> std. Deterministic everywhere, no atomics:
+//   - device path: one team per row, statistics from team reductions (fixed order for a fixed
+//     team size); dgamma/dbeta one thread per column, rows in order (coalesced on a GPU).
+//   - host path (row_lanes.hpp): one row per iteration of a RangePolicy, statistics summed in
+//     fixed lanes (vectorized); the backward pass fuses dgamma/dbeta into the dX pass: fixed
+//     blocks of kLnRowBlock rows each sum their rows in order into per-column partials, which
+//     are then added in block order. The blocks do not depend on the thread count, so every
+//     host space gives the same bits.
 #pragma once
 
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
+#include "paraxis/kernels/row_lanes.hpp"
 
 namespace paraxis::kernels {
+
+namespace detail {
+// Rows per block of the host backward pass: the per-block dgamma/dbeta partials (2 x H values)
+// stay in cache, and their extra traffic is 2/kLnRowBlock of one [N,H] array.
+inline constexpr int kLnRowBlock = 64;
+}  // namespace detail
+
+namespace detail {
+
+// One row of the host forward pass: mu, r (= rstd) and y. KOKKOS_RESTRICT: the rows do not
+// overlap, which the compiler needs to vectorize the output loop.
+template <class A, class TX, class TG, class TB, class TY>
+inline void layernorm_forward_row(int h, A inv_h, A eps, const TX* KOKKOS_RESTRICT x,
+                                  const TG* KOKKOS_RESTRICT g, const TB* KOKKOS_RESTRICT b,
+                                  TY* KOKKOS_RESTRICT y, A& mu, A& r) {
+  mu = lane_sum<A>(h, [&](int j) { return static_cast<A>(x[j]); }) * inv_h;
+  const A m = mu;
+  const A sq = lane_sum<A>(h, [&](int j) {
+    const A d = static_cast<A>(x[j]) - m;
+    return d * d;
+  });
+  r = static_cast<A>(1) / math::sqrt(sq * inv_h + eps);
+  const A rr = r;
+  for (int j = 0; j < h; ++j)
+    y[j] = static_cast<TY>((static_cast<A>(x[j]) - m) * rr * static_cast<A>(g[j]) +
+                           static_cast<A>(b[j]));
+}
+
+// One row of the host backward pass: dx written, the row's dgamma/dbeta terms added to the
+// block partials pg/pb.
+template <class A, class TD, class TX, class TG, class TO>
+inline void layernorm_backward_row(int h, A inv_h, A mu, A r, const TD* KOKKOS_RESTRICT dy,
+                                   const TX* KOKKOS_RESTRICT x, const TG* KOKKOS_RESTRICT gm,
+                                   TO* KOKKOS_RESTRICT dx, A* KOKKOS_RESTRICT pg,
+                                   A* KOKKOS_RESTRICT pb) {
+  A sum_g, sum_gx;
+  lane_sum2<A>(
+      h,
+      [&](int j, A& a, A& c) {
+        const A g = static_cast<A>(dy[j]) * static_cast<A>(gm[j]);
+        a = g;
+        c = g * ((static_cast<A>(x[j]) - mu) * r);
+      },
+      sum_g, sum_gx);
+  const A mg = sum_g * inv_h, mgx = sum_gx * inv_h;
+  for (int j = 0; j < h; ++j) {
+    const A d = static_cast<A>(dy[j]);
+    const A xhat = (static_cast<A>(x[j]) - mu) * r;
+    dx[j] = static_cast<TO>(r * (d * static_cast<A>(gm[j]) - mg - xhat * mgx));
+    pg[j] += d * xhat;
+    pb[j] += d;
+  }
+}
+
+}  // namespace detail
 
 template <class ExecSpace, class XV, class GV, class BV, class YV, class MV, class RV>
 void layernorm_forward(const ExecSpace& space, const XV& X, const GV& gamma, const BV& beta,
@@ -33,6 +94,20 @@ void layernorm_forward(const ExecSpace& space, const XV& X, const GV& gamma, con
   const int h = static_cast<int>(H);
   const A inv_h = static_cast<A>(1.0 / static_cast<double>(H));
   const A e = static_cast<A>(eps);
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(X, gamma, beta, Y)) {
+      Kokkos::parallel_for(
+          "paraxis::layernorm_fwd_host", Kokkos::RangePolicy<ExecSpace>(space, 0, h > 0 ? N : 0),
+          [=](const int i) {
+            A mu, r;
+            detail::layernorm_forward_row(h, inv_h, e, detail::row_ptr(X, i), gamma.data(),
+                                          beta.data(), detail::row_ptr(Y, i), mu, r);
+            mean(i) = static_cast<MT>(mu);
+            rstd(i) = static_cast<RT>(r);
+          });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::layernorm_fwd", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
@@ -63,6 +138,60 @@ void layernorm_forward(const ExecSpace& space, const XV& X, const GV& gamma, con
       });
 }
 
+namespace detail {
+
+// The host path of layernorm_backward (see the file comment); shapes already checked.
+template <class A, class ExecSpace, class DYV, class XV, class GV, class MV, class RV, class DXV,
+          class DGV, class DBV>
+void layernorm_backward_host(const ExecSpace& space, const DYV& dY, const XV& X, const GV& gamma,
+                             const MV& mean, const RV& rstd, const DXV& dX, const DGV& dgamma,
+                             const DBV& dbeta) {
+  using GA = value_t<DGV>;
+  using BA = value_t<DBV>;
+  constexpr int RB = kLnRowBlock;
+  const int n = static_cast<int>(X.extent(0)), h = static_cast<int>(X.extent(1));
+  const int blocks = (n + RB - 1) / RB;
+  const A inv_h = static_cast<A>(1.0 / static_cast<double>(h));
+  // part(b, 0..h) = dgamma partial of block b, part(b, h..2h) = dbeta partial.
+  Kokkos::View<A**, Kokkos::LayoutRight, Kokkos::HostSpace> part(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "paraxis::layernorm_bwd_partials"), blocks,
+      2 * static_cast<std::size_t>(h));
+  Kokkos::parallel_for("paraxis::layernorm_bwd_host",
+                       Kokkos::RangePolicy<ExecSpace>(space, 0, blocks), [=](const int blk) {
+                         A* pg = &part(blk, 0);
+                         A* pb = pg + h;
+                         for (int j = 0; j < h; ++j) pg[j] = pb[j] = 0;
+                         const int end = (blk + 1) * RB < n ? (blk + 1) * RB : n;
+                         for (int i = blk * RB; i < end; ++i)
+                           layernorm_backward_row(
+                               h, inv_h, static_cast<A>(mean(i)), static_cast<A>(rstd(i)),
+                               row_ptr(dY, i), row_ptr(X, i), gamma.data(), row_ptr(dX, i), pg, pb);
+                       });
+  // Blocks added in order, per column; columns in chunks of C (vectorized across a chunk).
+  constexpr int C = 64;
+  Kokkos::parallel_for("paraxis::layernorm_bwd_host_dgamma_dbeta",
+                       Kokkos::RangePolicy<ExecSpace>(space, 0, (h + C - 1) / C), [=](const int c) {
+                         const int j0 = c * C, w = h - j0 < C ? h - j0 : C;
+                         A sg[C] = {}, sb[C] = {};
+                         for (int blk = 0; blk < blocks; ++blk) {
+                           const A* pg = &part(blk, j0);
+                           const A* pb = pg + h;
+                           for (int l = 0; l < w; ++l) {
+                             sg[l] += pg[l];
+                             sb[l] += pb[l];
+                           }
+                         }
+                         auto* dg = dgamma.data() + j0;
+                         auto* db = dbeta.data() + j0;
+                         for (int l = 0; l < w; ++l) {
+                           dg[l] = static_cast<GA>(static_cast<A>(dg[l]) + sg[l]);
+                           db[l] = static_cast<BA>(static_cast<A>(db[l]) + sb[l]);
+                         }
+                       });
+}
+
+}  // namespace detail
+
 // dX (written) = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)), g = dY * gamma;
 // dgamma(j) += sum_i dY(i,j) xhat(i,j); dbeta(j) += sum_i dY(i,j).
 template <class ExecSpace, class DYV, class XV, class GV, class MV, class RV, class DXV, class DGV,
@@ -92,6 +221,12 @@ void layernorm_backward(const ExecSpace& space, const DYV& dY, const XV& X, cons
   using Member = typename Policy::member_type;
   const int n = static_cast<int>(N), h = static_cast<int>(H);
   const A inv_h = static_cast<A>(1.0 / static_cast<double>(H));
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(dY, X, gamma, dX, dgamma, dbeta)) {
+      detail::layernorm_backward_host<A>(space, dY, X, gamma, mean, rstd, dX, dgamma, dbeta);
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::layernorm_bwd_dx", Policy(space, n, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {

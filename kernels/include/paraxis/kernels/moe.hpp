@@ -20,7 +20,9 @@
 //
 // Determinism. No floating-point atomics anywhere: every output element has one owner
 // thread that sums in a fixed order (slots j ascending, hidden index ascending, tokens
-// ascending), so repeated calls are bitwise identical on any backend. The routing is a
+// ascending; on host spaces dgate's sum over the hidden index runs in fixed lanes,
+// row_lanes.hpp), so repeated calls are bitwise identical on any backend. On host spaces the
+// gather/combine run one output row per iteration (moe_host_rows.hpp). The routing is a
 // blocked counting sort with integer counters only, each owned by one thread.
 //
 // Auxiliary loss (Switch Transformer, Fedus et al. 2021, eq. 4, generalised to top-k):
@@ -43,6 +45,7 @@
 #include <string>
 
 #include "paraxis/kernels/common.hpp"
+#include "paraxis/kernels/moe_host_rows.hpp"
 
 namespace paraxis::kernels {
 
@@ -400,6 +403,16 @@ void moe_gather(const ExecSpace& space, const XV& X, const MoeRouting<Space>& r,
   using A = detail::moe_acc_t<XV, XeV>;
   using T = value_t<XeV>;
   auto slot_token = r.slot_token;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(X, Xe)) {
+      Kokkos::parallel_for("paraxis::moe_gather_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, r.rows), [=](const int p) {
+                             detail::moe_copy_row<A>(H, detail::row_ptr(X, slot_token(p)),
+                                                     detail::row_ptr(Xe, p));
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::moe_gather",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {r.rows, H}),
@@ -423,6 +436,21 @@ void moe_gather_backward(const ExecSpace& space, const DXeV& dXe, const MoeRouti
   using A = detail::moe_acc_t<DXeV, DXV>;
   using T = value_t<DXV>;
   auto token_slot = r.token_slot;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(dXe, dX)) {
+      Kokkos::parallel_for("paraxis::moe_gather_bwd_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, N), [=](const int n) {
+                             detail::moe_add_rows<A>(
+                                 H, k,
+                                 [&](int j) {
+                                   const int p = token_slot(n, j);
+                                   return p >= 0 ? detail::row_ptr(dXe, p) : nullptr;
+                                 },
+                                 detail::row_ptr(dX, n));
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::moe_gather_bwd",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {N, H}),
@@ -453,6 +481,22 @@ void moe_combine_forward(const ExecSpace& space, const YeV& Ye, const GV& gate,
   using A = detail::moe_acc_t<YeV, GV, YV>;
   using T = value_t<YV>;
   auto token_slot = r.token_slot;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(Ye, Y)) {
+      Kokkos::parallel_for("paraxis::moe_combine_fwd_host",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, N), [=](const int n) {
+                             detail::moe_weighted_rows<A>(
+                                 H, k,
+                                 [&](int j) {
+                                   const int p = token_slot(n, j);
+                                   return p >= 0 ? detail::row_ptr(Ye, p) : nullptr;
+                                 },
+                                 [&](int j) { return static_cast<A>(gate(n, j)); },
+                                 detail::row_ptr(Y, n));
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::moe_combine_fwd",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {N, H}),
@@ -467,8 +511,9 @@ void moe_combine_forward(const ExecSpace& space, const YeV& Ye, const GV& gate,
 }
 
 // dYe(p, :) = gate(n, j) * dY(n, :) for the kept rows p < P (n = slot_token(p), j =
-// slot_k(p)); dgate(n, j) = dot(dY(n, :), Ye(token_slot(n, j), :)) summed over h ascending,
-// 0 for a dropped slot. Both overwrite; rows of dYe at and beyond P are left alone.
+// slot_k(p)); dgate(n, j) = dot(dY(n, :), Ye(token_slot(n, j), :)) summed over h ascending
+// (host spaces: in fixed lanes), 0 for a dropped slot. Both overwrite; rows of dYe at and beyond P
+// are left alone.
 template <class ExecSpace, class DYV, class YeV, class GV, class Space, class DYeV, class DGV>
 void moe_combine_backward(const ExecSpace& space, const DYV& dY, const YeV& Ye, const GV& gate,
                           const MoeRouting<Space>& r, const DYeV& dYe, const DGV& dgate) {
@@ -491,6 +536,24 @@ void moe_combine_backward(const ExecSpace& space, const DYV& dY, const YeV& Ye, 
   auto slot_token = r.slot_token;
   auto slot_k = r.slot_k;
   auto token_slot = r.token_slot;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(dY, Ye, dYe)) {
+      // One pass per token: dY's row is read once for its dYe rows and its dgate dots.
+      Kokkos::parallel_for(
+          "paraxis::moe_combine_bwd_host", Kokkos::RangePolicy<ExecSpace>(space, 0, N),
+          [=](const int n) {
+            for (int j = 0; j < k; ++j) {
+              const int p = token_slot(n, j);
+              dgate(n, j) =
+                  static_cast<TG>(p < 0 ? A(0)
+                                        : detail::moe_combine_backward_row(
+                                              H, static_cast<A>(gate(n, j)), detail::row_ptr(dY, n),
+                                              detail::row_ptr(Ye, p), detail::row_ptr(dYe, p)));
+            }
+          });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::moe_combine_bwd_expert",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(space, {0, 0}, {r.rows, H}),

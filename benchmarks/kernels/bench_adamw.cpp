@@ -1,0 +1,58 @@
+// AdamW update throughput over the parameters of one GPT block (12 h^2: h = 512 and h = 1536),
+// fp32 state (m, v, master weights) with fp32 gradients ("adamw/3145728") or bf16 gradients
+// ("adamw/bf16/3145728"), with a copy of the same number of elements in the gradient's storage
+// type in the same run ("adamw/baseline_copy/3145728", "adamw/baseline_copy/bf16/3145728").
+// bytes/s counts the minimal traffic: the gradient read, m, v and master read and written.
+// Every iteration fences; rates use wall time (UseRealTime).
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <string>
+
+#include "bench_util.hpp"
+#include "paraxis/kernels/adamw.hpp"
+
+namespace pk = paraxis::kernels;
+using paraxis::bench::bench_copy;
+using paraxis::bench::fill_formula;
+using paraxis::bench::set_bytes;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+
+template <class G>
+void bench_update(benchmark::State& state, std::size_t n) {
+  pk::View1<G, Exec> grad("grad", n);
+  pk::View1<float, Exec> m("m", n), v("v", n), master("master", n);
+  fill_formula(grad, 1);
+  fill_formula(master, 2);
+  Kokkos::fence();
+  pk::AdamWHyper h;
+  h.lr = 1e-3;
+  h.weight_decay = 0.1;
+  int step = 0;
+  for (auto _ : state) {
+    pk::adamw_update(Exec(), h, ++step % 1000 + 1, 0.5, grad, m, v, master);
+    Kokkos::fence();
+  }
+  set_bytes(state, static_cast<double>(n) * (sizeof(G) + 6.0 * sizeof(float)));
+}
+
+const bool registered = [] {
+  for (int hidden : {512, 1536}) {
+    const std::size_t n = 12ull * hidden * hidden;
+    const std::string s = std::to_string(n);
+    benchmark::RegisterBenchmark(("adamw/" + s).c_str(), bench_update<float>, n)->UseRealTime();
+    benchmark::RegisterBenchmark(("adamw/bf16/" + s).c_str(), bench_update<paraxis::bf16>, n)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("adamw/baseline_copy/" + s).c_str(), bench_copy<float>, n)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("adamw/baseline_copy/bf16/" + s).c_str(),
+                                 bench_copy<paraxis::bf16>, n)
+        ->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,100 @@
+// Token + position embedding throughput at a GPT-2-like shape: 4096 tokens (4 sequences of
+// 1024), hidden 512, vocabulary 50304, fp32 and bf16 storage (the gradients dwte/dwpe are fp32,
+// as ParamStore holds them), with a copy of the same [tokens, hidden] elements in the same
+// storage type in the same run ("embedding/baseline_copy/4096x512",
+// "embedding/baseline_copy/bf16/4096x512"). bytes/s counts the minimal traffic: forward reads
+// the distinct vocabulary rows the tokens use, the position rows and the tokens, and writes X;
+// backward reads dX and the tokens and reads + writes the distinct dwte rows and the dwpe
+// rows. Every iteration fences; rates use wall time (UseRealTime).
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "paraxis/kernels/embedding.hpp"
+
+namespace pk = paraxis::kernels;
+using paraxis::bench::bench_copy;
+using paraxis::bench::fill_formula;
+using paraxis::bench::set_bytes;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+
+constexpr int kTokens = 4096, kSeq = 1024, kHidden = 512, kVocab = 50304;
+
+// Token ids spread over the vocabulary by a fixed integer hash (no clock, no RNG state); also
+// returns how many distinct ids they hold (the vocabulary rows the kernels touch).
+pk::View1<int, Exec> make_tokens(int n, int vocab, long& distinct) {
+  pk::View1<int, Exec> t("tokens", n);
+  auto h = Kokkos::create_mirror_view(t);
+  std::vector<char> seen(vocab, 0);
+  distinct = 0;
+  for (int i = 0; i < n; ++i) {
+    std::uint64_t z = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+    h(i) = static_cast<int>((z ^ (z >> 29)) % static_cast<std::uint64_t>(vocab));
+    if (!seen[h(i)]) ++distinct, seen[h(i)] = 1;
+  }
+  Kokkos::deep_copy(t, h);
+  return t;
+}
+
+template <class T>
+void bench_fwd(benchmark::State& state) {
+  long distinct = 0;
+  auto tokens = make_tokens(kTokens, kVocab, distinct);
+  pk::View2<T, Exec> wte("wte", kVocab, kHidden), wpe("wpe", kSeq, kHidden),
+      X("X", kTokens, kHidden);
+  fill_formula(wte, 1);
+  fill_formula(wpe, 2);
+  Kokkos::fence();
+  for (auto _ : state) {
+    pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
+    Kokkos::fence();
+  }
+  set_bytes(state, (static_cast<double>(distinct) + kSeq + kTokens) * kHidden * sizeof(T) +
+                       kTokens * sizeof(int));
+}
+
+template <class T>
+void bench_bwd(benchmark::State& state) {
+  using A = pk::acc_t<T>;
+  long distinct = 0;
+  auto tokens = make_tokens(kTokens, kVocab, distinct);
+  pk::View2<T, Exec> dX("dX", kTokens, kHidden);
+  pk::View2<A, Exec> dwte("dwte", kVocab, kHidden), dwpe("dwpe", kSeq, kHidden);
+  fill_formula(dX, 3);
+  Kokkos::fence();
+  for (auto _ : state) {
+    pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);
+    Kokkos::fence();
+  }
+  set_bytes(state, static_cast<double>(kTokens) * kHidden * sizeof(T) +
+                       2.0 * (static_cast<double>(distinct) + kSeq) * kHidden * sizeof(A) +
+                       kTokens * sizeof(int));
+}
+
+const bool registered = [] {
+  const std::string s = std::to_string(kTokens) + "x" + std::to_string(kHidden);
+  const std::size_t elements = static_cast<std::size_t>(kTokens) * kHidden;
+  benchmark::RegisterBenchmark(("embedding/fwd/" + s).c_str(), bench_fwd<float>)->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/bwd/" + s).c_str(), bench_bwd<float>)->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/fwd/bf16/" + s).c_str(), bench_fwd<paraxis::bf16>)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/bwd/bf16/" + s).c_str(), bench_bwd<paraxis::bf16>)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/" + s).c_str(), bench_copy<float>,
+                               elements)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/bf16/" + s).c_str(),
+                               bench_copy<paraxis::bf16>, elements)
+      ->UseRealTime();
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,134 @@
+// MoE data movement at GPT-block shapes (tokens x hidden: 4096x512, 1024x1536), 8 experts,
+// top-2, dropless: the dispatch gather into expert order and its backward ("moe_gather/fwd",
+// "moe_gather/bwd") and the gated combine back into token order and its backward
+// ("moe_combine/fwd", "moe_combine/bwd"), fp32 and bf16 storage, each family with a copy of the
+// same [tokens, hidden] elements in the same storage type in the same run
+// ("moe_gather/baseline_copy/4096x512", "moe_combine/baseline_copy/bf16/4096x512"). The
+// routing (fixed expert choices from an integer hash) is built once, outside the timing.
+// bytes/s counts the minimal traffic (P = 2 x tokens expert rows): gather reads X once and
+// writes Xe; its backward reads dXe and reads + writes dX; combine reads Ye and the gates and
+// writes Y; its backward reads dY, Ye and the gates and writes dYe and dgate (routing indices
+// counted too). Every iteration fences; rates use wall time (UseRealTime).
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "bench_util.hpp"
+#include "paraxis/kernels/moe.hpp"
+
+namespace pk = paraxis::kernels;
+using paraxis::bench::bench_copy;
+using paraxis::bench::fill_formula;
+using paraxis::bench::set_bytes;
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+constexpr int kExperts = 8, kTopK = 2;
+
+enum class Op { gather_fwd, gather_bwd, combine_fwd, combine_bwd };
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return z ^ (z >> 29);
+}
+
+template <class T>
+void bench_op(benchmark::State& state, int n, int h, Op op) {
+  // Two distinct experts per token from a fixed hash: roughly balanced, no capacity drops.
+  pk::View2<int, Exec> idx("idx", n, kTopK);
+  auto hi = Kokkos::create_mirror_view(idx);
+  for (int t = 0; t < n; ++t) {
+    const std::uint64_t z = mix(0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1));
+    hi(t, 0) = static_cast<int>(z % kExperts);
+    hi(t, 1) = static_cast<int>((hi(t, 0) + 1 + (z >> 8) % (kExperts - 1)) % kExperts);
+  }
+  Kokkos::deep_copy(idx, hi);
+  pk::MoeRouting<Exec::memory_space> r(n, kExperts, kTopK);
+  pk::moe_build_routing(Exec(), idx, 0, r);
+  const int rows = r.rows;
+  // X: tokens (X, dX, Y or dY by op); E1, E2: expert rows (Xe, dXe, Ye, dYe by op).
+  pk::View2<T, Exec> X("X", n, h), E1("E1", rows, h), E2("E2", rows, h), gate("gate", n, kTopK),
+      dgate("dgate", n, kTopK);
+  fill_formula(X, 1);
+  fill_formula(E1, 2);
+  fill_formula(gate, 3);
+  Kokkos::fence();
+  for (auto _ : state) {
+    switch (op) {
+      case Op::gather_fwd:
+        pk::moe_gather(Exec(), X, r, E1);
+        break;
+      case Op::gather_bwd:
+        pk::moe_gather_backward(Exec(), E1, r, X);
+        break;
+      case Op::combine_fwd:
+        pk::moe_combine_forward(Exec(), E1, gate, r, X);
+        break;
+      case Op::combine_bwd:
+        pk::moe_combine_backward(Exec(), X, E1, gate, r, E2, dgate);
+        break;
+    }
+    Kokkos::fence();
+  }
+  const double nh = static_cast<double>(n) * h * sizeof(T),
+               ph = static_cast<double>(rows) * h * sizeof(T);
+  const double gates = static_cast<double>(n) * kTopK * sizeof(T);
+  const double index = static_cast<double>(n) * kTopK * sizeof(int);
+  switch (op) {
+    case Op::gather_fwd:
+      set_bytes(state, nh + ph + index);
+      break;
+    case Op::gather_bwd:
+      set_bytes(state, ph + 2 * nh + index);
+      break;
+    case Op::combine_fwd:
+      set_bytes(state, ph + nh + gates + index);
+      break;
+    case Op::combine_bwd:
+      set_bytes(state, nh + 2 * ph + 2 * gates + index);
+      break;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+const bool registered = [] {
+  const struct {
+    const char* family;
+    const char* pass;
+    Op op;
+  } ops[] = {{"moe_gather", "fwd", Op::gather_fwd},
+             {"moe_gather", "bwd", Op::gather_bwd},
+             {"moe_combine", "fwd", Op::combine_fwd},
+             {"moe_combine", "bwd", Op::combine_bwd}};
+  for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536}}) {
+    const std::string s = std::to_string(n) + "x" + std::to_string(h);
+    const std::size_t elements = static_cast<std::size_t>(n) * h;
+    for (const auto& o : ops) {
+      const std::string f = o.family;
+      benchmark::RegisterBenchmark((f + "/" + o.pass + "/" + s).c_str(), bench_op<float>, n, h,
+                                   o.op)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark((f + "/" + o.pass + "/bf16/" + s).c_str(),
+                                   bench_op<paraxis::bf16>, n, h, o.op)
+          ->UseRealTime();
+    }
+    for (const char* f : {"moe_gather", "moe_combine"}) {
+      benchmark::RegisterBenchmark((std::string(f) + "/baseline_copy/" + s).c_str(),
+                                   bench_copy<float>, elements)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark((std::string(f) + "/baseline_copy/bf16/" + s).c_str(),
+                                   bench_copy<paraxis::bf16>, elements)
+          ->UseRealTime();
+    }
+  }
+  return true;
+}();
+
+}  // namespace

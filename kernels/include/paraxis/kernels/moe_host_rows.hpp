@@ -1,0 +1,67 @@
+// Row loops of the MoE gather/combine on host execution spaces (see row_lanes.hpp for why the
+// host path exists). Each function owns one output row and walks it contiguously; sums over a
+// token's slots are kept in A, chunk by chunk (kMoeChunk columns in registers), in slot order,
+// so the element order is the device path's. Only dgate's dot product over the hidden index
+// is summed in lanes (row_lanes.hpp) instead of h ascending.
+#pragma once
+
+#include "paraxis/kernels/row_lanes.hpp"
+
+namespace paraxis::kernels::detail {
+
+inline constexpr int kMoeChunk = 256;
+
+// dst = src, converted through A.
+template <class A, class S, class D>
+inline void moe_copy_row(int h, const S* KOKKOS_RESTRICT src, D* KOKKOS_RESTRICT dst) {
+  for (int j = 0; j < h; ++j) dst[j] = static_cast<D>(static_cast<A>(src[j]));
+}
+
+// dx += sum over slots s < k of src_of(s) (in order of s; a null row is a dropped slot), summed
+// in A, rounded once.
+template <class A, class D, class SrcOf>
+inline void moe_add_rows(int h, int k, const SrcOf& src_of, D* KOKKOS_RESTRICT dx) {
+  for (int j0 = 0; j0 < h; j0 += kMoeChunk) {
+    const int w = h - j0 < kMoeChunk ? h - j0 : kMoeChunk;
+    A acc[kMoeChunk];
+    D* KOKKOS_RESTRICT out = dx + j0;
+    for (int l = 0; l < w; ++l) acc[l] = static_cast<A>(out[l]);
+    for (int s = 0; s < k; ++s) {
+      const auto* row = src_of(s);
+      if (!row) continue;
+      const auto* KOKKOS_RESTRICT in = row + j0;
+      for (int l = 0; l < w; ++l) acc[l] += static_cast<A>(in[l]);
+    }
+    for (int l = 0; l < w; ++l) out[l] = static_cast<D>(acc[l]);
+  }
+}
+
+// y = sum over slots s < k of gate_of(s) * src_of(s) (in order of s, from 0; a null row is a
+// dropped slot), summed in A.
+template <class A, class D, class SrcOf, class GateOf>
+inline void moe_weighted_rows(int h, int k, const SrcOf& src_of, const GateOf& gate_of,
+                              D* KOKKOS_RESTRICT y) {
+  for (int j0 = 0; j0 < h; j0 += kMoeChunk) {
+    const int w = h - j0 < kMoeChunk ? h - j0 : kMoeChunk;
+    A acc[kMoeChunk] = {};
+    for (int s = 0; s < k; ++s) {
+      const auto* row = src_of(s);
+      if (!row) continue;
+      const auto* KOKKOS_RESTRICT in = row + j0;
+      const A g = gate_of(s);
+      for (int l = 0; l < w; ++l) acc[l] += g * static_cast<A>(in[l]);
+    }
+    D* KOKKOS_RESTRICT out = y + j0;
+    for (int l = 0; l < w; ++l) out[l] = static_cast<D>(acc[l]);
+  }
+}
+
+// dye = gate * dy; returns dot(dy, ye) (lanes).
+template <class A, class TY, class TE, class TD>
+inline A moe_combine_backward_row(int h, A gate, const TY* KOKKOS_RESTRICT dy,
+                                  const TE* KOKKOS_RESTRICT ye, TD* KOKKOS_RESTRICT dye) {
+  for (int j = 0; j < h; ++j) dye[j] = static_cast<TD>(gate * static_cast<A>(dy[j]));
+  return lane_sum<A>(h, [&](int j) { return static_cast<A>(dy[j]) * static_cast<A>(ye[j]); });
+}
+
+}  // namespace paraxis::kernels::detail
