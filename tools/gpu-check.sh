@@ -193,6 +193,9 @@ build_one_target_at_a_time() {
     mapfile -t targets < <(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \([A-Za-z0-9_.-]*\)$/\1/p' |
       grep -v -x -E 'all|clean|depend|edit_cache|install(/local|/strip)?|list_install_components|rebuild_cache|test')
   fi
+  # The run and bench stages' binaries first: a build cut short still leaves them usable.
+  local first=(paraxis paraxis-bench-kernels paraxis-bench-model)
+  targets=("${first[@]}" $(printf '%s\n' "${targets[@]}" | grep -v -x -F "${first[@]/#/-e}"))
   for t in "${targets[@]}"; do
     echo "== target $t"
     flock "$lock" cmake --build "$build" -j "$jobs" --target "$t" || return 1
