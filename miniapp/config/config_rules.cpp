@@ -162,6 +162,13 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
        "zb-h1 does not run with train.recompute: full (its W needs the block's activations, "
        "which full recomputation keeps only in a working set the blocks share; selective is "
        "supported)");
+  // Fused attention keeps no probabilities (it recomputes them tile by tile in its backward
+  // pass): selective recomputation, which drops exactly those, would change nothing; refused
+  // rather than silently run as none, so a sweep reports the point as skipped.
+  rule({"train.recompute", "model.attention"},
+       t.recompute == model::Recompute::selective && m.attention == model::Attention::fused,
+       "selective recomputes the attention probabilities, which model.attention: fused never "
+       "keeps (use train.recompute: none or full)");
   rule({"train.recompute_layers", "model.layers"},
        t.recompute_layers < 0 || t.recompute_layers > m.layers,
        "recompute_layers = " + num(t.recompute_layers) + ", expected 0 (every block) to " +

@@ -59,9 +59,18 @@ GptModel<T>::Impl::Impl(GptModel& model, ShardComms shard_comms, bool allocate_s
       m.ledger_.add(MemCategory::activations, 3 * static_cast<std::size_t>(N) * sizeof(G));
     }
   }
-  attn_scratch = std::make_unique<k::AttentionWorkspace<T, Space>>(m.micro_batch_, c.seq_len,
-                                                                   c.heads / lay.tp, c.head_dim());
-  m.ledger_.add(MemCategory::activations, attn_scratch->scratch_bytes());
+  attn_scratch = std::make_unique<AttentionScratch>();
+  const int local_heads = c.heads / lay.tp;
+  if (c.attention == Attention::fused) {
+    attn_scratch->fused = std::make_unique<k::FusedAttentionWorkspace<T, Space>>(
+        m.micro_batch_, c.seq_len, local_heads, c.head_dim());
+    m.ledger_.add(MemCategory::activations, attn_scratch->fused->scratch_bytes());
+  } else {
+    attn_scratch->unfused = std::make_unique<k::AttentionWorkspace<T, Space>>(
+        m.micro_batch_, c.seq_len, local_heads, c.head_dim());
+    attn_scratch->probs = attn_scratch->unfused->probs;
+    m.ledger_.add(MemCategory::activations, attn_scratch->unfused->scratch_bytes());
+  }
   if (E > 0) {
     dgate = mat("paraxis::moe_dgate", N, K);
     dprobs = mat("paraxis::moe_dprobs", N, E);
@@ -126,19 +135,27 @@ void GptModel<T>::Impl::allocate_layer(LayerActs& a, bool moe) {
   a.ln1_rstd = vec("paraxis::ln1_rstd", Nl);
   a.ln2_mean = vec("paraxis::ln2_mean", Nl);
   a.ln2_rstd = vec("paraxis::ln2_rstd", Nl);
-  if (m.recompute_ != Recompute::selective) {
-    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch, true);
+  if (cfg.attention == Attention::fused) {
+    // config_rules.cpp refuses this pair first; a model built without the deck checks here.
+    if (m.recompute_ == Recompute::selective)
+      throw std::invalid_argument(
+          "train.recompute: selective with model.attention: fused: the fused attention keeps no "
+          "probabilities to recompute (expected recompute none or full)");
+    a.fattn = std::make_unique<k::FusedAttentionWorkspace<T, Space>>(*attn_scratch->fused, true);
+    m.ledger_.add(MemCategory::activations, a.fattn->saved_bytes());
+  } else if (m.recompute_ != Recompute::selective) {
+    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch->unfused, true);
     m.ledger_.add(MemCategory::activations, a.attn->saved_bytes());
   } else {
     // A copy shares every buffer of the scratch workspace (probabilities included); q, k and
     // v, which the recomputation reads, are the block's own.
-    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(*attn_scratch);
+    const auto& ws = *attn_scratch->unfused;
+    a.attn = std::make_unique<k::AttentionWorkspace<T, Space>>(ws);
     auto own = [&](const char* label) {
       return m.ledger_.track(
           MemCategory::activations,
           k::View3<T, Space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                             attn_scratch->q.extent(0), attn_scratch->q.extent(1),
-                             attn_scratch->q.extent(2)));
+                             ws.q.extent(0), ws.q.extent(1), ws.q.extent(2)));
     };
     a.attn->q = own("paraxis::attention_q");
     a.attn->k = own("paraxis::attention_k");

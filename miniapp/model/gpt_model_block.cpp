@@ -1,8 +1,10 @@
 // GptModel's transformer block, forward and backward: LayerNorm, attention and its output
 // projection, LayerNorm, then the GELU MLP (or the MoE layer, gpt_model_moe.cpp), with the
 // residual adds; each linear is a column- or row-parallel layer of tensor_parallel.hpp (with its
-// tensor/sequence-parallel exchanges). With recompute selective, the attention probabilities
-// are computed again before the attention backward.
+// tensor/sequence-parallel exchanges). The attention core is the unfused kernel or, with
+// model.attention: fused, the fused one (which keeps no probabilities). With recompute
+// selective (unfused only), the attention probabilities are computed again before the
+// attention backward.
 #include <cmath>
 
 #include "model/gpt_model_impl.hpp"
@@ -24,7 +26,10 @@ void GptModel<T>::Impl::block_forward(const BlockParams& b, LayerActs& A, const 
   column_parallel_forward(space, h1, ps.w2(b.wq), ps.w1(b.bq), q);
   column_parallel_forward(space, h1, ps.w2(b.wk), ps.w1(b.bk), kk);
   column_parallel_forward(space, h1, ps.w2(b.wv), ps.w1(b.bv), vv);
-  k::attention_forward(space, q, kk, vv, *A.attn, A.a);
+  if (A.fattn)
+    k::fused_attention_forward(space, q, kk, vv, *A.fattn, A.a);
+  else
+    k::attention_forward(space, q, kk, vv, *A.attn, A.a);
   row_parallel_forward(space, g, A.a, ps.w2(b.wo), ps.w1(b.bo), tp_partial_target(g, A.x_mid, part),
                        A.x_mid);
   k::add_inplace(space, A.x_mid, x);
@@ -75,8 +80,12 @@ void GptModel<T>::Impl::block_backward(const BlockParams& b, LayerActs& A, const
   {
     const V2 dy = tp_gather_tokens(space, g, dx_b, dfull);
     row_parallel_backward(space, dy, A.a, ps.w2(b.wo), da, 0.0, ps.g2(b.wo), ps.g1(b.bo));
-    if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
-    k::attention_backward(space, da, *A.attn, dq, dk, dv);
+    if (A.fattn) {
+      k::fused_attention_backward(space, da, A.a, *A.fattn, dq, dk, dv);
+    } else {
+      if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
+      k::attention_backward(space, da, *A.attn, dq, dk, dv);
+    }
     const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
     // Q, K and V share their input: their input gradients are summed, then reduced once.
     const V2 dp = tp_partial_target(g, dtmp, part);
@@ -127,10 +136,14 @@ void GptModel<T>::Impl::block_backward_input(const BlockParams& b, LayerActs& A,
   {
     const V2 dy = tp_gather_tokens(space, g, dx_b, dfull);
     row_parallel_backward_input(space, dy, ps.w2(b.wo), da, 0.0);
-    if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
-    const V2 dq_w = attention_grad(A.attn->q), dk_w = attention_grad(A.attn->k),
-             dv_w = attention_grad(A.attn->v);
-    k::attention_backward(space, da, *A.attn, dq_w, dk_w, dv_w);
+    const V2 dq_w = attention_grad(A, 0), dk_w = attention_grad(A, 1), dv_w = attention_grad(A, 2);
+    if (A.fattn) {
+      // A.a, the forward's output, is intact: W reads it later, nothing writes it before.
+      k::fused_attention_backward(space, da, A.a, *A.fattn, dq_w, dk_w, dv_w);
+    } else {
+      if (m.recompute_ == Recompute::selective) recompute_attention_probs(*A.attn);
+      k::attention_backward(space, da, *A.attn, dq_w, dk_w, dv_w);
+    }
     const V2 dp = tp_partial_target(g, dtmp, part);
     column_parallel_backward_input(space, g, dq_w, ps.w2(b.wq), dp, 0.0, dtmp, TpReduce::deferred);
     column_parallel_backward_input(space, g, dk_w, ps.w2(b.wk), dp, 1.0, dtmp, TpReduce::deferred);
@@ -168,9 +181,9 @@ void GptModel<T>::Impl::block_backward_weight(const BlockParams& b, LayerActs& A
     const V2 dy = tp_gather_tokens(space, g, A.x_mid, dfull);
     row_parallel_backward_weight(space, dy, A.a, ps.g2(b.wo), ps.g1(b.bo));
     const V2 h1 = tp_gather_tokens(space, g, A.h1, full);
-    column_parallel_backward_weight(space, attention_grad(A.attn->q), h1, ps.g2(b.wq), ps.g1(b.bq));
-    column_parallel_backward_weight(space, attention_grad(A.attn->k), h1, ps.g2(b.wk), ps.g1(b.bk));
-    column_parallel_backward_weight(space, attention_grad(A.attn->v), h1, ps.g2(b.wv), ps.g1(b.bv));
+    column_parallel_backward_weight(space, attention_grad(A, 0), h1, ps.g2(b.wq), ps.g1(b.bq));
+    column_parallel_backward_weight(space, attention_grad(A, 1), h1, ps.g2(b.wk), ps.g1(b.bk));
+    column_parallel_backward_weight(space, attention_grad(A, 2), h1, ps.g2(b.wv), ps.g1(b.bv));
   }
   k::add_inplace(space, ps.g1(b.ln1_g), part_of(0));
   k::add_inplace(space, ps.g1(b.ln1_b), part_of(1));

@@ -33,6 +33,7 @@
 #include "model/tensor_parallel.hpp"
 #include "paraxis/kernels/attention.hpp"
 #include "paraxis/kernels/elementwise.hpp"
+#include "paraxis/kernels/fused_attention.hpp"
 #include "paraxis/kernels/gemm.hpp"
 #include "paraxis/kernels/moe.hpp"
 
@@ -100,7 +101,9 @@ struct GptModel<T>::Impl {
   struct LayerActs {
     V2 h1, a, x_mid, h2, u, g;
     A1 ln1_mean, ln1_rstd, ln2_mean, ln2_rstd;
+    // What the attention core keeps: attn (model.attention unfused) or fattn (fused).
     std::unique_ptr<k::AttentionWorkspace<T, Space>> attn;
+    std::unique_ptr<k::FusedAttentionWorkspace<T, Space>> fattn;
     MoeActs moe;
   };
   // Everything one (chunk, micro-batch) pair keeps from its forward to its backward.
@@ -137,7 +140,16 @@ struct GptModel<T>::Impl {
   I1 router_requested, count_send, count_recv;
   I2 replay;  // routing replay: the forced choices of one layer
   A1 router_prob_sum;
-  std::unique_ptr<k::AttentionWorkspace<T, Space>> attn_scratch;
+  // The shard's attention scratch, shared by every block: unfused, the kernels' workspace
+  // (scores, gradients; with recompute selective its probs hold the recomputed probabilities,
+  // the buffer GptModel::set_recompute counts as `probs`); fused, the fused kernel's (O(seq)),
+  // and no probabilities at all (probs empty).
+  struct AttentionScratch {
+    std::unique_ptr<k::AttentionWorkspace<T, Space>> unfused;
+    std::unique_ptr<k::FusedAttentionWorkspace<T, Space>> fused;
+    k::View3<T, Space> probs;
+  };
+  std::unique_ptr<AttentionScratch> attn_scratch;
   std::unique_ptr<VocabParallelCrossEntropy<G, Space>> vpce;  // tp > 1
   VocabParallelCrossEntropy<G, Space> single_rank_ce;
   // forward_backward across several chunks of one rank. A vector, not an array of Views
@@ -192,7 +204,8 @@ struct GptModel<T>::Impl {
   void release(int chunk, int mb);
   std::unique_ptr<ActSet> allocate_set(int chunk);
   // One block's activations (dense or MoE), tracked by the ledger; with recompute selective
-  // its attention probabilities are the shard's scratch (attn_scratch->probs), not its own.
+  // its attention probabilities are the shard's scratch (attn_scratch->probs), not its own;
+  // with fused attention it keeps no probabilities (recompute selective refused).
   void allocate_layer(LayerActs& a, bool moe);
   // Where block i of a set keeps its activations: its own, or the working set (full).
   LayerActs& acts_of(ActSet& S, int i);
@@ -243,9 +256,13 @@ struct GptModel<T>::Impl {
   void block_backward_input(const BlockParams& b, LayerActs& A, const V2& x, const V2& out,
                             const A1& ln, double aux_scale);
   void block_backward_weight(const BlockParams& b, LayerActs& A, const V2& out, const A1& ln);
-  // The gradients of q, k and v as B leaves them for W: in the block's own q, k and v (dead
-  // after the attention's backward), viewed as [N, Hl].
-  V2 attention_grad(const k::View3<T, Space>& qkv) const { return V2(qkv.data(), N, Hl); }
+  // The gradients of q, k and v (which = 0, 1, 2) as B leaves them for W: in the block's own
+  // q, k and v (dead after the attention's backward), viewed as [N, Hl].
+  V2 attention_grad(const LayerActs& A, int which) const {
+    if (A.fattn) return which == 0 ? A.fattn->q : which == 1 ? A.fattn->k : A.fattn->v;
+    const auto& qkv = which == 0 ? A.attn->q : which == 1 ? A.attn->k : A.attn->v;
+    return V2(qkv.data(), N, Hl);
+  }
 
   // ---- chunks (gpt_model.cpp)
   MicroBatchResult forward_chunk(int chunk, ActSet& S, const Tokens& tokens, const Tokens& targets);

@@ -1,5 +1,5 @@
-// The model's and the run's plain configuration: enum names, MoE capacity, which blocks are
-// recomputed and the FLOPs recomputation adds.
+// The model's and the run's plain configuration: enum names (precision, recomputation,
+// attention), MoE capacity, which blocks are recomputed and the FLOPs recomputation adds.
 #include "model_config.hpp"
 
 #include <cmath>
@@ -41,6 +41,22 @@ const char* to_string(Recompute r) {
 const std::vector<std::string>& recompute_names() {
   static const std::vector<std::string> n{
       to_string(Recompute::none), to_string(Recompute::selective), to_string(Recompute::full)};
+  return n;
+}
+
+const char* to_string(Attention a) {
+  switch (a) {
+    case Attention::unfused:
+      return "unfused";
+    case Attention::fused:
+      return "fused";
+  }
+  return "unknown";
+}
+
+const std::vector<std::string>& attention_names() {
+  static const std::vector<std::string> n{to_string(Attention::unfused),
+                                          to_string(Attention::fused)};
   return n;
 }
 

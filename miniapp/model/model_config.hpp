@@ -28,6 +28,16 @@ const char* to_string(Recompute r);
 // Every recomputation mode's name, in the enum's order (the deck's choices).
 const std::vector<std::string>& recompute_names();
 
+// The attention core (docs/model.md, "Fused attention"): unfused (kernels/attention.hpp: scores
+// and softmax probabilities as seq x seq matrices, the probabilities kept for the backward pass)
+// or fused (kernels/fused_attention.hpp: tiled with an online softmax, keeping q, k, v and one
+// log-sum-exp per row and head, O(seq) memory; the backward pass recomputes the probabilities).
+enum class Attention { unfused, fused };
+
+const char* to_string(Attention a);
+// Every attention's name, in the enum's order (the deck's choices).
+const std::vector<std::string>& attention_names();
+
 struct MoeConfig {
   int experts = 0;  // 0: every block has a dense MLP
   int top_k = 1;
@@ -45,6 +55,7 @@ struct ModelConfig {
   int layers = 4;
   int ffn = 256;
   MoeConfig moe;
+  Attention attention = Attention::unfused;
 
   int head_dim() const { return hidden / heads; }
   bool is_moe_layer(int layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }

@@ -112,11 +112,14 @@ namespace {
 double stored_block_bytes(const model::ModelConfig& m, const Scenario& c, int layer,
                           const ExpertRouting& routing) {
   const Dims d = dims(m, c);
-  double elems = 4 * d.Nl * d.H    // block input, LN1 out, x_mid, LN2 out
-                 + d.N * d.Hl      // attention output (input of the row-parallel projection)
-                 + 3 * d.N * d.Hl  // q, k, v as attention saved them
-                 + d.B * d.al * d.S * d.S;  // softmax probabilities
-  double bytes = 4 * d.Nl * d.a;            // LayerNorm statistics
+  double elems = 4 * d.Nl * d.H     // block input, LN1 out, x_mid, LN2 out
+                 + d.N * d.Hl       // attention output (input of the row-parallel projection)
+                 + 3 * d.N * d.Hl;  // q, k, v as attention saved them
+  double bytes = 4 * d.Nl * d.a;    // LayerNorm statistics
+  if (m.attention == model::Attention::fused)
+    bytes += d.B * d.al * d.S * d.a;  // fused: each row's log-sum-exp, per head
+  else
+    elems += d.B * d.al * d.S * d.S;  // unfused: the softmax probabilities
   if (!m.is_moe_layer(layer)) {
     elems += 2 * d.N * d.Fl;
   } else {
@@ -144,8 +147,10 @@ double block_activation_bytes(const model::ModelConfig& m, const Scenario& c, in
   // Full: the input alone; the block's forward runs again in the shard's working set.
   if (model::recomputes_block(c.recompute, c.recompute_layers, index)) return d.Nl * d.H * d.e;
   const double stored = stored_block_bytes(m, c, layer, routing);
-  // Selective: the probabilities go to the shard's one buffer (activation_scratch_bytes).
-  if (c.recompute == model::Recompute::selective) return stored - d.B * d.al * d.S * d.S * d.e;
+  // Selective: the probabilities go to the shard's one buffer (activation_scratch_bytes); fused
+  // attention keeps none (and is refused with selective, config_rules.cpp).
+  if (c.recompute == model::Recompute::selective && m.attention == model::Attention::unfused)
+    return stored - d.B * d.al * d.S * d.S * d.e;
   return stored;
 }
 
@@ -189,10 +194,16 @@ double scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
   // q, k, v and their gradients, the attention gradient; a split backward's B writes the
   // gradients of q, k and v into the set's own q, k and v, and the model frees those three.
   const double qkv = schedule::splits_backward(c.schedule) ? 4 : 7;
-  double elems = qkv * d.N * d.Hl + 3 * d.Nl * d.H           // residual-stream gradients
-                 + d.N * d.Fl                                // MLP gradient
-                 + 5 * d.N * d.Hl + d.B * d.al * d.S * d.S;  // attention kernel scratch
+  const bool fused = m.attention == model::Attention::fused;
+  double elems = qkv * d.N * d.Hl + 3 * d.Nl * d.H  // residual-stream gradients
+                 + d.N * d.Fl;                      // MLP gradient
   double bytes = 0;
+  if (fused) {  // the fused kernel's dk, dv and per-row delta
+    elems += 2 * d.N * d.Hl;
+    bytes += d.B * d.al * d.S * d.a;
+  } else {  // context and its gradient, dq, dk, dv, the scores and their gradient
+    elems += 5 * d.N * d.Hl + d.B * d.al * d.S * d.S;
+  }
   if (c.sp()) elems += 3 * d.N * d.H;  // gathered input, gathered gradient, unreduced product
   if (head) {
     elems += d.N * d.Vl;                   // logits gradient
@@ -211,7 +222,7 @@ double scratch_bytes(const model::ModelConfig& m, const Scenario& c, int stage,
   }
   // Recomputation's buffers, one per shard: selective's probabilities; full's working set per
   // kind of block, everything a stored block keeps but its input (which the set keeps).
-  if (c.recompute == model::Recompute::selective) elems += d.B * d.al * d.S * d.S;
+  if (c.recompute == model::Recompute::selective && !fused) elems += d.B * d.al * d.S * d.S;
   for (int l : working)
     if (l >= 0) bytes += stored_block_bytes(m, c, l, routing) - d.Nl * d.H * d.e;
   return bytes + elems * d.e;

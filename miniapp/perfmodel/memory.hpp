@@ -36,6 +36,10 @@
 // Recomputation (docs/model.md): selective keeps a block's bytes less e*B*al*S*S (one shared
 // probabilities buffer per rank); a block recomputed in full keeps its input e*Nl*H, and the
 // rank holds one working block (a stored block less its input) per kind recomputed.
+// Fused attention (model.attention: fused, docs/model.md): no S*S term anywhere; a block keeps
+// a*B*al*S of log-sum-exp instead of the probabilities, and the shared scratch holds the fused
+// kernel's 2*N*Hl*e (dk, dv) + a*B*al*S (delta) instead of the unfused kernel's
+// 5*N*Hl*e + e*B*al*S*S.
 #pragma once
 
 #include <vector>
