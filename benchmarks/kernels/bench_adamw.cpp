@@ -1,7 +1,8 @@
 // AdamW update throughput over the parameters of one GPT block (12 h^2: h = 512 and h = 1536),
 // fp32 state (m, v, master weights) with fp32 gradients ("adamw/3145728") or bf16 gradients
-// ("adamw/bf16/3145728"), with a copy of the same number of elements in the gradient's storage
-// type in the same run ("adamw/baseline_copy/3145728", "adamw/baseline_copy/bf16/3145728").
+// ("adamw/bf16/3145728"), with a copy of the same bytes in the gradient's storage type in the
+// same run ("adamw/baseline_copy/3145728", "adamw/baseline_copy/bf16/3145728";
+// bench_copy_bytes.hpp): 28 (26) bytes per parameter, so the copy has the update's working set.
 // bytes/s counts the minimal traffic: the gradient read, m, v and master read and written.
 // Every iteration fences; rates use wall time (UseRealTime).
 #include <benchmark/benchmark.h>
@@ -9,6 +10,7 @@
 #include <Kokkos_Core.hpp>
 #include <string>
 
+#include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/adamw.hpp"
 
@@ -20,6 +22,11 @@ using paraxis::bench::set_bytes;
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
+
+template <class G>
+double update_bytes(std::size_t n) {
+  return static_cast<double>(n) * (sizeof(G) + 6.0 * sizeof(float));
+}
 
 template <class G>
 void bench_update(benchmark::State& state, std::size_t n) {
@@ -36,7 +43,7 @@ void bench_update(benchmark::State& state, std::size_t n) {
     pk::adamw_update(Exec(), h, ++step % 1000 + 1, 0.5, grad, m, v, master);
     Kokkos::fence();
   }
-  set_bytes(state, static_cast<double>(n) * (sizeof(G) + 6.0 * sizeof(float)));
+  set_bytes(state, update_bytes<G>(n));
 }
 
 const bool registered = [] {
@@ -46,10 +53,12 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("adamw/" + s).c_str(), bench_update<float>, n)->UseRealTime();
     benchmark::RegisterBenchmark(("adamw/bf16/" + s).c_str(), bench_update<paraxis::bf16>, n)
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("adamw/baseline_copy/" + s).c_str(), bench_copy<float>, n)
+    benchmark::RegisterBenchmark(("adamw/baseline_copy/" + s).c_str(), bench_copy<float>,
+                                 paraxis::bench::copy_elements<float>(update_bytes<float>(n)))
         ->UseRealTime();
-    benchmark::RegisterBenchmark(("adamw/baseline_copy/bf16/" + s).c_str(),
-                                 bench_copy<paraxis::bf16>, n)
+    benchmark::RegisterBenchmark(
+        ("adamw/baseline_copy/bf16/" + s).c_str(), bench_copy<paraxis::bf16>,
+        paraxis::bench::copy_elements<paraxis::bf16>(update_bytes<paraxis::bf16>(n)))
         ->UseRealTime();
   }
   return true;

@@ -5,7 +5,8 @@
 // "embedding/baseline_copy/bf16/4096x512"). bytes/s counts the minimal traffic: forward reads
 // the distinct vocabulary rows the tokens use, the position rows and the tokens, and writes X;
 // backward reads dX and the tokens and reads + writes the distinct dwte rows and the dwpe
-// rows. Every iteration fences; rates use wall time (UseRealTime).
+// rows, and has its own copy of the same bytes ("embedding/baseline_copy/bwd_bytes/4096x512",
+// bench_copy_bytes.hpp). Every iteration fences; rates use wall time (UseRealTime).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/embedding.hpp"
 
@@ -27,27 +29,52 @@ using Exec = Kokkos::DefaultExecutionSpace;
 
 constexpr int kTokens = 4096, kSeq = 1024, kHidden = 512, kVocab = 50304;
 
-// Token ids spread over the vocabulary by a fixed integer hash (no clock, no RNG state); also
-// returns how many distinct ids they hold (the vocabulary rows the kernels touch).
-pk::View1<int, Exec> make_tokens(int n, int vocab, long& distinct) {
-  pk::View1<int, Exec> t("tokens", n);
-  auto h = Kokkos::create_mirror_view(t);
-  std::vector<char> seen(vocab, 0);
-  distinct = 0;
-  for (int i = 0; i < n; ++i) {
+// Token ids spread over the vocabulary by a fixed integer hash (no clock, no RNG state).
+std::vector<int> token_ids() {
+  std::vector<int> t(kTokens);
+  for (int i = 0; i < kTokens; ++i) {
     std::uint64_t z = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-    h(i) = static_cast<int>((z ^ (z >> 29)) % static_cast<std::uint64_t>(vocab));
-    if (!seen[h(i)]) ++distinct, seen[h(i)] = 1;
+    t[i] = static_cast<int>((z ^ (z >> 29)) % static_cast<std::uint64_t>(kVocab));
   }
+  return t;
+}
+
+// The vocabulary rows the kernels touch.
+long distinct_ids() {
+  std::vector<char> seen(kVocab, 0);
+  long d = 0;
+  for (int t : token_ids())
+    if (!seen[t]) ++d, seen[t] = 1;
+  return d;
+}
+
+pk::View1<int, Exec> make_tokens() {
+  const auto ids = token_ids();
+  pk::View1<int, Exec> t("tokens", kTokens);
+  auto h = Kokkos::create_mirror_view(t);
+  for (int i = 0; i < kTokens; ++i) h(i) = ids[i];
   Kokkos::deep_copy(t, h);
   return t;
 }
 
+// Minimal traffic of each pass, in bytes.
+template <class T>
+double fwd_bytes() {
+  return (static_cast<double>(distinct_ids()) + kSeq + kTokens) * kHidden * sizeof(T) +
+         kTokens * sizeof(int);
+}
+template <class T>
+double bwd_bytes() {
+  using A = pk::acc_t<T>;
+  return static_cast<double>(kTokens) * kHidden * sizeof(T) +
+         2.0 * (static_cast<double>(distinct_ids()) + kSeq) * kHidden * sizeof(A) +
+         kTokens * sizeof(int);
+}
+
 template <class T>
 void bench_fwd(benchmark::State& state) {
-  long distinct = 0;
-  auto tokens = make_tokens(kTokens, kVocab, distinct);
+  auto tokens = make_tokens();
   pk::View2<T, Exec> wte("wte", kVocab, kHidden), wpe("wpe", kSeq, kHidden),
       X("X", kTokens, kHidden);
   fill_formula(wte, 1);
@@ -57,15 +84,13 @@ void bench_fwd(benchmark::State& state) {
     pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
     Kokkos::fence();
   }
-  set_bytes(state, (static_cast<double>(distinct) + kSeq + kTokens) * kHidden * sizeof(T) +
-                       kTokens * sizeof(int));
+  set_bytes(state, fwd_bytes<T>());
 }
 
 template <class T>
 void bench_bwd(benchmark::State& state) {
   using A = pk::acc_t<T>;
-  long distinct = 0;
-  auto tokens = make_tokens(kTokens, kVocab, distinct);
+  auto tokens = make_tokens();
   pk::View2<T, Exec> dX("dX", kTokens, kHidden);
   pk::View2<A, Exec> dwte("dwte", kVocab, kHidden), dwpe("dwpe", kSeq, kHidden);
   fill_formula(dX, 3);
@@ -74,9 +99,7 @@ void bench_bwd(benchmark::State& state) {
     pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);
     Kokkos::fence();
   }
-  set_bytes(state, static_cast<double>(kTokens) * kHidden * sizeof(T) +
-                       2.0 * (static_cast<double>(distinct) + kSeq) * kHidden * sizeof(A) +
-                       kTokens * sizeof(int));
+  set_bytes(state, bwd_bytes<T>());
 }
 
 const bool registered = [] {
@@ -93,6 +116,15 @@ const bool registered = [] {
       ->UseRealTime();
   benchmark::RegisterBenchmark(("embedding/baseline_copy/bf16/" + s).c_str(),
                                bench_copy<paraxis::bf16>, elements)
+      ->UseRealTime();
+  // The backward pass's own bytes (fp32 gradients: about 3x the [tokens, hidden] copy's).
+  using paraxis::bench::copy_elements;
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/bwd_bytes/" + s).c_str(),
+                               bench_copy<float>, copy_elements<float>(bwd_bytes<float>()))
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/bwd_bytes/bf16/" + s).c_str(),
+                               bench_copy<paraxis::bf16>,
+                               copy_elements<paraxis::bf16>(bwd_bytes<paraxis::bf16>()))
       ->UseRealTime();
   return true;
 }();

@@ -1,6 +1,7 @@
 // LayerNorm forward/backward throughput at GPT-block shapes (tokens x hidden), fp32 and bf16
 // storage, with a copy of the same [tokens, hidden] array in the same storage type
-// (bench_util.hpp's bench_copy) as the bandwidth baseline of the same run.
+// (bench_util.hpp's bench_copy) as the bandwidth baseline of the same run, and a copy of the
+// backward pass's bytes ("layernorm/baseline_copy/bwd_bytes/4096x512", bench_copy_bytes.hpp).
 // bytes/s counts the minimal traffic: each input read once, each output written once
 // (dgamma/dbeta read and written: they accumulate). Every iteration fences; rates use wall time
 // (UseRealTime), which is what device work needs.
@@ -9,6 +10,7 @@
 #include <Kokkos_Core.hpp>
 #include <string>
 
+#include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/layernorm.hpp"
 
@@ -49,27 +51,36 @@ struct LnData {
   }
 };
 
+// Minimal traffic of each pass, in bytes.
+template <class T>
+double fwd_bytes(int n, int h) {
+  using A = pk::acc_t<T>;
+  return 2.0 * n * h * sizeof(T) + 2.0 * h * sizeof(T) + 2.0 * n * sizeof(A);
+}
+template <class T>
+double bwd_bytes(int n, int h) {
+  using A = pk::acc_t<T>;
+  return 3.0 * n * h * sizeof(T) + 1.0 * h * sizeof(T) + 2.0 * n * sizeof(A) + 4.0 * h * sizeof(A);
+}
+
 template <class T>
 void bench_fwd(benchmark::State& state, int n, int h) {
-  using A = pk::acc_t<T>;
   LnData<T> d(n, h);
   for (auto _ : state) {
     pk::layernorm_forward(Exec(), d.X, d.gamma, d.beta, 1e-5, d.Y, d.mean, d.rstd);
     Kokkos::fence();
   }
-  set_bytes(state, 2.0 * n * h * sizeof(T) + 2.0 * h * sizeof(T) + 2.0 * n * sizeof(A));
+  set_bytes(state, fwd_bytes<T>(n, h));
 }
 
 template <class T>
 void bench_bwd(benchmark::State& state, int n, int h) {
-  using A = pk::acc_t<T>;
   LnData<T> d(n, h);
   for (auto _ : state) {
     pk::layernorm_backward(Exec(), d.dY, d.X, d.gamma, d.mean, d.rstd, d.dX, d.dgamma, d.dbeta);
     Kokkos::fence();
   }
-  set_bytes(state, 3.0 * n * h * sizeof(T) + 1.0 * h * sizeof(T) + 2.0 * n * sizeof(A) +
-                       4.0 * h * sizeof(A));
+  set_bytes(state, bwd_bytes<T>(n, h));
 }
 
 const bool registered = [] {
@@ -91,6 +102,17 @@ const bool registered = [] {
         ->UseRealTime();
     benchmark::RegisterBenchmark(("layernorm/baseline_copy/bf16/" + s).c_str(),
                                  paraxis::bench::bench_copy<paraxis::bf16>, elements)
+        ->UseRealTime();
+    // The backward pass moves 1.5x the forward's bytes: its own copy of the same bytes (a
+    // larger working set may leave the cache the [n, h] copy stays in).
+    benchmark::RegisterBenchmark(("layernorm/baseline_copy/bwd_bytes/" + s).c_str(),
+                                 paraxis::bench::bench_copy<float>,
+                                 paraxis::bench::copy_elements<float>(bwd_bytes<float>(n, h)))
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(
+        ("layernorm/baseline_copy/bwd_bytes/bf16/" + s).c_str(),
+        paraxis::bench::bench_copy<paraxis::bf16>,
+        paraxis::bench::copy_elements<paraxis::bf16>(bwd_bytes<paraxis::bf16>(n, h)))
         ->UseRealTime();
   }
   return true;

@@ -3,7 +3,9 @@
 // "moe_gather/bwd") and the gated combine back into token order and its backward
 // ("moe_combine/fwd", "moe_combine/bwd"), fp32 and bf16 storage, each family with a copy of the
 // same [tokens, hidden] elements in the same storage type in the same run
-// ("moe_gather/baseline_copy/4096x512", "moe_combine/baseline_copy/bf16/4096x512"). The
+// ("moe_gather/baseline_copy/4096x512", "moe_combine/baseline_copy/bf16/4096x512") and a copy
+// of each op's own bytes ("moe_combine/baseline_copy/bwd_bytes/4096x512",
+// bench_copy_bytes.hpp: the op's working set, which outgrows the cache first). The
 // routing (fixed expert choices from an integer hash) is built once, outside the timing.
 // bytes/s counts the minimal traffic (P = 2 x tokens expert rows): gather reads X once and
 // writes Xe; its backward reads dXe and reads + writes dX; combine reads Ye and the gates and
@@ -16,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/moe.hpp"
 
@@ -34,6 +37,26 @@ enum class Op { gather_fwd, gather_bwd, combine_fwd, combine_bwd };
 std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
   return z ^ (z >> 29);
+}
+
+// Minimal traffic of one op (P = n * top-k expert rows: dropless).
+template <class T>
+double op_bytes(int n, int h, Op op) {
+  const double nh = static_cast<double>(n) * h * sizeof(T);
+  const double ph = nh * kTopK;
+  const double gates = static_cast<double>(n) * kTopK * sizeof(T);
+  const double index = static_cast<double>(n) * kTopK * sizeof(int);
+  switch (op) {
+    case Op::gather_fwd:
+      return nh + ph + index;
+    case Op::gather_bwd:
+      return ph + 2 * nh + index;
+    case Op::combine_fwd:
+      return ph + nh + gates + index;
+    case Op::combine_bwd:
+      return nh + 2 * ph + 2 * gates + index;
+  }
+  return 0;
 }
 
 template <class T>
@@ -74,24 +97,7 @@ void bench_op(benchmark::State& state, int n, int h, Op op) {
     }
     Kokkos::fence();
   }
-  const double nh = static_cast<double>(n) * h * sizeof(T),
-               ph = static_cast<double>(rows) * h * sizeof(T);
-  const double gates = static_cast<double>(n) * kTopK * sizeof(T);
-  const double index = static_cast<double>(n) * kTopK * sizeof(int);
-  switch (op) {
-    case Op::gather_fwd:
-      set_bytes(state, nh + ph + index);
-      break;
-    case Op::gather_bwd:
-      set_bytes(state, ph + 2 * nh + index);
-      break;
-    case Op::combine_fwd:
-      set_bytes(state, ph + nh + gates + index);
-      break;
-    case Op::combine_bwd:
-      set_bytes(state, nh + 2 * ph + 2 * gates + index);
-      break;
-  }
+  set_bytes(state, op_bytes<T>(n, h, op));
 }
 
 }  // namespace
@@ -117,6 +123,16 @@ const bool registered = [] {
           ->UseRealTime();
       benchmark::RegisterBenchmark((f + "/" + o.pass + "/bf16/" + s).c_str(),
                                    bench_op<paraxis::bf16>, n, h, o.op)
+          ->UseRealTime();
+      // A copy of this op's bytes: the same working set (bench_copy_bytes.hpp).
+      const std::string c = f + "/baseline_copy/" + o.pass + "_bytes/";
+      benchmark::RegisterBenchmark(
+          (c + s).c_str(), bench_copy<float>,
+          paraxis::bench::copy_elements<float>(op_bytes<float>(n, h, o.op)))
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          (c + "bf16/" + s).c_str(), bench_copy<paraxis::bf16>,
+          paraxis::bench::copy_elements<paraxis::bf16>(op_bytes<paraxis::bf16>(n, h, o.op)))
           ->UseRealTime();
     }
     for (const char* f : {"moe_gather", "moe_combine"}) {

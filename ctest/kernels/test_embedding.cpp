@@ -146,6 +146,38 @@ TYPED_TEST(embedding, repeated_calls_are_bitwise_identical) {
   EXPECT_TRUE(bitwise_equal(pa, pb));
 }
 
+// Rows wider than the host path's column chunk (embedding.hpp, kEmbChunk = 128), more tokens
+// than the prefetch distance, fp64 against host loops.
+TYPED_TEST(embedding, wide_rows_match_host_fp64) {
+  using Space = TypeParam;
+  const int n = 45, h = 300, vocab = 11, seq = 9, off = 3;
+  Rng rng(86);
+  std::vector<int> tok(n);
+  for (auto& t : tok) t = rng.integer(vocab + off + 2);  // some outside the shard
+  const auto wte = random_vec(vocab * h, 87), wpe = random_vec(seq * h, 88),
+             dx = random_vec(n * h, 89), dwte0 = random_vec(vocab * h, 90),
+             dwpe0 = random_vec(seq * h, 91);
+  auto tv = int_view<Space>(tok);
+  pk::View2<double, Space> X("X", n, h);
+  pk::embedding_forward(Space(), tv, make2<double, Space>(vocab, h, wte),
+                        make2<double, Space>(seq, h, wpe), seq, off, X);
+  auto dwte = make2<double, Space>(vocab, h, dwte0);
+  auto dwpe = make2<double, Space>(seq, h, dwpe0);
+  pk::embedding_backward(Space(), tv, make2<double, Space>(n, h, dx), seq, off, dwte, dwpe);
+  std::vector<double> x(n * h), rte(dwte0), rpe(dwpe0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < h; ++j) {
+      const int row = tok[i] - off;
+      const bool in = row >= 0 && row < vocab;
+      x[i * h + j] = (in ? wte[row * h + j] : 0.0) + wpe[(i % seq) * h + j];
+      if (in) rte[row * h + j] += dx[i * h + j];
+      rpe[(i % seq) * h + j] += dx[i * h + j];
+    }
+  expect_close(to_host(X), x, 0, 1e-15, "X");
+  expect_close(to_host(dwte), rte, 1e-13, 0, "dwte");
+  expect_close(to_host(dwpe), rpe, 1e-13, 0, "dwpe");
+}
+
 TYPED_TEST(embedding, shape_mismatch_names_both_shapes) {
   using Space = TypeParam;
   auto tv = int_view<Space>(make_tokens(85));

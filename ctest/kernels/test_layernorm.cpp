@@ -154,6 +154,42 @@ TYPED_TEST(layernorm, backward_bf16_matches_fp64) {
   check_backward_vs_fp64<bf16, Space>(1e-3, 1.0 / 256);
 }
 
+// More rows than one block of the host backward pass (layernorm.hpp, kLnRowBlock = 64; the
+// last block partial) and a width with a lane tail: dX, dgamma and dbeta against host loops in
+// fp64 (dgamma/dbeta accumulate onto their inputs).
+TYPED_TEST(layernorm, backward_over_row_blocks_matches_host_fp64) {
+  using Space = TypeParam;
+  const int n = 150, h = 70;
+  const auto x0 = random_vec(n * h, 39, -2, 2), g0 = random_vec(h, 40, 0.5, 1.5),
+             dy0 = random_vec(n * h, 41), dg0 = random_vec(h, 42), db0 = random_vec(h, 43);
+  const auto ref = ln_ref(n, h, x0, g0, std::vector<double>(h, 0.0));
+  auto X = make2<double, Space>(n, h, x0);
+  auto G = make1<double, Space>(g0);
+  pk::View2<double, Space> dX("dX", n, h);
+  auto dG = make1<double, Space>(dg0), dB = make1<double, Space>(db0);
+  pk::layernorm_backward(Space(), make2<double, Space>(n, h, dy0), X, G,
+                         make1<double, Space>(ref.mean), make1<double, Space>(ref.rstd), dX, dG,
+                         dB);
+  std::vector<double> dx(n * h), dg(dg0), db(db0);
+  for (int i = 0; i < n; ++i) {
+    double mg = 0, mgx = 0;
+    for (int j = 0; j < h; ++j) {
+      const double xhat = (x0[i * h + j] - ref.mean[i]) * ref.rstd[i];
+      mg += dy0[i * h + j] * g0[j] / h;
+      mgx += dy0[i * h + j] * g0[j] * xhat / h;
+      dg[j] += dy0[i * h + j] * xhat;
+      db[j] += dy0[i * h + j];
+    }
+    for (int j = 0; j < h; ++j) {
+      const double xhat = (x0[i * h + j] - ref.mean[i]) * ref.rstd[i];
+      dx[i * h + j] = ref.rstd[i] * (dy0[i * h + j] * g0[j] - mg - xhat * mgx);
+    }
+  }
+  expect_close(to_host(dX), dx, 1e-12, 1e-12, "dX");
+  expect_close(to_host(dG), dg, 1e-11, 1e-12, "dgamma");
+  expect_close(to_host(dB), db, 1e-11, 1e-12, "dbeta");
+}
+
 TYPED_TEST(layernorm, repeated_calls_are_bitwise_identical) {
   using Space = TypeParam;
   const int n = 37, h = 129;

@@ -327,6 +327,58 @@ TYPED_TEST(moe_dispatch_shapes, reject_mismatched_views) {
   EXPECT_NO_THROW(pk::moe_gather(Space(), X, r, Xe));
 }
 
+// Rows wider than the host path's column chunk (moe_host_rows.hpp, 256): every chunk, the
+// partial last one, dropped slots (capacity) and the dot product of dgate in lanes.
+TYPED_TEST(moe_dispatch_shapes, wide_rows_match_host_fp64) {
+  using Space = TypeParam;
+  const int N = 23, E = 4, k = 2, H = 600, capacity = 9;
+  std::vector<int> ri;
+  std::vector<double> rg;
+  ref_topk(skewed_probs(N, E, 1.3), N, E, k, ri, rg);
+  pk::MoeRouting<Space> r(N, E, k);
+  pk::moe_build_routing(Space(), upload_idx<Space>(ri, N, k), capacity, r);
+  const auto ref = ref_routing(ri, N, k, E, capacity);
+  const int P = r.rows;
+  auto X =
+      make2<double, Space>("X", N, H, [](int n, int h) { return std::cos(0.3 * n + 0.11 * h); });
+  auto gate = make2<double, Space>("g", N, k, [&](int n, int j) { return rg[n * k + j]; });
+  auto Ye =
+      make2<double, Space>("Ye", P, H, [](int p, int h) { return std::sin(0.17 * p - 0.4 * h); });
+  auto dY =
+      make2<double, Space>("dY", N, H, [](int n, int h) { return 0.5 - std::cos(0.23 * n * h); });
+  const auto x = to_vec2(X), g = to_vec2(gate), ye = to_vec2(Ye), dy = to_vec2(dY);
+  V2<double, Space> Xe("Xe", P, H), Y("Y", N, H), dYe("dYe", P, H), dg("dg", N, k);
+  auto dX = make2<double, Space>("dX", N, H, [](int n, int h) { return 0.25 * ((n + h) % 3); });
+  const auto dx0 = to_vec2(dX);
+  pk::moe_gather(Space(), X, r, Xe);
+  pk::moe_gather_backward(Space(), Ye, r, dX);
+  pk::moe_combine_forward(Space(), Ye, gate, r, Y);
+  pk::moe_combine_backward(Space(), dY, Ye, gate, r, dYe, dg);
+  std::vector<double> xe(P * H), dxr(dx0), yr(N * H, 0.0), dyer(P * H), dgr(N * k, 0.0);
+  for (int q = 0; q < P; ++q) {
+    const int n = ref.slot_token[q], j = ref.slot_k[q];
+    for (int h = 0; h < H; ++h) {
+      xe[q * H + h] = x[n * H + h];
+      dyer[q * H + h] = g[n * k + j] * dy[n * H + h];
+    }
+  }
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < k; ++j) {
+      const int q = ref.token_slot[n * k + j];
+      if (q < 0) continue;
+      for (int h = 0; h < H; ++h) {
+        dxr[n * H + h] += ye[q * H + h];
+        yr[n * H + h] += g[n * k + j] * ye[q * H + h];
+        dgr[n * k + j] += dy[n * H + h] * ye[q * H + h];
+      }
+    }
+  EXPECT_EQ(to_vec2(Xe), xe);
+  expect_near_rel(to_vec2(dX), dxr, 1e-13, "gather_backward");
+  expect_near_rel(to_vec2(Y), yr, 1e-13, "combine_forward");
+  expect_near_rel(to_vec2(dYe), dyer, 1e-13, "combine_backward dYe");
+  expect_near_rel(to_vec2(dg), dgr, 1e-13, "combine_backward dgate");
+}
+
 // ---------------------------------------------------------------- finite differences (fp64)
 
 namespace {

@@ -35,6 +35,9 @@ void check_positions(const char* kernel, const char* arg, const PV& wpe, std::si
 // Columns per chunk of the host backward pass: the chunk's sums stay in registers/L1.
 inline constexpr int kEmbChunk = 128;
 
+// Rows ahead whose vocabulary row is prefetched (row_lanes.hpp, prefetch_row).
+inline constexpr int kEmbPrefetch = 8;
+
 // x = (w ? w : 0) + (p ? p : 0), in A, as the device path computes it (0 + p, not p: -0).
 template <class A, class TW, class TP, class TX>
 inline void embedding_forward_row(int h, const TW* KOKKOS_RESTRICT w, const TP* KOKKOS_RESTRICT p,
@@ -82,10 +85,16 @@ void embedding_forward(const ExecSpace& space, const TV& tokens, const WV& wte, 
   const bool pos = add_positions;
   if constexpr (detail::host_exec_v<ExecSpace>) {
     if (detail::rows_contiguous(wte, X) && (!pos || detail::rows_contiguous(wpe))) {
-      const int h = static_cast<int>(H);
+      const int h = static_cast<int>(H), n_tok = static_cast<int>(N);
+      const std::size_t row_bytes = H * sizeof(value_t<WV>);
       Kokkos::parallel_for(
           "paraxis::embedding_fwd_host",
           Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<int>(N)), [=](const int n) {
+            if (n + detail::kEmbPrefetch < n_tok) {
+              const int ahead = tokens(n + detail::kEmbPrefetch) - off;
+              if (ahead >= 0 && ahead < vl)
+                detail::prefetch_row(detail::row_ptr(wte, ahead), row_bytes);
+            }
             const int row = tokens(n) - off;
             detail::embedding_forward_row<A>(
                 h, row >= 0 && row < vl ? detail::row_ptr(wte, row) : nullptr,

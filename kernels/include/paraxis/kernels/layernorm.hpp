@@ -20,6 +20,42 @@ namespace detail {
 // Rows per block of the host backward pass: the per-block dgamma/dbeta partials (2 x H values)
 // stay in cache, and their extra traffic is 2/kLnRowBlock of one [N,H] array.
 inline constexpr int kLnRowBlock = 64;
+
+// Rows up to this width are converted once into an A buffer on the stack when stored in
+// another type (bf16), so the row's three passes convert once instead of three times.
+inline constexpr int kLnRowBuf = 4096;
+
+// v (rank 1, on the host) as A values: v itself when it holds A, else a converted copy (so that
+// per-row loops over gamma/beta do not convert them again for every row).
+template <class A, class ExecSpace, class V>
+Kokkos::View<const A*, Kokkos::HostSpace> as_acc_vector(const ExecSpace& space, const V& v) {
+  if constexpr (std::is_same_v<value_t<V>, A>) {
+    return Kokkos::View<const A*, Kokkos::HostSpace>(v.data(), v.extent(0));
+  } else {
+    Kokkos::View<A*, Kokkos::HostSpace> c(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "paraxis::layernorm_acc_vector"),
+        v.extent(0));
+    Kokkos::parallel_for("paraxis::layernorm_acc_vector",
+                         Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<int>(v.extent(0))),
+                         [=](const int j) { c(j) = static_cast<A>(v(j)); });
+    return c;
+  }
+}
+
+// f(row as A values): the row itself when it holds A (or is wider than kLnRowBuf), else the
+// row converted into a stack buffer once.
+template <class A, class T, class F>
+inline void with_row_in_acc(const T* x, int h, const F& f) {
+  if constexpr (!std::is_same_v<T, A>) {
+    if (h <= kLnRowBuf) {
+      A buf[kLnRowBuf];
+      for (int j = 0; j < h; ++j) buf[j] = static_cast<A>(x[j]);
+      f(static_cast<const A*>(buf));
+      return;
+    }
+  }
+  f(x);
+}
 }  // namespace detail
 
 namespace detail {
@@ -50,15 +86,12 @@ inline void layernorm_backward_row(int h, A inv_h, A mu, A r, const TD* KOKKOS_R
                                    const TX* KOKKOS_RESTRICT x, const TG* KOKKOS_RESTRICT gm,
                                    TO* KOKKOS_RESTRICT dx, A* KOKKOS_RESTRICT pg,
                                    A* KOKKOS_RESTRICT pb) {
-  A sum_g, sum_gx;
-  lane_sum2<A>(
-      h,
-      [&](int j, A& a, A& c) {
-        const A g = static_cast<A>(dy[j]) * static_cast<A>(gm[j]);
-        a = g;
-        c = g * ((static_cast<A>(x[j]) - mu) * r);
-      },
-      sum_g, sum_gx);
+  // Two reductions, each in lanes (row_lanes.hpp); the row is in L1 for the second.
+  const A sum_g =
+      lane_sum<A>(h, [&](int j) { return static_cast<A>(dy[j]) * static_cast<A>(gm[j]); });
+  const A sum_gx = lane_sum<A>(h, [&](int j) {
+    return static_cast<A>(dy[j]) * static_cast<A>(gm[j]) * ((static_cast<A>(x[j]) - mu) * r);
+  });
   const A mg = sum_g * inv_h, mgx = sum_gx * inv_h;
   for (int j = 0; j < h; ++j) {
     const A d = static_cast<A>(dy[j]);
@@ -96,12 +129,16 @@ void layernorm_forward(const ExecSpace& space, const XV& X, const GV& gamma, con
   const A e = static_cast<A>(eps);
   if constexpr (detail::host_exec_v<ExecSpace>) {
     if (detail::rows_contiguous(X, gamma, beta, Y)) {
+      const auto g = detail::as_acc_vector<A>(space, gamma);
+      const auto b = detail::as_acc_vector<A>(space, beta);
       Kokkos::parallel_for(
           "paraxis::layernorm_fwd_host", Kokkos::RangePolicy<ExecSpace>(space, 0, h > 0 ? N : 0),
           [=](const int i) {
             A mu, r;
-            detail::layernorm_forward_row(h, inv_h, e, detail::row_ptr(X, i), gamma.data(),
-                                          beta.data(), detail::row_ptr(Y, i), mu, r);
+            auto* y = detail::row_ptr(Y, i);
+            detail::with_row_in_acc<A>(detail::row_ptr(X, i), h, [&](const auto* x) {
+              detail::layernorm_forward_row(h, inv_h, e, x, g.data(), b.data(), y, mu, r);
+            });
             mean(i) = static_cast<MT>(mu);
             rstd(i) = static_cast<RT>(r);
           });
@@ -152,6 +189,7 @@ void layernorm_backward_host(const ExecSpace& space, const DYV& dY, const XV& X,
   const int n = static_cast<int>(X.extent(0)), h = static_cast<int>(X.extent(1));
   const int blocks = (n + RB - 1) / RB;
   const A inv_h = static_cast<A>(1.0 / static_cast<double>(h));
+  const auto gm = as_acc_vector<A>(space, gamma);
   // part(b, 0..h) = dgamma partial of block b, part(b, h..2h) = dbeta partial.
   Kokkos::View<A**, Kokkos::LayoutRight, Kokkos::HostSpace> part(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "paraxis::layernorm_bwd_partials"), blocks,
@@ -162,10 +200,16 @@ void layernorm_backward_host(const ExecSpace& space, const DYV& dY, const XV& X,
                          A* pb = pg + h;
                          for (int j = 0; j < h; ++j) pg[j] = pb[j] = 0;
                          const int end = (blk + 1) * RB < n ? (blk + 1) * RB : n;
-                         for (int i = blk * RB; i < end; ++i)
-                           layernorm_backward_row(
-                               h, inv_h, static_cast<A>(mean(i)), static_cast<A>(rstd(i)),
-                               row_ptr(dY, i), row_ptr(X, i), gamma.data(), row_ptr(dX, i), pg, pb);
+                         for (int i = blk * RB; i < end; ++i) {
+                           const A mu = static_cast<A>(mean(i)), r = static_cast<A>(rstd(i));
+                           auto* dx = row_ptr(dX, i);
+                           with_row_in_acc<A>(row_ptr(dY, i), h, [&](const auto* dy) {
+                             with_row_in_acc<A>(row_ptr(X, i), h, [&](const auto* x) {
+                               layernorm_backward_row(h, inv_h, mu, r, dy, x, gm.data(), dx, pg,
+                                                      pb);
+                             });
+                           });
+                         }
                        });
   // Blocks added in order, per column; columns in chunks of C (vectorized across a chunk).
   constexpr int C = 64;

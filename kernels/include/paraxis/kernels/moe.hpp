@@ -542,6 +542,11 @@ void moe_combine_backward(const ExecSpace& space, const DYV& dY, const YeV& Ye, 
       Kokkos::parallel_for(
           "paraxis::moe_combine_bwd_host", Kokkos::RangePolicy<ExecSpace>(space, 0, N),
           [=](const int n) {
+            if (n + detail::kMoePrefetch < N)
+              for (int j = 0; j < k; ++j) {
+                const int p = token_slot(n + detail::kMoePrefetch, j);
+                if (p >= 0) detail::prefetch_row(detail::row_ptr(Ye, p), H * sizeof(value_t<YeV>));
+              }
             for (int j = 0; j < k; ++j) {
               const int p = token_slot(n, j);
               dgate(n, j) =

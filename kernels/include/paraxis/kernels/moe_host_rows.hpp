@@ -11,6 +11,9 @@ namespace paraxis::kernels::detail {
 
 inline constexpr int kMoeChunk = 256;
 
+// Rows ahead whose source rows are prefetched: rows are gathered by index (prefetch_row).
+inline constexpr int kMoePrefetch = 4;
+
 // dst = src, converted through A.
 template <class A, class S, class D>
 inline void moe_copy_row(int h, const S* KOKKOS_RESTRICT src, D* KOKKOS_RESTRICT dst) {
