@@ -83,6 +83,23 @@ TEST(tensor_parallel_training, tp_matches_single_rank_fp64_dense_and_moe_with_an
     }
 }
 
+// model.attention: fused (docs/model.md): each rank's heads (tp, with sequence parallelism) or
+// blocks (pp = the world size) through the fused kernel reproduce the fused single-rank run and
+// the unfused one, within the same tolerance.
+TEST(tensor_parallel_training, fused_attention_matches_single_rank_under_tp_and_pp) {
+  const int n = world_size();
+  for (bool pp : {false, true}) {
+    auto o = base("fp64", pp ? 1 : n, 1, !pp);
+    if (pp) o.push_back("parallel.pp=" + std::to_string(n));
+    const auto unfused = run_reference(tiny(o));
+    o.push_back("model.attention=fused");
+    const auto c = tiny(o);
+    const auto par = run_parallel(c);
+    expect_matches(par, run_reference(c), pp ? "fused, pp" : "fused, tp with sp");
+    expect_matches(par, unfused, pp ? "fused pp against unfused" : "fused tp against unfused");
+  }
+}
+
 TEST(tensor_parallel_training, tp_matches_single_rank_fp32_with_sp) {
   const auto c = tiny(base("fp32", world_size(), 1, true));
   expect_matches(run_parallel(c), run_reference(c), "fp32 sp");
