@@ -28,18 +28,20 @@ struct bf16 {
     return r;
   }
 
+  // Branch-free (both results computed, one selected) so that a loop converting an array
+  // vectorizes: integer adds, shifts and a compare per element.
   KOKKOS_INLINE_FUNCTION static std::uint16_t round_from_float(float f) {
     std::uint32_t u;
     memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) {
-      // NaN: keep sign and payload's top bits, force the quiet bit so it stays a NaN.
-      return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
-    }
     // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. Inf
     // (mantissa 0) is unchanged; the largest finite values round up to Inf, as IEEE says.
     const std::uint32_t lsb = (u >> 16) & 1u;
-    u += 0x7fffu + lsb;
-    return static_cast<std::uint16_t>(u >> 16);
+    const std::uint32_t rounded = (u + 0x7fffu + lsb) >> 16;
+    // NaN (exponent all ones, mantissa not 0): keep sign and payload's top bits, force the
+    // quiet bit so it stays a NaN.
+    const std::uint32_t quiet = (u >> 16) | 0x0040u;
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    return static_cast<std::uint16_t>(nan ? quiet : rounded);
   }
 };
 
