@@ -257,7 +257,9 @@ done
 
 # The rates and the machine, from this run's benchmark JSON (context and counters).
 [[ ${verdict[bench]} != SKIP ]] || rm -f "$logs/bench-kernels.json" "$logs/bench-model.json"
-rates=$(python3 - "$logs/bench-kernels.json" "$logs/bench-model.json" 2>/dev/null <<'EOF'
+run_summary=$logs/run/summary.json
+[[ ${verdict[run]} != SKIP ]] || run_summary=""
+rates=$(python3 - "$logs/bench-kernels.json" "$logs/bench-model.json" "$run_summary" 2>/dev/null <<'EOF'
 import json, sys
 def load(f):
     try:
@@ -265,10 +267,15 @@ def load(f):
     except (OSError, ValueError):
         return {"context": {}, "benchmarks": []}
 k, m = load(sys.argv[1]), load(sys.argv[2])
-if not k["benchmarks"] and not m["benchmarks"]:
-    print("benchmarks: no figures (the bench stage did not run or wrote nothing)")
-    sys.exit(0)
 ctx = k["context"] or m["context"]
+if not ctx:  # no benchmark ran: the run's provenance names the same things
+    try:
+        prov = json.load(open(sys.argv[3]))["provenance"]
+        ctx = {"kokkos_execution_space": prov["execution_space"], "kokkos_concurrency": prov["threads"],
+               "blas_library": prov["blas_library"], "blas_core": prov["blas_core"],
+               "cpu_model": prov["cpu_model"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
 def rate(doc, name, key="FLOP/s"):
     for b in doc["benchmarks"]:
         if b["name"].startswith(name) and not b.get("error_occurred") and key in b:
@@ -281,6 +288,9 @@ if ctx.get("kokkos_execution_space"):
           f" BLAS {ctx.get('blas_library', '?')} core {ctx.get('blas_core', '?')}")
 if ctx.get("cpu_model"):
     print(f"cpu={ctx['cpu_model']}")
+if not k["benchmarks"] and not m["benchmarks"]:
+    print("benchmarks: no figures (the bench stage did not run or wrote nothing)")
+    sys.exit(0)
 for shape in ("512", "512x2048x512"):
     print(f"GEMM fp32 {shape}: portable {g(rate(k, f'gemm/portable/{shape}/'))}, vendor "
           f"{g(rate(k, f'gemm/vendor/{shape}/'))}, OpenBLAS (host) {g(rate(k, f'gemm/openblas/{shape}/'))} GFLOP/s")
