@@ -129,8 +129,10 @@ if [[ -n $lock ]]; then
   cfg=(flock "$lock" "${cfg[@]}")
   bld=(build_one_target_at_a_time)
 fi
-# Tests: one OpenMP thread each (ctest runs $jobs at once; more would oversubscribe the cores).
-tst=(env OMP_NUM_THREADS=1 OMP_PROC_BIND=false ctest --test-dir "$build" -LE slow -j "$jobs"
+# Tests: one Kokkos host thread each (ctest runs $jobs at once; more would oversubscribe the
+# cores). KOKKOS_NUM_THREADS, not OMP_NUM_THREADS: nproc(1) honours the latter, and tests that
+# size things by nproc (the Slurm cluster's CPUs) would see one core.
+tst=(env KOKKOS_NUM_THREADS=1 OMP_PROC_BIND=false ctest --test-dir "$build" -LE slow -j "$jobs"
      --output-on-failure --no-tests=error)
 # The one-rank run: the tiny deck (MoE included), 20 steps in each precision, checked against
 # the single-rank reference at every step (--verify), then `paraxis report` on it.

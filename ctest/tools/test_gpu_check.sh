@@ -70,7 +70,8 @@ line() { sed -n "s/^stage $1: //p" <<< "$dry"; }
 [[ $(line configure) != *CMAKE_CXX_COMPILER* ]] || fail "an OpenMP Kokkos got a compiler: $(line configure)"
 [[ $(line build) == "cmake --build $work/b -j 3" ]] || fail "build: $(line build)"
 [[ $(line test) == *"ctest --test-dir $work/b -LE slow -j 3"* ]] || fail "test: $(line test)"
-[[ $(line test) == *"OMP_NUM_THREADS=1"* ]] || fail "test without one thread per test: $(line test)"
+[[ $(line test) == *"KOKKOS_NUM_THREADS=1"* ]] || fail "test without one thread per test: $(line test)"
+[[ $(line test) != *"OMP_NUM_THREADS"* ]] || fail "OMP_NUM_THREADS makes nproc say 1: $(line test)"
 [[ $(line run) == *"-n 1 $work/b/bin/paraxis run $root/inputs/tiny.yaml --verify"* ]] || fail "run: $(line run)"
 [[ $(line bench) == *"paraxis-bench-kernels --benchmark_filter="*"--benchmark_min_time=0.05"* ]] ||
   fail "bench: $(line bench)"
