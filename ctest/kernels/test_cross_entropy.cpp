@@ -1,6 +1,7 @@
 // Cross-entropy against a host loop in fp64 (fp64, fp32, bf16 logits): padding columns do not
 // enter the softmax, gradient rows sum to ~0, backward matches central differences in fp64,
-// bad targets and shapes throw with both values named, repeated calls are bitwise identical.
+// bad targets and shapes throw with both values named, repeated calls are bitwise identical,
+// the row-pointer path (contiguous rows) and the team path (LayoutLeft) agree.
 #include <gtest/gtest.h>
 
 #include "kernel_test_util.hpp"
@@ -126,6 +127,32 @@ TYPED_TEST(cross_entropy, repeated_calls_are_bitwise_identical) {
   pk::cross_entropy_backward(Space(), L, tv, lse1, kValid, 0.5, d1);
   pk::cross_entropy_backward(Space(), L, tv, lse1, kValid, 0.5, d2);
   EXPECT_TRUE(bitwise_equal(d1, d2));
+}
+
+// On a host space contiguous rows take the vectorized row loops and LayoutLeft Views (columns
+// contiguous) the team path (cross_entropy.hpp); both against each other in fp64, where their
+// different summation orders may differ by a few ulps only.
+TYPED_TEST(cross_entropy, row_path_and_team_path_agree_fp64) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
+  const auto l0 = make_logits(70);
+  const auto t = make_targets(kN, kValid, 71);
+  auto tv = int_view<Space>(t);
+  auto L = make2<double, Space>(kN, kV, l0);
+  Kokkos::View<double**, Kokkos::LayoutLeft, Mem> LL("LL", kN, kV), dLL("dLL", kN, kV);
+  Kokkos::deep_copy(LL, L);
+  pk::View1<double, Space> lse("lse", kN), lse_l("lse_l", kN);
+  const double a = pk::cross_entropy_forward(Space(), L, tv, kValid, lse);
+  const double b = pk::cross_entropy_forward(Space(), LL, tv, kValid, lse_l);
+  EXPECT_NEAR(a, b, 1e-13 * std::fabs(a));
+  expect_close(to_host(lse_l), to_host(lse), 0, 1e-14, "lse");
+  pk::View2<double, Space> dL("dL", kN, kV);
+  Kokkos::deep_copy(dLL, 7.0);
+  pk::cross_entropy_backward(Space(), L, tv, lse, kValid, 0.25, dL);
+  pk::cross_entropy_backward(Space(), LL, tv, lse, kValid, 0.25, dLL);
+  pk::View2<double, Space> dR("dR", kN, kV);
+  Kokkos::deep_copy(dR, dLL);  // back to row-major to compare element by element
+  expect_close(to_host(dR), to_host(dL), 1e-16, 1e-13, "dlogits");
 }
 
 TYPED_TEST(cross_entropy, bad_targets_and_shapes_throw) {

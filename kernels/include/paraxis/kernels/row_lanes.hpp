@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "paraxis/kernels/math.hpp"
+
 // GCC vectorizes the lane loop below as an outer loop and keeps the lanes in memory unless the
 // lane loop is unrolled first (then they stay in registers: about twice as fast); other
 // compilers (and nvcc's host pass) get plain loops.
@@ -103,6 +105,36 @@ inline A lane_sum(int n, const F& f) {
   A s = combine_lanes(acc);
   for (; j < n; ++j) s += f(j);
   return s;
+}
+
+// Order-preserving unsigned keys of float/double bit patterns: key(a) < key(b) iff a < b for
+// non-NaN a, b (negative values have their bits inverted, non-negative ones the sign bit
+// set). An unsigned max reduction vectorizes where a floating max (NaN rules) does not.
+template <class A>
+inline auto order_key(A v) {
+  using U = typename math::detail::ExpConsts<A>::UInt;
+  constexpr U sign = static_cast<U>(1) << (8 * sizeof(A) - 1);
+  const U u = math::detail::bit_cast<U>(v);
+  return static_cast<U>(u ^ (static_cast<U>(0 - (u >> (8 * sizeof(A) - 1))) | sign));
+}
+template <class A, class U>
+inline A from_order_key(U k) {
+  constexpr U sign = static_cast<U>(1) << (8 * sizeof(A) - 1);
+  return math::detail::bit_cast<A>(
+      static_cast<U>(k ^ (static_cast<U>(0 - ((~k) >> (8 * sizeof(A) - 1))) | sign)));
+}
+
+// max_{j < n} x[j] as A (n >= 1; no NaN among the x[j]): an integer max of order keys, exact,
+// so the order of the comparisons does not matter and the loop vectorizes.
+template <class A, class T>
+inline A row_max(const T* x, int n) {
+  using U = typename math::detail::ExpConsts<A>::UInt;
+  U mkey = 0;  // below every non-NaN key
+  for (int j = 0; j < n; ++j) {
+    const U k = order_key(static_cast<A>(x[j]));
+    mkey = mkey > k ? mkey : k;
+  }
+  return from_order_key<A>(mkey);
 }
 
 }  // namespace paraxis::kernels::detail

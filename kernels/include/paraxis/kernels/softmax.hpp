@@ -27,23 +27,6 @@ namespace paraxis::kernels {
 
 namespace detail {
 
-// Order-preserving unsigned keys of float/double bit patterns: key(a) < key(b) iff a < b for
-// non-NaN a, b (negative values have their bits inverted, non-negative ones the sign bit
-// set). An unsigned max reduction vectorizes where a floating max (NaN rules) does not.
-template <class A>
-inline auto order_key(A v) {
-  using U = typename math::detail::ExpConsts<A>::UInt;
-  constexpr U sign = static_cast<U>(1) << (8 * sizeof(A) - 1);
-  const U u = math::detail::bit_cast<U>(v);
-  return static_cast<U>(u ^ (static_cast<U>(0 - (u >> (8 * sizeof(A) - 1))) | sign));
-}
-template <class A, class U>
-inline A from_order_key(U k) {
-  constexpr U sign = static_cast<U>(1) << (8 * sizeof(A) - 1);
-  return math::detail::bit_cast<A>(
-      static_cast<U>(k ^ (static_cast<U>(0 - ((~k) >> (8 * sizeof(A) - 1))) | sign)));
-}
-
 // Exponentials kept on the stack per row when P is narrower than the accumulation type (bf16):
 // rows up to this long compute each exponential once; longer rows recompute the rest.
 inline constexpr int kSoftmaxRowBuffer = 2048;
@@ -51,17 +34,29 @@ inline constexpr int kSoftmaxRowBuffer = 2048;
 // One row of the forward pass on the host: p[j] = e_j / sum_k e_k for j < len, where
 // e_j = exp(x_j - max_k x_k), x_j = sc s[j] when Scaled (s[j] otherwise); p[j] = 0 for
 // len <= j < width (the causal mask). p may alias s.
+// A masked row (len < width) is processed up to len rounded up to a multiple of the lanes (at
+// most width), the masked elements in that stretch taking part as key 0 and exponential 0:
+// whole lane blocks instead of a scalar tail per row (the causal rows have every length), and
+// those elements are zeros in P anyway. Their inputs are read but never used.
+template <class A>
+inline int padded_length(int len, int width) {
+  constexpr int L = kLanes<A>;
+  const int n = (len + L - 1) / L * L;
+  return len == width ? len : (n < width ? n : width);
+}
+
 template <bool Scaled, class A, class TS, class TP>
-void softmax_row_host(const TS* s, TP* p, int len, int width, A sc) {
+void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
   using U = typename math::detail::ExpConsts<A>::UInt;
+  const int len = padded_length<A>(len_, width), valid = len_;
   auto x = [&](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
   U mkey = 0;  // below every non-NaN key
   for (int j = 0; j < len; ++j) {
-    const U k = order_key(x(j));
+    const U k = j < valid ? order_key(x(j)) : U(0);
     mkey = mkey > k ? mkey : k;
   }
   const A mx = from_order_key<A>(mkey);
-  auto expo = [&](int j) { return math::vexp(x(j) - mx); };
+  auto expo = [&](int j) { return j < valid ? math::vexp(x(j) - mx) : A(0); };
   A inv;
   if constexpr (std::is_same_v<TP, A>) {
     // P holds A exactly: keep the exponentials in P and rescale (one exp per element).
@@ -85,13 +80,15 @@ void softmax_row_host(const TS* s, TP* p, int len, int width, A sc) {
 // One row of the backward pass on the host: dot = sum_{j < len} p[j] dp[j], then
 // ds[j] = p[j] (dp[j] - dot) (times sc first when Scaled, as the causal kernel has it) for
 // j < len and 0 for len <= j < width. ds may alias dp.
+// Masked rows padded as in softmax_row_host (P is 0 there, so are the terms and dS).
 template <bool Scaled, class A, class TP, class TDP, class TS>
-void softmax_backward_row_host(const TP* p, const TDP* dp, TS* ds, int len, int width, A sc) {
-  const A dot =
-      lane_sum<A>(len, [&](int j) { return static_cast<A>(p[j]) * static_cast<A>(dp[j]); });
+void softmax_backward_row_host(const TP* p, const TDP* dp, TS* ds, int len_, int width, A sc) {
+  const int len = padded_length<A>(len_, width), valid = len_;
+  const A dot = lane_sum<A>(
+      len, [&](int j) { return j < valid ? static_cast<A>(p[j]) * static_cast<A>(dp[j]) : A(0); });
   for (int j = 0; j < len; ++j) {
     const A pj = Scaled ? sc * static_cast<A>(p[j]) : static_cast<A>(p[j]);
-    ds[j] = static_cast<TS>(pj * (static_cast<A>(dp[j]) - dot));
+    ds[j] = j < valid ? static_cast<TS>(pj * (static_cast<A>(dp[j]) - dot)) : static_cast<TS>(A(0));
   }
   for (int j = len; j < width; ++j) ds[j] = static_cast<TS>(A(0));
 }

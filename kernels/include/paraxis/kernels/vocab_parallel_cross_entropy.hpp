@@ -12,6 +12,8 @@
 //   backward: vocab_parallel_ce_backward (no communication: lse is already global)
 // A shard may hold no valid column at all (a small vocabulary on many ranks): its local max is
 // the lowest finite value and its sums are 0, the identities of the reductions.
+// On host spaces each row runs cross_entropy.hpp's vectorized row loops (row_lanes.hpp); on
+// devices a team per row (one thread per element backward), as there.
 #pragma once
 
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/cross_entropy.hpp"
 #include "paraxis/kernels/math.hpp"
+#include "paraxis/kernels/row_lanes.hpp"
 
 namespace paraxis::kernels {
 
@@ -52,6 +55,17 @@ void vocab_parallel_ce_local_max(const ExecSpace& space, const LV& logits, int v
   const int vv = detail::vocab_shard_valid(k, logits, vocab_offset, vocab);
   using A = acc_t<value_t<LV>>;
   using MT = value_t<MV>;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(logits)) {
+      Kokkos::parallel_for(
+          "paraxis::vocab_parallel_ce_max", Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)),
+          [=](const int i) {
+            max_local(i) = static_cast<MT>(
+                vv > 0 ? detail::row_max<A>(detail::row_ptr(logits, i), vv) : math::lowest<A>());
+          });
+      return;
+    }
+  }
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   Kokkos::parallel_for(
@@ -93,9 +107,23 @@ void vocab_parallel_ce_local_sumexp(const ExecSpace& space, const LV& logits, co
   using A = acc_t<value_t<LV>>;
   using ST = value_t<SV>;
   using ZT = value_t<ZV>;
+  const int off = vocab_offset;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(logits)) {
+      Kokkos::parallel_for("paraxis::vocab_parallel_ce_sumexp",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)), [=](const int i) {
+                             const auto* x = detail::row_ptr(logits, i);
+                             sumexp_local(i) = static_cast<ST>(
+                                 detail::ce_row_sumexp<A>(x, vv, static_cast<A>(gmax(i))));
+                             const int t = targets(i) - off;
+                             target_logit_local(i) =
+                                 static_cast<ZT>((t >= 0 && t < vv) ? static_cast<A>(x[t]) : A(0));
+                           });
+      return;
+    }
+  }
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
-  const int off = vocab_offset;
   Kokkos::parallel_for(
       "paraxis::vocab_parallel_ce_sumexp", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
@@ -104,7 +132,7 @@ void vocab_parallel_ce_local_sumexp(const ExecSpace& space, const LV& logits, co
         A sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, vv),
-            [&](const int j, A& s) { s += math::exp(static_cast<A>(logits(i, j)) - mx); }, sum);
+            [&](const int j, A& s) { s += math::vexp(static_cast<A>(logits(i, j)) - mx); }, sum);
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           sumexp_local(i) = static_cast<ST>(sum);
           const int t = targets(i) - off;
@@ -164,6 +192,18 @@ void vocab_parallel_ce_backward(const ExecSpace& space, const LV& logits, const 
   using DT = value_t<DV>;
   const A sc = static_cast<A>(scale);
   const int off = vocab_offset;
+  if constexpr (detail::host_exec_v<ExecSpace>) {
+    if (detail::rows_contiguous(logits, dlogits)) {
+      const int width = static_cast<int>(Vl);
+      Kokkos::parallel_for("paraxis::vocab_parallel_ce_bwd",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)), [=](const int i) {
+                             detail::ce_row_backward<A>(
+                                 detail::row_ptr(logits, i), detail::row_ptr(dlogits, i), vv, width,
+                                 static_cast<A>(lse(i)), sc, targets(i) - off);
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "paraxis::vocab_parallel_ce_bwd",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(
@@ -173,7 +213,7 @@ void vocab_parallel_ce_backward(const ExecSpace& space, const LV& logits, const 
           dlogits(i, j) = static_cast<DT>(A(0));
           return;
         }
-        const A p = math::exp(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
+        const A p = math::vexp(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
         const A onehot = off + j == targets(i) ? A(1) : A(0);
         dlogits(i, j) = static_cast<DT>(sc * (p - onehot));
       });
