@@ -149,17 +149,25 @@ TEST(math, special_values_fp64) {
 // build): same bound against the C library.
 PARAXIS_EXEC_SPACE_TEST_SUITE(math_kernel);
 
+// A free function: CUDA's extended lambdas may not live in a test body (a private member).
+template <class Space>
+void exp_tanh_kernel(const V1<float, Space>& X, const V1<float, Space>& E,
+                     const V1<float, Space>& T) {
+  Kokkos::parallel_for(
+      "test_math::kernel", Kokkos::RangePolicy<Space>(0, static_cast<int>(X.extent(0))),
+      KOKKOS_LAMBDA(const int i) {
+        E(i) = pm::vexp(X(i));
+        T(i) = pm::vtanh(X(i) * 0.1f);
+      });
+}
+
 TYPED_TEST(math_kernel, vexp_and_vtanh_in_a_kernel_fp32) {
   using Space = TypeParam;
   const int n = 4099;
   const auto x0 = rounded<float>(random_vec(n, 61, -90.0, 90.0));
   auto X = make1<float, Space>(x0);
   V1<float, Space> E("E", n), T("T", n);
-  Kokkos::parallel_for(
-      "test_math::kernel", Kokkos::RangePolicy<Space>(0, n), KOKKOS_LAMBDA(const int i) {
-        E(i) = pm::vexp(X(i));
-        T(i) = pm::vtanh(X(i) * 0.1f);
-      });
+  exp_tanh_kernel<Space>(X, E, T);
   const auto e = to_host(E), t = to_host(T);
   for (int i = 0; i < n; ++i) {
     const double re = std::exp(x0[i]);

@@ -151,8 +151,10 @@ KOKKOS_INLINE_FUNCTION A vexp(A x) {
   // positive one below them; as signed numbers the negatives are below everything and the
   // positives in order. (Float compares here made GCC split off the clamped cases as
   // constant paths and blend them back: a third more instructions per element.)
-  const U lo_bits = detail::bit_cast<U>(C::lo);
-  const I hi_bits = detail::bit_cast<I>(C::hi);
+  const A lo = C::lo, hi = C::hi;  // copies: bit_cast takes a reference (CUDA device code
+                                   // may not bind one to a host static member)
+  const U lo_bits = detail::bit_cast<U>(lo);
+  const I hi_bits = detail::bit_cast<I>(hi);
   const U u = detail::bit_cast<U>(x);
   I c = static_cast<I>(u < lo_bits ? u : lo_bits);
   c = c < hi_bits ? c : hi_bits;
