@@ -84,13 +84,13 @@ TEST(tensor_parallel_training, tp_matches_single_rank_fp64_dense_and_moe_with_an
 }
 
 // model.attention: fused (docs/model.md): each rank's heads (tp, with sequence parallelism) or
-// blocks (pp = the world size) through the fused kernel reproduce the fused single-rank run and
+// blocks (pp = 2, dp = the rest) through the fused kernel reproduce the fused single-rank run and
 // the unfused one, within the same tolerance.
 TEST(tensor_parallel_training, fused_attention_matches_single_rank_under_tp_and_pp) {
   const int n = world_size();
   for (bool pp : {false, true}) {
-    auto o = base("fp64", pp ? 1 : n, 1, !pp);
-    if (pp) o.push_back("parallel.pp=" + std::to_string(n));
+    auto o = base("fp64", pp ? 1 : n, pp ? n / 2 : 1, !pp);
+    if (pp) o.push_back("parallel.pp=2");
     const auto unfused = run_reference(tiny(o));
     o.push_back("model.attention=fused");
     const auto c = tiny(o);
