@@ -1,22 +1,27 @@
-// Causal multi-head attention (the unfused gemm_batched + causal softmax path), forward and
-// backward, fp32 and bf16 storage, named attention/<fwd|bwd>/b<batch>_s<seq>_h<heads>_d<hd>.
-// FLOP/s counts the useful causal work: half of the dense T x T products, i.e. per
-// (sequence, head) 2*T^2*hd forward (Q K^T and P V) and 4*T^2*hd backward (four products);
-// the kernel itself computes the full squares, so it can reach at most half of GEMM speed.
-// bytes/s counts inputs and outputs only (Q, K, V, Out; dOut, Q, K, V, dQ, dK, dV), not the
-// T x T probabilities: it is the traffic a fused kernel would need. Every iteration fences; rates
-// use wall time (UseRealTime), which is what device work needs.
+// Causal multi-head attention, unfused (attention.hpp: gemm_batched + causal softmax, the
+// probabilities kept) against fused (fused_attention.hpp: tiled, online softmax, O(seq)
+// memory), forward and backward, fp32 and bf16 storage, named
+// attention/<unfused|fused>/<fwd|bwd>/[bf16/]b<batch>_s<seq>_h<heads>_d<hd>; s512 and s2048 are
+// inputs/small.yaml's heads and head dimension (8 x 64) at batch 1.
+// FLOP/s counts the useful causal work for both, so their rates compare directly: half of the
+// dense T x T products, i.e. per (sequence, head) 2*T^2*hd forward (Q K^T and P V) and
+// 4*T^2*hd backward (four products). The unfused kernel computes the full squares (at most
+// half of GEMM speed); the fused backward recomputes Q K^T and dOut V^T in each of its two
+// passes (7/4 of the counted work). bytes/s counts inputs and outputs only (Q, K, V, Out; dOut,
+// Out, Q, K, V, dQ, dK, dV), not the T x T matrices. workspace_MiB: everything the workspace
+// holds (saved + scratch). Every iteration fences; rates use wall time (UseRealTime).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
 #include <string>
+#include <type_traits>
 
 #include "bench_util.hpp"
 #include "paraxis/kernels/attention.hpp"
+#include "paraxis/kernels/fused_attention.hpp"
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::fill_formula;
-using paraxis::bench::set_bytes;
 
 namespace {
 
@@ -26,7 +31,7 @@ struct Shape {
   int batch, seq, heads, hd;
 };
 
-template <class T>
+template <class T, bool Fused>
 void bench_attention(benchmark::State& state, Shape s, bool backward) {
   const int n = s.batch * s.seq, e = s.heads * s.hd;
   pk::View2<T, Exec> Q("Q", n, e), K("K", n, e), V("V", n, e), Out("Out", n, e), dOut("dO", n, e),
@@ -35,40 +40,60 @@ void bench_attention(benchmark::State& state, Shape s, bool backward) {
   fill_formula(K, 2);
   fill_formula(V, 3);
   fill_formula(dOut, 4);
-  pk::AttentionWorkspace<T, Exec> ws(s.batch, s.seq, s.heads, s.hd);
-  pk::attention_forward(Exec(), Q, K, V, ws, Out);
+  using WS = std::conditional_t<Fused, pk::FusedAttentionWorkspace<T, Exec>,
+                                pk::AttentionWorkspace<T, Exec>>;
+  WS ws(s.batch, s.seq, s.heads, s.hd);
+  auto forward = [&] {
+    if constexpr (Fused)
+      pk::fused_attention_forward(Exec(), Q, K, V, ws, Out);
+    else
+      pk::attention_forward(Exec(), Q, K, V, ws, Out);
+  };
+  auto backward_pass = [&] {
+    if constexpr (Fused)
+      pk::fused_attention_backward(Exec(), dOut, Out, ws, dQ, dK, dV);
+    else
+      pk::attention_backward(Exec(), dOut, ws, dQ, dK, dV);
+  };
+  forward();
   Kokkos::fence();
   for (auto _ : state) {
     if (backward)
-      pk::attention_backward(Exec(), dOut, ws, dQ, dK, dV);
+      backward_pass();
     else
-      pk::attention_forward(Exec(), Q, K, V, ws, Out);
+      forward();
     Kokkos::fence();
   }
   const double per_head = static_cast<double>(s.seq) * s.seq * s.hd;
   const double flops = (backward ? 4.0 : 2.0) * per_head * s.batch * s.heads;
-  const double bytes = (backward ? 7.0 : 4.0) * n * e * sizeof(T);
+  const double bytes = (backward ? 8.0 : 4.0) * n * e * sizeof(T);
   state.counters["FLOP/s"] =
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bytes/s"] = benchmark::Counter(
-      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
+  paraxis::bench::set_bytes(state, bytes);
   state.counters["workspace_MiB"] = static_cast<double>(ws.bytes()) / (1024.0 * 1024.0);
 }
 
+template <class T>
+void register_pair(const std::string& dir, const std::string& name, Shape s, bool bwd) {
+  benchmark::RegisterBenchmark(("attention/unfused/" + dir + name).c_str(),
+                               bench_attention<T, false>, s, bwd)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("attention/fused/" + dir + name).c_str(), bench_attention<T, true>,
+                               s, bwd)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+
 const bool registered = [] {
-  for (Shape s : {Shape{4, 128, 8, 64}, Shape{1, 256, 4, 32}}) {
+  for (Shape s :
+       {Shape{4, 128, 8, 64}, Shape{1, 256, 4, 32}, Shape{1, 512, 8, 64}, Shape{1, 2048, 8, 64}}) {
     const std::string name = "b" + std::to_string(s.batch) + "_s" + std::to_string(s.seq) + "_h" +
                              std::to_string(s.heads) + "_d" + std::to_string(s.hd);
     for (bool bwd : {false, true}) {
       const std::string dir = bwd ? "bwd/" : "fwd/";
-      benchmark::RegisterBenchmark(("attention/" + dir + name).c_str(), bench_attention<float>, s,
-                                   bwd)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-      benchmark::RegisterBenchmark(("attention/" + dir + "bf16/" + name).c_str(),
-                                   bench_attention<paraxis::bf16>, s, bwd)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+      register_pair<float>(dir, name, s, bwd);
+      register_pair<paraxis::bf16>(dir + "bf16/", name, s, bwd);
     }
   }
   return true;
