@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Each memory-bound kernel's bytes/s over its family's copy baseline from the same run.
+
+Reads the JSON of paraxis-bench-kernels (--benchmark_out=FILE --benchmark_out_format=json, or
+--benchmark_format=json on stdout) and prints one Markdown table: for every benchmark named
+FAMILY/PASS.../[bf16/]SHAPE that has a bytes/s counter, the copy of the same shape and storage
+type in the same family (FAMILY/baseline_copy/[bf16/]SHAPE) and, where the family registers
+one, the copy of the pass's own bytes (FAMILY/baseline_copy/PASS_bytes/[bf16/]SHAPE; bwd passes
+also match bwd_bytes), with the ratios. With repetitions, the medians are used. The issue-20
+target is >= 0.5 of the copy, forward and backward, fp32 and bf16 (docs/performance.md).
+
+Usage: roofline_table.py BENCH.json [--families layernorm,softmax,...] [--target 0.5]
+Exit status: 0; 1 when --check is given and a kernel falls below the target; 2 on bad input.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def parse_name(name):
+    """(family, pass, dtype, shape) of a benchmark name, or None for names without a shape."""
+    parts = name.split("/")
+    if len(parts) < 3:
+        return None
+    dtype = "bf16" if "bf16" in parts[1:-1] else "fp32"
+    middle = [p for p in parts[1:-1] if p != "bf16"]
+    return parts[0], "/".join(middle), dtype, parts[-1]
+
+
+def rates(doc):
+    """{benchmark name: median bytes/s} over the iterations (or the median aggregates)."""
+    samples = {}
+    for b in doc.get("benchmarks", []):
+        if "bytes/s" not in b:
+            continue
+        kind = b.get("run_type", "iteration")
+        if kind == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = b.get("run_name", b["name"])
+        samples.setdefault(name, []).append(float(b["bytes/s"]))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def table(doc, families=None):
+    """Rows (family, pass, dtype, shape, GB/s, copy GB/s, ratio, own-bytes copy GB/s, ratio)."""
+    r = rates(doc)
+    parsed = {n: parse_name(n) for n in r}
+    copies = {}
+    for n, p in parsed.items():
+        if p and p[1].startswith("baseline_copy"):
+            own = p[1][len("baseline_copy"):].strip("/")  # "", "bwd_bytes", "fwd_bytes"
+            copies[(p[0], own, p[2], p[3])] = r[n]
+    rows = []
+    for n, p in sorted(parsed.items()):
+        if not p or p[1].startswith("baseline_copy"):
+            continue
+        fam, pas, dt, shape = p
+        if families and fam not in families:
+            continue
+        base = copies.get((fam, "", dt, shape))
+        if base is None:
+            continue
+        own = None
+        for key in (pas.split("/")[0] + "_bytes", pas.replace("/", "_") + "_bytes"):
+            own = copies.get((fam, key, dt, shape), own)
+        g = 1024.0**3
+        rows.append((fam, pas, dt, shape, r[n] / g, base / g, r[n] / base,
+                     own / g if own else None, r[n] / own if own else None))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json")
+    ap.add_argument("--families", default="")
+    ap.add_argument("--target", type=float, default=0.5)
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a kernel's best ratio is below --target")
+    a = ap.parse_args(argv)
+    try:
+        with open(a.json) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"roofline_table.py: cannot read {a.json}: {e}", file=sys.stderr)
+        return 2
+    fams = set(filter(None, a.families.split(",")))
+    rows = table(doc, fams or None)
+    if not rows:
+        print(f"roofline_table.py: {a.json} holds no kernel with a bytes/s counter and a "
+              "baseline_copy of the same family, shape and storage type", file=sys.stderr)
+        return 2
+    print("| kernel | storage | shape | GB/s | copy GB/s | / copy | own-bytes copy GB/s | / own |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    below = 0
+    for fam, pas, dt, shape, gbs, base, ratio, own, oratio in rows:
+        best = max(ratio, oratio or 0.0)
+        below += best < a.target
+        o = f"{own:.1f} | {oratio:.2f}" if own else "– | –"
+        print(f"| {fam}/{pas} | {dt} | {shape} | {gbs:.2f} | {base:.1f} | {ratio:.2f} | {o} |")
+    print(f"\n{len(rows)} kernels, {below} below {a.target} of copy (the better of the two ratios)")
+    return 1 if a.check and below else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
