@@ -38,8 +38,7 @@ double rtol() {
 }
 
 template <class T, class Space>
-void check_row_forward() {
-  const int r = 53, c = 129;
+void check_row_forward(int r = 53, int c = 129) {
   // Large offsets: without max subtraction exp would overflow.
   const auto s0 = rounded<T>(random_vec(r * c, 41, 80.0, 100.0));
   pk::View2<T, Space> P("P", r, c);
@@ -57,6 +56,12 @@ TYPED_TEST(softmax, rows_match_host_fp32) {
 TYPED_TEST(softmax, rows_match_host_bf16) {
   using Space = TypeParam;
   check_row_forward<bf16, Space>();
+}
+// bf16 rows wider than the host path's stack buffer of exponentials (softmax.hpp,
+// kSoftmaxRowBuffer): the part beyond it is recomputed, and must round the same way.
+TYPED_TEST(softmax, rows_wider_than_the_row_buffer_bf16) {
+  using Space = TypeParam;
+  check_row_forward<bf16, Space>(3, pk::detail::kSoftmaxRowBuffer + 77);
 }
 
 template <class T, class Space>

@@ -28,19 +28,22 @@ def bench(name, gbs, run_type="iteration", agg=None):
 doc = {"benchmarks": [
     bench("layernorm/fwd/4096x512", 10.0), bench("layernorm/fwd/4096x512", 30.0),
     bench("layernorm/fwd/4096x512", 20.0),  # median 20
-    bench("layernorm/baseline_copy/4096x512", 40.0),
+    bench("layernorm/baseline_copy/4096x512/real_time", 40.0),  # UseRealTime's suffix
     bench("layernorm/bwd/bf16/4096x512", 6.0),
     bench("layernorm/baseline_copy/bf16/4096x512", 30.0),
     bench("layernorm/baseline_copy/bwd_bytes/bf16/4096x512", 10.0),
     bench("softmax/rows/fwd/256x8192", 1.0, "aggregate", "mean"),  # not a median: ignored
     bench("softmax/rows/fwd/256x8192", 3.0, "aggregate", "median"),
-    bench("softmax/baseline_copy/256x8192", 12.0, "aggregate", "median"),
+    bench("softmax/rows/baseline_copy/256x8192", 12.0, "aggregate", "median"),  # two-part family
+    bench("softmax/causal/fwd/256x8192", 99.0),  # no softmax/causal copy: not a row
     bench("gemm/portable/512", 1.0),  # no copy in its family: not a row
+    bench("scale/4096x512", 8.0), bench("scale/baseline_copy/4096x512", 32.0),  # no pass name
     {"name": "attention/fwd/b1", "run_type": "iteration"},  # no bytes/s
 ]}
-rows = {(r[0], r[1], r[2]): r for r in rt.table(doc)}
+rows = {(r[0].split("/")[0], "/".join(r[0].split("/")[1:]), r[1]): (None,) + r for r in rt.table(doc)}
 assert set(rows) == {("layernorm", "fwd", "fp32"), ("layernorm", "bwd", "bf16"),
-                     ("softmax", "rows/fwd", "fp32")}, rows
+                     ("softmax", "rows/fwd", "fp32"), ("scale", "", "fp32")}, rows
+assert abs(rows[("scale", "", "fp32")][6] - 0.25) < 1e-9
 r = rows[("layernorm", "fwd", "fp32")]
 assert abs(r[4] - 20.0) < 1e-9 and abs(r[6] - 0.5) < 1e-9 and r[7] is None, r
 r = rows[("layernorm", "bwd", "bf16")]
@@ -54,7 +57,7 @@ with tempfile.TemporaryDirectory() as d:
         json.dump(doc, f)
     run = lambda *a: subprocess.run([sys.executable, script, *a], capture_output=True, text=True)
     p = run(path, "--check", "--target", "0.5")
-    assert p.returncode == 1 and "1 below 0.5" in p.stdout, p  # softmax at 0.25
+    assert p.returncode == 1 and "2 below 0.5" in p.stdout, p  # softmax and scale at 0.25
     p = run(path, "--check", "--target", "0.2")
     assert p.returncode == 0 and "0 below 0.2" in p.stdout, p
     p = run(path, "--families", "layernorm")

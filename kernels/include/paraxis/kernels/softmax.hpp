@@ -28,8 +28,9 @@ namespace paraxis::kernels {
 namespace detail {
 
 // Exponentials kept on the stack per row when P is narrower than the accumulation type (bf16):
-// rows up to this long compute each exponential once; longer rows recompute the rest.
-inline constexpr int kSoftmaxRowBuffer = 2048;
+// rows up to this long (32 KiB of floats on the stack; attention rows are the sequence, GPT-2
+// and Llama rows up to 8,192) compute each exponential once; longer rows recompute the rest.
+inline constexpr int kSoftmaxRowBuffer = 8192;
 
 // One row of the forward pass on the host: p[j] = e_j / sum_k e_k for j < len, where
 // e_j = exp(x_j - max_k x_k), x_j = sc s[j] when Scaled (s[j] otherwise); p[j] = 0 for
