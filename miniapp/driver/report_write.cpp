@@ -252,8 +252,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   md << checkpoint_markdown(points);                       // report_checkpoint.hpp
   md << "## Plots\n\n";
   if (plots_note.empty()) {
-    for (const char* f :
-         {"step_breakdown", "bubble_vs_microbatches", "measured_vs_predicted", "busbw"})
+    for (const char* f : {"step_breakdown", "bubble_vs_microbatches", "measured_vs_predicted",
+                          "measured_vs_predicted_bytes", "busbw"})
       if (std::filesystem::exists(out + "/plots/" + f + ".png"))
         md << "![" << f << "](plots/" << f << ".png)\n\n";
   } else {
