@@ -1,8 +1,15 @@
 // GEMM throughput: paraxis's portable kernel, the vendor path (KokkosBlas -> OpenBLAS on host)
-// and a direct single-threaded cblas_sgemm baseline in the same run, at 512^3 and at the
-// shapes of a transformer MLP with tokens = hidden = 512 (up-projection 512x2048x512 and
-// down-projection 512x512x2048, named MxNxK). All row-major fp32 (C = A*B, alpha 1, beta 0)
-// unless the name says bf16. Each iteration fences, so the timer sees finished work only.
+// and a direct cblas_sgemm baseline in the same run, at 512^3, at the shapes of a transformer
+// MLP with tokens = hidden = 512 (up-projection 512x2048x512 and down-projection 512x512x2048,
+// named MxNxK), at the backward products of that MLP (weight gradient x^T dy: TN; input
+// gradient dy w^T: NT) and at inputs/small.yaml's attention products (32 = micro_batch x heads
+// matrices of seq 128 x head_dim 64: scores q k^T, NT, and context p v, NN). All row-major
+// fp32 (alpha 1, beta 0) unless the name says bf16. Each iteration fences, so the timer sees
+// finished work only.
+//
+// `openblas` rows are single-threaded (the Serial kernel's baseline); on a threaded execution
+// space `openblas-mt` rows give OpenBLAS as many threads as the space has (the threaded
+// kernel's baseline).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -24,94 +31,153 @@ using Mem = Exec::memory_space;
 
 struct Shape {
   int m, n, k;
+  pk::Trans ta = pk::Trans::N, tb = pk::Trans::N;
+  int batch = 0;  // 0: one rank-2 GEMM; > 0: gemm_batched over rank-3 Views
 };
-// "512" is the cube; the rest spell out MxNxK.
 const Shape kCube{512, 512, 512};
 const Shape kUp{512, 2048, 512};
 const Shape kDown{512, 512, 2048};
+const Shape kUpWeightGrad{512, 2048, 512, pk::Trans::T, pk::Trans::N};
+const Shape kUpInputGrad{512, 512, 2048, pk::Trans::N, pk::Trans::T};
+const Shape kAttnScores{128, 128, 64, pk::Trans::N, pk::Trans::T, 32};
+const Shape kAttnContext{128, 64, 128, pk::Trans::N, pk::Trans::N, 32};
 
+// "512" is the cube; the rest spell out MxNxK, a batch count in front ("32x128x128x64") and
+// the transposes after ("/TN") when not NN.
 std::string shape_name(const Shape& s) {
-  if (s.m == s.n && s.n == s.k) return std::to_string(s.m);
-  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+  std::string name =
+      s.m == s.n && s.n == s.k && s.batch == 0
+          ? std::to_string(s.m)
+          : std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+  if (s.batch > 0) name = "attn/" + std::to_string(s.batch) + "x" + name;
+  if (s.ta != pk::Trans::N || s.tb != pk::Trans::N)
+    name += std::string("/") + char(s.ta) + char(s.tb);
+  return name;
 }
 
 template <class V>
 void fill_formula(const V& v, int salt) {
   using T = typename V::non_const_value_type;
   auto h = Kokkos::create_mirror_view(v);
-  for (std::size_t i = 0; i < v.extent(0); ++i)
-    for (std::size_t j = 0; j < v.extent(1); ++j)
-      h(i, j) = T(static_cast<float>((i * 7 + j * 13 + salt) % 17) / 16.0f - 0.5f);
+  const std::size_t rows = v.span() / v.extent(V::rank - 1), cols = v.extent(V::rank - 1);
+  T* data = h.data();
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j)
+      data[i * cols + j] = T(static_cast<float>((i * 7 + j * 13 + salt) % 17) / 16.0f - 0.5f);
   Kokkos::deep_copy(v, h);
 }
 
 void set_rate(benchmark::State& state, const Shape& s) {
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * s.m * s.n * s.k, benchmark::Counter::kIsIterationInvariantRate);
+  const double batch = s.batch > 0 ? s.batch : 1;
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * batch * s.m * s.n * s.k,
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// OpenBLAS defaults to one thread per core; every BLAS figure here is single-threaded, like
-// the Serial portable kernel it is compared with (the vendor path calls the same library).
-void single_thread_blas() {
+// OpenBLAS defaults to one thread per core; `openblas`, `vendor` and the Serial portable
+// kernel they are compared with are single-threaded (the vendor path calls the same library).
+void set_blas_threads(int threads) {
 #ifdef PARAXIS_HAVE_OPENBLAS
-  openblas_set_num_threads(1);
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
 #endif
+}
+
+// Extents of op's operand: rows x cols of the stored matrix.
+int stored_rows(pk::Trans t, int r, int c) {
+  return t == pk::Trans::N ? r : c;
+}
+int stored_cols(pk::Trans t, int r, int c) {
+  return t == pk::Trans::N ? c : r;
 }
 
 template <class T>
 void bench_paraxis(benchmark::State& state, Shape s, pk::GemmVariant v) {
-  single_thread_blas();
-  Kokkos::View<T**, Mem> A("A", s.m, s.k), B("B", s.k, s.n);
-  Kokkos::View<std::conditional_t<std::is_same_v<T, paraxis::bf16>, float, T>**, Mem> C("C", s.m,
-                                                                                        s.n);
-  fill_formula(A, 1);
-  fill_formula(B, 2);
-  Kokkos::fence();
-  for (auto _ : state) {
-    pk::gemm(Exec(), pk::Trans::N, pk::Trans::N, 1.0, A, B, 0.0, C, v);
+  set_blas_threads(1);
+  using TC = std::conditional_t<std::is_same_v<T, paraxis::bf16>, float, T>;
+  const int ar = stored_rows(s.ta, s.m, s.k), ac = stored_cols(s.ta, s.m, s.k);
+  const int br = stored_rows(s.tb, s.k, s.n), bc = stored_cols(s.tb, s.k, s.n);
+  if (s.batch == 0) {
+    Kokkos::View<T**, Mem> A("A", ar, ac), B("B", br, bc);
+    Kokkos::View<TC**, Mem> C("C", s.m, s.n);
+    fill_formula(A, 1);
+    fill_formula(B, 2);
     Kokkos::fence();
+    for (auto _ : state) {
+      pk::gemm(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
+      Kokkos::fence();
+    }
+  } else {
+    Kokkos::View<T***, Mem> A("A", s.batch, ar, ac), B("B", s.batch, br, bc);
+    Kokkos::View<TC***, Mem> C("C", s.batch, s.m, s.n);
+    fill_formula(A, 1);
+    fill_formula(B, 2);
+    Kokkos::fence();
+    for (auto _ : state) {
+      pk::gemm_batched(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
+      Kokkos::fence();
+    }
   }
   set_rate(state, s);
 }
 
 #ifdef PARAXIS_HAVE_OPENBLAS
-void bench_openblas(benchmark::State& state, Shape s) {
-  single_thread_blas();
-  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> A("A", s.m, s.k), B("B", s.k, s.n),
-      C("C", s.m, s.n);
+void bench_openblas(benchmark::State& state, Shape s, int threads) {
+  set_blas_threads(threads);
+  const int batch = s.batch > 0 ? s.batch : 1;
+  const int ar = stored_rows(s.ta, s.m, s.k), ac = stored_cols(s.ta, s.m, s.k);
+  const int br = stored_rows(s.tb, s.k, s.n), bc = stored_cols(s.tb, s.k, s.n);
+  Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace> A("A", batch, ar, ac),
+      B("B", batch, br, bc), C("C", batch, s.m, s.n);
   fill_formula(A, 1);
   fill_formula(B, 2);
+  const auto ta = s.ta == pk::Trans::N ? CblasNoTrans : CblasTrans;
+  const auto tb = s.tb == pk::Trans::N ? CblasNoTrans : CblasTrans;
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, A.data(), s.k,
-                B.data(), s.n, 0.0f, C.data(), s.n);
+    for (int p = 0; p < batch; ++p)
+      cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, &A(p, 0, 0), ac, &B(p, 0, 0), bc,
+                  0.0f, &C(p, 0, 0), s.n);
     benchmark::ClobberMemory();
   }
+  set_blas_threads(1);
   set_rate(state, s);
 }
 #endif
+
+void register_family(const Shape& s) {
+  const std::string tail = "/" + shape_name(s);
+  benchmark::RegisterBenchmark(("gemm/portable" + tail).c_str(), bench_paraxis<float>, s,
+                               pk::GemmVariant::portable)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  if (pk::gemm_vendor_applies<Kokkos::View<float**, Mem>, Kokkos::View<float**, Mem>,
+                              Kokkos::View<float**, Mem>>())
+    benchmark::RegisterBenchmark(("gemm/vendor" + tail).c_str(), bench_paraxis<float>, s,
+                                 pk::GemmVariant::vendor)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+#ifdef PARAXIS_HAVE_OPENBLAS
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    benchmark::RegisterBenchmark(("gemm/openblas" + tail).c_str(), bench_openblas, s, 1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    // The threaded baseline, registered only where the space is threaded. Registration runs
+    // before Kokkos::initialize, so the thread count is read when the benchmark runs.
+    if (!pk::detail::is_serial_space<Exec>())
+      benchmark::RegisterBenchmark(
+          ("gemm/openblas-mt" + tail).c_str(),
+          [s](benchmark::State& state) { bench_openblas(state, s, Exec().concurrency()); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  }
+#endif
+}
 
 // Registered at static-initialisation time so --benchmark_filter sees them; the runs
 // themselves happen after Kokkos is initialised in bench_main.
 const bool registered = [] {
-  for (const Shape& s : {kCube, kUp, kDown}) {
-    const std::string tail = "/" + shape_name(s);
-    benchmark::RegisterBenchmark(("gemm/portable" + tail).c_str(), bench_paraxis<float>, s,
-                                 pk::GemmVariant::portable)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    if (pk::gemm_vendor_applies<Kokkos::View<float**, Mem>, Kokkos::View<float**, Mem>,
-                                Kokkos::View<float**, Mem>>())
-      benchmark::RegisterBenchmark(("gemm/vendor" + tail).c_str(), bench_paraxis<float>, s,
-                                   pk::GemmVariant::vendor)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-#ifdef PARAXIS_HAVE_OPENBLAS
-    if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible)
-      benchmark::RegisterBenchmark(("gemm/openblas" + tail).c_str(), bench_openblas, s)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
-#endif
-  }
+  for (const Shape& s : {kCube, kUp, kDown, kUpWeightGrad, kUpInputGrad, kAttnScores, kAttnContext})
+    register_family(s);
   benchmark::RegisterBenchmark("gemm/portable-bf16/512", bench_paraxis<paraxis::bf16>, kCube,
                                pk::GemmVariant::portable)
       ->Unit(benchmark::kMillisecond)

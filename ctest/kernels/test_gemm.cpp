@@ -1,7 +1,8 @@
 // GEMM against a plain host reference computed in double: every (op(A), op(B)) combination,
 // unaligned and multi-tile sizes, alpha/beta (beta = 0 over NaN), fp64 / fp32 / bf16 / mixed
 // storage, strided and LayoutLeft Views, batched, vendor vs portable; shape errors, variant
-// errors and bitwise repeatability.
+// errors and bitwise repeatability; the host tile choice for a thread count, and the same
+// bits under every tiling (so under every thread count).
 //
 // Tolerance: with unit roundoff u of the accumulation type a dot product of length k obeys
 // |computed - exact| <= k*u*sum|a||b| (first order); alpha, beta and the final add add two more
@@ -10,9 +11,11 @@
 // indexing error (which moves entries by O(sum|a||b|)).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -410,5 +413,126 @@ TYPED_TEST(gemm, repeated_calls_are_bitwise_identical) {
     auto h1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C1);
     auto h2 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C2);
     EXPECT_EQ(std::memcmp(h1.data(), h2.data(), h1.span() * sizeof(float)), 0) << pk::to_string(v);
+  }
+}
+
+// ---- host tiling: gemm_host_tile_shape (one team per thread, tiles chosen at run time)
+
+namespace {
+using pk::detail::gemm_host_tile_shape;
+using pk::detail::GemmTileShape;
+constexpr int kMR = 8, kNR = 32, kMC = 512, kNC = 512;  // fp32 host register block and maxima
+
+long tiles_of(const GemmTileShape& t, int m, int n, int batch) {
+  return long(batch) * ((m + t.mc - 1) / t.mc) * ((n + t.nc - 1) / t.nc);
+}
+}  // namespace
+
+TEST(gemm_host_tiles, one_thread_takes_the_largest_tile) {
+  // The Serial tiling as it always was: one tile up to 512 x 512, full tiles beyond.
+  for (auto s : {Mnk{512, 512, 512}, Mnk{512, 2048, 512}, Mnk{128, 64, 128}, Mnk{37, 53, 1}}) {
+    const auto t = gemm_host_tile_shape(s.m, s.n, 1, 1, kMR, kNR, kMC, kNC);
+    EXPECT_EQ(t.mc, std::min(kMC, (s.m + kMR - 1) / kMR * kMR)) << s.m << "x" << s.n;
+    EXPECT_EQ(t.nc, std::min(kNC, (s.n + kNR - 1) / kNR * kNR)) << s.m << "x" << s.n;
+  }
+}
+
+TEST(gemm_host_tiles, every_thread_gets_an_equal_share) {
+  // 512^3 on 2 threads: two halves; on 16 threads: sixteen 128 x 128 tiles; the MLP's
+  // 512 x 2048 on 2 threads: an even number of tiles no larger than 512 x 512.
+  auto t = gemm_host_tile_shape(512, 512, 1, 2, kMR, kNR, kMC, kNC);
+  EXPECT_EQ(tiles_of(t, 512, 512, 1), 2) << t.mc << "x" << t.nc;
+  t = gemm_host_tile_shape(512, 512, 1, 16, kMR, kNR, kMC, kNC);
+  EXPECT_EQ(t.mc, 128);
+  EXPECT_EQ(t.nc, 128);
+  t = gemm_host_tile_shape(512, 2048, 1, 2, kMR, kNR, kMC, kNC);
+  EXPECT_EQ(tiles_of(t, 512, 2048, 1) % 2, 0) << t.mc << "x" << t.nc;
+  // A batch with a tile per thread already is not cut further (attention: 32 heads x 128^2).
+  t = gemm_host_tile_shape(128, 128, 32, 2, kMR, kNR, kMC, kNC);
+  EXPECT_EQ(t.mc, 128);
+  EXPECT_EQ(t.nc, 128);
+}
+
+TEST(gemm_host_tiles, tiles_are_register_blocks_within_the_maxima_and_balanced) {
+  for (int threads : {1, 2, 3, 4, 16, 64})
+    for (int batch : {1, 3, 32})
+      for (auto s : kShapes) {
+        const auto t = gemm_host_tile_shape(s.m, s.n, batch, threads, kMR, kNR, kMC, kNC);
+        const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + " batch " +
+                                 std::to_string(batch) + " threads " + std::to_string(threads);
+        EXPECT_TRUE(t.mc > 0 && t.mc % kMR == 0 && t.mc <= kMC) << what << ": mc " << t.mc;
+        EXPECT_TRUE(t.nc > 0 && t.nc % kNR == 0 && t.nc <= kNC) << what << ": nc " << t.nc;
+        // No tile is padding only, and the busiest thread's share is at most twice its
+        // fair share of the work (padded to whole register blocks) plus one narrow tile.
+        EXPECT_LT(t.mc, s.m + kMR) << what;
+        EXPECT_LT(t.nc, s.n + kNR) << what;
+        const long tiles = tiles_of(t, s.m, s.n, batch);
+        const double busiest = double((tiles + threads - 1) / threads) * t.mc * t.nc;
+        const double fair =
+            double(batch) * ((s.m + kMR - 1) / kMR * kMR) * ((s.n + kNR - 1) / kNR * kNR) / threads;
+        EXPECT_LE(busiest, 2 * fair + double(kMC) * kNR)
+            << what << ": tile " << t.mc << "x" << t.nc << ", " << tiles << " tiles";
+      }
+}
+
+TYPED_TEST(gemm, every_tiling_gives_the_same_bits) {
+  // A threaded space picks its C tile from the thread count; the bits must not depend on it
+  // (KC, the only blocking that orders the sums, is fixed). Edge tiles, one-block tiles and
+  // the largest tile, fp32 and bf16 into a float C, N and T operands, rank 2 and batched.
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
+  if (!Kokkos::SpaceAccessibility<Space, Kokkos::HostSpace>::accessible)
+    GTEST_SKIP() << "device spaces use one fixed tile per team";
+  const GemmTileShape tilings[] = {{8, 32}, {24, 96}, {136, 64}, {512, 512}, {256, 160}};
+  Kokkos::View<float**, Mem> A("A", 300, 197), B("B", 531, 300), C0("C0", 197, 531),
+      C("C", 197, 531);
+  Kokkos::View<bf16***, Mem> A3("A3", 3, 61, 130), B3("B3", 3, 130, 77);
+  Kokkos::View<float***, Mem> D0("D0", 3, 61, 77), D("D", 3, 61, 77);
+  fill(A, 21);
+  fill(B, 22);
+  fill(C0, 23);
+  fill(A3, 24);
+  fill(B3, 25);
+  // Fresh host copies (a host space's mirror view would alias C0 and D0).
+  Kokkos::View<float**, Kokkos::HostSpace> expected("expected", 197, 531);
+  Kokkos::View<float***, Kokkos::HostSpace> expected3("expected3", 3, 61, 77);
+  for (std::size_t i = 0; i <= std::size(tilings); ++i) {
+    const GemmTileShape t = i == 0 ? GemmTileShape{} : tilings[i - 1];  // first: the space's own
+    Kokkos::deep_copy(C, C0);
+    pk::detail::gemm_portable(Space(), Trans::T, Trans::T, 0.5, A, B, 1.0, C, t);
+    pk::detail::gemm_portable(Space(), Trans::N, Trans::N, 1.0, A3, B3, 0.0, D, t);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), C);
+    auto h3 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), D);
+    if (i == 0) {
+      Kokkos::deep_copy(expected, h);
+      Kokkos::deep_copy(expected3, h3);
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(h.data(), expected.data(), h.span() * sizeof(float)), 0)
+        << "tile " << t.mc << "x" << t.nc;
+    EXPECT_EQ(std::memcmp(h3.data(), expected3.data(), h3.span() * sizeof(float)), 0)
+        << "batched, tile " << t.mc << "x" << t.nc;
+  }
+  // The forced tiles themselves are right (not only equal to each other).
+  Kokkos::deep_copy(C, C0);
+  pk::detail::gemm_portable(Space(), Trans::T, Trans::T, 0.5, A, B, 1.0, C, GemmTileShape{8, 32});
+  Kokkos::fence();
+  expect_matches_reference<float, float>("tile 8x32", Trans::T, Trans::T, 0.5, 1.0,
+                                         as_rank3_host(A), as_rank3_host(B), as_rank3_host(C0),
+                                         as_rank3_host(C), 1, 197, 531, 300);
+}
+
+TYPED_TEST(gemm, forced_tile_that_is_not_a_register_block_multiple_throws) {
+  using Space = TypeParam;
+  using Mem = typename Space::memory_space;
+  if (!Kokkos::SpaceAccessibility<Space, Kokkos::HostSpace>::accessible)
+    GTEST_SKIP() << "device spaces use one fixed tile per team";
+  Kokkos::View<float**, Mem> A("A", 40, 40), B("B", 40, 40), C("C", 40, 40);
+  try {
+    pk::detail::gemm_portable(Space(), Trans::N, Trans::N, 1.0, A, B, 0.0, C,
+                              GemmTileShape{12, 32});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("12x32"), std::string::npos) << e.what();
   }
 }

@@ -5,9 +5,12 @@
 // accumulation type on the way (so bf16 and the N/T layouts cost nothing in the inner loop),
 // then updates MR x NR register blocks of C. Packed panels are zero-padded, so edge tiles run
 // the same inner loop and only the stores are masked. Every C entry has one owner and a fixed
-// summation order: results are deterministic.
+// summation order: results are deterministic. On host spaces the C tile (mc x nc, at most
+// MC x NC) is chosen at run time for the space's thread count (gemm_host_tile_shape); KC is
+// fixed, so the summation order, and the bits, are the same for any thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -37,11 +40,12 @@ using gemm_acc_t =
                        double, float>;
 
 // Tile sizes per execution space and accumulation type. Host spaces: one thread per team,
-// the whole MC x NC tile walked by that thread; MR x NR sized to fill the vector registers
-// (16 zmm accumulators), KC so a B micro-panel (KC x NR) stays in L1 and the A panel
-// (MC x KC) in L2. Serial takes large C tiles (fewer repacks of A and B; measured best at
-// 512^3 and the 512x2048 MLP shapes on an AVX-512 EPYC); threaded host spaces take smaller
-// ones so that a league has enough teams for every thread.
+// the whole mc x nc tile walked by that thread; MR x NR sized to fill the vector registers
+// (16 zmm accumulators), KC so a B micro-panel (KC x NR) stays in L1 and the A block
+// (mc x KC) in L2. MC x NC is the largest C tile (fewer repacks of A and B; measured best at
+// 512^3 and the 512x2048 MLP shapes on an AVX-512 EPYC, Serial); threaded host spaces cut C
+// into smaller tiles at run time so that every thread gets an equal share
+// (gemm_host_tile_shape). KC is the same for Serial and threaded spaces: the same bits.
 // Device spaces: one MR x NR block per thread, panels small enough for shared memory.
 template <class ExecSpace>
 constexpr bool is_serial_space() {
@@ -52,22 +56,68 @@ constexpr bool is_serial_space() {
 #endif
 }
 
-template <class Acc, bool Serial>
+template <class Acc>
 struct gemm_host_tiles {
   static constexpr int MR = 8, NR = 2 * 64 / sizeof(Acc);  // two 64-byte vectors
-  static constexpr int MC = Serial ? 512 : 128, NC = 512, KC = Serial ? 128 : 256;
+  static constexpr int MC = 512, NC = 512, KC = 128;
   static constexpr int team_size = 1;
 };
 
 template <class ExecSpace, class Acc,
           bool Host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible>
-struct gemm_tiles : gemm_host_tiles<Acc, is_serial_space<ExecSpace>()> {};
+struct gemm_tiles : gemm_host_tiles<Acc> {};
 
 template <class ExecSpace, class Acc>
 struct gemm_tiles<ExecSpace, Acc, false> {
   static constexpr int MR = 4, NR = 4, MC = 64, NC = 64, KC = 16;
   static constexpr int team_size = (MC / MR) * (NC / NR);
 };
+
+// The C tile of one team: mc x nc, multiples of the register block, at most MC x NC.
+struct GemmTileShape {
+  int mc = 0, nc = 0;
+};
+
+// The C tile for a host GEMM of `batch` m x n products on `threads` threads (one team per
+// thread, teams handed out in equal contiguous shares). Candidates cut m and n into equal
+// parts (rounded up to MR, NR); the cost of one is the tiles of the busiest thread times the
+// work of a tile, its multiply-adds (padding included) plus `pack_cost` per packed row or
+// column (A and B are repacked for every tile). The cheapest wins; of equal ones the widest
+// (C cut along m: each thread writes whole rows). With one thread this is the largest tile
+// that fits, as it always was.
+inline GemmTileShape gemm_host_tile_shape(int m, int n, int batch, int threads, int MR, int NR,
+                                          int MC, int NC) {
+  // A packed element costs about a cycle (load, convert, store), in which a core with two
+  // 16-wide FMA pipes (Zen 4, AVX-512 fp32) does 32 multiply-adds: an estimate, not a fit.
+  constexpr double pack_cost = 32;
+  const auto ceil_div = [](long a, long b) { return (a + b - 1) / b; };
+  const auto round_up = [&](long a, long b) { return ceil_div(a, b) * b; };
+  if (threads < 1) threads = 1;
+  GemmTileShape best{int(std::min<long>(round_up(m, MR), MC)),
+                     int(std::min<long>(round_up(n, NR), NC))};
+  double best_cost = -1;
+  const long tm_min = ceil_div(m, MC), tn_min = ceil_div(n, NC);
+  const long tm_max = ceil_div(m, MR), tn_max = ceil_div(n, NR);
+  // Enough parts to give every thread a team with either axis alone; at most 4 tiles per
+  // thread (or per tile of the largest tiling), which bounds the search at large thread counts.
+  const long tiles_cap = 4 * std::max<long>(threads, long(batch) * tm_min * tn_min);
+  for (long tm = tm_min; tm <= tm_max && tm <= tm_min * threads; ++tm) {
+    const long mc = round_up(ceil_div(m, tm), MR);
+    if (ceil_div(m, mc) != tm) continue;  // the same tile as a smaller tm
+    for (long tn = tn_min; tn <= tn_max && tn <= tn_min * threads; ++tn) {
+      if (long(batch) * tm * tn > tiles_cap) break;
+      const long nc = round_up(ceil_div(n, tn), NR);
+      if (ceil_div(n, nc) != tn) continue;
+      const long per_thread = ceil_div(long(batch) * tm * tn, threads);
+      const double cost = double(per_thread) * (double(mc) * nc + pack_cost * double(mc + nc));
+      if (best_cost < 0 || cost < best_cost || (cost == best_cost && nc > best.nc)) {
+        best_cost = cost;
+        best = {int(mc), int(nc)};
+      }
+    }
+  }
+  return best;
+}
 
 KOKKOS_FORCEINLINE_FUNCTION constexpr int imin(int a, int b) {
   return a < b ? a : b;
@@ -108,6 +158,7 @@ struct GemmPortableFunctor {
   BV B;
   CV C;
   int m, n, k;
+  int mc_tile, nc_tile;  // this launch's C tile (at most MC x NC)
   int tiles_m, tiles_n;
   bool tA, tB;
   // Whether the source of a packed panel is contiguous along K (A) or along N (B): the packing
@@ -127,7 +178,7 @@ struct GemmPortableFunctor {
   // Ap[r][p][ii] = op(A)(i0 + r*MR + ii, l0 + p), zero outside op(A).
   KOKKOS_INLINE_FUNCTION void pack_a(const team_member& team, Acc* Ap, int batch, int i0, int l0,
                                      int kc) const {
-    const int mc = imin(MC, m - i0);
+    const int mc = imin(mc_tile, m - i0);
     if constexpr (Tiles::team_size == 1) {
       // One thread: plain loops, inner loop along the source's contiguous direction.
       (void)team;
@@ -174,7 +225,7 @@ struct GemmPortableFunctor {
   // Bp[s][p][jj] = op(B)(l0 + p, j0 + s*NR + jj), zero outside op(B).
   KOKKOS_INLINE_FUNCTION void pack_b(const team_member& team, Acc* Bp, int batch, int j0, int l0,
                                      int kc) const {
-    const int nc = imin(NC, n - j0);
+    const int nc = imin(nc_tile, n - j0);
     if constexpr (Tiles::team_size == 1) {
       (void)team;
       for (int s = 0; s * NR < nc; ++s) {
@@ -267,10 +318,10 @@ struct GemmPortableFunctor {
     const int league = team.league_rank();
     const int batch = league / tiles_per_batch;
     const int tile = league % tiles_per_batch;
-    const int i0 = (tile / tiles_n) * MC;
-    const int j0 = (tile % tiles_n) * NC;
-    const int mc = imin(MC, m - i0);
-    const int nc = imin(NC, n - j0);
+    const int i0 = (tile / tiles_n) * mc_tile;
+    const int j0 = (tile % tiles_n) * nc_tile;
+    const int mc = imin(mc_tile, m - i0);
+    const int nc = imin(nc_tile, n - j0);
     const int mr_tiles = (mc + MR - 1) / MR;
     const int nr_tiles = (nc + NR - 1) / NR;
 
@@ -364,11 +415,33 @@ void gemm_scale_c(const ExecSpace& space, double beta, const CV& C) {
       });
 }
 
+// The C tile a GEMM launch uses: on a host space chosen for its thread count (`tiles`, when
+// given, instead: tests use it to check that the tiling never changes a bit), on a device the
+// fixed MC x NC of the team layout.
+template <class F, class ExecSpace>
+GemmTileShape gemm_launch_tiles(const ExecSpace& space, int m, int n, int batch,
+                                GemmTileShape tiles) {
+  if constexpr (F::Tiles::team_size == 1) {
+    if (tiles.mc > 0 && tiles.nc > 0) {
+      if (tiles.mc % F::MR != 0 || tiles.nc % F::NR != 0 || tiles.mc > F::MC || tiles.nc > F::NC)
+        throw std::invalid_argument(
+            "gemm_portable: tile " + std::to_string(tiles.mc) + "x" + std::to_string(tiles.nc) +
+            " is not a multiple of " + std::to_string(F::MR) + "x" + std::to_string(F::NR) +
+            " within " + std::to_string(F::MC) + "x" + std::to_string(F::NC));
+      return tiles;
+    }
+    return gemm_host_tile_shape(m, n, batch, space.concurrency(), F::MR, F::NR, F::MC, F::NC);
+  } else {
+    (void)space, (void)m, (void)n, (void)batch, (void)tiles;
+    return {F::MC, F::NC};
+  }
+}
+
 // C = alpha*op(A)*op(B) + beta*C for rank-2 Views, or for each leading index of rank-3 Views.
 // Shapes are the caller's to check.
 template <class ExecSpace, class AV, class BV, class CV>
 void gemm_portable(const ExecSpace& space, Trans ta, Trans tb, double alpha, const AV& A,
-                   const BV& B, double beta, const CV& C) {
+                   const BV& B, double beta, const CV& C, GemmTileShape tiles = {}) {
   static_assert(int(AV::rank) == int(CV::rank) && int(BV::rank) == int(CV::rank) &&
                     (CV::rank == 2 || CV::rank == 3),
                 "gemm_portable: A, B, C must all be rank 2 or all rank 3");
@@ -386,14 +459,17 @@ void gemm_portable(const ExecSpace& space, Trans ta, Trans tb, double alpha, con
   }
   const bool tA = ta == Trans::T, tB = tb == Trans::T;
   const bool a_cols = fastest_along_cols(A), b_cols = fastest_along_cols(B);
+  const GemmTileShape t = gemm_launch_tiles<F>(space, m, n, batch, tiles);
   F f{A,
       B,
       C,
       m,
       n,
       k,
-      (m + F::MC - 1) / F::MC,
-      (n + F::NC - 1) / F::NC,
+      t.mc,
+      t.nc,
+      (m + t.mc - 1) / t.mc,
+      (n + t.nc - 1) / t.nc,
       tA,
       tB,
       tA ? !a_cols : a_cols,
