@@ -7,6 +7,10 @@
 // fp32 (alpha 1, beta 0) unless the name says bf16. Each iteration fences, so the timer sees
 // finished work only.
 //
+// `gemm/portable` rows are labelled with the C tile the host kernel chose for the space's
+// thread count; on a threaded host space `gemm/portable-tile/<shape>/<mc>x<nc>` rows run the
+// same products with explicit tiles (the choice against its alternatives).
+//
 // `openblas` rows are single-threaded (the Serial kernel's baseline); on a threaded execution
 // space `openblas-mt` rows give OpenBLAS as many threads as the space has (the threaded
 // kernel's baseline).
@@ -119,6 +123,28 @@ void bench_paraxis(benchmark::State& state, Shape s, pk::GemmVariant v) {
     }
   }
   set_rate(state, s);
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    // The C tile the host kernel picked for this space's thread count (fp32 register block).
+    using Tiles = pk::detail::gemm_tiles<Exec, float>;
+    const auto t =
+        pk::detail::gemm_host_tile_shape(s.m, s.n, s.batch > 0 ? s.batch : 1, Exec().concurrency(),
+                                         Tiles::MR, Tiles::NR, Tiles::MC, Tiles::NC);
+    state.SetLabel("tile " + std::to_string(t.mc) + "x" + std::to_string(t.nc));
+  }
+}
+
+// The portable kernel with an explicit C tile (rank 2, fp32, NN): the run-time choice against
+// its alternatives on a threaded host space.
+void bench_tile(benchmark::State& state, Shape s, pk::detail::GemmTileShape t) {
+  Kokkos::View<float**, Mem> A("A", s.m, s.k), B("B", s.k, s.n), C("C", s.m, s.n);
+  fill_formula(A, 1);
+  fill_formula(B, 2);
+  Kokkos::fence();
+  for (auto _ : state) {
+    pk::detail::gemm_portable(Exec(), pk::Trans::N, pk::Trans::N, 1.0, A, B, 0.0, C, t);
+    Kokkos::fence();
+  }
+  set_rate(state, s);
 }
 
 #ifdef PARAXIS_HAVE_OPENBLAS
@@ -178,6 +204,19 @@ void register_family(const Shape& s) {
 const bool registered = [] {
   for (const Shape& s : {kCube, kUp, kDown, kUpWeightGrad, kUpInputGrad, kAttnScores, kAttnContext})
     register_family(s);
+  // Explicit tiles, threaded host spaces only (on Serial the choice is always the largest).
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
+                !pk::detail::is_serial_space<Exec>())
+    for (const Shape& s : {kCube, kUp, kDown})
+      for (auto t : {pk::detail::GemmTileShape{512, 512}, pk::detail::GemmTileShape{256, 512},
+                     pk::detail::GemmTileShape{512, 256}, pk::detail::GemmTileShape{256, 256},
+                     pk::detail::GemmTileShape{128, 512}, pk::detail::GemmTileShape{128, 128}})
+        benchmark::RegisterBenchmark(("gemm/portable-tile/" + shape_name(s) + "/" +
+                                      std::to_string(t.mc) + "x" + std::to_string(t.nc))
+                                         .c_str(),
+                                     bench_tile, s, t)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
   benchmark::RegisterBenchmark("gemm/portable-bf16/512", bench_paraxis<paraxis::bf16>, kCube,
                                pk::GemmVariant::portable)
       ->Unit(benchmark::kMillisecond)
