@@ -1,10 +1,9 @@
 // Communicator: event recording around every call, the link emulation's added time inside it,
-// and the MPI backend (its waits under the watchdog's deadline).
+// and the choice of backend (MPI: mpi_communicator.cpp; NCCL: nccl_communicator.cpp).
 #include "parallel/communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -334,190 +333,7 @@ void Communicator::emulate_links(const LinkModel& model) {
   links_ = std::make_unique<LinkDelay>(std::move(d));
 }
 
-namespace {
-
-// bf16 sum: MPI has no bfloat16, so a user operation adds in fp32 and rounds once per pair.
-void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const paraxis::bf16*>(in);
-  auto* b = static_cast<paraxis::bf16*>(inout);
-  for (int i = 0; i < *len; ++i)
-    b[i] = paraxis::bf16(static_cast<float>(a[i]) + static_cast<float>(b[i]));
-}
-void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const paraxis::bf16*>(in);
-  auto* b = static_cast<paraxis::bf16*>(inout);
-  for (int i = 0; i < *len; ++i)
-    if (static_cast<float>(a[i]) > static_cast<float>(b[i])) b[i] = a[i];
-}
-
-struct MpiTypes {
-  MPI_Datatype bf16 = MPI_DATATYPE_NULL;
-  MPI_Op bf16_sum = MPI_OP_NULL, bf16_max = MPI_OP_NULL;
-  MpiTypes() {
-    MPI_Type_contiguous(2, MPI_BYTE, &bf16);
-    MPI_Type_commit(&bf16);
-    MPI_Op_create(&parallel::bf16_sum, 1, &bf16_sum);
-    MPI_Op_create(&parallel::bf16_max, 1, &bf16_max);
-    // MPI_Finalize deletes MPI_COMM_SELF's attributes first: free the handles there.
-    int key = MPI_KEYVAL_INVALID;
-    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &MpiTypes::release, &key, nullptr);
-    MPI_Comm_set_attr(MPI_COMM_SELF, key, this);
-  }
-  static int release(MPI_Comm, int, void* attr, void*) {
-    auto* t = static_cast<MpiTypes*>(attr);
-    MPI_Type_free(&t->bf16);
-    MPI_Op_free(&t->bf16_sum);
-    MPI_Op_free(&t->bf16_max);
-    return MPI_SUCCESS;
-  }
-};
-
-const MpiTypes& mpi_types() {
-  static MpiTypes t;  // created after MPI_Init, on first use
-  return t;
-}
-
-MPI_Datatype mpi_type(DType t) {
-  switch (t) {
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::bf16:
-      return mpi_types().bf16;
-    case DType::i32:
-      return MPI_INT;
-    case DType::i64:
-      return MPI_LONG_LONG;
-  }
-  return MPI_DATATYPE_NULL;
-}
-
-MPI_Op mpi_op(DType t, ReduceOp op) {
-  if (t == DType::bf16) return op == ReduceOp::sum ? mpi_types().bf16_sum : mpi_types().bf16_max;
-  return op == ReduceOp::sum ? MPI_SUM : MPI_MAX;
-}
-
-int as_int(std::size_t n, const char* what) {
-  if (n > static_cast<std::size_t>(INT_MAX))
-    throw std::invalid_argument(std::string("MPI ") + what + ": count " + std::to_string(n) +
-                                " exceeds INT_MAX; use smaller buckets (comm.bucket_mb)");
-  return static_cast<int>(n);
-}
-
-// Every operation is the non-blocking MPI-3 call completed by the watchdog's polling wait, so
-// no wait outlives comm.timeout_s (an MPI blocking call cannot be given a deadline).
-class MpiCommunicator final : public Communicator {
- public:
-  MpiCommunicator(MPI_Comm comm, Axis axis, CommLog* log)
-      : Communicator(axis, comm, log), comm_(comm) {}
-
- private:
-  const char* backend_name() const override { return "mpi"; }
-
-  void do_all_reduce(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("all_reduce");
-    check_mpi(MPI_Iallreduce(s == r ? MPI_IN_PLACE : s, r, as_int(n, "all_reduce"), mpi_type(t),
-                             mpi_op(t, op), comm_, &q),
-              "all_reduce");
-    watchdog::wait_all(1, &q, w);
-  }
-  void do_reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("reduce_scatter");
-    check_mpi(MPI_Ireduce_scatter_block(s == r ? MPI_IN_PLACE : s, r, as_int(n, "reduce_scatter"),
-                                        mpi_type(t), mpi_op(t, op), comm_, &q),
-              "reduce_scatter");
-    watchdog::wait_all(1, &q, w);
-  }
-  void do_all_gather(const void* s, void* r, std::size_t n, DType t) override {
-    const bool in_place = s == static_cast<const char*>(r) + n * parallel::size_of(t) * rank();
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("all_gather");
-    check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : s, as_int(n, "all_gather"), mpi_type(t), r,
-                             as_int(n, "all_gather"), mpi_type(t), comm_, &q),
-              "all_gather");
-    watchdog::wait_all(1, &q, w);
-  }
-  void do_all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
-                       const int* rd, DType t) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("all_to_all_v");
-    check_mpi(MPI_Ialltoallv(s, sc, sd, mpi_type(t), r, rc, rd, mpi_type(t), comm_, &q),
-              "all_to_all_v");
-    watchdog::wait_all(1, &q, w);
-  }
-  void do_broadcast(void* buf, std::size_t n, DType t, int root) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("broadcast");
-    check_mpi(MPI_Ibcast(buf, as_int(n, "broadcast"), mpi_type(t), root, comm_, &q), "broadcast");
-    watchdog::wait_all(1, &q, w);
-  }
-  void do_send(const void* buf, std::size_t n, DType t, int peer, int tag) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    check_mpi(MPI_Isend(buf, as_int(n, "send"), mpi_type(t), peer, tag, comm_, &q), "send");
-    watchdog::wait_all(1, &q, point_to_point("send", peer));
-  }
-  void do_recv(void* buf, std::size_t n, DType t, int peer, int tag) override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    check_mpi(MPI_Irecv(buf, as_int(n, "recv"), mpi_type(t), peer, tag, comm_, &q), "recv");
-    watchdog::wait_all(1, &q, point_to_point("recv", peer));
-  }
-  Request do_isend(const void* buf, std::size_t n, DType t, int peer, int tag) override {
-    Request r;
-    r.impl_ = std::make_unique<Request::Impl>();
-    r.impl_->wait = point_to_point("isend", peer);
-    check_mpi(MPI_Isend(buf, as_int(n, "isend"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
-              "isend");
-    return r;
-  }
-  Request do_irecv(void* buf, std::size_t n, DType t, int peer, int tag) override {
-    Request r;
-    r.impl_ = std::make_unique<Request::Impl>();
-    r.impl_->wait = point_to_point("irecv", peer);
-    check_mpi(MPI_Irecv(buf, as_int(n, "irecv"), mpi_type(t), peer, tag, comm_, &r.impl_->mpi),
-              "irecv");
-    return r;
-  }
-  Request do_iall_reduce(const void* s, void* rb, std::size_t n, DType t, ReduceOp op) override {
-    Request r;
-    r.impl_ = std::make_unique<Request::Impl>();
-    r.impl_->wait = collective("all_reduce");
-    check_mpi(MPI_Iallreduce(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "iall_reduce"), mpi_type(t),
-                             mpi_op(t, op), comm_, &r.impl_->mpi),
-              "iall_reduce");
-    return r;
-  }
-  Request do_ireduce_scatter(const void* s, void* rb, std::size_t n, DType t,
-                             ReduceOp op) override {
-    Request r;
-    r.impl_ = std::make_unique<Request::Impl>();
-    r.impl_->wait = collective("reduce_scatter");
-    check_mpi(
-        MPI_Ireduce_scatter_block(s == rb ? MPI_IN_PLACE : s, rb, as_int(n, "ireduce_scatter"),
-                                  mpi_type(t), mpi_op(t, op), comm_, &r.impl_->mpi),
-        "ireduce_scatter");
-    return r;
-  }
-  bool do_test(Request& r) override {
-    int flag = 0;
-    check_mpi(MPI_Test(&r.impl_->mpi, &flag, MPI_STATUS_IGNORE), "test");
-    return flag != 0;
-  }
-  void do_wait(Request& r) override { watchdog::wait_all(1, &r.impl_->mpi, r.impl_->wait); }
-  void do_barrier() override {
-    MPI_Request q = MPI_REQUEST_NULL;
-    const watchdog::Wait w = collective("barrier");
-    check_mpi(MPI_Ibarrier(comm_, &q), "barrier");
-    watchdog::wait_all(1, &q, w);
-  }
-
-  MPI_Comm comm_;
-};
-
-}  // namespace
-
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, Axis axis, CommLog* log);
 #ifdef PARAXIS_ENABLE_NCCL
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Axis axis, CommLog* log);
 #endif
@@ -526,7 +342,7 @@ std::unique_ptr<Communicator> make_communicator(config::CommBackend backend, MPI
                                                 Axis axis, CommLog* log) {
   switch (backend) {
     case config::CommBackend::mpi:
-      return std::make_unique<MpiCommunicator>(comm, axis, log);
+      return make_mpi_communicator(comm, axis, log);
     case config::CommBackend::nccl:
 #ifdef PARAXIS_ENABLE_NCCL
       return make_nccl_communicator(comm, axis, log);

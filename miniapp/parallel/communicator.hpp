@@ -6,7 +6,9 @@
 // its communicator when it starts, and a wait that outlives comm.timeout_s ends the job with a
 // diagnosis. With a LinkModel (link_emulation.hpp), an operation whose data crosses emulated
 // nodes or the injected slow link takes longer by the model's figure, added inside the call so
-// its CommEvent includes it (docs/diagnosis.md, "Nodes and emulated links").
+// its CommEvent includes it (docs/diagnosis.md, "Nodes and emulated links"). The MPI backend
+// stages device buffers through host memory when the library cannot read them
+// (mpi_staging.hpp, comm.mpi_gpu_aware), also inside the call.
 #pragma once
 
 #include <mpi.h>
@@ -24,6 +26,7 @@
 
 namespace paraxis::parallel {
 
+class StagingPool;
 using model::DType;
 using model::dtype_of;
 using model::ReduceOp;
@@ -90,6 +93,11 @@ class Communicator : public model::CommGroup {
   const LinkDelay* link_delay() const { return links_.get(); }
   // World ranks of the members, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
+  // Whether every operation's buffers go through host memory (MPI under staging,
+  // mpi_staging.hpp; fixed when the communicator is made), and the host buffers it uses
+  // (nullptr: none; a device build's MPI communicator has them for bf16 reductions anyway).
+  virtual bool stages_buffers() const { return false; }
+  virtual const StagingPool* staging_pool() const { return nullptr; }
 
  protected:
   Communicator(Axis axis, MPI_Comm comm, CommLog* log);

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "parallel/communicator.hpp"
+#include "parallel/mpi_staging.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace paraxis::parallel {
@@ -24,6 +25,11 @@ struct Request::Impl {
   MPI_Request mpi = MPI_REQUEST_NULL;
   watchdog::Wait wait;      // what wait() waits for, under the watchdog's deadline
   void* backend = nullptr;  // backend-specific completion handle (NCCL: a cudaEvent_t)
+  // Staging (mpi_staging.hpp): the host buffers the MPI operation works on, held until it
+  // completes, and where its result is copied then (copy_to null: nothing comes back).
+  StagingPool::Lease staged_send, staged_recv;
+  void* copy_to = nullptr;
+  std::size_t copy_bytes = 0;
 };
 
 }  // namespace paraxis::parallel
