@@ -563,13 +563,13 @@ TEST(config_json, every_key_round_trips) {
   const std::string deck =
       R"(model: {vocab: 300, seq_len: 24, hidden: 48, heads: 6, layers: 6, ffn: 96,
         moe: {experts: 6, top_k: 3, every: 2, capacity_factor: 1.25, aux_loss_coef: 0.03,
-              router_skew: 0.7}}
+              router_skew: 0.7}, attention: fused}
 train: {global_batch: 12, micro_batch: 2, steps: 9, warmup_steps: 2, lr: 0.0003, beta1: 0.8,
         beta2: 0.97, adam_eps: 1.0e-7, weight_decay: 0.1, grad_clip: 0.5, seed: 98765,
         precision: bf16, corpus_branching: 5, recompute: full, recompute_layers: 1}
 parallel: {tp: 2, pp: 3, dp: 2, ep: 2, zero: 2, schedule: interleaved, virtual_stages: 2,
            stage_layers: [1, 1, 1, 1, 1, 1], sequence_parallel: true, order: tp-dp-pp}
-comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5}
+comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5, mpi_gpu_aware: no}
 hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, ranks_per_node: 4,
            emulate: {latency_us: 5, bandwidth_gbs: 12.5}}
 output: {dir: somewhere, trace: false}

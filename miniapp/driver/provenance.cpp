@@ -1,7 +1,9 @@
 // The provenance of a run in summary.json: build, Kokkos, compiler, MPI library, hosts (gathered
 // from every rank), threads and date, so a result can be traced to what produced it; and the
 // BLAS the process runs with the core it chose and the CPU (rank 0's, paraxis/kernels/
-// blas_info.hpp), since a BLAS on generic kernels shifts every calibrated compute figure.
+// blas_info.hpp), since a BLAS on generic kernels shifts every calibrated compute figure; and
+// whether the MPI library reads device memory and the run stages its MPI buffers through host
+// memory (provenance_mpi.hpp), since staging is part of every communication figure.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -13,7 +15,9 @@
 #include <thread>
 
 #include "driver/provenance.hpp"
+#include "driver/provenance_mpi.hpp"
 #include "driver/results.hpp"
+#include "parallel/mpi_staging.hpp"
 #include "paraxis/build_info.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
@@ -60,6 +64,7 @@ json provenance_json(int world, const std::string& command_line) {
   for (const char* f : {"avx", "avx2", "avx512f"})
     if (std::find(cpu.flags.begin(), cpu.flags.end(), f) != cpu.flags.end())
       vector_flags.push_back(f);
+  const parallel::MpiGpuQuery& gpu = parallel::mpi_gpu_support();
   return json{{"paraxis_version", build_info::version},
               {"command_line", command_line},
               {"git_hash", build_info::git_hash},
@@ -73,6 +78,8 @@ json provenance_json(int world, const std::string& command_line) {
               {"native_arch", build_info::native_arch},
               {"kokkos_kernels", build_info::kokkos_kernels},
               {"mpi_library", mpi},
+              {"mpi_gpu_aware", parallel::to_string(gpu.answer)},
+              {"mpi_gpu_query", gpu.how},
               {"blas_library", blas.library},
               {"blas_core", blas.core},
               {"cpu_model", kernels::cpu_model_string(cpu)},
@@ -83,6 +90,23 @@ json provenance_json(int world, const std::string& command_line) {
               {"max_ranks_per_host", most_ranks},
               {"cores_per_host", std::thread::hardware_concurrency()},
               {"date", date}};
+}
+
+std::string record_mpi_staging(json& provenance, const std::vector<SweepPoint>& points) {
+  const parallel::MpiGpuQuery& gpu = parallel::mpi_gpu_support();
+  const bool device = parallel::build_device_kind() != parallel::DeviceKind::none;
+  int on = 0, off = 0;
+  bool unsure = false;
+  for (const auto& p : points) {
+    if (!p.skip_reason.empty()) continue;
+    const auto setting = p.config.comm.mpi_gpu_aware;
+    const bool staged = parallel::staging_for(setting, gpu.answer, device);
+    ++(staged ? on : off);
+    unsure = unsure || (staged && setting == config::MpiGpuAware::automatic &&
+                        gpu.answer == parallel::MpiGpuSupport::unknown);
+  }
+  provenance["mpi_staging"] = on && off ? "per point" : on ? "on" : "off";
+  return unsure ? parallel::unknown_support_note() : std::string();
 }
 
 std::optional<std::string> blas_warning_of(const json& provenance) {

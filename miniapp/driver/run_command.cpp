@@ -20,9 +20,11 @@
 #include "driver/point_checkpoint.hpp"
 #include "driver/point_run.hpp"
 #include "driver/provenance.hpp"
+#include "driver/provenance_mpi.hpp"
 #include "driver/rank_agreement.hpp"
 #include "driver/results.hpp"
 #include "io/checked_file.hpp"
+#include "parallel/mpi_staging.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/watchdog.hpp"
 
@@ -228,11 +230,17 @@ int run_command(const RunOptions& opt) {
   MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!dir_ok) return 2;
 
-  const nlohmann::json provenance = provenance_json(world, opt.command_line);
+  nlohmann::json provenance = provenance_json(world, opt.command_line);
+  // Whether the points stage their MPI buffers through host memory (comm.mpi_gpu_aware,
+  // docs/parallel.md "Device buffers and MPI"); said once when only the library's silence
+  // makes them stage.
+  const std::string staging_note = record_mpi_staging(provenance, deck.points);
   // Once, before any figure is measured: a BLAS on generic kernels skews them all.
-  if (rank == 0)
+  if (rank == 0) {
     if (const auto blas_warning = blas_warning_of(provenance))
       std::fprintf(stderr, "paraxis: warning: %s\n", blas_warning->c_str());
+    if (!staging_note.empty()) std::fprintf(stderr, "paraxis: note: %s\n", staging_note.c_str());
+  }
   std::vector<PointResult> results;
   const std::size_t total = deck.points.size();
   const double run_begin = model::steady_seconds();
@@ -250,6 +258,9 @@ int run_command(const RunOptions& opt) {
     } else {
       try {
         if (world > 1) record_hangs(dir, r, rank);
+        // Every communicator the point makes (its grid, the calibration's, --verify's) stages
+        // or not by the point's comm.mpi_gpu_aware.
+        parallel::set_mpi_gpu_aware(cfg.comm.mpi_gpu_aware);
         run_point(cfg,
                   PointContext{world, rank, opt.verify, i, total, &calibrator, dir, opt.resume}, r);
         parallel::watchdog::set_expiry_handler({});
