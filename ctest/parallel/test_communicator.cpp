@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -193,6 +195,36 @@ TEST(communicator, nonblocking_all_reduce_and_bf16_sum) {
   std::vector<paraxis::bf16> h(11, paraxis::bf16(0.5f * (w.r + 1)));
   w.c->all_reduce(h.data(), h.data(), h.size(), DType::bf16);
   for (auto v : h) EXPECT_EQ(static_cast<float>(v), 0.25f * w.n * (w.n + 1));
+}
+
+// The intervals a caller was blocked in: a request started in one phase and waited for in the
+// next is blocked in the next (the trainer subtracts from each phase only what lies inside it:
+// an overlapped dp all-reduce started in the backward and waited for after it used to be taken
+// off the backward's compute whole, which then read low, even negative).
+TEST(communicator, blocked_intervals_lie_where_the_caller_waited) {
+  World w;
+  std::vector<double> x(1000, 1.0);
+  if (w.r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const double start = paraxis::parallel::steady_now();
+  Request q = w.c->iall_reduce(x.data(), x.data(), x.size(), DType::f64);
+  const double phase_end = paraxis::parallel::steady_now();
+  w.c->wait(q);
+  const double done = paraxis::parallel::steady_now();
+  const auto& e = w.log.events().back();
+  EXPECT_NEAR(w.log.blocked_within(start - 1, done + 1), e.exposed, 1e-9);
+  EXPECT_LE(w.log.blocked_within(start, phase_end), phase_end - start + 1e-9);
+  if (w.r == 0) {  // waited ~60 ms for the others, after its "phase"
+    EXPECT_GT(w.log.blocked_within(phase_end, done), 0.03);
+    EXPECT_LT(w.log.blocked_within(start, phase_end), 0.01);
+  }
+  // A blocking call is blocked from its start to its end.
+  const double b0 = paraxis::parallel::steady_now();
+  w.c->all_reduce(x.data(), x.data(), x.size(), DType::f64);
+  const auto& f = w.log.events().back();
+  EXPECT_NEAR(w.log.blocked_within(b0, f.end), f.end - f.begin, 1e-9);
+  EXPECT_EQ(w.log.blocked_within(f.end, f.end + 1), 0.0);
+  w.log.clear();
+  EXPECT_EQ(w.log.blocked_within(0, done + 10), 0.0);
 }
 
 // An unknown name is the deck's to refuse (config::parse_comm_backend); a backend this build

@@ -33,20 +33,37 @@ struct AxisTotals {
   long calls = 0;
 };
 
+// An interval in which the caller was blocked in a communication call. A non-blocking
+// request's exposed time is the sum of several (its start, each test, its wait), which may lie
+// in different phases of the step: a dp all-reduce started in the backward and waited for
+// after it is exposed after the backward, not in it.
+struct BlockedInterval {
+  double begin, end;
+};
+
 class CommLog {
  public:
   void add(const CommEvent& e) { events_.push_back(e); }
+  void add_blocked(double begin, double end) {
+    if (end > begin) blocked_.push_back({begin, end});
+  }
+  // Seconds of [begin, end) in which the caller was blocked in a call.
+  double blocked_within(double begin, double end) const;
   const std::vector<CommEvent>& events() const { return events_; }
   // For attributing waits after the step (CommEvent::wait); the events themselves stay.
   std::vector<CommEvent>& events() { return events_; }
   std::vector<CommEvent> take() { return std::move(events_); }
-  void clear() { events_.clear(); }
+  void clear() {
+    events_.clear();
+    blocked_.clear();
+  }
   // Totals per axis of the recorded events (edp is reported under dp). Bytes: what this rank
   // sent; receives are recorded (their time, their size in the trace) but not added again.
   std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> totals() const;
 
  private:
   std::vector<CommEvent> events_;
+  std::vector<BlockedInterval> blocked_;
 };
 
 }  // namespace paraxis::parallel

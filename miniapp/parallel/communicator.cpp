@@ -44,6 +44,13 @@ bool is_receive(const char* op) {
   return std::strcmp(op, "recv") == 0 || std::strcmp(op, "irecv") == 0;
 }
 
+double CommLog::blocked_within(double begin, double end) const {
+  double s = 0;
+  for (const auto& b : blocked_)
+    s += std::max(0.0, std::min(b.end, end) - std::max(b.begin, begin));
+  return s;
+}
+
 std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> CommLog::totals() const {
   std::array<AxisTotals, static_cast<std::size_t>(Axis::count)> t{};
   for (const auto& e : events_) {
@@ -92,6 +99,16 @@ void Communicator::record(const char* op, std::size_t bytes, double begin, doubl
   if (log_ && size_ > 1) log_->add({axis_, op, bytes, begin, end, exposed});
 }
 
+void Communicator::blocked(double begin, double end) {
+  if (log_ && size_ > 1) log_->add_blocked(begin, end);
+}
+
+// A blocking call: the caller was blocked from its start to its end.
+void Communicator::record_blocking(const char* op, std::size_t bytes, double begin, double end) {
+  blocked(begin, end);
+  record(op, bytes, begin, end, end - begin);
+}
+
 Request Communicator::start(Request r, const char* op, std::size_t bytes) {
   if (!r.impl_) r.impl_ = std::make_unique<Request::Impl>();
   r.impl_->op = op;
@@ -108,7 +125,7 @@ void Communicator::all_reduce(const void* s, void* r, std::size_t n, DType t, Re
   do_all_reduce(s, r, n, t, op);
   const std::size_t S = n * size_of(t);
   const double e = hold(steady_now(), links_ ? links_->all_reduce(S) : 0);
-  record("all_reduce", S, b, e, e - b);
+  record_blocking("all_reduce", S, b, e);
 }
 
 void Communicator::reduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) {
@@ -116,7 +133,7 @@ void Communicator::reduce_scatter(const void* s, void* r, std::size_t n, DType t
   do_reduce_scatter(s, r, n, t, op);
   const std::size_t S = n * size_of(t) * static_cast<std::size_t>(size_);
   const double e = hold(steady_now(), links_ ? links_->reduce_scatter(S) : 0);
-  record("reduce_scatter", S, b, e, e - b);
+  record_blocking("reduce_scatter", S, b, e);
 }
 
 void Communicator::all_gather(const void* s, void* r, std::size_t n, DType t) {
@@ -124,7 +141,7 @@ void Communicator::all_gather(const void* s, void* r, std::size_t n, DType t) {
   do_all_gather(s, r, n, t);
   const std::size_t S = n * size_of(t) * static_cast<std::size_t>(size_);
   const double e = hold(steady_now(), links_ ? links_->all_gather(S) : 0);
-  record("all_gather", S, b, e, e - b);
+  record_blocking("all_gather", S, b, e);
 }
 
 void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, void* r, const int* rc,
@@ -134,14 +151,14 @@ void Communicator::all_to_all_v(const void* s, const int* sc, const int* sd, voi
   const double b = steady_now();
   do_all_to_all_v(s, sc, sd, r, rc, rd, t);
   const double e = hold(steady_now(), links_ ? links_->all_to_all_v(sc, rc, size_of(t)) : 0);
-  record("all_to_all_v", sent * size_of(t), b, e, e - b);
+  record_blocking("all_to_all_v", sent * size_of(t), b, e);
 }
 
 void Communicator::broadcast(void* buf, std::size_t n, DType t, int root) {
   const double b = steady_now();
   do_broadcast(buf, n, t, root);
   const double e = hold(steady_now(), links_ ? links_->broadcast(n * size_of(t), root) : 0);
-  record("broadcast", n * size_of(t), b, e, e - b);
+  record_blocking("broadcast", n * size_of(t), b, e);
 }
 
 // Point-to-point: the receiver pays the link's time, the sender nothing.
@@ -149,21 +166,23 @@ void Communicator::send(const void* buf, std::size_t n, DType t, int peer, int t
   const double b = steady_now();
   do_send(buf, n, t, peer, tag);
   const double e = steady_now();
-  record("send", n * size_of(t), b, e, e - b);
+  record_blocking("send", n * size_of(t), b, e);
 }
 
 void Communicator::recv(void* buf, std::size_t n, DType t, int peer, int tag) {
   const double b = steady_now();
   do_recv(buf, n, t, peer, tag);
   const double e = hold(steady_now(), links_ ? links_->receive(peer, n * size_of(t)) : 0);
-  record("recv", n * size_of(t), b, e, e - b);
+  record_blocking("recv", n * size_of(t), b, e);
 }
 
 Request Communicator::isend(const void* buf, std::size_t n, DType t, int peer, int tag) {
   const double b = steady_now();
   Request r = start(do_isend(buf, n, t, peer, tag), "isend", n * size_of(t));
   r.impl_->begin = b;
-  r.impl_->exposed = steady_now() - b;
+  const double e = steady_now();
+  r.impl_->exposed = e - b;
+  blocked(b, e);
   return r;
 }
 
@@ -175,7 +194,9 @@ Request Communicator::irecv(void* buf, std::size_t n, DType t, int peer, int tag
     r.impl_->extra = links_->receive(peer, n * size_of(t));
     r.impl_->extra_from_start = false;
   }
-  r.impl_->exposed = steady_now() - b;
+  const double e = steady_now();
+  r.impl_->exposed = e - b;
+  blocked(b, e);
   return r;
 }
 
@@ -184,7 +205,9 @@ Request Communicator::iall_reduce(const void* s, void* rb, std::size_t n, DType 
   Request r = start(do_iall_reduce(s, rb, n, t, op), "all_reduce", n * size_of(t));
   r.impl_->begin = b;
   if (links_) r.impl_->extra = links_->all_reduce(n * size_of(t));
-  r.impl_->exposed = steady_now() - b;
+  const double e = steady_now();
+  r.impl_->exposed = e - b;
+  blocked(b, e);
   return r;
 }
 
@@ -195,7 +218,9 @@ Request Communicator::ireduce_scatter(const void* s, void* rb, std::size_t n, DT
   Request r = start(do_ireduce_scatter(s, rb, n, t, op), "reduce_scatter", S);
   r.impl_->begin = b;
   if (links_) r.impl_->extra = links_->reduce_scatter(S);
-  r.impl_->exposed = steady_now() - b;
+  const double e = steady_now();
+  r.impl_->exposed = e - b;
+  blocked(b, e);
   return r;
 }
 
@@ -211,6 +236,7 @@ bool Communicator::test(Request& r) {
   }
   const double e = steady_now();
   q.exposed += e - b;
+  blocked(b, e);
   const bool complete = q.done && (q.extra <= 0 || e >= q.ready_at());
   if (complete) {
     record(q.op, q.bytes, q.begin, e, q.exposed);
@@ -234,6 +260,7 @@ void Communicator::wait(Request& r) {
     e = steady_now();
   }
   q.exposed += e - b;
+  blocked(b, e);
   record(q.op, q.bytes, q.begin, e, q.exposed);
   r.impl_.reset();
 }
@@ -242,7 +269,7 @@ void Communicator::barrier() {
   const double b = steady_now();
   do_barrier();
   const double e = hold(steady_now(), links_ ? links_->barrier() : 0);
-  record("barrier", 0, b, e, e - b);
+  record_blocking("barrier", 0, b, e);
 }
 
 double Communicator::hold(double end, double extra) const {

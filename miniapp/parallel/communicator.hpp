@@ -124,6 +124,9 @@ class Communicator : public model::CommGroup {
   watchdog::Wait collective(const char* op) const;
   watchdog::Wait point_to_point(const char* op, int peer) const;
   void record(const char* op, std::size_t bytes, double begin, double end, double exposed);
+  void record_blocking(const char* op, std::size_t bytes, double begin, double end);
+  // The caller was blocked in a call (or a test or wait of a request) over [begin, end).
+  void blocked(double begin, double end);
   // Holds the caller until `end + extra` (extra <= 0: returns end at once) and returns the
   // time it ends; other ranks' watchdog questions are answered meanwhile.
   double hold(double end, double extra) const;

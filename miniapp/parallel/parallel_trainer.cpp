@@ -192,9 +192,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     double opt_injected = 0;
     if (slowdown > 1) {
       // Slowed like the model's intervals, but only its compute: not the calls inside it.
-      double blocked = 0;
-      for (const auto& e : log_->events())
-        if (e.begin >= opt_begin && e.begin < opt_end) blocked += e.exposed;
+      const double blocked = log_->blocked_within(opt_begin, opt_end);
       const double measured = opt_end;
       opt_end = model::stretch_interval(opt_end, opt_end - opt_begin - blocked, slowdown);
       opt_injected = opt_end - measured;
@@ -229,14 +227,10 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     }
     r.peak_live_activations = live_peak_;
     r.spans.push_back({"optimizer", opt_begin, opt_end});
-    // Compute: the fenced phases less the communication they waited for inside them.
+    // Compute: the fenced phases less the time blocked in communication inside them (only the
+    // part inside: a request started in one phase may be waited for after it).
     double blocked_inside = 0;
-    for (const auto& e : log_->events())
-      for (const auto& sp : r.spans)
-        if (e.begin >= sp.begin && e.begin < sp.end) {
-          blocked_inside += e.exposed;
-          break;
-        }
+    for (const auto& sp : r.spans) blocked_inside += log_->blocked_within(sp.begin, sp.end);
     r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
     for (const auto& e : log_->events())
       r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,

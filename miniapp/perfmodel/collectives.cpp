@@ -1,6 +1,7 @@
 // Alpha-beta-gamma collective costs, nccl-tests bandwidth factors, and the alpha-beta fit.
 #include "perfmodel/collectives.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -185,27 +186,44 @@ AlphaBetaFit fit_alpha_beta(Collective op, int p,
     throw std::invalid_argument("fit_alpha_beta: " + std::to_string(sizes.size()) +
                                 " distinct message size(s) in " + std::to_string(size_time.size()) +
                                 " samples; a latency and a bandwidth need at least 2 sizes");
-  // Centred sums keep the normal equations well conditioned when S spans many decades.
-  const double n = static_cast<double>(size_time.size());
-  double mean_s = 0, mean_t = 0;
+  // Relative least squares: minimise sum ((latency + S beta_eff - t) / t)^2, weights 1 / t^2.
+  // Unweighted, the 4 MiB samples (milliseconds) decide the line and the intercept misses the
+  // small messages (microseconds) by 2-3x, yet a training step's tensor-parallel collectives
+  // are mostly small (docs/perfmodel.md, "Fit"). A time of 0 is weighted as a millionth of the
+  // largest (never an infinite weight).
+  double t_max = 0;
+  for (const auto& st : size_time) t_max = std::max(t_max, st.second);
+  const double t_floor = t_max > 0 ? 1e-6 * t_max : 1.0;
+  auto weight = [&](double t) {
+    const double u = std::max(t, t_floor);
+    return 1.0 / (u * u);
+  };
+  // Weighted centred sums keep the normal equations well conditioned when S spans decades.
+  double w_sum = 0, mean_s = 0, mean_t = 0;
   for (const auto& [S, t] : size_time) {
-    mean_s += S / n;
-    mean_t += t / n;
+    const double w = weight(t);
+    w_sum += w;
+    mean_s += w * S;
+    mean_t += w * t;
   }
+  mean_s /= w_sum;
+  mean_t /= w_sum;
   double sxx = 0, sxy = 0;
   for (const auto& [S, t] : size_time) {
-    sxx += (S - mean_s) * (S - mean_s);
-    sxy += (S - mean_s) * (t - mean_t);
+    const double w = weight(t);
+    sxx += w * (S - mean_s) * (S - mean_s);
+    sxy += w * (S - mean_s) * (t - mean_t);
   }
   double slope = sxy / sxx, intercept = mean_t - slope * mean_s;
-  if (slope < 0) {  // best fit with no bandwidth term
+  if (slope < 0) {  // best fit with no bandwidth term: the weighted mean time
     slope = 0;
     intercept = mean_t;
   } else if (intercept < 0) {  // best fit through the origin
     double ss = 0, st = 0;
     for (const auto& [S, t] : size_time) {
-      ss += S * S;
-      st += S * t;
+      const double w = weight(t);
+      ss += w * S * S;
+      st += w * S * t;
     }
     intercept = 0;
     slope = st / ss;
@@ -221,7 +239,7 @@ AlphaBetaFit fit_alpha_beta(Collective op, int p,
     const double r = t - (intercept + slope * S);
     rss += r * r;
   }
-  f.rms_residual = std::sqrt(rss / n);
+  f.rms_residual = std::sqrt(rss / static_cast<double>(size_time.size()));
   return f;
 }
 

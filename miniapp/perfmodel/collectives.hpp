@@ -70,7 +70,8 @@ double latency_steps(Collective op, int p,
                      AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
 double bytes_factor(Collective op, int p, AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring);
 
-// Least-squares fit of t = latency + S * beta_eff to (S, t) samples, constrained to
+// Least-squares fit of t = latency + S * beta_eff to (S, t) samples, each sample's residual
+// relative to its time (weights 1 / t^2: small and large messages fitted alike), constrained to
 // latency >= 0 and beta_eff >= 0 (if the unconstrained optimum has a negative coefficient, the
 // best fit with that coefficient at 0). alpha = latency / latency_steps and
 // beta = beta_eff / bytes_factor map the fit back to the algorithm's per-message and per-byte
@@ -80,7 +81,7 @@ struct AlphaBetaFit {
   double beta_eff = 0;  // s per byte of S: the slope
   double alpha = 0;     // s per message
   double beta = 0;      // s per byte on the wire
-  double rms_residual = 0;
+  double rms_residual = 0;  // s: the unweighted root mean square of the residuals
   int samples = 0;
 };
 // Throws std::invalid_argument when fewer than 2 distinct sizes are given (a line needs two),
