@@ -397,9 +397,13 @@ TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
     for (const auto& m : p["memory_per_rank"]) step = std::max(step, m["peak_bytes"].get<double>());
     EXPECT_GT(calib, 0) << p["settings"];
     EXPECT_LE(calib, step) << p["settings"];
-    // The slowest expert rank and the mean over the group, per chunk.
+    // The slowest rank holding each chunk and the mean over them: never above the slowest.
     ASSERT_EQ(c["forward_s_per_chunk"].size(), c["forward_mean_s_per_chunk"].size());
     EXPECT_GT(c["forward_mean_s_per_chunk"][0].get<double>(), 0);
+    for (const char* k : {"forward", "backward"})
+      for (std::size_t i = 0; i < c["forward_s_per_chunk"].size(); ++i)
+        EXPECT_LE(c[std::string(k) + "_mean_s_per_chunk"][i].get<double>(),
+                  c[std::string(k) + "_s_per_chunk"][i].get<double>() * (1 + 1e-12));
   }
   const Result rep = run(exe + " report " + out);
   ASSERT_EQ(rep.code, 0) << rep.output;

@@ -6,7 +6,9 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 
 #include "driver/calibration_detail.hpp"
@@ -153,10 +155,13 @@ std::vector<OptimizerPiece> owned_pieces(const model::ParamStore<T>& ps, int zer
   return out;
 }
 
-// The point's AdamW step over the owned pieces (the median of 3), on buffers of their own.
+// The point's optimizer step over the owned pieces (the median of 3), on buffers of their own,
+// as the trainer runs it: the gradient's squared norm piece by piece (for clipping; one
+// reduction to the host each), then AdamW.
 template <class T>
 double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& pieces,
                       std::size_t& bytes) {
+  double sink = 0;  // the norms, kept so that nothing is optimised away
   using G = kernels::acc_t<T>;
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const Kokkos::DefaultExecutionSpace space;
@@ -173,6 +178,13 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
     Kokkos::fence();
     const double t0 = now();
     std::size_t c = 0;
+    double ss = 0;
+    for (const auto& pc : pieces) {
+      ss += kernels::sum_squares(space, Kokkos::subview(g, std::make_pair(c, c + pc.count)));
+      c += pc.count;
+    }
+    sink += ss;
+    c = 0;
     for (const auto& pc : pieces) {
       kernels::AdamWHyper h;
       h.lr = cfg.train.lr;
@@ -189,6 +201,7 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
     Kokkos::fence();
     t.push_back(now() - t0);
   }
+  if (!std::isfinite(sink)) throw std::logic_error("calibration: the gradient norm is not finite");
   return median(t);
 }
 
@@ -376,24 +389,21 @@ ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridC
       c = time_shard<paraxis::bf16>(cfg, coords);
       break;
   }
-  // Every chunk's times from the ranks that hold it: tensor-parallel rank 0 of the first
-  // expert-parallel group (replica 0 without experts split). Its ranks' experts may be
-  // loaded unevenly (router skew): the slowest is the step's critical path, the mean what
-  // a rank computes on average (the others wait in the all-to-all for the rest). The
-  // optimizer's time from the slowest rank.
-  const bool speaks = coords.tp == 0 && coords.edp == 0;
-  if (!speaks) {
-    std::fill(c.forward_s.begin(), c.forward_s.end(), 0.0);
-    std::fill(c.backward_s.begin(), c.backward_s.end(), 0.0);
-    std::fill(c.backward_weight_s.begin(), c.backward_weight_s.end(), 0.0);
-  }
+  // Every chunk's times from every rank that holds it: its tensor-parallel ranks, data-parallel
+  // replicas and expert-parallel ranks compute it at the same time and meet in their
+  // collectives. The slowest is the step's critical path; the mean what a rank computes on
+  // average (the others wait the difference where they meet: experts loaded unevenly by a
+  // skewed router, a replica on a busier core). The optimizer's time from the slowest rank.
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
   c.backward_weight_mean_s = c.backward_weight_s;
   if (grid) {
     const int n = static_cast<int>(c.forward_s.size());
+    std::vector<double> holders(n, 0.0);
+    for (int k = 0; k < n; ++k) holders[k] = c.forward_s[k] > 0 ? 1.0 : 0.0;
     namespace wd = parallel::watchdog;
     const char* what = "calibration: reduce the chunk times";
+    wd::all_reduce(MPI_IN_PLACE, holders.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, what);
     wd::all_reduce(MPI_IN_PLACE, c.forward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
     wd::all_reduce(MPI_IN_PLACE, c.backward_s.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
     wd::all_reduce(MPI_IN_PLACE, c.forward_mean_s.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
@@ -405,9 +415,10 @@ ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridC
     wd::all_reduce(MPI_IN_PLACE, c.backward_weight_mean_s.data(), n, MPI_DOUBLE, MPI_SUM,
                    MPI_COMM_WORLD, what);
     for (int k = 0; k < n; ++k) {
-      c.forward_mean_s[k] /= shape.ep;
-      c.backward_mean_s[k] /= shape.ep;
-      c.backward_weight_mean_s[k] /= shape.ep;
+      const double h = std::max(holders[k], 1.0);
+      c.forward_mean_s[k] /= h;
+      c.backward_mean_s[k] /= h;
+      c.backward_weight_mean_s[k] /= h;
     }
     wd::all_reduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
                    "calibration: slowest optimizer time");

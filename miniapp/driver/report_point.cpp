@@ -136,10 +136,12 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     a.predicted = true;
     a.predicted_step = br.step_time;
     // The model's terms describe the stage that finishes last; the measured ones are means
-    // over ranks: compare compute and bubble as means over stages too. Experts loaded
-    // unevenly: the step follows the slowest expert rank (in.forward_s), a rank computes the
-    // mean and waits the difference in the all-to-all, so the expert-parallel term is the
-    // wire time plus that wait.
+    // over ranks: compare compute and bubble as means over stages too. Ranks that compute the
+    // same chunk at different speeds (experts loaded unevenly, a replica on a busier core):
+    // the step follows the slowest (in.forward_s), a rank computes the mean and waits the
+    // difference where the ranks meet first — the all-to-all with experts split, else the
+    // tensor-parallel collectives, else the data-parallel reduction — so that axis's term is
+    // its wire time plus that wait.
     double chunk_compute = 0, chunk_wait = 0;
     for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
       const double w = cal.compute.backward_weight_s[k],
@@ -149,15 +151,18 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
                     cal.compute.backward_mean_s[k] - w_mean;
     }
     const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
-    const double p_ep = br.ep + pc.micro_batches() * chunk_wait / pc.pp;
+    const double wait = pc.micro_batches() * chunk_wait / pc.pp;
+    const double p_ep = br.ep + (pc.ep > 1 ? wait : 0.0);
+    const double p_tp = br.tp + (pc.ep == 1 && pc.tp > 1 ? wait : 0.0);
+    const double p_dp = br.dp + (pc.ep == 1 && pc.tp == 1 ? wait : 0.0);
     const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
     model_terms = {
         {"compute", p_compute}, {"tp", br.tp}, {"pp", br.pp}, {"dp", br.dp}, {"ep", br.ep}};
     terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
     terms.push_back(term("compute", m_compute, p_compute, "s"));
-    if (pc.tp > 1) terms.push_back(term("tp", m_tp, br.tp, "s"));
+    if (pc.tp > 1) terms.push_back(term("tp", m_tp, p_tp, "s"));
     if (pc.ep > 1) terms.push_back(term("ep", m_ep, p_ep, "s"));
-    if (pc.dp > 1) terms.push_back(term("dp", m_dp, br.dp, "s"));
+    if (pc.dp > 1) terms.push_back(term("dp", m_dp, p_dp, "s"));
     if (pc.pp > 1) terms.push_back(term("bubble", m_bubble, p_bubble, "s"));
   } else {
     terms.push_back(term("step_time", a.measured_step, 0, "s"));

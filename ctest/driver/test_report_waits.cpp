@@ -1,0 +1,95 @@
+// The report's prediction when ranks that compute the same chunk do so at different speeds
+// (issue 20): the calibration records per chunk the slowest holder (the step's critical path)
+// and the mean; a rank computes the mean and waits the difference where the ranks meet first
+// — the expert-parallel all-to-all, else the tensor-parallel collectives, else the
+// data-parallel reduction. Checked on recorded summaries (ctest/fuzz/seeds/summary), the same
+// point with and without a spread between slowest and mean.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_harness.hpp"
+
+using nlohmann::json;
+using paraxis_test::run;
+
+namespace {
+
+// report.json's point 0 for a copy of `seed` whose chunk times (slowest) exceed the means by
+// `spread_s` (forward) and 2 x `spread_s` (backward).
+// `no_ep`: the experts not split (ep = 1), a data-parallel pair.
+json seed_summary(const std::string& seed, bool no_ep) {
+  std::ifstream in(std::string(PARAXIS_SEEDS_DIR) + "/" + seed);
+  json s = json::parse(in);
+  if (no_ep)
+    for (auto& p : s["points"]) {
+      p["config"]["parallel"]["ep"] = 1;
+      p["grid"]["ep"] = 1;
+    }
+  return s;
+}
+
+json report_of(const std::string& seed, bool no_ep, double spread_s, const std::string& tag) {
+  json s = seed_summary(seed, no_ep);
+  for (auto& p : s["points"]) {
+    if (!p.contains("calibration")) continue;
+    auto& c = p["calibration"]["compute"];
+    for (std::size_t k = 0; k < c["forward_s_per_chunk"].size(); ++k) {
+      c["forward_s_per_chunk"][k] = c["forward_mean_s_per_chunk"][k].get<double>() + spread_s;
+      c["backward_s_per_chunk"][k] = c["backward_mean_s_per_chunk"][k].get<double>() + 2 * spread_s;
+    }
+  }
+  const std::string dir = ::testing::TempDir() + "paraxis_report_waits_" + tag;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/summary.json") << s.dump();
+  const auto r =
+      run("PARAXIS_PYTHON=/nonexistent/python3 " + std::string(PARAXIS_EXE) + " report " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::ifstream rin(dir + "/report.json");
+  return json::parse(rin)["points"][0];
+}
+
+double term(const json& point, const std::string& name) {
+  for (const auto& t : point["terms"])
+    if (t["name"] == name) return t["predicted"].get<double>();
+  ADD_FAILURE() << "no term " << name;
+  return 0;
+}
+
+struct Case {
+  const char* seed;
+  bool no_ep;
+  const char* axis;  // where the wait is charged
+};
+
+class report_waits : public ::testing::TestWithParam<Case> {};
+
+TEST_P(report_waits, the_spread_is_waited_in_the_first_axis_the_ranks_meet_in) {
+  const Case c = GetParam();
+  const json s = seed_summary(c.seed, c.no_ep);
+  const json& p = s["points"][0];
+  const int m = p["config"]["train"]["global_batch"].get<int>() /
+                (p["grid"]["dp"].get<int>() * p["config"]["train"]["micro_batch"].get<int>());
+  const int pp = p["grid"]["pp"].get<int>();
+  const auto chunks = p["calibration"]["compute"]["forward_s_per_chunk"].size();
+  const double spread = 1e-3;
+  const json even = report_of(c.seed, c.no_ep, 0.0, "even"),
+             uneven = report_of(c.seed, c.no_ep, spread, "uneven");
+  // m micro-batches, each chunk's forward and backward: 3 x spread per chunk, over pp stages.
+  const double wait = m * 3 * spread * static_cast<double>(chunks) / pp;
+  EXPECT_NEAR(term(uneven, c.axis) - term(even, c.axis), wait, 1e-9) << c.seed;
+  // The mean compute is the same; the step follows the slowest rank, so it grows by the wait.
+  EXPECT_NEAR(term(uneven, "compute"), term(even, "compute"), 1e-12);
+  EXPECT_NEAR(term(uneven, "step_time") - term(even, "step_time"), wait, 0.05 * wait);
+}
+
+INSTANTIATE_TEST_SUITE_P(seeds, report_waits,
+                         ::testing::Values(Case{"tp2.json", false, "tp"},
+                                           Case{"dp2-ep2-with-skipped-point.json", false, "ep"},
+                                           Case{"dp2-ep2-with-skipped-point.json", true, "dp"}));
+
+}  // namespace
