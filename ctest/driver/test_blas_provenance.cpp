@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "driver/provenance.hpp"
 #include "driver/summary_reader.hpp"
@@ -117,4 +118,42 @@ TEST(BlasProvenance, RunOnGenericKernelsWarnsOnceAndTheReportSaysSo) {
   md << md_file.rdbuf();
   EXPECT_NE(md.str().find("**Warning:** `" + out + "`: the BLAS runs its generic"),
             std::string::npos);
+}
+
+// The BLAS's threads (issue 20): left alone OpenBLAS starts one worker per core in every rank,
+// so ranks sharing a node time-share its cores in every large GEMM. `paraxis run` gives the
+// BLAS the host execution space's threads unless the user chose, and records both.
+TEST(BlasProvenance, RunSetsTheBlasThreadsUnlessTheUserDid) {
+  const auto run = [](const std::string& env, const std::string& tag) {
+    const std::string out = ::testing::TempDir() + "blas_threads_" + tag;
+    const std::string log = out + ".log";
+    std::filesystem::remove_all(out);
+    const std::string cmd =
+        "env -u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS -u MKL_NUM_THREADS "
+        "-u BLIS_NUM_THREADS " +
+        env + " " + PARAXIS_EXE +
+        " run " PARAXIS_INPUTS_DIR "/tiny.yaml --set train.steps=2 --out '" + out + "' > '" + log +
+        "' 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream summary_file(out + "/summary.json");
+    return json::parse(summary_file).at("provenance");
+  };
+  const json mine = run("", "default");
+  if (mine.at("blas_library").get<std::string>().rfind("OpenBLAS", 0) != 0)
+    GTEST_SKIP() << "paraxis's BLAS here is not OpenBLAS: " << mine.at("blas_library");
+  // As many as the host space has: OMP_NUM_THREADS on OpenMP, 1 on Serial.
+  const int host = mine.at("execution_space") == "Serial" ? 1 : mine.at("threads").get<int>();
+  EXPECT_EQ(mine.at("blas_threads"), host) << mine.dump();
+  EXPECT_EQ(mine.at("blas_threads_from"), "paraxis: the host execution space's threads");
+  // A user's choice is kept (2: OpenBLAS caps it at the cores it sees, at least 2 on CI).
+  const json user = run("OPENBLAS_NUM_THREADS=2", "user");
+  EXPECT_EQ(user.at("blas_threads_from"), "environment: OPENBLAS_NUM_THREADS=2");
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_EQ(user.at("blas_threads"), 2);
+  }
+  // The summary validator knows the keys.
+  json bad = mine;
+  bad["blas_threads"] = "two";
+  EXPECT_NE(validation_error(summary_with(bad)).find("provenance.blas_threads"), std::string::npos)
+      << validation_error(summary_with(bad));
 }

@@ -155,4 +155,38 @@ std::optional<std::string> detected_blas_core_warning() {
   return blas_core_warning(detect_blas().core, detect_cpu().flags);
 }
 
+int blas_threads() {
+  using get_fn = int (*)();
+  for (const char* name : {"openblas_get_num_threads", "mkl_get_max_threads"})
+    if (void* f = symbol(name)) return reinterpret_cast<get_fn>(f)();
+  if (void* f = symbol("bli_thread_get_num_threads"))
+    return static_cast<int>(reinterpret_cast<long (*)()>(f)());
+  return -1;
+}
+
+bool set_blas_threads(int n) {
+  if (n < 1) n = 1;
+  if (void* f = symbol("openblas_set_num_threads")) {
+    reinterpret_cast<void (*)(int)>(f)(n);
+    return true;
+  }
+  if (void* f = symbol("mkl_set_num_threads")) {
+    reinterpret_cast<void (*)(int)>(f)(n);
+    return true;
+  }
+  if (void* f = symbol("bli_thread_set_num_threads")) {
+    reinterpret_cast<void (*)(long)>(f)(n);
+    return true;
+  }
+  return false;
+}
+
+std::string blas_threads_from_environment() {
+  for (const char* name :
+       {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0')
+      return std::string(name) + "=" + v;
+  return "";
+}
+
 }  // namespace paraxis::kernels

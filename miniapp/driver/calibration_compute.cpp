@@ -32,12 +32,6 @@ double now() {
   return model::steady_seconds();
 }
 
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-
 // Device bytes, copied (the collectives' buffers are in the default memory space).
 void copy_bytes(const void* s, void* r, std::size_t bytes) {
   if (s == r || bytes == 0) return;
@@ -307,7 +301,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
     Act grad_out("paraxis::calib_grad_out", m.local_tokens(), mc.hidden);
     std::vector<std::vector<double>> fwd(chunks), bwd(chunks), wgt(chunks);
     const double ce_scale = 1.0 / (static_cast<double>(cfg.train.global_batch) * mc.seq_len);
-    for (int rep = 0; rep < 3; ++rep) {  // the first is a warm-up
+    for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
       ps.zero_grads();
       Kokkos::deep_copy(dense_ws, G(0));
       Kokkos::deep_copy(expert_ws, G(0));
@@ -340,10 +334,12 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
         }
       }
     }
+    // The median over every micro-batch of the three passes: one interrupted action (a shared
+    // machine, a page fault) moves a mean of a dozen samples by several percent, not a median.
     for (int c = 0; c < chunks; ++c) {
-      out.forward_s[global_of[c]] = mean(fwd[c]);
-      out.backward_s[global_of[c]] = mean(bwd[c]);
-      if (split) out.backward_weight_s[global_of[c]] = mean(wgt[c]);
+      out.forward_s[global_of[c]] = median(fwd[c]);
+      out.backward_s[global_of[c]] = median(bwd[c]);
+      if (split) out.backward_weight_s[global_of[c]] = median(wgt[c]);
     }
     out.peak_bytes = m.ledger().peak_total() + ws_bytes;
     pieces = owned_pieces(ps, zero, shape.dp, layout.ep);

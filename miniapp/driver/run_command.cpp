@@ -27,6 +27,7 @@
 #include "parallel/mpi_staging.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/watchdog.hpp"
+#include "paraxis/kernels/blas_info.hpp"
 
 namespace paraxis::driver {
 
@@ -230,7 +231,18 @@ int run_command(const RunOptions& opt) {
   MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!dir_ok) return 2;
 
+  // The BLAS's worker threads: those of the host execution space (1 on Serial), unless the
+  // user set them. Left alone OpenBLAS starts one per core in every rank, and ranks sharing a
+  // node then time-share its cores inside every GEMM above OpenBLAS's threading threshold
+  // (2 ranks on 2 cores: the demo's dp and pp points ran 2-4x slower than its tp points,
+  // whose halved GEMMs stay single-threaded; docs/performance.md).
+  const std::string blas_env = kernels::blas_threads_from_environment();
+  if (blas_env.empty())
+    kernels::set_blas_threads(Kokkos::DefaultHostExecutionSpace().concurrency());
   nlohmann::json provenance = provenance_json(world, opt.command_line);
+  provenance["blas_threads"] = kernels::blas_threads();
+  provenance["blas_threads_from"] =
+      blas_env.empty() ? "paraxis: the host execution space's threads" : "environment: " + blas_env;
   // Whether the points stage their MPI buffers through host memory (comm.mpi_gpu_aware,
   // docs/parallel.md "Device buffers and MPI"); said once when only the library's silence
   // makes them stage.

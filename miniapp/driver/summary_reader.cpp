@@ -430,8 +430,9 @@ void check_provenance(const Checker& c, const json& prov) {
   for (const char* k : {"world", "max_ranks_per_host", "cores_per_host"})
     c.opt_integer(prov, path, k, 0, kMaxInt);
   for (const char* k : {"execution_space", "mpi_library", "git_hash", "date", "blas_library",
-                        "blas_core", "cpu_model"})
+                        "blas_core", "cpu_model", "blas_threads_from"})
     c.opt_string(prov, path, k);
+  c.opt_integer(prov, path, "blas_threads", -1, kMaxInt);  // -1: the BLAS cannot say
   // Read by the report's BLAS warning (blas_warning_of).
   if (const json* flags = Checker::maybe(prov, "cpu_vector_flags")) {
     const std::string fp = Checker::at(path, "cpu_vector_flags");

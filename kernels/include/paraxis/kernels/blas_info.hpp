@@ -47,4 +47,18 @@ std::optional<std::string> blas_core_warning(const std::string& core,
 // blas_core_warning for this process and machine (detect_blas, detect_cpu).
 std::optional<std::string> detected_blas_core_warning();
 
+// The BLAS's own worker threads: OpenBLAS (openblas_get_num_threads), MKL
+// (mkl_get_max_threads), BLIS (bli_thread_get_num_threads); -1 when the process's BLAS has no
+// such query.
+int blas_threads();
+
+// Sets them (openblas_set_num_threads, mkl_set_num_threads, bli_thread_set_num_threads);
+// false when the process's BLAS has no such function. n >= 1.
+bool set_blas_threads(int n);
+
+// The environment variable a user set the BLAS's threads with, as "NAME=value"
+// (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, MKL_NUM_THREADS, BLIS_NUM_THREADS, in OpenBLAS's
+// order of precedence); empty when none is set.
+std::string blas_threads_from_environment();
+
 }  // namespace paraxis::kernels
