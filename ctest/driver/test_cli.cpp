@@ -397,6 +397,11 @@ TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
     for (const auto& m : p["memory_per_rank"]) step = std::max(step, m["peak_bytes"].get<double>());
     EXPECT_GT(calib, 0) << p["settings"];
     EXPECT_LE(calib, step) << p["settings"];
+    // What comm.overlap can hide, measured on the data-parallel all-reduce: a fraction.
+    const auto& dp_ar = p["calibration"]["comm"]["dp"]["all_reduce"];
+    ASSERT_TRUE(dp_ar.contains("async_progress")) << dp_ar.dump();
+    EXPECT_GE(dp_ar["async_progress"].get<double>(), 0.0);
+    EXPECT_LE(dp_ar["async_progress"].get<double>(), 1.0);
     // The slowest rank holding each chunk and the mean over them: never above the slowest.
     ASSERT_EQ(c["forward_s_per_chunk"].size(), c["forward_mean_s_per_chunk"].size());
     EXPECT_GT(c["forward_mean_s_per_chunk"][0].get<double>(), 0);

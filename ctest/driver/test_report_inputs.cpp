@@ -203,6 +203,14 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                                                               {"beta_s_per_byte", 1e-9},
                                                               {"samples", json::array()}}}}}}),
                   "points[0].calibration.comm.tp.all_reduce.ranks", "zero ranks");
+  expect_rejected(with("/points/0/calibration/comm", json{{"dp",
+                                                           {{"all_reduce",
+                                                             {{"ranks", 2},
+                                                              {"alpha_s", 1e-6},
+                                                              {"beta_s_per_byte", 1e-9},
+                                                              {"async_progress", 1.5},
+                                                              {"samples", json::array()}}}}}}),
+                  "points[0].calibration.comm.dp.all_reduce.async_progress", "progress > 1");
   // Checkpoint figures (issue 16): the field named.
   const json save = {{"step", 2},         {"bytes", {{"min", 1.0}, {"mean", 1.0}, {"max", 1.0}}},
                      {"write_s", "fast"}, {"total_bytes", 2.0},

@@ -123,6 +123,32 @@ TEST(step_time, overlap_hides_data_parallel_reductions_behind_backward) {
   }
 }
 
+// An MPI that advances a request only inside MPI calls hides nothing (dp_overlap 0, as the
+// calibration measures MPICH's shared-memory path): overlap changes nothing; half the progress
+// hides half of what full progress hides (the backward is longer than the reductions here).
+TEST(step_time, overlap_hides_only_what_the_library_progresses) {
+  const auto m = tiny_model();
+  auto c = config(1, 1, 2, 1, 8);
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  in.links.dp = {1e-6, 1e-10, 0};
+  for (int zero = 0; zero <= 3; ++zero) {
+    c.zero = zero;
+    c.overlap = false;
+    const double plain = predict_step_time(m, c, in).dp;
+    c.overlap = true;
+    const double full = predict_step_time(m, c, in).dp;
+    in.dp_overlap = 0.0;
+    const double none = predict_step_time(m, c, in).dp;
+    in.dp_overlap = 0.5;
+    const double half = predict_step_time(m, c, in).dp;
+    in.dp_overlap = 1.0;
+    EXPECT_NEAR(none, plain, 1e-15) << zero;
+    EXPECT_NEAR(half, 0.5 * (plain + full), 1e-15) << zero;
+    EXPECT_LT(full, plain) << zero;
+  }
+}
+
 TEST(step_time, pipeline_transfers_pay_the_fill_and_drain) {
   const auto m = eight_layers();
   auto c = config(1, 4, 1, 1, 8);

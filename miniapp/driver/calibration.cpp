@@ -82,6 +82,7 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                           {"beta_eff_s_per_byte", f.beta_eff},
                           {"rms_residual_s", f.rms_residual},
                           {"samples", s}};
+    if (f.async_progress >= 0) comm[f.axis][f.op]["async_progress"] = f.async_progress;
   }
   return {{"seconds", c.seconds},
           {"comm", comm},
@@ -111,6 +112,7 @@ Calibration calibration_from_json(const nlohmann::json& j) {
       cc.latency = f.value("latency_s", 0.0);
       cc.beta_eff = f.value("beta_eff_s_per_byte", 0.0);
       cc.rms_residual = f.value("rms_residual_s", 0.0);
+      cc.async_progress = f.value("async_progress", -1.0);
       for (const auto& s : f.at("samples")) cc.samples.push_back({s.at(0), s.at(1)});
       c.comm.push_back(std::move(cc));
     }

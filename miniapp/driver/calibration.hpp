@@ -28,19 +28,23 @@ struct CommCalibration {
   double latency = 0, beta_eff = 0;  // the fitted line t = latency + S * beta_eff
   double rms_residual = 0;
   std::vector<std::pair<double, double>> samples;  // (S bytes, median seconds)
+  // The data-parallel all-reduce only (-1 elsewhere): the fraction of a non-blocking 1 MiB
+  // all-reduce that completed while the caller computed without calling MPI (comm.overlap's
+  // premise; 0 for an MPI without asynchronous progress).
+  double async_progress = -1;
 };
 
 struct ComputeCalibration {
   // Per model chunk (pp * virtual_stages): seconds of one micro-batch's forward / backward on
-  // the shards that hold it (tensor-parallel rank 0 of the first expert-parallel group,
-  // data-parallel replica 0 without expert parallelism): the slowest of them (the step's
-  // critical path) and their mean (they differ when experts are loaded unevenly).
+  // every rank that holds it (its tensor-parallel ranks, data-parallel replicas and
+  // expert-parallel ranks): the slowest of them (the step's critical path) and their mean
+  // (they differ when experts are loaded unevenly, or a rank's core is busier).
   std::vector<double> forward_s, backward_s;
   std::vector<double> forward_mean_s, backward_mean_s;
   // A split backward (zero-bubble schedules): backward_s is B's and these W's, the same way;
   // all zero otherwise.
   std::vector<double> backward_weight_s, backward_weight_mean_s;
-  double optimizer_s = 0;      // the AdamW step over this rank's owned parameters (max over ranks)
+  double optimizer_s = 0;      // gradient norm + AdamW over the owned parameters (max over ranks)
   double flops_per_s = 0;      // model FLOPs of forward + backward per rank / their time
   std::size_t peak_bytes = 0;  // the most device memory the compute calibration held
 };

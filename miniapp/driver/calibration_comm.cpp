@@ -88,6 +88,36 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
   return median(times);
 }
 
+// comm.overlap's premise: a non-blocking all-reduce progresses while the caller computes. Post
+// one of S bytes, compute (spin, no MPI call) for twice its blocking time `blocking_s`, then
+// wait: the part of blocking_s the wait no longer takes progressed in the background (the
+// slowest rank's wait; the median of 5). About 1 for NCCL or an MPI with a progress thread, 0
+// for one that advances a request only inside MPI calls.
+double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis, std::size_t S,
+                      double blocking_s) {
+  if (blocking_s <= 0) return 1.0;
+  const std::size_t n = std::max<std::size_t>(S / 4, 1);
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("paraxis::calib_a", n),
+      b("paraxis::calib_b", n);
+  Kokkos::fence();
+  std::vector<double> fractions;
+  for (int rep = 0; rep < 5; ++rep) {
+    parallel::watchdog::barrier(comm, "calibration: barrier before an overlap test", axis);
+    parallel::Request r = c.iall_reduce(a.data(), b.data(), n, model::DType::f32);
+    const double until = now() + 2 * blocking_s + 50e-6;
+    volatile double sink = 0;
+    while (now() < until) sink = sink + 1.0;  // compute that makes no MPI call
+    const double w0 = now();
+    c.wait(r);
+    Kokkos::fence();
+    double wait = now() - w0;
+    parallel::watchdog::all_reduce(MPI_IN_PLACE, &wait, 1, MPI_DOUBLE, MPI_MAX, comm,
+                                   "calibration: slowest rank's wait", axis);
+    fractions.push_back(std::clamp(1.0 - wait / blocking_s, 0.0, 1.0));
+  }
+  return median(fractions);
+}
+
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
                                           config::CommBackend backend,
                                           const parallel::LinkModel& links) {
@@ -107,6 +137,14 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
     cc.latency = fit.latency;
     cc.beta_eff = fit.beta_eff;
     cc.rms_residual = fit.rms_residual;
+    // What comm.overlap can hide: measured for the data-parallel gradient reductions.
+    if (axis == "dp" && op == perfmodel::Collective::all_reduce) {
+      const std::size_t S = std::size_t(1) << 20;
+      double blocking = 0;
+      for (const auto& [size, t] : cc.samples)
+        if (size == static_cast<double>(S)) blocking = t;
+      cc.async_progress = async_progress(*c, comm, axis.c_str(), S, blocking);
+    }
     out.push_back(std::move(cc));
   }
   return out;
@@ -121,13 +159,14 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
                                             const parallel::LinkModel& links) {
   auto fits = measure_axis(axis, comm, backend, links);
   for (auto& f : fits) {
-    double v[4] = {f.alpha, f.beta, f.latency, f.beta_eff};
-    parallel::watchdog::broadcast(v, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+    double v[5] = {f.alpha, f.beta, f.latency, f.beta_eff, f.async_progress};
+    parallel::watchdog::broadcast(v, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD,
                                   "calibration: broadcast a fit");
     f.alpha = v[0];
     f.beta = v[1];
     f.latency = v[2];
     f.beta_eff = v[3];
+    f.async_progress = v[4];
     for (auto& s : f.samples)
       parallel::watchdog::broadcast(&s.second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
                                     "calibration: broadcast a sample");

@@ -130,6 +130,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
                            : f.axis == "dp" ? &in.links.dp
                                             : &in.links.ep;
       (*ops)[collective_named(f.op)] = l;
+      if (f.axis == "dp" && f.async_progress >= 0) in.dp_overlap = f.async_progress;
       if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
     }
     br = pm::predict_step_time(c.model, pc, in);

@@ -274,6 +274,7 @@ void check_calibration(const Checker& c, const json& cal, const std::string& pat
       c.number(f, op_path, "beta_s_per_byte", 0);
       for (const char* k : {"latency_s", "beta_eff_s_per_byte", "rms_residual_s"})
         c.opt_number(f, op_path, k, -kInf);
+      c.opt_number(f, op_path, "async_progress", 0, 1);
       const std::string sp = Checker::at(op_path, "samples");
       const json& samples = c.array(c.need(f, op_path, "samples"), sp);
       for (std::size_t i = 0; i < samples.size(); ++i) {

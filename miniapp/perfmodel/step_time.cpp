@@ -198,7 +198,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     }
     if (c.overlap) {
       const double window = c.effective_zero() >= 2 ? mb * last_backward : last_backward;
-      r.dp = rest + std::max(0.0, reductions - window);
+      const double hidden = std::clamp(in.dp_overlap, 0.0, 1.0) * std::min(reductions, window);
+      r.dp = rest + reductions - hidden;
     } else {
       r.dp = rest + reductions;
     }

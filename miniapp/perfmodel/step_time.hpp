@@ -25,7 +25,8 @@
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
 //     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
 //     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
-//     only max(0, reduction time - that backward time) shows;
+//     only reduction time - dp_overlap x min(reduction time, that backward time) shows
+//     (dp_overlap = 1: max(0, reduction time - backward time));
 //     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. ZeRO-3's gathers,
 //     which paraxis runs inside forward and backward, are charged after the pipeline;
 //   - per-step tensor-parallel calls (norm, sequence-parallel LayerNorm sum) after the pipeline;
@@ -106,6 +107,10 @@ struct StepTimeInputs {
   ExpertRouting routing;
   AxisOpLinks op_links;    // per-operation fits; empty: the axis links
   double optimizer_s = 0;  // the optimizer step's compute, when measured (0: not modelled)
+  // With comm.overlap, the fraction of a gradient reduction's time that progresses behind the
+  // backward (calibrated: an MPI without asynchronous progress advances a request only inside
+  // MPI calls, 0); 1: all of it, as far as the backward is long.
+  double dp_overlap = 1.0;
   // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
   // softmax selective recomputation runs again uses it).
   double memory_bytes_per_s = 0;
