@@ -474,7 +474,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
     deck.errors.push_back({"", name, "rank count " + num(world) + ": expected >= 1 (0: unknown)"});
     return deck;
   }
-  Source src{name, {}};
+  Source src{name, {}, {}};
   YAML::Node root;
   try {
     root = YAML::Load(text);
