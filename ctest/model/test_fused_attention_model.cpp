@@ -77,10 +77,11 @@ void fused_matches_unfused(double rel_loss, double rel_grad, const char* what) {
   }
 }
 
-// fp64: the same function in another summation order (1e-15 per operation). fp32: DESIGN.md's
-// 1e-4. bf16: the fused core keeps its intermediates in fp32 where the unfused one rounds scores,
-// probabilities and their gradients to bf16; the loss stays within DESIGN.md's 2e-2 and every
-// gradient within 1 % of the largest (observed: 2e-5 and 0.17 %).
+// fp64: the same function in another summation order (1e-15 per operation). fp32: the 1e-4 of
+// docs/parallel.md (the correctness contract). bf16: the fused core keeps its intermediates in
+// fp32 where the unfused one rounds scores, probabilities and their gradients to bf16; the loss
+// stays within that contract's 2e-2 and every gradient within 1 % of the largest (observed: 2e-5
+// and 0.17 %).
 TEST(fused_attention_model, losses_and_gradients_equal_unfused_fp64) {
   fused_matches_unfused<double>(1e-10, 1e-10, "fp64");
 }
@@ -140,7 +141,7 @@ TEST(fused_attention_model, training_runs_match_unfused) {
     };
     std::vector<double> pu, pf;
     const auto lu = losses(Attention::unfused, pu), lf = losses(Attention::fused, pf);
-    const double tol = p == Precision::fp64 ? 1e-9 : 1e-4;  // DESIGN.md's tolerances
+    const double tol = p == Precision::fp64 ? 1e-9 : 1e-4;  // docs/parallel.md's tolerances
     for (int s = 0; s < t.steps; ++s) EXPECT_NEAR(lf[s], lu[s], tol * lu[s]) << to_string(p);
     EXPECT_LE(max_diff(pf, pu), tol * max_abs(pu)) << to_string(p);
   }

@@ -77,10 +77,10 @@ double bytes_factor(Collective op, int p, AllReduceAlgorithm all_reduce = AllRed
 // beta = beta_eff / bytes_factor map the fit back to the algorithm's per-message and per-byte
 // costs (gamma cannot be told apart from beta by timing one operation, so it is folded in).
 struct AlphaBetaFit {
-  double latency = 0;   // s: the intercept
-  double beta_eff = 0;  // s per byte of S: the slope
-  double alpha = 0;     // s per message
-  double beta = 0;      // s per byte on the wire
+  double latency = 0;       // s: the intercept
+  double beta_eff = 0;      // s per byte of S: the slope
+  double alpha = 0;         // s per message
+  double beta = 0;          // s per byte on the wire
   double rms_residual = 0;  // s: the unweighted root mean square of the residuals
   int samples = 0;
 };
