@@ -160,8 +160,8 @@ TEST(collectives, fit_predicts_small_and_large_messages_alike) {
   // time is not one line over 1 KiB .. 4 MiB. Fitted unweighted, the 4 MiB sample decides the
   // line and the intercept (18 us) is twice the 1 KiB time (9.9 us): a training step's small
   // tensor-parallel calls were predicted at twice what they took. The relative fit keeps
-  // every sample within 40 % (the 16 KiB one, 43 us between 13 and 38 us, is the outlier)
-  // and the others within 20 %.
+  // every sample within 20 % but the outlier at 16 KiB (43 us between 13 and 38 us), which it
+  // predicts at about 0.4 of its time.
   const std::vector<std::pair<double, double>> samples{
       {1024, 9.9e-6},    {4096, 13.1e-6},     {16384, 43.1e-6},    {65536, 38.0e-6},
       {262144, 86.5e-6}, {1048576, 361.2e-6}, {4194304, 1333.9e-6}};

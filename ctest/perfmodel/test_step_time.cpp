@@ -100,6 +100,7 @@ TEST(step_time, tensor_parallel_time_is_its_traffic_under_the_ring_model) {
   EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
 }
 
+// ... as far as the library progresses them (StepTimeInputs::dp_overlap).
 TEST(step_time, overlap_hides_data_parallel_reductions_behind_backward) {
   const auto m = tiny_model();
   auto c = config(1, 1, 2, 1, 8);
@@ -120,32 +121,13 @@ TEST(step_time, overlap_hides_data_parallel_reductions_behind_backward) {
     for (const auto& o : data_parallel_step_traffic(m, c, 0).ops)
       if (o.op == Collective::all_gather || o.bytes == 8) rest.add(o.op, o.bytes, o.count);
     EXPECT_NEAR(hidden.dp, traffic_time(rest, 2, in.links.dp), 1e-15) << zero;
-  }
-}
-
-// An MPI that advances a request only inside MPI calls hides nothing (dp_overlap 0, as the
-// calibration measures MPICH's shared-memory path): overlap changes nothing; half the progress
-// hides half of what full progress hides (the backward is longer than the reductions here).
-TEST(step_time, overlap_hides_only_what_the_library_progresses) {
-  const auto m = tiny_model();
-  auto c = config(1, 1, 2, 1, 8);
-  StepTimeInputs in;
-  in.flops_per_s = 1e9;
-  in.links.dp = {1e-6, 1e-10, 0};
-  for (int zero = 0; zero <= 3; ++zero) {
-    c.zero = zero;
-    c.overlap = false;
-    const double plain = predict_step_time(m, c, in).dp;
-    c.overlap = true;
-    const double full = predict_step_time(m, c, in).dp;
+    // An MPI that advances a request only inside MPI calls hides nothing (dp_overlap 0, as the
+    // calibration measures MPICH's shared-memory path); half the progress hides half.
     in.dp_overlap = 0.0;
-    const double none = predict_step_time(m, c, in).dp;
+    EXPECT_NEAR(predict_step_time(m, c, in).dp, plain.dp, 1e-15) << zero;
     in.dp_overlap = 0.5;
-    const double half = predict_step_time(m, c, in).dp;
+    EXPECT_NEAR(predict_step_time(m, c, in).dp, 0.5 * (plain.dp + hidden.dp), 1e-15) << zero;
     in.dp_overlap = 1.0;
-    EXPECT_NEAR(none, plain, 1e-15) << zero;
-    EXPECT_NEAR(half, 0.5 * (plain + full), 1e-15) << zero;
-    EXPECT_LT(full, plain) << zero;
   }
 }
 
