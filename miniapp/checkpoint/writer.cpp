@@ -44,6 +44,7 @@ void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm,
     if (seconds_now() - start > timeout_s) {
       int rank = 0;
       MPI_Comm_rank(comm, &rank);
+      std::fflush(stdout);
       std::fprintf(stderr,
                    "paraxis checkpoint: rank %d waited %.1f s (the deadline) for %s: another "
                    "rank stopped responding during the save; ending the job (exit code 5)\n",

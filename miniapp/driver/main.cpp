@@ -11,10 +11,15 @@
 #include <vector>
 
 #include "driver/commands.hpp"
+#include "driver/output_pacer.hpp"
 #include "driver/rank_agreement.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // stdout fully buffered when a pipe (mpiexec, srun); the step loop flushes it at most once a
+  // second (driver/output_pacer.hpp).
+  static char stdout_buffer[1 << 16];
+  paraxis::driver::buffer_fully_unless_terminal(stdout, stdout_buffer, sizeof stdout_buffer);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
@@ -103,6 +108,7 @@ int main(int argc, char** argv) {
       if (code == 0 && e.get_exit_code() != 0) code = 2;
     } catch (const std::exception& e) {
       // An error only some ranks may have seen: abort the job rather than hang the rest.
+      std::fflush(stdout);
       std::fprintf(stderr, "paraxis: error (rank %d): %s\n", rank, e.what());
       std::fflush(stderr);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let mpiexec forward it

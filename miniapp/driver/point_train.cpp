@@ -1,6 +1,6 @@
 // The training steps of one sweep point (point_stages.hpp): each step checked for divergence,
 // the deck's faults injected (fault.slow_rank acts inside the parallel trainer), rank 0
-// printing one line per step.
+// printing one line per step (written at most once a second: output_pacer.hpp).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "driver/output_pacer.hpp"
 #include "driver/point_run.hpp"
 #include "driver/point_stages.hpp"
 #include "parallel/watchdog.hpp"
@@ -34,6 +35,7 @@ namespace {
 // fault.hang: this rank stops responding (no progress, no answers to the watchdog's queries)
 // until the job is ended around it.
 [[noreturn]] void hang_forever(int rank, int step) {
+  std::fflush(stdout);
   std::fprintf(stderr, "paraxis: rank %d stops responding before step %d (fault.hang)\n", rank,
                step + 1);
   std::fflush(stderr);
@@ -53,7 +55,6 @@ void print_step(const RunConfig& cfg, const model::StepResult& st, int s) {
   if (cfg.parallel.pp > 1) std::printf("  bubble %.3f", st.bubble_fraction);
   std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
               s < cfg.train.warmup_steps ? "  (warm-up)" : "");
-  std::fflush(stdout);
 }
 
 }  // namespace
@@ -63,6 +64,7 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
                         const std::function<void(int)>& after_step) {
   std::string diverged;
   std::set<std::string> noted;
+  OutputPacer pacer(stdout, 1.0);  // output_pacer.hpp
   const auto& fault = cfg.fault;
   for (int s = trainer.steps_done(); s < cfg.train.steps && diverged.empty(); ++s) {
     if (fault.dead_rank.rank == rank && fault.dead_rank.at == DeadAt::step &&
@@ -84,6 +86,7 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
     // on every rank, so every rank reaches the same verdict without another collective.
     diverged = divergence_of(st);
     if (diverged.empty() && after_step) after_step(s + 1);
+    pacer.step_done();
   }
   return diverged;
 }
