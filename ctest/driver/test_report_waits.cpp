@@ -6,6 +6,7 @@
 // point with and without a spread between slowest and mean.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,18 @@ json seed_summary(const std::string& seed, bool no_ep) {
   return s;
 }
 
+json report_json_of(const json& s, const std::string& tag) {
+  const std::string dir = ::testing::TempDir() + "paraxis_report_waits_" + tag;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/summary.json") << s.dump();
+  const auto r =
+      run("PARAXIS_PYTHON=/nonexistent/python3 " + std::string(PARAXIS_EXE) + " report " + dir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::ifstream rin(dir + "/report.json");
+  return json::parse(rin);
+}
+
 json report_of(const std::string& seed, bool no_ep, double spread_s, const std::string& tag) {
   json s = seed_summary(seed, no_ep);
   for (auto& p : s["points"]) {
@@ -42,15 +55,7 @@ json report_of(const std::string& seed, bool no_ep, double spread_s, const std::
       c["backward_s_per_chunk"][k] = c["backward_mean_s_per_chunk"][k].get<double>() + 2 * spread_s;
     }
   }
-  const std::string dir = ::testing::TempDir() + "paraxis_report_waits_" + tag;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/summary.json") << s.dump();
-  const auto r =
-      run("PARAXIS_PYTHON=/nonexistent/python3 " + std::string(PARAXIS_EXE) + " report " + dir);
-  EXPECT_EQ(r.code, 0) << r.output;
-  std::ifstream rin(dir + "/report.json");
-  return json::parse(rin)["points"][0];
+  return report_json_of(s, tag)["points"][0];
 }
 
 double term(const json& point, const std::string& name) {
@@ -91,5 +96,46 @@ INSTANTIATE_TEST_SUITE_P(seeds, report_waits,
                          ::testing::Values(Case{"tp2.json", false, "tp"},
                                            Case{"dp2-ep2-with-skipped-point.json", false, "ep"},
                                            Case{"dp2-ep2-with-skipped-point.json", true, "dp"}));
+
+// Ranks more uneven than calibrated (docs/report.md, "Uneven ranks"): a data-parallel pair whose
+// calibration saw no spread, measured with rank 1 computing 2d longer than rank 0 on every
+// measured step (and 10x longer on the warm-up, which must not count): the spread is d (slowest
+// minus mean), all of it beyond the calibration; named uneven when d exceeds 5 % of the step,
+// and the accuracy beside the plain one adds d to that point's prediction.
+TEST(report_uneven_ranks, a_spread_beyond_the_calibrated_one_is_measured_and_named) {
+  for (const double fraction : {0.10, 0.02}) {
+    json s = seed_summary("dp2-ep2-with-skipped-point.json", true);
+    json& p = s["points"][0];
+    auto& cal = p["calibration"]["compute"];  // no spread calibrated: slowest = mean
+    cal["forward_s_per_chunk"] = cal["forward_mean_s_per_chunk"];
+    cal["backward_s_per_chunk"] = cal["backward_mean_s_per_chunk"];
+    const int warmup = p["config"]["train"]["warmup_steps"].get<int>();
+    const double step = p["time"]["step_median_s"].get<double>(), d = fraction * step, c = 0.02;
+    json steps = json::array(), r0 = json::array(), r1 = json::array();
+    for (int k = 0; k < warmup + 4; ++k) {
+      steps.push_back(k);
+      r0.push_back(c);
+      r1.push_back(k < warmup ? 10 * c : c + 2 * d);
+    }
+    p["rank_series"] = {{"steps", steps}, {"compute_s", json::array({r0, r1})}};
+    const json report = report_json_of(s, "uneven_" + std::to_string(fraction));
+    const json& point = report["points"][0];
+    const json& spread = point["rank_spread"];
+    EXPECT_NEAR(spread["measured_s"].get<double>(), d, 1e-12);
+    EXPECT_NEAR(spread["calibrated_s"].get<double>(), 0.0, 1e-12);
+    EXPECT_NEAR(spread["excess_s"].get<double>(), d, 1e-12);
+    const bool uneven = fraction > 0.05;
+    EXPECT_EQ(spread["uneven"].get<bool>(), uneven) << fraction;
+    const json& acc = report["accuracy"];
+    EXPECT_EQ(acc["uneven_ranks"]["points"].get<int>(), uneven ? 1 : 0);
+    const double measured = point["measured_step_s"].get<double>(),
+                 predicted = point["predicted_step_s"].get<double>();
+    const double with = predicted + (uneven ? d : 0.0);
+    EXPECT_NEAR(acc["uneven_ranks"]["max_abs_residual_pct"].get<double>(),
+                100 * std::abs(measured - with) / with, 1e-9);
+    EXPECT_NEAR(acc["max_abs_residual_pct"].get<double>(),
+                100 * std::abs(measured - predicted) / predicted, 1e-9);
+  }
+}
 
 }  // namespace

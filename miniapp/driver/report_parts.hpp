@@ -14,6 +14,9 @@
 namespace paraxis::driver::report {
 
 constexpr double kEveryPointPct = 15.0, kMeanPct = 10.0;  // issue 9's accuracy target
+// A point's ranks are uneven when their compute spread exceeds the calibrated one by more than
+// this fraction of the step (the diagnosis's noise floor, docs/diagnosis.md).
+constexpr double kUnevenStepFraction = 0.05;
 
 // One ok point, measured against predicted.
 struct Analysed {
@@ -22,6 +25,9 @@ struct Analysed {
   std::string model_label;  // the same, short, for tables
   double measured_step = 0, predicted_step = 0;
   bool predicted = false;
+  // The ranks' measured compute spread beyond the calibrated one (report.json rank_spread).
+  double uneven_excess_s = 0;
+  bool uneven() const { return uneven_excess_s > kUnevenStepFraction * measured_step; }
 };
 
 // Point `p` of summary.json (validated, status ok) of folder `dir` measured on `machine`: its

@@ -10,7 +10,9 @@
 #include "driver/diagnosis.hpp"
 #include "driver/report_checkpoint.hpp"
 #include "driver/report_parts.hpp"
+#include "driver/statistics.hpp"
 #include "driver/summary_reader.hpp"
+#include "parallel/process_grid.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/memory.hpp"
@@ -34,6 +36,37 @@ double rank_stat(const json& point, const std::string& name, const char* field) 
   const auto& ranks = point.at("time").value("ranks", json::object());
   if (!ranks.contains(name)) return 0;
   return ranks.at(name).value(field, 0.0);
+}
+
+// How unevenly the ranks that compute the same chunks (one pipeline stage's ranks) computed, as
+// measured: per measured step the slowest minus the mean of the stage's compute_s, the median
+// over steps, the mean over stages (as the model's wait, m x (slowest - mean) / pp). -1: no
+// per-rank series (a summary from before them).
+double measured_compute_spread(const json& point, const config::ParallelConfig& par) {
+  if (!point.contains("rank_series")) return -1;
+  const auto& rs = point.at("rank_series");
+  const auto compute = rs.at("compute_s").get<std::vector<std::vector<double>>>();
+  const auto steps = rs.at("steps").get<std::vector<int>>();
+  const int warmup = point.at("config").at("train").value("warmup_steps", 0);
+  std::vector<std::vector<int>> stage_ranks(static_cast<std::size_t>(par.pp));
+  for (int r = 0; r < static_cast<int>(compute.size()); ++r)
+    stage_ranks.at(static_cast<std::size_t>(parallel::grid_coords_of(par, r).pp)).push_back(r);
+  double sum = 0;
+  for (const auto& ranks : stage_ranks) {
+    std::vector<double> per_step;
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      if (steps[k] < warmup || ranks.size() < 2) continue;
+      double mx = 0, mean = 0;
+      for (int r : ranks) {
+        const double c = compute.at(static_cast<std::size_t>(r)).at(k);
+        mx = std::max(mx, c);
+        mean += c / static_cast<double>(ranks.size());
+      }
+      per_step.push_back(mx - mean);
+    }
+    if (!per_step.empty()) sum += median(per_step);
+  }
+  return sum / par.pp;
 }
 
 json term(const std::string& name, double measured, double predicted, const std::string& unit) {
@@ -159,6 +192,19 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
     model_terms = {
         {"compute", p_compute}, {"tp", br.tp}, {"pp", br.pp}, {"dp", br.dp}, {"ep", br.ep}};
+    // The ranks' spread as calibrated against as measured: a spread beyond the calibrated one
+    // is the machine running the same work unevenly during the point (a core shared with other
+    // work, a throttled device; docs/report.md, "Uneven ranks"), which no model made before the
+    // point foresees. The step follows its slowest rank, so that excess is a lower bound of what
+    // it adds to the step: `excess_s`, and the accuracy without it (report_compare.cpp).
+    const double spread = measured_compute_spread(p, c.parallel);
+    if (spread >= 0) {
+      a.uneven_excess_s = std::max(0.0, spread - wait);
+      out["rank_spread"] = {{"measured_s", spread},
+                            {"calibrated_s", wait},
+                            {"excess_s", a.uneven_excess_s},
+                            {"uneven", a.uneven()}};
+    }
     terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
     terms.push_back(term("compute", m_compute, p_compute, "s"));
     if (pc.tp > 1) terms.push_back(term("tp", m_tp, p_tp, "s"));

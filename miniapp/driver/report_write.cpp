@@ -112,11 +112,25 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
                ? "**met**"
                : "**missed**")
        << ".\n\n";
-    for (const auto& miss : misses)
+    for (const auto& miss : misses) {
       md << "- `" << miss["label"].get<std::string>() << "` is off by "
          << fmt(miss["residual_pct"].get<double>(), 3) << " %; the term furthest from its model: `"
-         << miss["term_most_off"].get<std::string>() << "`\n";
+         << miss["term_most_off"].get<std::string>() << "`";
+      if (miss.contains("uneven_ranks_excess_s"))
+        md << "; its ranks computed the same work unevenly, "
+           << fmt(miss["uneven_ranks_excess_s"].get<double>() * 1e3, 3)
+           << " ms a step more than calibrated";
+      md << '\n';
+    }
     if (!misses.empty()) md << '\n';
+    const auto& uneven = accuracy["uneven_ranks"];
+    if (uneven["points"].get<int>() > 0)
+      md << uneven["points"].get<int>()
+         << " point(s) ran with their ranks more uneven than the calibration saw (rank_spread in "
+            "report.json: the machine, not the model; docs/report.md, \"Uneven ranks\"). With "
+            "that excess added to their prediction: largest |residual| "
+         << fmt(uneven["max_abs_residual_pct"].get<double>(), 3) << " %, mean "
+         << fmt(uneven["mean_abs_residual_pct"].get<double>(), 3) << " %.\n\n";
   } else {
     md << "No point was calibrated (`hardware.calibrate: false`): nothing to predict.\n\n";
   }
