@@ -1,6 +1,6 @@
 // Detection of the process's BLAS (through dlsym, so what is reported is what is loaded, not
 // what the build expected) and of the CPU (/proc/cpuinfo), and the rule that flags a BLAS
-// running generic kernels on a CPU with wider vector units. See paraxis/kernels/blas_info.hpp.
+// running kernels narrower than the CPU's vector units. See paraxis/kernels/blas_info.hpp.
 #include "paraxis/kernels/blas_info.hpp"
 
 #include <dlfcn.h>
@@ -38,15 +38,23 @@ std::string library_of(void* sym) {
   return "an unnamed object";
 }
 
-// OpenBLAS core names (driver/others/dynamic.c) whose kernels use SSE only: on a CPU with AVX2
-// or AVX-512 they run a fraction of its peak. "Unknown"/"Generic" are OpenBLAS's fallbacks.
-bool is_generic_core(const std::string& core) {
-  static const char* const generic[] = {
-      "unknown", "generic", "katmai",       "coppermine", "northwood",  "prescott",
-      "banias",  "atom",    "core2",        "penryn",     "dunnington", "nehalem",
-      "athlon",  "opteron", "opteron_sse3", "barcelona",  "nano",       "bobcat"};
+// The widest vector instructions an OpenBLAS core's kernels use (core names of its
+// driver/others/dynamic.c), -1 for a core not listed here (e.g. another BLAS's "unknown (...)").
+// 0: SSE only ("Unknown"/"Generic" are OpenBLAS's fallbacks); 1: AVX; 2: AVX2 with FMA;
+// 3: AVX-512.
+int core_vector_tier(const std::string& core) {
+  static const std::pair<const char*, int> cores[] = {
+      {"unknown", 0},    {"generic", 0},     {"katmai", 0},       {"coppermine", 0},
+      {"northwood", 0},  {"prescott", 0},    {"banias", 0},       {"atom", 0},
+      {"core2", 0},      {"penryn", 0},      {"dunnington", 0},   {"nehalem", 0},
+      {"athlon", 0},     {"opteron", 0},     {"opteron_sse3", 0}, {"barcelona", 0},
+      {"nano", 0},       {"bobcat", 0},      {"sandybridge", 1},  {"bulldozer", 1},
+      {"piledriver", 1}, {"steamroller", 1}, {"haswell", 2},      {"zen", 2},
+      {"excavator", 2},  {"skylakex", 3},    {"cooperlake", 3},   {"sapphirerapids", 3}};
   const std::string c = lower(trimmed(core));
-  return std::any_of(std::begin(generic), std::end(generic), [&](const char* g) { return c == g; });
+  for (const auto& [name, tier] : cores)
+    if (c == name) return tier;
+  return -1;
 }
 
 bool has_flag(const std::vector<std::string>& flags, const char* f) {
@@ -133,22 +141,26 @@ std::string cpu_model_string(const CpuInfo& cpu) {
 
 std::optional<std::string> blas_core_warning(const std::string& core,
                                              const std::vector<std::string>& cpu_flags) {
-  if (!is_generic_core(core)) return std::nullopt;
-  const char* wide = nullptr;
-  const char* fix = nullptr;
-  if (has_flag(cpu_flags, "avx512f")) {
-    wide = "AVX-512 (avx512f)";
-    fix = "SkylakeX";
-  } else if (has_flag(cpu_flags, "avx2")) {
-    wide = "AVX2 (avx2)";
-    fix = "Haswell";
-  } else {
-    return std::nullopt;
-  }
-  return "the BLAS runs its generic \"" + trimmed(core) + "\" kernels on a CPU with " + wide +
-         ": every BLAS figure (the OpenBLAS baseline, the vendor GEMM path, the calibrated "
-         "compute) is several times below this CPU's; rerun with OPENBLAS_CORETYPE=" +
-         fix;
+  const int tier = core_vector_tier(core);
+  if (tier < 0) return std::nullopt;  // not an OpenBLAS core name: nothing is claimed
+  // The CPU's widest kernels OpenBLAS has: SkylakeX's need AVX-512 F, BW, DQ and VL (AVX-512
+  // CPUs since Skylake-SP, AMD since Zen 4; a summary recorded before BW, DQ and VL were is
+  // taken as AVX2); Haswell's AVX2 (with FMA, as every AVX2 CPU has).
+  const bool avx512 = has_flag(cpu_flags, "avx512f") && has_flag(cpu_flags, "avx512bw") &&
+                      has_flag(cpu_flags, "avx512dq") && has_flag(cpu_flags, "avx512vl");
+  const int cpu = avx512 ? 3 : has_flag(cpu_flags, "avx2") ? 2 : 0;
+  if (tier >= cpu) return std::nullopt;
+  const std::string wide = cpu == 3 ? "AVX-512 (avx512f)" : "AVX2 (avx2)";
+  const std::string fix = cpu == 3 ? "SkylakeX" : "Haswell";
+  const std::string figures =
+      ": every BLAS figure (the OpenBLAS baseline, the vendor GEMM path, the calibrated compute) "
+      "is ";
+  if (tier == 0)
+    return "the BLAS runs its generic \"" + trimmed(core) + "\" kernels on a CPU with " + wide +
+           figures + "several times below this CPU's; rerun with OPENBLAS_CORETYPE=" + fix;
+  return "the BLAS runs its \"" + trimmed(core) + "\" kernels (" + (tier == 1 ? "AVX" : "AVX2") +
+         ") on a CPU with " + wide + figures +
+         "below this CPU's (up to half: docs/performance.md); rerun with OPENBLAS_CORETYPE=" + fix;
 }
 
 std::optional<std::string> detected_blas_core_warning() {

@@ -61,7 +61,7 @@ json provenance_json(int world, const std::string& command_line) {
   // Only the vector-width flags the BLAS warning reads: the full list is long and says nothing
   // more about a figure.
   json vector_flags = json::array();
-  for (const char* f : {"avx", "avx2", "avx512f"})
+  for (const char* f : {"avx", "avx2", "avx512f", "avx512bw", "avx512dq", "avx512vl"})
     if (std::find(cpu.flags.begin(), cpu.flags.end(), f) != cpu.flags.end())
       vector_flags.push_back(f);
   const parallel::MpiGpuQuery& gpu = parallel::mpi_gpu_support();

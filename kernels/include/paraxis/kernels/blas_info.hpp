@@ -38,9 +38,11 @@ CpuInfo detect_cpu();
 // "AMD EPYC (family 25, model 17)": the value of the cpu_model key.
 std::string cpu_model_string(const CpuInfo& cpu);
 
-// The warning for a BLAS running generic (SSE-only) kernels on a CPU with wider vector units
-// (avx2, avx512f in cpu_flags), naming the fix (OPENBLAS_CORETYPE=SkylakeX or Haswell);
-// nullopt when the core suits the CPU or the core is not a known generic one.
+// The warning for an OpenBLAS core whose kernels are narrower than the CPU's vector units:
+// generic (SSE-only) or AVX kernels on a CPU with AVX2, or any of those or AVX2 kernels
+// (Haswell, Zen) on a CPU with AVX-512 F, BW, DQ and VL (cpu_flags as /proc/cpuinfo names
+// them), naming the fix (OPENBLAS_CORETYPE=SkylakeX or Haswell); nullopt when the core suits
+// the CPU or is not an OpenBLAS core name.
 std::optional<std::string> blas_core_warning(const std::string& core,
                                              const std::vector<std::string>& cpu_flags);
 
