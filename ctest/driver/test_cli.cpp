@@ -422,6 +422,34 @@ TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
   }
 }
 
+TEST(cli, calibration_replays_the_zero_parameter_gathers) {
+  // ZeRO-1/2 in fp32 update the parameters in place and all-gather them; the calibration times
+  // AdamW after replaying those gathers on a flat store of its own (calibration_compute.cpp):
+  // expert and dense units, each rank at its own offsets. It must run, time something, and hold
+  // no more than the step (the flat store replaces the compact update buffer).
+  const std::string mpiexec = PARAXIS_MPIEXEC;
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = ::testing::TempDir() + "paraxis_calibration_replay";
+  std::filesystem::remove_all(out);
+  const Result r =
+      run("timeout 300 " + mpiexec + " -n 2 " + exe + " run " + std::string(PARAXIS_INPUTS_DIR) +
+          "/tiny.yaml --set train.steps=2 --set train.precision=fp32 --set parallel.dp=2 "
+          "--set sweep.parallel.zero=[0,1,2] --set hardware.calibrate=true --out " +
+          out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(out + "/summary.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["points"].size(), 3u);
+  for (const auto& p : j["points"]) {
+    EXPECT_EQ(p["status"], "ok") << p["settings"];
+    const auto& c = p["calibration"]["compute"];
+    double step = 0;
+    for (const auto& m : p["memory_per_rank"]) step = std::max(step, m["peak_bytes"].get<double>());
+    EXPECT_GT(c["optimizer_s"].get<double>(), 0) << p["settings"];
+    EXPECT_LE(c["peak_bytes"].get<double>(), step) << p["settings"];
+  }
+}
+
 TEST(cli, plan_ranks_configurations_and_names_rejections) {
   const std::string json = ::testing::TempDir() + "paraxis_plan.json";
   const Result r =

@@ -128,33 +128,60 @@ void fill_unit(const model::ParamStore<T>& ps, std::uint64_t seed, const model::
 }
 
 // The optimizer's pieces on this rank at the point's ZeRO stage: the owned part of every
-// tensor, as ZeroOptimizer::apply launches them (for its group's rank 0).
+// tensor, as ZeroOptimizer::apply launches them.
 struct OptimizerPiece {
   std::size_t count;
   bool decay;
+  std::size_t flat;  // its offset in the flat parameter store
 };
 
-template <class T>
-std::vector<OptimizerPiece> owned_pieces(const model::ParamStore<T>& ps, int zero, int dp, int ep) {
+// ZeRO-1/2 in the training precision (no master copy) update the parameters in place, and the
+// unit's group then all-gathers each rank's shard of them (ZeroOptimizer::apply): the peers read
+// the pages this rank's next AdamW writes. Where MPI reads them straight from this process's
+// memory (UCX's CMA on one host), those writes ran 1.8x as long as into a buffer no MPI call had
+// read (docs/performance.md, "Output inside the timed steps, the VM's cores and MPI's
+// zero-copy transport"), so the calibration replays the gathers between its passes.
+struct ParamGather {
+  std::size_t begin, shard;  // the unit's first element and each rank's share
+  MPI_Comm comm;             // its ZeRO group
+};
+
+struct OptimizerReplay {
+  std::vector<ParamGather> gathers;  // empty: nothing to replay (compact buffers)
+  std::size_t flat_size = 0;
+};
+
+// rank_of(unit): this rank's place in the unit's ZeRO group (0 without a grid).
+template <class T, class RankOf>
+std::vector<OptimizerPiece> owned_pieces(const model::ParamStore<T>& ps, int zero, int dp, int ep,
+                                         RankOf&& rank_of) {
   std::vector<OptimizerPiece> out;
   for (const auto& u : ps.units()) {
-    const model::FlatRange own = model::owned_range(u, zero, model::zero_group_size(u, dp, ep), 0);
+    const int group = model::zero_group_size(u, dp, ep);
+    const model::FlatRange own = model::owned_range(u, zero, group, rank_of(u));
     for (int i = u.first_tensor; i < u.end_tensor; ++i) {
       const auto& s = ps.spec(i);
       const std::size_t a = std::max(own.begin, s.offset),
                         b = std::min(own.end, s.offset + s.size());
-      if (a < b) out.push_back({b - a, s.weight_decay});
+      if (a < b) out.push_back({b - a, s.weight_decay, a});
     }
   }
   return out;
 }
 
+template <class G>
+MPI_Datatype mpi_type_of() {
+  static_assert(std::is_same_v<G, float> || std::is_same_v<G, double>, "float or double");
+  return std::is_same_v<G, float> ? MPI_FLOAT : MPI_DOUBLE;
+}
+
 // The point's optimizer step over the owned pieces (the median of 3), on buffers of their own,
 // as the trainer runs it: the gradient's squared norm piece by piece (for clipping; one
-// reduction to the host each), then AdamW.
+// reduction to the host each), then AdamW; with a replay, AdamW writes each piece at its place
+// in a flat store whose gathers run, untimed, before each pass.
 template <class T>
 double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& pieces,
-                      std::size_t& bytes) {
+                      const OptimizerReplay& replay, std::size_t& bytes) {
   double sink = 0;  // the norms, kept so that nothing is optimised away
   using G = kernels::acc_t<T>;
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
@@ -162,14 +189,29 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
   std::size_t n = 0;
   for (const auto& pc : pieces) n += pc.count;
   Kokkos::View<G*, Mem> g("paraxis::calib_opt_g", n), m1("paraxis::calib_opt_m", n),
-      v1("paraxis::calib_opt_v", n), w("paraxis::calib_opt_w", n);
+      v1("paraxis::calib_opt_v", n), w("paraxis::calib_opt_w", replay.gathers.empty() ? n : 0);
   Kokkos::View<T*, Mem> param("paraxis::calib_opt_param", std::is_same_v<T, G> ? 0 : n);
+  Kokkos::View<G*, Mem> flat("paraxis::calib_opt_flat", replay.flat_size);
+  Kokkos::deep_copy(flat, G(0.02));
   Kokkos::deep_copy(w, G(0.02));
   Kokkos::deep_copy(g, G(1e-3));
-  bytes = 4 * n * sizeof(G) + param.span() * sizeof(T);
+  bytes = (g.span() + m1.span() + v1.span() + w.span() + flat.span()) * sizeof(G) +
+          param.span() * sizeof(T);
   std::vector<double> t;
   for (int rep = 0; rep < 3; ++rep) {
     Kokkos::fence();
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible &&
+                  std::is_same_v<T, G>) {
+      for (const auto& gather : replay.gathers)
+        parallel::watchdog::all_gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                                       flat.data() + gather.begin, static_cast<int>(gather.shard),
+                                       mpi_type_of<G>(), gather.comm,
+                                       "calibration: the optimizer's parameter gathers", "dp");
+      // Every peer done reading this rank's pages before they are written, as in the step (a
+      // forward and backward lie between its gather and the next AdamW).
+      if (!replay.gathers.empty())
+        parallel::watchdog::barrier(MPI_COMM_WORLD, "calibration: after the parameter gathers");
+    }
     const double t0 = now();
     std::size_t c = 0;
     double ss = 0;
@@ -187,8 +229,11 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
       h.eps = cfg.train.adam_eps;
       h.weight_decay = pc.decay ? cfg.train.weight_decay : 0.0;
       const auto r = std::make_pair(c, c + pc.count);
+      const auto dst = replay.gathers.empty()
+                           ? Kokkos::subview(w, r)
+                           : Kokkos::subview(flat, std::make_pair(pc.flat, pc.flat + pc.count));
       kernels::adamw_update(space, h, rep + 1, 1.0, Kokkos::subview(g, r), Kokkos::subview(m1, r),
-                            Kokkos::subview(v1, r), Kokkos::subview(w, r));
+                            Kokkos::subview(v1, r), dst);
       c += pc.count;
     }
     if constexpr (!std::is_same_v<T, G>) kernels::convert(space, w, param);
@@ -205,7 +250,8 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
 // experts of this rank only, activations as in the step; the optimizer is timed afterwards,
 // the shard gone, on buffers of the owned size.
 template <class T>
-ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& coords) {
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& coords,
+                              const parallel::ProcessGrid* grid) {
   using G = kernels::acc_t<T>;
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   const auto& mc = cfg.model;
@@ -225,6 +271,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
   out.backward_weight_s.assign(total, 0.0);
   const int zero = p.effective_zero();  // as the trainer runs it
   std::vector<OptimizerPiece> pieces;
+  OptimizerReplay replay;
   {
     model::GptModel<T> m(mc, cfg.train.micro_batch, layout, comms, zero >= 1 ? shape.dp : 1,
                          /*allocate_store=*/false);
@@ -342,11 +389,33 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
       if (split) out.backward_weight_s[global_of[c]] = median(wgt[c]);
     }
     out.peak_bytes = m.ledger().peak_total() + ws_bytes;
-    pieces = owned_pieces(ps, zero, shape.dp, layout.ep);
+    // The ZeRO group of a unit: the data-parallel group, or for expert units with experts split
+    // the expert-data-parallel one (ranks holding the same experts).
+    const auto comm_of = [&](const model::UnitSpec& u) {
+      return u.expert && layout.ep > 1 ? grid->edp() : grid->dp();
+    };
+    const auto rank_of = [&](const model::UnitSpec& u) {
+      if (!grid || zero < 1) return 0;
+      int r = 0;
+      MPI_Comm_rank(comm_of(u), &r);
+      return r;
+    };
+    pieces = owned_pieces(ps, zero, shape.dp, layout.ep, rank_of);
+    using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+    if (grid && (zero == 1 || zero == 2) && std::is_same_v<T, G> &&
+        Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+      replay.flat_size = ps.elements();
+      for (const auto& u : units) {
+        const int group = model::zero_group_size(u, shape.dp, layout.ep);
+        if (group > 1)
+          replay.gathers.push_back({u.begin, u.size / static_cast<std::size_t>(group), comm_of(u)});
+      }
+      if (replay.gathers.empty()) replay.flat_size = 0;
+    }
   }
   // The optimizer, once the shard is gone.
   std::size_t opt_bytes = 0;
-  out.optimizer_s = time_optimizer<T>(cfg, pieces, opt_bytes);
+  out.optimizer_s = time_optimizer<T>(cfg, pieces, replay, opt_bytes);
   out.peak_bytes = std::max(out.peak_bytes, opt_bytes);
   return out;
 }
@@ -371,18 +440,18 @@ std::string compute_key(const RunConfig& c) {
 }
 
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridCoords& coords,
-                                     bool grid) {
+                                     const parallel::ProcessGrid* grid) {
   const config::ParallelConfig& shape = cfg.parallel;
   ComputeCalibration c;
   switch (cfg.train.precision) {
     case model::Precision::fp64:
-      c = time_shard<double>(cfg, coords);
+      c = time_shard<double>(cfg, coords, grid);
       break;
     case model::Precision::fp32:
-      c = time_shard<float>(cfg, coords);
+      c = time_shard<float>(cfg, coords, grid);
       break;
     case model::Precision::bf16:
-      c = time_shard<paraxis::bf16>(cfg, coords);
+      c = time_shard<paraxis::bf16>(cfg, coords, grid);
       break;
   }
   // Every chunk's times from every rank that holds it: its tensor-parallel ranks, data-parallel

@@ -26,6 +26,6 @@ std::string compute_key(const RunConfig& c);
 // times from the ranks that hold it (slowest and mean), the optimizer's from the slowest rank,
 // and the model FLOP rate.
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridCoords& coords,
-                                     bool grid);
+                                     const parallel::ProcessGrid* grid);
 
 }  // namespace paraxis::driver::calibration_detail
