@@ -1,10 +1,15 @@
 // GoogleTest entry point for multi-rank tests: MPI, then Kokkos; every rank runs every test and
-// the exit code is non-zero when any rank failed, so mpiexec reports the failure.
+// the exit code is non-zero when any rank failed, so mpiexec reports the failure. A rank whose
+// assertion ends a test early leaves the others waiting in that test's collectives: the
+// watchdog's deadline is 120 s here, not paraxis run's 600 s, so such a failure ends the job
+// (with the watchdog's diagnosis) in two minutes instead of hanging up to CTest's timeout.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+
+#include "parallel/watchdog.hpp"
 
 namespace {
 // What ranks other than 0 print: their failures only, each line naming the rank (the default
@@ -32,6 +37,7 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
+  paraxis::parallel::watchdog::configure(120.0);  // tests that need another deadline set their own
   if (rank != 0) {
     // Only rank 0 prints the progress; the others print their failures.
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

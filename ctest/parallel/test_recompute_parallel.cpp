@@ -123,12 +123,14 @@ void expect_recompute_is_invisible(const std::string& precision,
         // counts (4 bytes per expert): 2 (full - none) = none + counts.
         const std::size_t counts = 4 * static_cast<std::size_t>(c.model.moe.experts) *
                                    static_cast<std::size_t>(moe_blocks * micro);
-        if (mode.recompute == "full" && mode.layers == 0)
+        if (mode.recompute == "full" && mode.layers == 0) {
           EXPECT_EQ(2 * (got.at("ep").bytes - was.at("ep").bytes), was.at("ep").bytes + counts)
               << w << " ep bytes";
+        }
       }
-      if (mode.recompute == "selective")
+      if (mode.recompute == "selective") {
         EXPECT_EQ(got.at("tp").calls, was.at("tp").calls) << w << " (selective: no collective)";
+      }
     }
   }
 }
