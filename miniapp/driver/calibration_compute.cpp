@@ -208,9 +208,14 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
                                        mpi_type_of<G>(), gather.comm,
                                        "calibration: the optimizer's parameter gathers", "dp");
       // Every peer done reading this rank's pages before they are written, as in the step (a
-      // forward and backward lie between its gather and the next AdamW).
-      if (!replay.gathers.empty())
-        parallel::watchdog::barrier(MPI_COMM_WORLD, "calibration: after the parameter gathers");
+      // forward and backward lie between its gather and the next AdamW): a barrier on each group
+      // gathered over (the members of a group hold the same units, so they meet here alike).
+      std::vector<MPI_Comm> groups;
+      for (const auto& gather : replay.gathers)
+        if (std::find(groups.begin(), groups.end(), gather.comm) == groups.end())
+          groups.push_back(gather.comm);
+      for (MPI_Comm group : groups)
+        parallel::watchdog::barrier(group, "calibration: after the parameter gathers", "dp");
     }
     const double t0 = now();
     std::size_t c = 0;
@@ -248,7 +253,8 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
 // workspace per kind, dense and expert, every unit bound to it, as training gathers them unit
 // by unit), its gradients (ZeRO-2/3: the same, as training reduces them unit by unit), the
 // experts of this rank only, activations as in the step; the optimizer is timed afterwards,
-// the shard gone, on buffers of the owned size.
+// the shard gone, on buffers of the owned size (and, replaying ZeRO-1/2's gathers, a flat store
+// of the parameters, which the step holds too).
 template <class T>
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& coords,
                               const parallel::ProcessGrid* grid) {
