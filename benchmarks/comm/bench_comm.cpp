@@ -10,6 +10,11 @@
 //
 //   mpiexec -n 2 build/bin/paraxis-bench-comm [--min-bytes 8] [--max-bytes 64M] [--op all]
 //       [--dtype float|double|bf16] [--iters N] [--warmup N] [--blocks N] [--json FILE]
+//       [--mpi-gpu-aware auto|yes|no]
+// --mpi-gpu-aware is comm.mpi_gpu_aware for the paraxis side (no: its buffers staged through
+// host memory, docs/parallel.md; on a host build that measures the staging's cost against the
+// raw call). The raw side always hands MPI the buffers themselves, so on a device build it needs
+// an MPI that reads device memory: where the paraxis side stages there, the run is refused.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -32,6 +37,7 @@
 #include "collective_table.hpp"
 #include "parallel/comm_log.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/mpi_staging.hpp"
 #include "paraxis/build_info.hpp"
 #include "paraxis/kernels/bf16.hpp"
 
@@ -559,6 +565,10 @@ int main(int argc, char** argv) {
       app.add_option("--dtype,-d", o.dtype, "element type")
           ->check(CLI::IsMember({"float", "double", "bf16"}));
       app.add_option("--json", o.json_path, "write results and provenance as JSON (rank 0)");
+      std::string gpu_aware = "auto";
+      app.add_option("--mpi-gpu-aware", gpu_aware,
+                     "comm.mpi_gpu_aware of the paraxis side (no: staged through host memory)")
+          ->check(CLI::IsMember(paraxis::config::mpi_gpu_aware_names()));
       app.add_flag("--corrupt-for-test", o.corrupt_for_test,
                    "poison one paraxis output element on the last rank (tests the check)");
       try {
@@ -592,7 +602,20 @@ int main(int argc, char** argv) {
       std::string cmdline;
       for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
       const std::string load = load_average();
-      const json prov = provenance(world, cmdline, load);
+      json prov = provenance(world, cmdline, load);
+      const auto& names = paraxis::config::mpi_gpu_aware_names();
+      px::set_mpi_gpu_aware(static_cast<paraxis::config::MpiGpuAware>(
+          std::find(names.begin(), names.end(), gpu_aware) - names.begin()));
+      const bool staging = px::mpi_staging();
+      if (staging && px::build_device_kind() != px::DeviceKind::none)
+        throw std::invalid_argument(
+            "--mpi-gpu-aware " + gpu_aware +
+            ": the paraxis side stages through host memory, so this MPI is taken not to read "
+            "device memory, and the raw side would hand it device buffers; use an MPI that "
+            "does (--mpi-gpu-aware yes), or paraxis run with comm.mpi_gpu_aware: no to measure "
+            "staging in training");
+      prov["mpi_gpu_aware"] = gpu_aware;
+      prov["mpi_staging"] = staging;
 
       px::CommLog log;
       auto comm = px::make_communicator(paraxis::config::CommBackend::mpi, MPI_COMM_WORLD,
@@ -607,6 +630,9 @@ int main(int argc, char** argv) {
                     o.warmup >= 0 ? std::to_string(o.warmup).c_str() : "iters/8 in [1,5]",
                     o.blocks);
         std::printf("# load average (1/5/15 min) at the start: %s\n", load.c_str());
+        if (staging)
+          std::printf("# paraxis side staged through host memory (--mpi-gpu-aware %s)\n",
+                      gpu_aware.c_str());
       }
       if (o.dtype == "float")
         rc = run_all<float>(o, ops, *comm, log, prov);
