@@ -123,7 +123,9 @@ TEST(param_layout, alignment_and_unit_padding) {
           const auto& t = L.tensors[static_cast<std::size_t>(i)];
           EXPECT_EQ(t.unit, static_cast<int>(u)) << t.name;
           EXPECT_EQ((t.offset - U.begin) % 16, 0u) << t.name;
-          if (multiple != 3) EXPECT_EQ(t.offset % 16, 0u) << t.name;
+          if (multiple != 3) {
+            EXPECT_EQ(t.offset % 16, 0u) << t.name;
+          }
           EXPECT_EQ(t.offset, next) << t.name;
           next = t.offset + (t.size() + 15) / 16 * 16;
           aligned += (t.size() + 15) / 16 * 16;
