@@ -34,17 +34,23 @@ std::string drain(int fd) {
   }
 }
 
-// The write end of a pipe as a stdio stream, unbuffered as MPICH's MPI_Init leaves stdout.
+// The write end of a pipe as a stdio stream: unbuffered as MPICH's MPI_Init leaves stdout, or
+// fully buffered as paraxis then makes it.
 struct Pipe {
   int read_fd = -1;
   std::FILE* out = nullptr;
-  Pipe() {
+  char buffer[1 << 12];
+  explicit Pipe(bool fully_buffered = false) {
     int fds[2];
     if (pipe(fds) != 0) return;
     read_fd = fds[0];
     fcntl(read_fd, F_SETFL, O_NONBLOCK);
     out = fdopen(fds[1], "w");
-    if (out) std::setvbuf(out, nullptr, _IONBF, 0);
+    if (!out) return;
+    if (fully_buffered)
+      std::setvbuf(out, buffer, _IOFBF, sizeof buffer);
+    else
+      std::setvbuf(out, nullptr, _IONBF, 0);
   }
   ~Pipe() {
     if (out) std::fclose(out);
@@ -84,10 +90,8 @@ TEST(OutputPacer, ATerminalKeepsItsLineBuffering) {
 }
 
 TEST(OutputPacer, WritesOncePerIntervalAndAtTheEnd) {
-  Pipe p;
+  Pipe p(/*fully_buffered=*/true);
   ASSERT_TRUE(p.out);
-  static char buffer[1 << 12];
-  std::setvbuf(p.out, buffer, _IOFBF, sizeof buffer);
   double now = 10.0;
   {
     OutputPacer pacer(p.out, 1.0, [&] { return now; });
@@ -115,10 +119,8 @@ TEST(OutputPacer, WritesOncePerIntervalAndAtTheEnd) {
 }
 
 TEST(OutputPacer, AnExceptionDoesNotHoldLinesBack) {
-  Pipe p;
+  Pipe p(/*fully_buffered=*/true);
   ASSERT_TRUE(p.out);
-  static char buffer[1 << 12];
-  std::setvbuf(p.out, buffer, _IOFBF, sizeof buffer);
   double now = 0;
   try {
     OutputPacer pacer(p.out, 1.0, [&] { return now; });
