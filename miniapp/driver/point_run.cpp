@@ -82,6 +82,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
         ctx.index + 1, ctx.total, settings_text(r.point).c_str(), r.parameters,
         model::to_string(cfg.train.precision), r.entropy_floor,
         std::log(static_cast<double>(cfg.model.vocab)));
+  std::fflush(stdout);  // before the steps: once they run, output_pacer.hpp paces the writes
   // A moment every rank shares (to a barrier's skew): the trace's time origin.
   wd::barrier(MPI_COMM_WORLD, "barrier before the first step");
   const double t0 = model::steady_seconds();
@@ -93,6 +94,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
       std::printf("  resumed from %s after step %d (%.3f s)\n",
                   r.resumed["folder"].get<std::string>().c_str(), trainer->steps_done(),
                   r.resumed["read_s"]["max"].get<double>());
+    std::fflush(stdout);
   }
   // An asynchronous save is committed at the next step's end (or the point's): its writes run
   // behind that step.
