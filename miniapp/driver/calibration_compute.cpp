@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
@@ -18,6 +19,7 @@
 #include "model/param_store.hpp"
 #include "model/synthetic_corpus.hpp"
 #include "model/trainer.hpp"
+#include "parallel/communicator.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/watchdog.hpp"
 #include "paraxis/kernels/adamw.hpp"
@@ -140,13 +142,15 @@ struct OptimizerPiece {
 // the pages this rank's next AdamW writes. Where MPI reads them straight from this process's
 // memory (UCX's CMA on one host), those writes ran 1.8x as long as into a buffer no MPI call had
 // read (docs/performance.md, "Output inside the timed steps, the VM's cores and MPI's
-// zero-copy transport"), so the calibration replays the gathers between its passes.
+// zero-copy transport"), so the calibration replays the gathers between its passes, through
+// the same MPI communicator the step's ZeroOptimizer uses.
 struct ParamGather {
-  std::size_t begin, shard;  // the unit's first element and each rank's share
-  MPI_Comm comm;             // its ZeRO group
+  std::size_t begin, shard;       // the unit's first element and each rank's share
+  parallel::Communicator* group;  // its ZeRO group (OptimizerReplay::groups)
 };
 
 struct OptimizerReplay {
+  std::vector<std::unique_ptr<parallel::Communicator>> groups;  // the distinct ZeRO groups
   std::vector<ParamGather> gathers;  // empty: nothing to replay (compact buffers)
   std::size_t flat_size = 0;
 };
@@ -167,12 +171,6 @@ std::vector<OptimizerPiece> owned_pieces(const model::ParamStore<T>& ps, int zer
     }
   }
   return out;
-}
-
-template <class G>
-MPI_Datatype mpi_type_of() {
-  static_assert(std::is_same_v<G, float> || std::is_same_v<G, double>, "float or double");
-  return std::is_same_v<G, float> ? MPI_FLOAT : MPI_DOUBLE;
 }
 
 // The point's optimizer step over the owned pieces (the median of 3), on buffers of their own,
@@ -200,23 +198,15 @@ double time_optimizer(const RunConfig& cfg, const std::vector<OptimizerPiece>& p
   std::vector<double> t;
   for (int rep = 0; rep < 3; ++rep) {
     Kokkos::fence();
-    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible &&
-                  std::is_same_v<T, G>) {
-      for (const auto& gather : replay.gathers)
-        parallel::watchdog::all_gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
-                                       flat.data() + gather.begin, static_cast<int>(gather.shard),
-                                       mpi_type_of<G>(), gather.comm,
-                                       "calibration: the optimizer's parameter gathers", "dp");
-      // Every peer done reading this rank's pages before they are written, as in the step (a
-      // forward and backward lie between its gather and the next AdamW): a barrier on each group
-      // gathered over (the members of a group hold the same units, so they meet here alike).
-      std::vector<MPI_Comm> groups;
-      for (const auto& gather : replay.gathers)
-        if (std::find(groups.begin(), groups.end(), gather.comm) == groups.end())
-          groups.push_back(gather.comm);
-      for (MPI_Comm group : groups)
-        parallel::watchdog::barrier(group, "calibration: after the parameter gathers", "dp");
+    // As ZeroOptimizer::apply: each rank's shard, in place, to every rank of the unit's group.
+    for (const auto& gather : replay.gathers) {
+      G* unit = flat.data() + gather.begin;
+      gather.group->all_gather(unit + gather.group->rank() * gather.shard, unit, gather.shard,
+                               model::dtype_of<G>());
     }
+    // Every peer done reading this rank's pages before they are written, as in the step (a
+    // forward and backward lie between its gather and the next AdamW).
+    for (const auto& group : replay.groups) group->barrier();
     const double t0 = now();
     std::size_t c = 0;
     double ss = 0;
@@ -400,6 +390,13 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
     const auto comm_of = [&](const model::UnitSpec& u) {
       return u.expert && layout.ep > 1 ? grid->edp() : grid->dp();
     };
+    const auto group_of = [&](MPI_Comm comm) {
+      for (const auto& g : replay.groups)
+        if (g->mpi_comm() == comm) return g.get();
+      replay.groups.push_back(
+          parallel::make_communicator(config::CommBackend::mpi, comm, parallel::Axis::dp, nullptr));
+      return replay.groups.back().get();
+    };
     const auto rank_of = [&](const model::UnitSpec& u) {
       if (!grid || zero < 1) return 0;
       int r = 0;
@@ -414,7 +411,8 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::GridCoords& 
       for (const auto& u : units) {
         const int group = model::zero_group_size(u, shape.dp, layout.ep);
         if (group > 1)
-          replay.gathers.push_back({u.begin, u.size / static_cast<std::size_t>(group), comm_of(u)});
+          replay.gathers.push_back(
+              {u.begin, u.size / static_cast<std::size_t>(group), group_of(comm_of(u))});
       }
       if (replay.gathers.empty()) replay.flat_size = 0;
     }
