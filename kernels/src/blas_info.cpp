@@ -158,9 +158,11 @@ std::optional<std::string> blas_core_warning(const std::string& core,
   if (tier == 0)
     return "the BLAS runs its generic \"" + trimmed(core) + "\" kernels on a CPU with " + wide +
            figures + "several times below this CPU's; rerun with OPENBLAS_CORETYPE=" + fix;
+  // Measured for AVX2 kernels on an AVX-512 CPU (docs/performance.md); AVX ones lose more.
   return "the BLAS runs its \"" + trimmed(core) + "\" kernels (" + (tier == 1 ? "AVX" : "AVX2") +
          ") on a CPU with " + wide + figures +
-         "below this CPU's (up to half: docs/performance.md); rerun with OPENBLAS_CORETYPE=" + fix;
+         (tier == 2 ? "about half of this CPU's (docs/performance.md)" : "below this CPU's") +
+         "; rerun with OPENBLAS_CORETYPE=" + fix;
 }
 
 std::optional<std::string> detected_blas_core_warning() {
