@@ -13,7 +13,7 @@
 #   tools/behaviour_check.sh after.json
 #   tools/behaviour_diff.py before.json after.json     # exit 0: no behaviour changed
 # Environment: PARAXIS_BIN (default build/bin/paraxis of this checkout), MPIEXEC (default mpiexec).
-# Eleven launches, at most 4 ranks (MPICH), under a minute on 2 cores. See docs/architecture.md
+# Twelve launches, at most 4 ranks (MPICH), under a minute on 2 cores. See docs/architecture.md
 # "Checking a refactor changes no behaviour".
 set -euo pipefail
 
