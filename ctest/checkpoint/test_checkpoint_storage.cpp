@@ -463,6 +463,10 @@ TEST(checkpoint_deadline, a_rank_that_never_commits_ends_the_job) {
   const std::string root = root_for("deadline");
   WriterOptions o = options();
   o.timeout_s = 1;
+  // Both ranks enter the writer together: its constructor's own wait (duplicating the
+  // communicator) is under the same 1 s deadline, and a rank that a busy machine delayed by a
+  // second there would end the job in the wrong wait.
+  barrier();
   Writer w(MPI_COMM_WORLD, root, 1, {}, o);
   if (rank() == 0) {
     w.commit();
