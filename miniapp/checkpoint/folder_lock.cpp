@@ -64,9 +64,16 @@ bool create_exclusively(const std::string& path, const std::string& content) {
   return true;
 }
 
-// The holder provably gone: this host, and no process of its pid.
-bool holder_is_dead(const LockHolder& h) {
+// The holder provably gone: this host, and no process of its pid, or this very process holding
+// no lock there (its pid reused by this run: under a job's own pid namespace, likely).
+bool holder_is_dead(const std::string& path, const LockHolder& h) {
   if (h.host != this_host() || h.pid <= 0) return false;
+  if (h.pid == static_cast<long>(::getpid())) {
+    std::lock_guard<std::mutex> g(held_mutex);
+    for (const auto& [p, run] : held())
+      if (p == path) return false;
+    return true;
+  }
   return ::kill(static_cast<pid_t>(h.pid), 0) != 0 && errno == ESRCH;
 }
 
@@ -148,7 +155,7 @@ FolderLock::FolderLock(const std::string& root, const std::string& run_id, std::
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(e.what()) + "; remove it if no run uses '" + root + "'");
     }
-    if (attempt > 0 || !holder_is_dead(h) || !remove_stale(path_, h))
+    if (attempt > 0 || !holder_is_dead(path_, h) || !remove_stale(path_, h))
       throw std::runtime_error(refusal(root, path_, h));
     note = "took over the stale lock of " + h.text() + ": no such process on this host";
   }
