@@ -219,3 +219,47 @@ TEST(folder_lock, stale_lock_of_this_host_taken_over) {
   EXPECT_EQ(read_lock_holder(root + "/lock").host, "another-host.example");
   fs::remove_all(root);
 }
+
+namespace {
+
+// A complete checkpoint folder as far as the root's rules read it: an index.json with a lineage.
+void fake_checkpoint(const fs::path& folder, const std::string& lineage) {
+  fs::create_directories(folder);
+  nlohmann::json l = nullptr;
+  if (!lineage.empty()) l = {{"id", lineage}, {"run", lineage}, {"parent", nullptr}};
+  std::ofstream(folder / kIndexFile) << nlohmann::json{
+      {"format", kFormatName},
+      {"version", kFormatVersion},
+      {"lineage", l}}.dump();
+}
+
+}  // namespace
+
+// On disk: a save beside another lineage's step-<N> is published as step-<N>-<tag> and prunes
+// only its own lineage; `latest` lost, the fall-back refuses to pick among several runs.
+TEST(lineage_root, publish_beside_and_resolve) {
+  const std::string root = temp_root("root");
+  fake_checkpoint(fs::path(root) / "step-2", "A-0000000a");
+  fake_checkpoint(fs::path(root) / "step-4", "A-0000000a");
+  std::vector<std::string> warnings;
+  for (long step : {2, 4}) {
+    const fs::path tmp = fs::path(root) / temporary_folder_name(step);
+    fake_checkpoint(tmp, "B-0000000b");
+    publish(root, tmp.string(), step, Retention{1, "B-0000000b", ""}, warnings);
+  }
+  EXPECT_TRUE(warnings.empty());
+  std::vector<std::string> names;
+  for (const auto& r : lineage_records(root)) names.push_back(fs::path(r.path).filename());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-2", "step-4", "step-4-0000000b"}));
+  EXPECT_EQ(fs::path(resolve_checkpoint(root)).filename(), "step-4-0000000b");  // `latest`
+  fs::remove(fs::path(root) / kLatestFile);
+  try {
+    resolve_checkpoint(root);
+    FAIL() << "fell back to one of several runs' checkpoints";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("several runs"), std::string::npos) << e.what();
+  }
+  fs::remove_all(fs::path(root) / "step-4-0000000b");
+  EXPECT_EQ(fs::path(resolve_checkpoint(root)).filename(), "step-4");  // one lineage left
+  fs::remove_all(root);
+}

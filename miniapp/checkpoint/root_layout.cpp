@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -193,16 +194,17 @@ std::string resolve_checkpoint(const std::string& given) {
   // The newest complete one, when every checkpoint there is of one lineage: with several, the
   // newest might be another run's (docs/checkpoint.md, "Runs, lineages and the lock").
   const auto complete = lineage_records(root.string());
-  std::string lineages;
+  std::map<std::string, std::string> newest;  // lineage id -> its newest checkpoint, described
   for (const auto& c : complete)
-    if (!c.problem.empty() || c.lineage.id != complete.back().lineage.id)
-      lineages += (lineages.empty() ? "" : ", ") + describe(c);
-  if (!complete.empty() && lineages.empty()) return complete.back().path;
-  if (!complete.empty())
+    if (c.problem.empty()) newest[c.lineage.id] = describe(c);
+  if (!complete.empty() && newest.size() <= 1) return complete.back().path;
+  if (!complete.empty()) {
+    std::string list;
+    for (const auto& [id, d] : newest) list += (list.empty() ? "" : ", ") + d;
     throw std::runtime_error("checkpoint: " + why + ", and '" + root.string() +
-                             "' holds checkpoints of several runs (" + lineages + ", " +
-                             describe(complete.back()) +
+                             "' holds checkpoints of several runs (the newest of each: " + list +
                              "): give the step folder to resume from");
+  }
   throw std::runtime_error("checkpoint: no complete checkpoint under '" + root.string() + "' (" +
                            why + "; no step-<N> folder holds " + kIndexFile + ")");
 }
