@@ -115,6 +115,7 @@ PY
       expect 0 "$out/d.log" run1 --set train.steps=4 --set checkpoint.every=2 \
         --set "checkpoint.dir=$ck" --resume latest --out "$out/d"
       grep -q "took over the stale lock of run $a" "$out/d.log" || { cat "$out/d.log"; fail "no take-over note"; }
+      echo "the killed run's lock was taken over"
     else
       expect 0 "$out/d.log" run1 --set train.steps=4 --set checkpoint.every=2 \
         --set "checkpoint.dir=$ck" --resume latest --out "$out/d"
