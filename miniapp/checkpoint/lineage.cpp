@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include "checkpoint/index.hpp"
 #include "checkpoint/root_layout.hpp"
@@ -36,13 +35,17 @@ std::string lineage_tag(const std::string& id) {
 namespace {
 
 // The lineage an index.json records (only the keys needed: the consistency of the rest is the
-// reader's business when the checkpoint is opened).
+// reader's business when the checkpoint is opened). The shard records and `meta` (megabytes at
+// scale: a commit reads every index of its root) are lexed but never built.
 Lineage lineage_of_index(const fs::path& index) {
   std::ifstream in(index);
   if (!in) throw std::runtime_error("cannot be opened");
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str());
+  const auto skip_bulk = [](int depth, nlohmann::json::parse_event_t event,
+                            nlohmann::json& parsed) {
+    return !(depth == 1 && event == nlohmann::json::parse_event_t::key &&
+             (parsed == "tensors" || parsed == "meta" || parsed == "files"));
+  };
+  const nlohmann::json j = nlohmann::json::parse(in, skip_bulk);
   if (!j.is_object() || j.value("format", "") != kFormatName)
     throw std::runtime_error("not a paraxis checkpoint index");
   const int version = j.value("version", 0);
