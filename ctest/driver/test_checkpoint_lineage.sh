@@ -16,6 +16,8 @@
 #               micro_batch change of this MoE model is refused.
 #   new_lineage two fresh lineages in one folder: each prunes its own; without `latest` a resume
 #               does not fall back to the other run's newest but asks for the folder.
+#   upgrade     checkpoints of an older paraxis (index version 1): a fresh run beside them refused;
+#               --resume latest from them starts a lineage and prunes none of them.
 #   non_finite  train.adam_eps=0 (2 ranks, ZeRO-1): step-1's NaN state is not committed, nothing is
 #               published, the point is diverged; a resume with adam_eps=0 from a finite step-2
 #               keeps step-2 as latest.
@@ -189,6 +191,30 @@ PY
     one_error "$out/c.log" "several runs" "give the step folder"
     expect 0 "$out/d.log" run1 --set train.steps=6 --resume "$ck/step-4-$tag" --out "$out/d"
     echo "new_lineage: each lineage kept its own; no silent fall-back to another run's" ;;
+  upgrade)
+    expect 0 "$out/a.log" run1 --set train.steps=4 --set checkpoint.every=2 --set checkpoint.keep=3 \
+      --set "checkpoint.dir=$ck" --out "$out/a"
+    for s in 2 4; do  # as an older paraxis wrote them: index version 1, no lineage
+      python3 - "$ck/step-$s/index.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["version"] = 1
+d.pop("lineage", None)
+json.dump(d, open(sys.argv[1], "w"))
+PY
+    done
+    expect 2 "$out/b.log" run1 --set train.steps=4 --set checkpoint.every=2 --set "checkpoint.dir=$ck" \
+      --out "$out/b"
+    one_error "$out/b.log" "step-4 (no run recorded: written by an older paraxis)"
+    expect 0 "$out/c.log" run1 --set train.steps=6 --set checkpoint.every=2 --set checkpoint.keep=1 \
+      --set "checkpoint.dir=$ck" --resume latest --out "$out/c"
+    [ "$(ls_ck "$ck")" = "step-2 step-4 step-6 " ] || fail "after the upgrade: $(ls_ck "$ck")"
+    python3 - "$ck/step-6/index.json" "$(run_id "$out/c")" <<'PY' || fail "the upgraded lineage"
+import json, sys
+l = json.load(open(sys.argv[1]))["lineage"]
+assert l == {"id": sys.argv[2], "run": sys.argv[2], "parent": {"run": "", "step": 4}}, l
+PY
+    echo "upgrade: a fresh run refused beside old checkpoints; a resume of them starts a lineage, prunes none" ;;
   non_finite)
     expect 1 "$out/a.log" run2 --set parallel.zero=1 --set train.steps=3 --set checkpoint.every=1 \
       --set train.adam_eps=0 --set "checkpoint.dir=$ck" --out "$out/a"

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -55,8 +56,17 @@ std::string ownership_refusal(const std::string& root, const PointLineage& p,
                               const RunOptions& opt) {
   const long resumed =
       p.lineage.parent_step >= 0 && p.lineage.id != p.lineage.run ? p.lineage.parent_step : -1;
-  const auto foreign =
+  auto foreign =
       checkpoint::foreign_checkpoints(checkpoint::lineage_records(root), {p.lineage.id, resumed});
+  // Resumed from a checkpoint of this root written before lineages: that root's other such
+  // checkpoints up to its step are its history too (they stay: no lineage prunes them).
+  if (!p.protect.empty() && p.lineage.parent_step >= 0 && p.lineage.parent_run.empty())
+    foreign.erase(std::remove_if(foreign.begin(), foreign.end(),
+                                 [&](const checkpoint::CheckpointRecord& r) {
+                                   return r.problem.empty() && r.lineage.id.empty() &&
+                                          r.step <= p.lineage.parent_step;
+                                 }),
+                  foreign.end());
   if (foreign.empty() || opt.new_lineage) return "";
   std::string list;
   bool branch = false;
