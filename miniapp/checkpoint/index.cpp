@@ -127,10 +127,10 @@ json to_json(const Index& index) {
   json files = json::array();
   for (const auto& f : index.files)
     files.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}});
-  return json{{"format", kFormatName},          {"version", kFormatVersion},
-              {"checksum", kChecksumName},      {"step", index.step},
-              {"ranks", index.ranks},           {"lineage", to_json(index.lineage)},
-              {"meta", index.meta},             {"files", files},
+  return json{{"format", kFormatName},     {"version", kFormatVersion},
+              {"checksum", kChecksumName}, {"step", index.step},
+              {"ranks", index.ranks},      {"lineage", to_json(index.lineage)},
+              {"meta", index.meta},        {"files", files},
               {"tensors", tensors}};
 }
 
@@ -200,10 +200,9 @@ Index parse_index(const std::string& content, const std::string& where) {
           "')");
     const std::int64_t version = integer(j, "version");
     if (version < kOldestReadableFormatVersion || version > kFormatVersion)
-      throw std::runtime_error("format version " + std::to_string(version) +
-                               "; this paraxis reads versions " +
-                               std::to_string(kOldestReadableFormatVersion) + " to " +
-                               std::to_string(kFormatVersion));
+      throw std::runtime_error(
+          "format version " + std::to_string(version) + "; this paraxis reads versions " +
+          std::to_string(kOldestReadableFormatVersion) + " to " + std::to_string(kFormatVersion));
     if (text(j, "checksum") != kChecksumName)
       throw std::runtime_error("key 'checksum': '" + j.at("checksum").get<std::string>() +
                                "'; expected '" + kChecksumName + "'");

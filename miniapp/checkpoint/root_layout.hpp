@@ -18,7 +18,7 @@ std::string step_folder_name(long step);  // "step-<N>"
 // "step-<N>" or "step-<N>-<tag>" (a lineage saved beside another's step-<N>: publish) -> N,
 // else none.
 std::optional<long> step_of_folder_name(const std::string&);
-std::string data_file_name(int rank);                         // "rank-<R>.bin"
+std::string data_file_name(int rank);  // "rank-<R>.bin"
 
 // Complete checkpoints under root (step folders holding index.json), by increasing step.
 struct StepFolder {

@@ -220,12 +220,8 @@ SaveStats Writer::commit() {
   json recs = json::array();
   for (const auto& r : records_) recs.push_back(to_json(r));
   const std::string piece = json{
-      {"rank", rank_},
-      {"error", error_},
-      {"write_s", write_s_},
-      {"bytes", my_bytes},
-      {"non_finite", non_finite_},
-      {"non_finite_tensor", non_finite_tensor_},
+      {"rank", rank_},     {"error", error_},           {"write_s", write_s_},
+      {"bytes", my_bytes}, {"non_finite", non_finite_}, {"non_finite_tensor", non_finite_tensor_},
       {"records", recs}}.dump();
   // The pieces (shard records: a few hundred bytes per shard) to rank 0.
   int len = static_cast<int>(piece.size());
@@ -290,9 +286,9 @@ std::string non_finite_summary(const std::vector<std::string>& pieces) {
     const json j = json::parse(p);
     const auto n = j.value("non_finite", std::int64_t{0});
     if (n == 0) continue;
-    s += (s.empty() ? "" : "; ") + ("rank " + std::to_string(j.at("rank").get<int>()) + ": " +
-                                    std::to_string(n) + " non-finite values, the first in '" +
-                                    j.value("non_finite_tensor", std::string()) + "'");
+    s += (s.empty() ? "" : "; ") +
+         ("rank " + std::to_string(j.at("rank").get<int>()) + ": " + std::to_string(n) +
+          " non-finite values, the first in '" + j.value("non_finite_tensor", std::string()) + "'");
   }
   return s;
 }

@@ -100,9 +100,9 @@ class Writer {
   struct File;
   std::unique_ptr<File> file_;
   std::vector<ShardRecord> records_;
-  std::string error_;  // the first write error of this rank
-  std::int64_t non_finite_ = 0;       // non-finite elements this rank added
-  std::string non_finite_tensor_;     // the first tensor that had one
+  std::string error_;              // the first write error of this rank
+  std::int64_t non_finite_ = 0;    // non-finite elements this rank added
+  std::string non_finite_tensor_;  // the first tensor that had one
   double write_s_ = 0, start_s_ = 0;
   bool committed_ = false;
 };
