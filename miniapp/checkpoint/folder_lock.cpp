@@ -155,8 +155,14 @@ FolderLock::FolderLock(const std::string& root, const std::string& run_id, std::
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(e.what()) + "; remove it if no run uses '" + root + "'");
     }
-    if (attempt > 0 || !holder_is_dead(path_, h) || !remove_stale(path_, h))
+    if (attempt > 0 || !holder_is_dead(path_, h)) throw std::runtime_error(refusal(root, path_, h));
+    if (!remove_stale(path_, h)) {  // another run took it over first: name that one
+      try {
+        h = read_lock_holder(path_);
+      } catch (const std::exception&) {
+      }
       throw std::runtime_error(refusal(root, path_, h));
+    }
     note = "took over the stale lock of " + h.text() + ": no such process on this host";
   }
 }
