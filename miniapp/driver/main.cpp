@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--resume", run.resume,
                         "continue from a checkpoint: a step-<N> folder, a checkpoint root, or "
                         "latest (the newest complete one under checkpoint.dir)");
+    run_cmd->add_flag("--new-lineage", run.new_lineage,
+                      "start a new checkpoint lineage, even beside another run's checkpoints in "
+                      "checkpoint.dir (it never prunes theirs)");
     std::string check_deck;
     std::vector<std::string> check_overrides;
     auto* check_cmd = app.add_subcommand("check", "validate a deck and report every error");
