@@ -2,6 +2,7 @@
 // the benchmark context (so it lands in --benchmark_format=json output), including the BLAS
 // library, the core it chose and the CPU model, with a warning on stderr when that BLAS runs
 // generic kernels on a CPU with wider vector units (every BLAS figure would be misleading).
+// Exits 1 when any row failed (a wrong result: bench_check.hpp), naming the rows on stderr.
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -9,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "error_count_reporter.hpp"
 #include "paraxis/build_info.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
@@ -34,7 +36,11 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("cpu_model", paraxis::kernels::cpu_model_string(cpu));
   if (const auto warning = paraxis::kernels::blas_core_warning(blas.core, cpu.flags))
     std::cerr << "WARNING: " << *warning << "\n";
-  benchmark::RunSpecifiedBenchmarks();
+  paraxis::bench::ErrorCountReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  return 0;
+  for (const auto& name : reporter.failed()) std::cerr << "FAILED: " << name << "\n";
+  if (!reporter.failed().empty())
+    std::cerr << reporter.failed().size() << " benchmark row(s) failed (see their messages)\n";
+  return reporter.failed().empty() ? 0 : 1;
 }
