@@ -7,6 +7,7 @@
 #     rows on stderr, and every row failed with a "wrong result" message.
 #   cmake -DBENCH=<binary> -DFILTER=<regex> -DMIN_ROWS=<n> [-DEXPECT=wrong -DEXTRA=<flag>]
 #         -P check_rows_checked.cmake
+cmake_minimum_required(VERSION 3.19)  # string(JSON); if() takes quoted strings as strings
 execute_process(
   COMMAND ${BENCH} ${EXTRA} --benchmark_filter=${FILTER} --benchmark_min_time=0.001
           --benchmark_format=json
@@ -32,6 +33,7 @@ foreach(i RANGE ${last})
   string(JSON name GET "${out}" benchmarks ${i} name)
   string(JSON error ERROR_VARIABLE no_error GET "${out}" benchmarks ${i} error_message)
   string(JSON wrong ERROR_VARIABLE no_wrong GET "${out}" benchmarks ${i} wrong)
+  string(REPLACE ";" "," error "${error}")  # the message's "; element i" is no list separator
   if(EXPECT STREQUAL "wrong")
     if(no_error OR NOT error MATCHES "^wrong result: ")
       list(APPEND bad "${name}: did not fail with a wrong result")
