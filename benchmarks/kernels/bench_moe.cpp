@@ -11,7 +11,7 @@
 // writes Xe; its backward reads dXe and reads + writes dX; combine reads Ye and the gates and
 // writes Y; its backward reads dY, Ye and the gates and writes dYe and dgate (routing indices
 // counted too). Every iteration fences; rates use wall time (UseRealTime).
-// Every row checks its outputs against moe_reference: the expert-major layout of moe.hpp
+// Every row checks its outputs against check_op: the expert-major layout of moe.hpp
 // rebuilt on the host from the expert choices, and the op's sums over it in fp64
 // (bench_check.hpp); the gather exactly.
 #include <benchmark/benchmark.h>
