@@ -22,9 +22,8 @@ namespace {
 // Removes --corrupt-for-test from argv (Google Benchmark rejects flags it does not know) and
 // says whether it was there.
 bool take_corrupt_flag(int& argc, char** argv) {
-  const auto end = std::remove_if(argv + 1, argv + argc, [](const char* a) {
-    return std::string(a) == "--corrupt-for-test";
-  });
+  const auto end = std::remove_if(
+      argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--corrupt-for-test"; });
   const bool found = end != argv + argc;
   argc = static_cast<int>(end - argv);
   return found;
