@@ -48,14 +48,15 @@ std::vector<double> each(const std::vector<double>& x, const std::vector<double>
   return r;
 }
 
-// GELU, tanh form (docs/model.md), and its derivative, in fp64.
+// GELU, tanh form (docs/model.md), and its derivative, in fp64: 0.5 x (1 + tanh z),
+// z = sqrt(2/pi) (x + 0.044715 x^3).
+constexpr double kSqrt2OverPi = 0.79788456080286536;
 double gelu_reference(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
 }
 double gelu_derivative_reference(double x) {
-  const double t = std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) +
-         0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+  const double t = std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 template <class T>
