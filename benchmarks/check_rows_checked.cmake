@@ -1,8 +1,9 @@
 # ctest driver (cmake -P): runs a paraxis benchmark binary on a filter, in JSON, and checks
 # what every row says about its result check (bench_check.hpp).
 #   EXPECT=right (default): the binary exits 0, its context has "checked", at least MIN_ROWS
-#     rows ran, and every row carries the counter `wrong` at 0 without an error. A benchmark
-#     registered without a check has no `wrong` and fails this test by name.
+#     rows ran, every row carries the counter `wrong` at 0 without an error, and every family
+#     the binary registers ran. A benchmark registered without a check has no `wrong` and
+#     fails this test by name.
 #   EXPECT=wrong (with EXTRA=--corrupt-for-test): the binary exits non-zero, names the failed
 #     rows on stderr, and every row failed with a "wrong result" message.
 #   cmake -DBENCH=<binary> -DFILTER=<regex> -DMIN_ROWS=<n> [-DEXPECT=wrong -DEXTRA=<flag>]
@@ -46,6 +47,25 @@ foreach(i RANGE ${last})
     list(APPEND bad "${name}: wrong = ${wrong}")
   endif()
 endforeach()
+# Every family the binary registers (the name up to its first '/') ran at least one row: a
+# filter that leaves a whole family out would let it go unchecked.
+if(NOT EXPECT STREQUAL "wrong")
+  execute_process(COMMAND ${BENCH} --benchmark_list_tests OUTPUT_VARIABLE listed
+                  RESULT_VARIABLE list_rc)
+  string(REPLACE "\n" ";" listed "${listed}")
+  set(families "")
+  foreach(row IN LISTS listed)
+    string(REGEX MATCH "^[^/]+/" family "${row}")
+    list(APPEND families "${family}")
+  endforeach()
+  list(REMOVE_DUPLICATES families)
+  list(REMOVE_ITEM families "")
+  foreach(family IN LISTS families)
+    if(NOT out MATCHES "\"name\": \"${family}")
+      list(APPEND bad "family ${family}: no row ran (the filter leaves it out)")
+    endif()
+  endforeach()
+endif()
 if(bad)
   list(JOIN bad "\n  " lines)
   message(FATAL_ERROR "rows not as expected (${EXPECT}):\n  ${lines}")
