@@ -137,17 +137,50 @@ def compare_step0(dump, r, rep):
     rep.add("step 0 gradient norm", rel(h0["grad_norm"], norm.item()), TOL_STEP0)
 
 
-def compare_training(dump, history, params, state, rep):
+def compare_training(dump, first, history, params, state, rep):
+    """The reference's steps first.. against the dump's, and the final state."""
+    mine = dump.manifest["history"][first:]
     for k in ("loss", "lm_loss", "aux_loss", "grad_norm"):
-        rep.add(f"{k} of every step", max(rel(h[k], r[k]) for h, r in
-                                          zip(dump.manifest["history"], history)), TOL_TRAINED)
-    rep.add("dropped assignments of every step (count)",
-            max(abs(h["dropped"] - r["dropped"]) for h, r in zip(dump.manifest["history"], history)), 0)
+        rep.add(f"{k} of steps {first}-{len(mine) + first - 1}",
+                max(rel(h[k], r[k]) for h, r in zip(mine, history)), TOL_TRAINED)
+    rep.add(f"dropped assignments of steps {first}-{len(mine) + first - 1} (count)",
+            max(abs(h["dropped"] - r["dropped"]) for h, r in zip(mine, history)), 0)
     _, final = dump.checkpoint("final")
     for kind, of in (("master", lambda n: params[n]), ("adam_m", lambda n: state[n][0]),
                      ("adam_v", lambda n: state[n][1])):
         rep.tensors(f"final {kind}", {n: as_tensor(*final[f"{kind}/{n}"]) for n in params},
                     {n: of(n) for n in params}, TOL_TRAINED)
+
+
+def check_golden(a, dump, r0, history, final):
+    """Writes (--write-golden) or checks (--golden) the reference's summary; False: stale."""
+    mine = golden.summarize(history, r0["logits"].flatten().tolist(),
+                            {n: g.flatten().tolist() for n, g in r0["gradients"].items()},
+                            {n: t.flatten().tolist() for n, t in final.items()}, dump.manifest)
+    if a.write_golden:
+        with open(a.write_golden, "w") as f:
+            json.dump(mine, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+    if not a.golden:
+        return True
+    with open(a.golden) as f:
+        stale = golden.differences(mine, json.load(f))
+    for line in stale:
+        print("STALE GOLDEN", line)
+    print(f"the committed golden {a.golden} is {'STALE: regenerate it' if stale else 'current'}"
+          " (compare.py DUMP --write-golden FILE)")
+    return not stale
+
+
+def same_run(config, dump):
+    """What must match between a start checkpoint and the dump: the model and what decides the
+    steps (the rest of the configuration, the layout above all, may differ)."""
+    mine = dump.manifest["config"]
+    keys = ("global_batch", "micro_batch", "lr", "beta1", "beta2", "adam_eps", "weight_decay",
+            "grad_clip", "seed", "corpus_branching", "precision")
+    bad = [k for k in keys if config["train"][k] != mine["train"][k]]
+    bad += ["model"] if config["model"] != mine["model"] else []
+    return bad
 
 
 def main():
@@ -160,35 +193,25 @@ def main():
     a = ap.parse_args()
     dump = Dump(a.dump)
     step, config, params, moments = load_state(a.start or dump.path(dump.manifest["initial"]))
-    if step != 0:
-        print(f"compare.py: {a.start} is after step {step}; a step-0 checkpoint is expected")
+    bad = same_run(config, dump)
+    if bad or (a.start and (a.golden or a.write_golden)) or step >= dump.manifest["steps"]:
+        print(f"compare.py: {a.start} does not continue the dump's run ({', '.join(bad)}; "
+              f"step {step}), or --start was given with a golden")
         return 2
     model, train = config["model"], config["train"]
     tokens, targets = batches(dump)
-    rep = Report()
-    r0 = reference_step0(params, model, train, tokens, targets)
-    compare_step0(dump, r0, rep)
+    rep, ok = Report(), True
+    if step == 0:
+        r0 = reference_step0(params, model, train, tokens, targets)
+        compare_step0(dump, r0, rep)
     history, final, state = reference_training(params, moments, step, model, train, tokens,
-                                               targets, dump.manifest["steps"])
-    compare_training(dump, history, final, state, rep)
+                                               targets, dump.manifest["steps"] - step)
+    compare_training(dump, step, history, final, state, rep)
     ok = rep.print()
-    mine = golden.summarize(history, r0["logits"].flatten().tolist(),
-                            {n: g.flatten().tolist() for n, g in r0["gradients"].items()},
-                            {n: t.flatten().tolist() for n, t in final.items()}, dump.manifest)
-    if a.write_golden:
-        with open(a.write_golden, "w") as f:
-            json.dump(mine, f, indent=None, separators=(",", ":"))
-            f.write("\n")
-    if a.golden:
-        with open(a.golden) as f:
-            stale = golden.differences(mine, json.load(f))
-        for line in stale:
-            print("STALE GOLDEN", line)
-        print(f"the committed golden {a.golden} is {'STALE: regenerate it' if stale else 'current'}"
-              " (compare.py DUMP --write-golden FILE)")
-        ok = ok and not stale
-    print(f"paraxis against the PyTorch reference (torch {torch.__version__}, fp64): "
-          f"{'agrees' if ok else 'FAILED'}")
+    if not a.start:
+        ok = check_golden(a, dump, r0, history, final) and ok
+    print(f"paraxis against the PyTorch reference (torch {torch.__version__}, fp64), from "
+          f"{a.start or 'its step-0 checkpoint'}: {'agrees' if ok else 'FAILED'}")
     return 0 if ok else 1
 
 
