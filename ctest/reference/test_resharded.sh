@@ -27,6 +27,6 @@ save() {
 save tiny-tp2-pp2 "$tiny" tiny --set train.precision=fp64 --set parallel.tp=2 --set parallel.pp=2
 save moe-tp2-dp2-ep2-zero3 "$decks/moe-capacity.yaml" moe_capacity --set parallel.tp=2 \
   --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3
-save moe-pp2-dp2-zero1 "$decks/moe-capacity.yaml" moe_capacity --set parallel.pp=2 \
-  --set parallel.dp=2 --set parallel.zero=1
+save moe-pp2-dp2-zero1-zbh1 "$decks/moe-capacity.yaml" moe_capacity --set parallel.pp=2 \
+  --set parallel.dp=2 --set parallel.zero=1 --set parallel.schedule=zb-h1
 exit $status
