@@ -22,7 +22,8 @@ import paraxis_checkpoint as pc  # noqa: E402
 def brute_force(shape, offset, extent, begin, end):
     cells = list(itertools.product(*[range(x) for x in extent]))
     strides = pc._strides(shape)
-    return [sum((o + x) * s for o, x, s in zip(offset, cells[i], strides)) for i in range(begin, end)]
+    return [sum((o + x) * s for o, x, s in zip(offset, cells[i], strides))
+            for i in range(begin, end)]
 
 
 def test_runs():
@@ -54,7 +55,8 @@ def write_checkpoint(folder, shards):
     with open(os.path.join(folder, "rank-0.bin"), "wb") as f:
         f.write(data)
     index = {"format": "paraxis-checkpoint", "version": 1, "checksum": "XXH3_64bits", "step": 0,
-             "ranks": 1, "meta": {}, "files": [{"name": "rank-0.bin", "rank": 0, "bytes": len(data)}],
+             "ranks": 1, "meta": {},
+             "files": [{"name": "rank-0.bin", "rank": 0, "bytes": len(data)}],
              "tensors": sorted(tensors.values(), key=lambda t: t["name"])}
     with open(os.path.join(folder, "index.json"), "w") as f:
         json.dump(index, f)

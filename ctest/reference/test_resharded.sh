@@ -4,7 +4,7 @@
 # reference (tools/reference/compare.py --start) reads that checkpoint, whose shards it assembles
 # itself, trains steps 2-10 and matches the single-rank dump's losses and final state. Without
 # torch there is no reference to run: skipped (77).
-# Usage: test_resharded.sh PARAXIS MPIEXEC NPROC_FLAG PYTHON TOOLS_REFERENCE DECKS_DIR WORK TINY_DECK
+# Usage: test_resharded.sh PARAXIS MPIEXEC NPROC_FLAG PYTHON TOOLS_REFERENCE DECKS WORK TINY_DECK
 set -euo pipefail
 paraxis=$1 mpiexec=$2 npflag=$3 py=$4 tools=$5 decks=$6 work=$7 tiny=$8
 if ! "$py" -c "import torch" 2>/dev/null; then

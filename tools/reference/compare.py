@@ -90,7 +90,8 @@ def reference_training(params, moments, step, model, train, tokens, targets, ste
 
 def rel(got, want):
     """max |got - want| / max |want| (a scalar: |got - want| / |want|)."""
-    got, want = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(want, dtype=torch.float64)
+    got = torch.as_tensor(got, dtype=torch.float64)
+    want = torch.as_tensor(want, dtype=torch.float64)
     scale = want.abs().max().item() or 1.0
     return (got - want).abs().max().item() / scale
 
@@ -126,7 +127,8 @@ class Report:
 
 def compare_step0(dump, r, rep):
     shape, logits = dump.logits()
-    rep.add("step 0 logits, first micro-batch", rel(as_tensor(shape, logits), r["logits"]), TOL_STEP0)
+    rep.add("step 0 logits, first micro-batch", rel(as_tensor(shape, logits), r["logits"]),
+            TOL_STEP0)
     h0 = dump.manifest["history"][0]
     for k in ("loss", "lm_loss", "aux_loss"):
         rep.add(f"step 0 {k}", rel(h0[k], r[k]), TOL_STEP0)

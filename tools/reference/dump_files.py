@@ -41,7 +41,8 @@ class Dump:
         return b["shape"], _read(self.path(b["tokens"]), "i"), _read(self.path(b["targets"]), "i")
 
     def logits(self):
-        return self.manifest["logits"]["shape"], _read(self.path(self.manifest["logits"]["file"]), "d")
+        logits = self.manifest["logits"]
+        return logits["shape"], _read(self.path(logits["file"]), "d")
 
     def gradients(self):
         """{name: (shape, flat array)} of step 0's gradients, before clipping."""

@@ -79,7 +79,8 @@ def differences(got, want):
         # The projection's weights are at most 1/2: |projection| <= norm * sqrt(n) / 2.
         scale = max(wn, floor) or 1.0
         if gc != wc or not _close(gn, wn, scale) or not _close(gp, wp, scale * math.sqrt(wc) / 2):
-            bad.append(f"{what}: norm {gn!r} projection {gp!r} of {gc}, golden {wn!r} {wp!r} of {wc}")
+            bad.append(f"{what}: norm {gn!r} projection {gp!r} of {gc}, "
+                       f"golden {wn!r} {wp!r} of {wc}")
     return bad
 
 

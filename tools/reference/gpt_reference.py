@@ -40,7 +40,8 @@ def attention(h, p, pre, model, batch):
 
 
 def mlp(h, p, pre):
-    return F.gelu(h @ p[pre + "w1"] + p[pre + "b1"], approximate="tanh") @ p[pre + "w2"] + p[pre + "b2"]
+    u = h @ p[pre + "w1"] + p[pre + "b1"]
+    return F.gelu(u, approximate="tanh") @ p[pre + "w2"] + p[pre + "b2"]
 
 
 def top_k_choices(probs, k):
