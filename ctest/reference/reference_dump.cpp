@@ -9,7 +9,9 @@
 //   dump.json             the manifest: config, shapes, offsets, each step's losses
 // docs/model.md, "Checked against PyTorch", describes the comparison.
 //
-// Usage: reference_dump DECK OUT [--steps N] [--set key=value]...
+// Usage: reference_dump DECK OUT [--steps N] [--tied-router] [--set key=value]...
+// --tied-router: every MoE router (and router bias) starts at 0, so at step 0 every token's router
+// probabilities tie (1/experts each): the top-k rule's ties and a capacity overrun follow.
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -37,6 +40,7 @@ using paraxis::driver::RunConfig;
 struct Args {
   std::string deck, out;
   int steps = 10;
+  bool tied_router = false;
   std::vector<std::string> sets;
 };
 
@@ -45,7 +49,9 @@ Args parse_args(int argc, char** argv) {
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if ((s == "--steps" || s == "--set") && i + 1 < argc) {
+    if (s == "--tied-router") {
+      a.tied_router = true;
+    } else if ((s == "--steps" || s == "--set") && i + 1 < argc) {
       const std::string v = argv[++i];
       if (s == "--steps")
         a.steps = std::stoi(v);
@@ -57,7 +63,7 @@ Args parse_args(int argc, char** argv) {
   }
   if (rest.size() != 2 || a.steps < 1)
     throw std::invalid_argument(
-        "usage: reference_dump DECK OUT [--steps N >= 1] [--set key=value]...");
+        "usage: reference_dump DECK OUT [--steps N >= 1] [--tied-router] [--set key=value]...");
   a.deck = rest[0];
   a.out = rest[1];
   return a;
@@ -76,6 +82,51 @@ RunConfig load_config(const Args& a) {
   if (cfg.parallel.world() != 1)
     throw std::invalid_argument(a.deck + ": one rank is expected (tp = pp = dp = 1)");
   return cfg;
+}
+
+bool is_router(const std::string& name) {
+  const auto ends = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends(".moe.router") || ends(".moe.router_bias");
+}
+
+// The trainer's state through memory, the routers' master copies set to 0 on the way.
+class TiedRouterState final : public paraxis::model::StateSink, public paraxis::model::StateSource {
+ public:
+  void add(const paraxis::model::StatePiece& p, const void* data, std::size_t bytes) override {
+    const char* c = static_cast<const char*>(data);
+    std::vector<char> v(c, c + bytes);
+    if (p.tensor.rfind("master/", 0) == 0 && is_router(p.tensor)) std::fill(v.begin(), v.end(), 0);
+    pieces_[key(p)] = std::move(v);
+  }
+  void read(const paraxis::model::StatePiece& p, void* out, std::size_t bytes) const override {
+    const auto& v = pieces_.at(key(p));
+    if (v.size() != bytes) throw std::logic_error("TiedRouterState: " + p.tensor + " changed size");
+    std::copy(v.begin(), v.end(), static_cast<char*>(out));
+  }
+
+ private:
+  static std::string key(const paraxis::model::StatePiece& p) {
+    std::string k = p.tensor;
+    for (auto o : p.offset) k += "," + std::to_string(o);
+    return k;
+  }
+  std::map<std::string, std::vector<char>> pieces_;
+};
+
+void tie_routers(paraxis::model::Trainer& trainer) {
+  TiedRouterState state;
+  trainer.save_state(state);
+  trainer.load_state(state, 0);
+}
+
+void tie_routers(paraxis::model::GptModel<double>& model) {
+  auto& ps = model.params();
+  for (int i = 0; i < static_cast<int>(ps.specs().size()); ++i)
+    if (is_router(ps.spec(i).name)) Kokkos::deep_copy(ps.w1(i), 0.0);
+  Kokkos::fence();
 }
 
 void write_raw(const std::string& path, const void* data, std::size_t bytes) {
@@ -103,11 +154,12 @@ json write_batches(const RunConfig& cfg, const paraxis::model::SyntheticCorpus& 
 
 // The logits of step 0's first micro-batch, from a model initialised as the trainer's is.
 json write_logits(const RunConfig& cfg, const paraxis::model::SyntheticCorpus& corpus,
-                  const std::string& out) {
+                  bool tied_router, const std::string& out) {
   using Model = paraxis::model::GptModel<double>;
   const int mb = cfg.train.micro_batch, N = mb * cfg.model.seq_len;
   Model model(cfg.model, mb);
   model.initialize(cfg.train.seed);
+  if (tied_router) tie_routers(model);
   Model::Tokens tokens("tokens", N), targets("targets", N);
   auto th = Kokkos::create_mirror_view(tokens);
   auto gh = Kokkos::create_mirror_view(targets);
@@ -155,17 +207,19 @@ void dump(const Args& a) {
   std::filesystem::create_directories(a.out);
   const std::string root = a.out + "/checkpoints";
   auto trainer = paraxis::model::make_trainer(cfg.model, cfg.train);
+  if (a.tied_router) tie_routers(*trainer);
   save(cfg, *trainer, root, 0);
   json manifest = {{"format", "paraxis-reference-dump"},
                    {"version", 1},
                    {"deck", a.deck},
                    {"sets", a.sets},
+                   {"tied_router", a.tied_router},
                    {"config", paraxis::driver::config_to_json(cfg)},
                    {"steps", a.steps},
                    {"initial", "checkpoints/step-0"},
                    {"final", "checkpoints/step-" + std::to_string(a.steps)}};
   manifest["batches"] = write_batches(cfg, trainer->corpus(), a.steps, a.out);
-  manifest["logits"] = write_logits(cfg, trainer->corpus(), a.out);
+  manifest["logits"] = write_logits(cfg, trainer->corpus(), a.tied_router, a.out);
   manifest["tensors"] = tensor_list(cfg);
   json history = json::array();
   for (int t = 0; t < a.steps; ++t) {
