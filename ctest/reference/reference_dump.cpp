@@ -206,6 +206,7 @@ void dump(const Args& a) {
   const RunConfig cfg = load_config(a);
   std::filesystem::create_directories(a.out);
   const std::string root = a.out + "/checkpoints";
+  std::filesystem::remove_all(root);  // an earlier dump's later steps would outrank step 0 (keep)
   auto trainer = paraxis::model::make_trainer(cfg.model, cfg.train);
   if (a.tied_router) tie_routers(*trainer);
   save(cfg, *trainer, root, 0);
