@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/lineage.hpp"
+#include "driver/checkpoint_claim.hpp"
 #include "driver/deck.hpp"
 #include "driver/point_checkpoint.hpp"
 #include "model/gpt_model.hpp"
@@ -196,9 +198,14 @@ json step_json(const paraxis::model::StepResult& r) {
           {"aux_loss", r.aux_loss}, {"grad_norm", r.grad_norm}, {"dropped", r.moe.dropped}};
 }
 
+// The dump is one run: its checkpoints are one lineage (docs/checkpoint.md, "Runs, lineages and
+// the lock"), started by this run.
 void save(const RunConfig& cfg, const paraxis::model::Trainer& trainer, const std::string& root,
           int steps) {
-  paraxis::driver::CheckpointSave(cfg, trainer, root, steps, /*async=*/false)
+  static const std::string run = paraxis::checkpoint::new_run_id();
+  paraxis::driver::PointLineage lineage;
+  lineage.lineage.id = lineage.lineage.run = run;
+  paraxis::driver::CheckpointSave(cfg, trainer, root, lineage, steps, /*async=*/false)
       .finish(/*with_baseline=*/false);
 }
 

@@ -15,7 +15,7 @@ import os
 import sys
 
 FORMAT = "paraxis-checkpoint"
-VERSION = 1
+VERSIONS = (1, 2)  # 2 added the run lineage, which a reader of the tensors does not need
 TYPECODES = {"f64": "d", "f32": "f", "i64": "q", "u64": "Q"}
 
 
@@ -56,8 +56,9 @@ def _runs(shape, offset, extent, begin, end):
 def read_index(folder):
     with open(os.path.join(folder, "index.json")) as f:
         index = json.load(f)
-    if index.get("format") != FORMAT or index.get("version") != VERSION:
-        raise ValueError(f"{folder}: not a {FORMAT} version {VERSION} index")
+    if index.get("format") != FORMAT or index.get("version") not in VERSIONS:
+        raise ValueError(f"{folder}: not a {FORMAT} index of version "
+                         f"{' or '.join(map(str, VERSIONS))}")
     return index
 
 
