@@ -27,6 +27,9 @@ DROPPED (not behaviour: measured, or about the machine/run rather than the code'
   time.bubble_fraction_per_rank, time.ranks.bubble_fraction (measured or derived from measured
   times), throughput.{tokens_per_s, model_flops_per_s, mfu}, calibration (timings), any key
   naming a trace file (trace files are not behaviour: summary.json holds none today).
+  bubble_fraction_model_per_stage, bubble_fraction_formula (the zero-bubble formula of the
+  measured T_F, T_B, T_W), checkpoint_to_baseline_write (a ratio of write speeds); a lineage's
+  run ids (lineage.id, lineage.run, lineage.parent.run: new in every run; parent.step is kept).
 REDUCED: a "folder" (a checkpoint written or resumed from) keeps its last path component
   (step-<N>): where the run's scratch folder was is not behaviour.
 """
@@ -37,8 +40,12 @@ import sys
 SCHEMA = "paraxis.behaviour/1"
 MEASURED_KEYS = {
     "bubble_fraction", "bubble_fraction_model", "bubble_fraction_per_rank", "tokens_per_s",
-    "model_flops_per_s", "mfu", "calibration", "provenance", "deck", "trace_file", "trace_files"
+    "model_flops_per_s", "mfu", "calibration", "provenance", "deck", "trace_file", "trace_files",
+    # from measured stage times or write speeds:
+    "bubble_fraction_model_per_stage", "bubble_fraction_formula", "checkpoint_to_baseline_write"
 }
+# Run identities (docs/checkpoint.md, "Runs, lineages and the lock"): new in every run.
+RUN_ID_KEYS = {"id", "run"}
 
 
 def fail(message):
@@ -57,6 +64,8 @@ def keep(key, parent_path):
     if key == "bubble_fraction_ideal":
         return True
     if key in MEASURED_KEYS or is_timing(key):
+        return False
+    if key in RUN_ID_KEYS and parent_path.split(".")[-1] in ("lineage", "parent"):
         return False
     if key.startswith("trace-"):
         return False
