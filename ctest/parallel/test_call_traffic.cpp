@@ -33,7 +33,7 @@ using CallKey = std::tuple<std::string, std::string, long long>;
 using CallCounts = std::map<CallKey, long>;
 
 std::string key_op(const pm::LoggedOp& o) {
-  return o.receive ? "receive" : pm::to_string(o.op);
+  return pm::call_name(o);
 }
 
 CallCounts engine_calls(const model::StepResult& s, std::vector<std::string>* unknown) {

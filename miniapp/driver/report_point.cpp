@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "driver/calibration.hpp"
+#include "driver/call_accounting.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
 #include "driver/report_checkpoint.hpp"
@@ -73,6 +74,21 @@ json term(const std::string& name, double measured, double predicted, const std:
   json t{{"name", name}, {"measured", measured}, {"predicted", predicted}, {"unit", unit}};
   t["residual_pct"] = predicted != 0 ? json(100.0 * (measured - predicted) / predicted) : json();
   return t;
+}
+
+// The point's calls (summary.json `calls`, rank 0's measured steps) with each row's residual of
+// the measured against the predicted total (docs/report.md, "Calls").
+json calls_table(const json& calls) {
+  json rows = json::array();
+  for (json r : calls.at("rows")) {
+    const json& pred = r.at("predicted_s");
+    const double measured = r.at("measured_s");
+    r["residual_pct"] = pred.is_number() && pred.get<double>() > 0
+                            ? json(100.0 * (measured - pred.get<double>()) / pred.get<double>())
+                            : json();
+    rows.push_back(std::move(r));
+  }
+  return {{"rank", calls.at("rank")}, {"steps", calls.at("steps")}, {"rows", rows}};
 }
 
 std::string label_of(const RunConfig& c, const json& point) {
@@ -152,20 +168,12 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     if (schedule::splits_backward(c.parallel.schedule))
       in.backward_weight_s = cal.compute.backward_weight_s;
     in.optimizer_s = cal.compute.optimizer_s;
-    for (const auto& f : cal.comm) {
-      const pm::LinkCost l{f.alpha, f.beta, 0.0};
-      pm::OpLinks* ops = f.axis == "tp"   ? &in.op_links.tp
-                         : f.axis == "pp" ? &in.op_links.pp
-                         : f.axis == "dp" ? &in.op_links.dp
-                                          : &in.op_links.ep;
-      pm::LinkCost* axis = f.axis == "tp"   ? &in.links.tp
-                           : f.axis == "pp" ? &in.links.pp
-                           : f.axis == "dp" ? &in.links.dp
-                                            : &in.links.ep;
-      (*ops)[collective_named(f.op)] = l;
-      if (f.axis == "dp" && f.async_progress >= 0) in.dp_overlap = f.async_progress;
-      if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
-    }
+    // The same costs as each recorded call's prediction (summary.json `calls`): the step
+    // model's communication terms are sums of those per-call predictions.
+    const CommCosts costs = comm_costs_of(cal.comm);
+    in.links = costs.links;
+    in.op_links = costs.op_links;
+    in.dp_overlap = costs.dp_overlap;
     br = pm::predict_step_time(c.model, pc, in);
     a.predicted = true;
     a.predicted_step = br.step_time;
@@ -231,6 +239,7 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
       term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
   terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
   out["terms"] = terms;
+  if (p.contains("calls")) out["calls"] = calls_table(p.at("calls"));
   // The axis that costs most (measured seconds).
   std::string costliest = "none";
   double worst = 0;

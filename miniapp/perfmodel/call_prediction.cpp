@@ -42,6 +42,10 @@ bool logged_op(const std::string& name, LoggedOp* out) {
   return true;
 }
 
+const char* call_name(const LoggedOp& o) {
+  return o.receive ? "receive" : to_string(o.op);
+}
+
 std::uint64_t size_bucket(double bytes) {
   if (!(bytes >= 1)) return 0;
   return std::uint64_t{1} << static_cast<int>(std::floor(std::log2(bytes)));

@@ -39,6 +39,8 @@ struct LoggedOp {
 // False for a name the model does not describe (barrier: the engine's synchronisation, which
 // a training step's traffic does not include).
 bool logged_op(const std::string& name, LoggedOp* out);
+// The name the accounting gives it: the collective's (to_string), or "receive".
+const char* call_name(const LoggedOp& o);
 
 // The message-size bucket of S bytes: the largest power of two <= S (0 for S < 1).
 std::uint64_t size_bucket(double bytes);
