@@ -19,6 +19,7 @@
 
 #include "perfmodel/call_prediction.hpp"
 #include "perfmodel/parallel_config.hpp"
+#include "perfmodel/step_time.hpp"
 #include "perfmodel/step_traffic.hpp"
 #include "training_run.hpp"
 
@@ -88,6 +89,28 @@ pm::StepTraffic model_traffic(const driver::RunConfig& c) {
   return pm::step_traffic(c.model, sc, coords.pp, coords.dp);
 }
 
+// The step model's communication (perfmodel::traffic_time over step_traffic's calls) is the sum
+// of the per-call predictions (perfmodel::call_time) of the calls the run recorded, each on its
+// own communicator's size; receives are not in the step model's sums. Expert parallelism's
+// bytes follow the routing, so its axis is left out.
+void expect_step_model_sums_the_calls(const model::StepResult& step, const driver::RunConfig& c,
+                                      const pm::StepTraffic& traffic, const std::string& what) {
+  const pm::LinkCost link{3e-6, 2e-9, 0};
+  std::map<std::string, double> recorded;
+  for (const auto& s : step.comm_spans) {
+    pm::LoggedOp o;
+    if (!pm::logged_op(s.op, &o) || o.receive) continue;
+    recorded[s.axis] += pm::call_time(o.op, s.ranks, static_cast<double>(s.bytes), link);
+  }
+  const auto& p = c.parallel;
+  const std::tuple<const char*, const pm::AxisTraffic*, int> axes[] = {
+      {"tp", &traffic.tp, p.tp}, {"pp", &traffic.pp, p.pp}, {"dp", &traffic.dp, p.dp}};
+  for (const auto& [axis, tr, group] : axes) {
+    const double model = pm::traffic_time(*tr, group, link);
+    EXPECT_NEAR(recorded[axis], model, 1e-9 * model) << what << axis;
+  }
+}
+
 // Runs the case and compares every step of this rank with the model.
 void expect_calls_match_model(const std::vector<std::string>& set) {
   std::string what;
@@ -123,6 +146,7 @@ void expect_calls_match_model(const std::vector<std::string>& set) {
     EXPECT_EQ(static_cast<double>(step.comm.at("dp").bytes), traffic.dp.bytes()) << what;
     EXPECT_EQ(static_cast<double>(step.comm.at("tp").bytes), traffic.tp.bytes()) << what;
     EXPECT_EQ(static_cast<double>(step.comm.at("pp").bytes), traffic.pp.bytes()) << what;
+    expect_step_model_sums_the_calls(step, c, traffic, what);
   }
 }
 
