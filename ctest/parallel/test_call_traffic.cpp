@@ -225,6 +225,22 @@ TEST(call_traffic, pp2_dp2_ep2_zero2_zb_h1) {
                             "parallel.schedule=zb-h1"});
 }
 
+// ZeRO-3 under zb-h1 gathers a unit before B only, the embedding's not at all there.
+TEST(call_traffic, pp2_dp2_zero3_zb_h1_and_gpipe) {
+  REQUIRE_RANKS(4);
+  for (const char* s : {"zb-h1", "gpipe"})
+    expect_calls_match_model({"parallel.pp=2", "parallel.dp=2", "parallel.zero=3",
+                              std::string("parallel.schedule=") + s});
+}
+
+// Expert units reduced over dp / ep = 2 ranks (the edp group) beside the dense units over 4.
+TEST(call_traffic, dp4_ep2_expert_units_over_their_own_group) {
+  REQUIRE_RANKS(4);
+  for (const char* z : {"0", "1", "3"})
+    expect_calls_match_model({"parallel.dp=4", "parallel.ep=2", std::string("parallel.zero=") + z,
+                              "comm.overlap=true", "comm.bucket_mb=0.01"});
+}
+
 // The comparison can fail: ZeRO-2's calls are not ZeRO-1's (it reduce-scatters after every
 // micro-batch), nor are sequence parallelism's those of plain tensor parallelism.
 TEST(call_traffic, a_different_configuration_is_told_apart) {
