@@ -365,6 +365,14 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
     EXPECT_FALSE(calls["rows"].empty()) << p["label"];
     for (const auto& [axis, b] : bytes)
       EXPECT_EQ(b / 2, terms["bytes." + axis]["measured"].get<double>()) << p["label"] << axis;
+    // The step model's wire time of rank 0's calls is the sum of the recorded calls'
+    // predictions (the same per-call statement, the same calls).
+    ASSERT_FALSE(calls["per_step"].empty()) << p["label"];
+    for (const auto& [axis, v] : calls["per_step"].items()) {
+      const double model = v["model_s"], recorded = v["calls_predicted_s"];
+      EXPECT_GT(model, 0) << p["label"] << axis;
+      EXPECT_NEAR(recorded, model, 1e-9 * model) << p["label"] << axis;
+    }
     // MFU and HFU as the run measured them; selective recomputation makes HFU the larger.
     ASSERT_TRUE(p["mfu"].is_number() && p["hfu"].is_number()) << p.dump();
     EXPECT_GT(p["hfu"].get<double>(), p["mfu"].get<double>());

@@ -4,6 +4,7 @@
 // (perfmodel/), never the point's own measured steps. Terms: docs/report.md.
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "driver/calibration.hpp"
 #include "driver/call_accounting.hpp"
@@ -78,7 +79,31 @@ json term(const std::string& name, double measured, double predicted, const std:
 
 // The point's calls (summary.json `calls`, rank 0's measured steps) with each row's residual of
 // the measured against the predicted total (docs/report.md, "Calls").
-json calls_table(const json& calls) {
+// With a calibration, `per_step` compares per axis the recorded calls' predictions (sends and
+// collectives, receives left out, per measured step) with the step model's wire time of rank
+// 0's calls (traffic_time over step_traffic's calls, stage 0, with the same costs): equal when
+// the engine made the calls the model counts (exact for tp, pp, dp; ep follows the routing).
+json calls_table(const json& calls, const pm::StepTraffic& traffic, const pm::Scenario& pc,
+                 const CommCosts* costs) {
+  json per_step = json::object();
+  const int steps = calls.at("steps");
+  if (costs && steps > 0) {
+    const std::tuple<const char*, const pm::AxisTraffic*, int, const pm::LinkCost*,
+                     const pm::OpLinks*>
+        axes[] = {{"tp", &traffic.tp, pc.tp, &costs->links.tp, &costs->op_links.tp},
+                  {"pp", &traffic.pp, pc.pp, &costs->links.pp, &costs->op_links.pp},
+                  {"dp", &traffic.dp, pc.dp, &costs->links.dp, &costs->op_links.dp},
+                  {"ep", &traffic.ep, pc.ep, &costs->links.ep, &costs->op_links.ep}};
+    for (const auto& [axis, tr, group, link, ops] : axes) {
+      double recorded = 0;
+      for (const auto& r : calls.at("rows"))
+        if (r.at("axis") == axis && r.at("op") != "receive" && r.at("predicted_s").is_number())
+          recorded += r.at("predicted_s").get<double>();
+      const double model = pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops);
+      if (recorded > 0 || model > 0)
+        per_step[axis] = {{"calls_predicted_s", recorded / steps}, {"model_s", model}};
+    }
+  }
   json rows = json::array();
   for (json r : calls.at("rows")) {
     const json& pred = r.at("predicted_s");
@@ -88,7 +113,7 @@ json calls_table(const json& calls) {
                             : json();
     rows.push_back(std::move(r));
   }
-  return {{"rank", calls.at("rank")}, {"steps", calls.at("steps")}, {"rows", rows}};
+  return {{"rank", calls.at("rank")}, {"steps", steps}, {"rows", rows}, {"per_step", per_step}};
 }
 
 std::string label_of(const RunConfig& c, const json& point) {
@@ -239,7 +264,13 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
       term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
   terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
   out["terms"] = terms;
-  if (p.contains("calls")) out["calls"] = calls_table(p.at("calls"));
+  if (p.contains("calls")) {
+    const CommCosts costs = p.contains("calibration")
+                                ? comm_costs_of(calibration_from_json(p.at("calibration")).comm)
+                                : CommCosts{};
+    out["calls"] =
+        calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);
+  }
   // The axis that costs most (measured seconds).
   std::string costliest = "none";
   double worst = 0;
