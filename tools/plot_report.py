@@ -22,6 +22,10 @@ Writes into OUT_DIR:
                          memory of the largest rank (memory.params, ..., memory.peak);
   busbw.png              bus bandwidth (nccl-tests definition) against message size for each
                          calibrated communicator and operation.
+  calls.png              every (axis, operation, message-size bucket) row of every point's
+                         "Calls" table (docs/report.md): measured against predicted seconds per
+                         call (the row's totals over its call count), coloured by axis, one
+                         marker per operation, with y = x;
   sensitivity.png        step time against the slowdown factor injected on one axis
                          (fault.slow_axis), one curve per axis and base configuration:
                          measured markers, the model's predicted curve as a line.
@@ -306,6 +310,47 @@ def busbw(report, out):
     return {"file": "busbw.png", "communicators": len(cal)}
 
 
+CALL_MARKERS = {"all_reduce": "o", "reduce_scatter": "s", "all_gather": "D", "all_to_all": "^",
+                "point_to_point": ">", "receive": "<", "broadcast": "v"}
+
+
+def call_rows(report):
+    """(axis, op, predicted s per call, measured s per call) of every predicted row."""
+    rows = []
+    for p in report["points"]:
+        for r in (p.get("calls") or {}).get("rows", []):
+            q, n = r.get("predicted_s"), r.get("calls", 0)
+            if q is None or n <= 0 or q <= 0 or r["measured_s"] <= 0:
+                continue
+            rows.append((r["axis"], r["op"], q / n, r["measured_s"] / n))
+    return rows
+
+
+def calls(report, out):
+    """Measured against predicted seconds per call, per row of the Calls tables."""
+    rows = call_rows(report)
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(5.8, 5))
+    pairs = sorted({(r[0], r[1]) for r in rows})
+    for axis, op in pairs:
+        sel = [r for r in rows if (r[0], r[1]) == (axis, op)]
+        ax.scatter([r[2] for r in sel], [r[3] for r in sel], s=20, label=f"{axis} {op}",
+                   color=TERM_COLOURS.get(axis), marker=CALL_MARKERS.get(op, "x"))
+    vals = [r[2] for r in rows] + [r[3] for r in rows]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted seconds per call (calibration)")
+    ax.set_ylabel("measured seconds per call")
+    ax.set_title("Calls: measured against predicted\n(each axis, operation and size bucket)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, out, "calls.png")
+    return {"file": "calls.png", "series": [f"{a} {o}" for a, o in pairs], "rows": len(rows)}
+
+
 def sensitivity(report, out):
     """Step time against the injected slowdown factor, one curve per axis (docs/sensitivity.md)."""
     groups = report.get("sensitivity") or []
@@ -341,7 +386,7 @@ def sensitivity(report, out):
 
 PLOTS = [("step_breakdown", step_breakdown), ("bubble", bubble),
          ("measured_vs_predicted", scatter_time), ("measured_vs_predicted_bytes", scatter_bytes),
-         ("busbw", busbw), ("sensitivity", sensitivity)]
+         ("busbw", busbw), ("calls", calls), ("sensitivity", sensitivity)]
 
 
 def plot_all(report, out):

@@ -350,6 +350,29 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
             << p["label"] << " " << exact;
       }
     EXPECT_TRUE(p.contains("rank_measured") && p.contains("rank_predicted"));
+    // The Calls table (docs/report.md, "Calls"): rank 0's calls of the measured steps, each row
+    // predicted (the point is calibrated); per measured step they carry exactly the bytes the
+    // byte terms give for rank 0 (receives are the senders' bytes, not counted again).
+    ASSERT_TRUE(p.contains("calls")) << p["label"];
+    const auto& calls = p["calls"];
+    ASSERT_EQ(calls["steps"], 2) << p["label"];  // 3 steps, 1 warm-up
+    std::map<std::string, double> bytes;
+    for (const auto& row : calls["rows"]) {
+      EXPECT_TRUE(row["predicted_s"].is_number()) << row.dump();
+      EXPECT_GE(row["calls"].get<long>(), 1) << row.dump();
+      if (row["op"] != "receive") bytes[row["axis"]] += row["bytes"].get<double>();
+    }
+    EXPECT_FALSE(calls["rows"].empty()) << p["label"];
+    for (const auto& [axis, b] : bytes)
+      EXPECT_EQ(b / 2, terms["bytes." + axis]["measured"].get<double>()) << p["label"] << axis;
+    // The step model's wire time of rank 0's calls is the sum of the recorded calls'
+    // predictions (the same per-call statement, the same calls).
+    ASSERT_FALSE(calls["per_step"].empty()) << p["label"];
+    for (const auto& [axis, v] : calls["per_step"].items()) {
+      const double model = v["model_s"], recorded = v["calls_predicted_s"];
+      EXPECT_GT(model, 0) << p["label"] << axis;
+      EXPECT_NEAR(recorded, model, 1e-9 * model) << p["label"] << axis;
+    }
     // MFU and HFU as the run measured them; selective recomputation makes HFU the larger.
     ASSERT_TRUE(p["mfu"].is_number() && p["hfu"].is_number()) << p.dump();
     EXPECT_GT(p["hfu"].get<double>(), p["mfu"].get<double>());
@@ -360,6 +383,7 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
   std::stringstream text;
   text << md.rdbuf();
   EXPECT_NE(text.str().find("## Step time, measured and predicted"), std::string::npos);
+  EXPECT_NE(text.str().find("Calls (rank 0, 2 measured steps)"), std::string::npos);
   // A folder without results: one message, non-zero exit.
   const Result none = run(exe + " report " + ::testing::TempDir());
   EXPECT_EQ(none.code, 2) << none.output;
@@ -369,7 +393,7 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
   if (text.str().find("plots skipped") != std::string::npos)
     GTEST_SKIP() << "the report made no plots (python3 without matplotlib): everything else was "
                     "checked, the plots were not";
-  for (const char* f : {"step_breakdown", "measured_vs_predicted", "busbw"})
+  for (const char* f : {"step_breakdown", "measured_vs_predicted", "busbw", "calls"})
     EXPECT_TRUE(std::filesystem::exists(out + "/plots/" + f + ".png")) << f;
 }
 

@@ -211,6 +211,27 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                                                               {"async_progress", 1.5},
                                                               {"samples", json::array()}}}}}}),
                   "points[0].calibration.comm.dp.all_reduce.async_progress", "progress > 1");
+  // Per-call accounting (issue 30): each row's fields named by their path.
+  ASSERT_TRUE(summary["points"][0].contains("calls"));
+  const json row = {
+      {"axis", "tp"},    {"op", "all_reduce"}, {"bucket_bytes", 1024},      {"calls", 4},
+      {"bytes", 4096.0}, {"measured_s", 1e-4}, {"measured_median_s", 2e-5}, {"predicted_s", 1e-4},
+      {"wait_s", 0.0}};
+  auto calls_with = [&](const char* key, const json& v) {
+    json r = row;
+    r[key] = v;
+    return with("/points/0/calls", json{{"rank", 0}, {"steps", 1}, {"rows", json::array({r})}});
+  };
+  EXPECT_NO_THROW(paraxis::driver::validate_summary(calls_with("wait_s", 0.0), "f"));
+  EXPECT_NO_THROW(paraxis::driver::validate_summary(calls_with("predicted_s", nullptr), "f"));
+  expect_rejected(calls_with("calls", 0), "points[0].calls.rows[0].calls", "a row of no calls");
+  expect_rejected(calls_with("predicted_s", -1e-6), "points[0].calls.rows[0].predicted_s",
+                  "a negative prediction");
+  expect_rejected(calls_with("axis", "zz"), "points[0].calls.rows[0].axis", "an unknown axis");
+  expect_rejected(calls_with("measured_s", "slow"), "points[0].calls.rows[0].measured_s",
+                  "a measured time that is not a number");
+  expect_rejected(with("/points/0/calls/rows", json::object()), "points[0].calls.rows",
+                  "rows not an array");
   // Checkpoint figures (issue 16): the field named.
   const json save = {{"step", 2},         {"bytes", {{"min", 1.0}, {"mean", 1.0}, {"max", 1.0}}},
                      {"write_s", "fast"}, {"total_bytes", 2.0},
@@ -271,6 +292,8 @@ TEST_F(HostileResults, validation_throws_only_runtime_errors_on_any_json) {
                           "/points/0/calibration",
                           "/points/0/calibration/comm",
                           "/points/0/calibration/compute",
+                          "/points/0/calls",
+                          "/points/0/calls/rows",
                           "/provenance",
                           "/provenance/hosts",
                           "/provenance/world"})

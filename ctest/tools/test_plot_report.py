@@ -121,6 +121,17 @@ def main():
                   f"height {s['height_in']} in at 50 points, {small['height_in']} at 6: "
                   "the figure must grow with the points")
 
+        # The calls plot: one series per (axis, op), per-call seconds, unpredicted rows left out.
+        row = {"axis": "dp", "op": "reduce_scatter", "bucket_bytes": 1024, "calls": 4,
+               "bytes": 4096.0, "measured_s": 4e-4, "measured_median_s": 1e-4,
+               "predicted_s": 2e-4, "wait_s": 0.0}
+        calls_report = {"points": [{"label": "x", "terms": [], "calls": {"rows": [
+            row, dict(row, axis="tp", op="all_reduce"), dict(row, op="barrier", predicted_s=None)]}}]}
+        got = draw(plot, calls_report, os.path.join(tmp, "calls")).get("calls")
+        check(got is not None and got["series"] == ["dp reduce_scatter", "tp all_reduce"]
+              and got["rows"] == 2, f"calls plot: {got}")
+        check(plot.call_rows(calls_report)[0][2:] == (5e-5, 1e-4), "calls plot: per-call seconds")
+
         # A report with only byte terms: no time plot at all, the byte plot still drawn.
         only_bytes = {"points": [{"label": "x", "terms": [term("bytes.dp", 1e6, 2e6, "B")]}]}
         m2 = draw(plot, only_bytes, os.path.join(tmp, "bytes_only"))

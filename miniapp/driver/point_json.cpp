@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "driver/call_accounting.hpp"
 #include "driver/results.hpp"
 #include "driver/statistics.hpp"
 #include "parallel/topology.hpp"
@@ -193,6 +194,9 @@ json point_to_json(const PointResult& r) {
     j["rank_series"] = series;
   }
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
+  // Rank 0's calls per (axis, op, size bucket), predicted from the calibration (call_accounting).
+  const CommCosts costs = r.calibration ? comm_costs_of(r.calibration->comm) : CommCosts{};
+  j["calls"] = calls_json(r.steps, c.train.warmup_steps, r.calibration ? &costs : nullptr);
   // Checkpoints written and the one resumed from (docs/checkpoint.md).
   if (!r.checkpoints.empty()) j["checkpoints"] = r.checkpoints;
   if (!r.resumed.is_null()) j["resumed"] = r.resumed;

@@ -4,8 +4,10 @@
 // (perfmodel/), never the point's own measured steps. Terms: docs/report.md.
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "driver/calibration.hpp"
+#include "driver/call_accounting.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
 #include "driver/report_checkpoint.hpp"
@@ -73,6 +75,45 @@ json term(const std::string& name, double measured, double predicted, const std:
   json t{{"name", name}, {"measured", measured}, {"predicted", predicted}, {"unit", unit}};
   t["residual_pct"] = predicted != 0 ? json(100.0 * (measured - predicted) / predicted) : json();
   return t;
+}
+
+// The point's calls (summary.json `calls`, rank 0's measured steps) with each row's residual of
+// the measured against the predicted total (docs/report.md, "Calls").
+// With a calibration, `per_step` compares per axis the recorded calls' predictions (sends and
+// collectives, receives left out, per measured step) with the step model's wire time of rank
+// 0's calls (traffic_time over step_traffic's calls, stage 0, with the same costs): equal when
+// the engine made the calls the model counts (exact for tp, pp, dp; ep follows the routing).
+json calls_table(const json& calls, const pm::StepTraffic& traffic, const pm::Scenario& pc,
+                 const CommCosts* costs) {
+  json per_step = json::object();
+  const int steps = calls.at("steps");
+  if (costs && steps > 0) {
+    const std::tuple<const char*, const pm::AxisTraffic*, int, const pm::LinkCost*,
+                     const pm::OpLinks*>
+        axes[] = {{"tp", &traffic.tp, pc.tp, &costs->links.tp, &costs->op_links.tp},
+                  {"pp", &traffic.pp, pc.pp, &costs->links.pp, &costs->op_links.pp},
+                  {"dp", &traffic.dp, pc.dp, &costs->links.dp, &costs->op_links.dp},
+                  {"ep", &traffic.ep, pc.ep, &costs->links.ep, &costs->op_links.ep}};
+    for (const auto& [axis, tr, group, link, ops] : axes) {
+      double recorded = 0;
+      for (const auto& r : calls.at("rows"))
+        if (r.at("axis") == axis && r.at("op") != "receive" && r.at("predicted_s").is_number())
+          recorded += r.at("predicted_s").get<double>();
+      const double model = pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops);
+      if (recorded > 0 || model > 0)
+        per_step[axis] = {{"calls_predicted_s", recorded / steps}, {"model_s", model}};
+    }
+  }
+  json rows = json::array();
+  for (json r : calls.at("rows")) {
+    const json& pred = r.at("predicted_s");
+    const double measured = r.at("measured_s");
+    r["residual_pct"] = pred.is_number() && pred.get<double>() > 0
+                            ? json(100.0 * (measured - pred.get<double>()) / pred.get<double>())
+                            : json();
+    rows.push_back(std::move(r));
+  }
+  return {{"rank", calls.at("rank")}, {"steps", steps}, {"rows", rows}, {"per_step", per_step}};
 }
 
 std::string label_of(const RunConfig& c, const json& point) {
@@ -152,20 +193,12 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     if (schedule::splits_backward(c.parallel.schedule))
       in.backward_weight_s = cal.compute.backward_weight_s;
     in.optimizer_s = cal.compute.optimizer_s;
-    for (const auto& f : cal.comm) {
-      const pm::LinkCost l{f.alpha, f.beta, 0.0};
-      pm::OpLinks* ops = f.axis == "tp"   ? &in.op_links.tp
-                         : f.axis == "pp" ? &in.op_links.pp
-                         : f.axis == "dp" ? &in.op_links.dp
-                                          : &in.op_links.ep;
-      pm::LinkCost* axis = f.axis == "tp"   ? &in.links.tp
-                           : f.axis == "pp" ? &in.links.pp
-                           : f.axis == "dp" ? &in.links.dp
-                                            : &in.links.ep;
-      (*ops)[collective_named(f.op)] = l;
-      if (f.axis == "dp" && f.async_progress >= 0) in.dp_overlap = f.async_progress;
-      if (axis->alpha == 0 && axis->beta == 0) *axis = l;  // operations not calibrated
-    }
+    // The same costs as each recorded call's prediction (summary.json `calls`): the step
+    // model's communication terms are sums of those per-call predictions.
+    const CommCosts costs = comm_costs_of(cal.comm);
+    in.links = costs.links;
+    in.op_links = costs.op_links;
+    in.dp_overlap = costs.dp_overlap;
     br = pm::predict_step_time(c.model, pc, in);
     a.predicted = true;
     a.predicted_step = br.step_time;
@@ -231,6 +264,13 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
       term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
   terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
   out["terms"] = terms;
+  if (p.contains("calls")) {
+    const CommCosts costs = p.contains("calibration")
+                                ? comm_costs_of(calibration_from_json(p.at("calibration")).comm)
+                                : CommCosts{};
+    out["calls"] =
+        calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);
+  }
   // The axis that costs most (measured seconds).
   std::string costliest = "none";
   double worst = 0;

@@ -24,6 +24,26 @@ std::string fmt(double v, int digits = 4) {
   return b;
 }
 
+// A point's "Calls" table (docs/report.md, "Calls"): rank 0's calls of the measured steps per
+// (axis, op, size bucket), measured against predicted from the calibration.
+void write_calls(std::ostream& md, const nlohmann::json& calls) {
+  if (calls["rows"].empty()) return;
+  md << "\nCalls (rank " << calls["rank"] << ", " << calls["steps"]
+     << " measured steps):\n\n| axis | op | size bucket (B) | calls | bytes | measured s | median "
+        "us | predicted s | residual % | wait s |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : calls["rows"]) {
+    const auto& pred = r["predicted_s"];
+    const auto& res = r["residual_pct"];
+    md << "| " << r["axis"].get<std::string>() << " | " << r["op"].get<std::string>() << " | "
+       << r["bucket_bytes"] << " | " << r["calls"] << " | " << fmt(r["bytes"].get<double>())
+       << " | " << fmt(r["measured_s"].get<double>()) << " | "
+       << fmt(r["measured_median_s"].get<double>() * 1e6, 3) << " | "
+       << (pred.is_null() ? std::string("-") : fmt(pred.get<double>())) << " | "
+       << (res.is_null() ? std::string("-") : fmt(res.get<double>(), 3)) << " | "
+       << fmt(r["wait_s"].get<double>()) << " |\n";
+  }
+}
+
 }  // namespace
 
 int write_report(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp) {
@@ -208,6 +228,7 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
          << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
          << t["unit"].get<std::string>() << " | "
          << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3)) << " |\n";
+    if (p.contains("calls")) write_calls(md, p["calls"]);
     if (p.contains("pipeline")) {
       const auto& q = p["pipeline"];
       md << "\nBubble: measured " << fmt(q["bubble_measured"].get<double>(), 3)

@@ -348,6 +348,30 @@ void check_checkpoints(const Checker& c, const json& p, const std::string& path)
   }
 }
 
+// The per-call accounting of a point (docs/results.md, `calls`; driver/call_accounting.hpp).
+void check_calls(const Checker& c, const json& calls, const std::string& path) {
+  c.object(calls, path);
+  c.integer(calls, path, "rank", 0, kMaxInt);
+  c.integer(calls, path, "steps", 0, kMaxInt);
+  const std::string rp = Checker::at(path, "rows");
+  const json& rows = c.array(c.need(calls, path, "rows"), rp);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string ip = Checker::at(rp, i);
+    const json& r = c.object(rows[i], ip);
+    for (const char* k : {"axis", "op"})
+      if (!c.need(r, ip, k).is_string()) c.fail(Checker::at(ip, k), "expected a string");
+    const json& axis = r.at("axis");
+    if (axis != "tp" && axis != "pp" && axis != "dp" && axis != "ep" && axis != "world")
+      c.fail(Checker::at(ip, "axis"), "expected one of tp, pp, dp, ep, world, got " + shown(axis));
+    c.integer(r, ip, "bucket_bytes", 0, LLONG_MAX);
+    c.integer(r, ip, "calls", 1, LLONG_MAX);
+    for (const char* k : {"bytes", "measured_s", "measured_median_s", "wait_s"})
+      c.number(r, ip, k, 0);
+    const json& pred = c.need(r, ip, "predicted_s");
+    if (!pred.is_null()) c.number(pred, Checker::at(ip, "predicted_s"), 0);
+  }
+}
+
 void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   const std::string cp = Checker::at(path, "config");
   const Shape s = check_config(c, c.child(p, path, "config"), cp);
@@ -398,6 +422,8 @@ void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   }
   if (const json* cal = Checker::maybe(p, "calibration"))
     check_calibration(c, *cal, Checker::at(path, "calibration"), s);
+  if (const json* calls = Checker::maybe(p, "calls"))
+    check_calls(c, *calls, Checker::at(path, "calls"));
   check_checkpoints(c, p, path);
   // fault.slow_axis's record (docs/results.md), which the sensitivity section reads.
   if (const json* sa = Checker::maybe(p, "slow_axis")) {

@@ -66,6 +66,7 @@ struct StepResult {
     double begin, end, exposed;
     std::size_t bytes;
     double wait = 0;  // of exposed, waiting for the group's last rank (CommTotals::wait_s)
+    int ranks = 0;    // the communicator's size (parallel::CommEvent::ranks)
   };
   std::vector<CommSpan> comm_spans;        // every communication call of this step
   std::map<std::string, CommTotals> comm;  // per axis ("tp", "pp", "dp", "ep")

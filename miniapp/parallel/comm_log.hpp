@@ -25,6 +25,10 @@ struct CommEvent {
   // Of `exposed`, the seconds spent waiting for the last rank of the group to start the same
   // collective (point-to-point: the exposed time). 0 until attribute_waits sets it.
   double wait = 0;
+  // Ranks of the communicator that made the call (a call's own group: expert units' data
+  // parallelism runs over dp / ep ranks): what its predicted time (perfmodel/call_prediction)
+  // depends on besides the operation and the bytes.
+  int ranks = 0;
 };
 
 struct AxisTotals {

@@ -96,7 +96,7 @@ watchdog::Wait Communicator::point_to_point(const char* op, int peer) const {
 void Communicator::record(const char* op, std::size_t bytes, double begin, double end,
                           double exposed) {
   // A group of one moves nothing (its collectives are local copies): nothing to record.
-  if (log_ && size_ > 1) log_->add({axis_, op, bytes, begin, end, exposed});
+  if (log_ && size_ > 1) log_->add({axis_, op, bytes, begin, end, exposed, 0.0, size_});
 }
 
 void Communicator::blocked(double begin, double end) {

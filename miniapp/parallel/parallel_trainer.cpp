@@ -234,7 +234,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
     for (const auto& e : log_->events())
       r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
-                              e.end, e.exposed, e.bytes, e.wait});
+                              e.end, e.exposed, e.bytes, e.wait, e.ranks});
     const auto totals = log_->totals();
     for (Axis a : {Axis::tp, Axis::pp, Axis::dp, Axis::ep}) {
       const auto& x = totals[static_cast<std::size_t>(a)];

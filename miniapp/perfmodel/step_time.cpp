@@ -11,20 +11,12 @@
 
 namespace paraxis::perfmodel {
 
-const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op) {
-  if (per_op) {
-    const auto it = per_op->find(op);
-    if (it != per_op->end()) return it->second;
-  }
-  return link;
-}
-
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
                     AllReduceAlgorithm all_reduce, const OpLinks* per_op) {
   double t = 0;
   for (const auto& o : traffic.ops)
-    t += o.count * collective_time(o.op, o.group > 0 ? o.group : group, o.bytes,
-                                   link_for(o.op, link, per_op), all_reduce);
+    t +=
+        o.count * call_time(o.op, o.group > 0 ? o.group : group, o.bytes, link, per_op, all_reduce);
   return t;
 }
 
@@ -155,9 +147,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     const OpLinks* ops = &in.op_links.pp;
     pp_time =
         2.0 * (C - 1) *
-            point_to_point_time(message, link_for(Collective::point_to_point, in.links.pp, ops)) +
-        collective_time(Collective::all_reduce, c.pp, 8,
-                        link_for(Collective::all_reduce, in.links.pp, ops), in.all_reduce);
+            call_time(Collective::point_to_point, 2, message, in.links.pp, ops, in.all_reduce) +
+        call_time(Collective::all_reduce, c.pp, 8, in.links.pp, ops, in.all_reduce);
   }
 
   const double mb = c.micro_batches();
@@ -187,9 +178,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                                            : data_parallel_step_traffic(m, c, s);
     double reductions = 0, rest = 0;
     for (const auto& o : dpt.ops) {
-      const double t =
-          o.count * collective_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes,
-                                    link_for(o.op, in.links.dp, &in.op_links.dp), in.all_reduce);
+      const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
+                                           &in.op_links.dp, in.all_reduce);
       // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
       // 16-element aligned tensor).
       const bool gradient =

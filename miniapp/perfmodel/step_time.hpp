@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "model/model_config.hpp"
+#include "perfmodel/call_prediction.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/parallel_config.hpp"
 #include "perfmodel/step_traffic.hpp"
@@ -53,15 +54,10 @@ struct AxisLinks {
   LinkCost tp, pp, dp, ep;
 };
 
-// Costs fitted per operation (in-run calibration): an operation listed here uses its own fit
-// instead of its axis's link (MPI implements each collective its own way, so one alpha-beta
-// pair per axis is a coarser model).
-using OpLinks = std::map<Collective, LinkCost>;
+// Per-operation fits of each axis (OpLinks, link_for: call_prediction.hpp).
 struct AxisOpLinks {
   OpLinks tp, pp, dp, ep;
 };
-// The cost `op` uses: its own fit when `per_op` has one, else `link`.
-const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op);
 
 // What predict_step_time takes from a replay of the pipeline, remembered per (schedule, action
 // durations): a planner evaluates many configurations whose replays are the same (every ZeRO

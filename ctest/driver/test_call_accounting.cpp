@@ -1,0 +1,121 @@
+// Per-call accounting (driver/call_accounting.hpp; docs/report.md, "Calls"): calls grouped per
+// (axis, op, power-of-two size bucket) over the measured steps only, each predicted with the
+// calibrated fit of its own operation and communicator size (perfmodel::call_time), totals and
+// medians as stated, no prediction without a calibration; and the calibration's fits mapped onto
+// the models' links as the report's step model takes them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "driver/call_accounting.hpp"
+#include "perfmodel/collectives.hpp"
+
+namespace pd = paraxis::driver;
+namespace pm = paraxis::perfmodel;
+using paraxis::model::StepResult;
+
+namespace {
+
+StepResult step(int n, std::vector<StepResult::CommSpan> spans) {
+  StepResult s;
+  s.step = n;
+  s.comm_spans = std::move(spans);
+  return s;
+}
+
+// A call of `seconds` on `ranks` ranks.
+StepResult::CommSpan call(const char* axis, const char* op, std::size_t bytes, double seconds,
+                          int ranks, double wait = 0) {
+  return {axis, op, 10.0, 10.0 + seconds, seconds, bytes, wait, ranks};
+}
+
+pd::CommCalibration fit(const char* axis, const char* op, double alpha, double beta) {
+  pd::CommCalibration f;
+  f.axis = axis;
+  f.op = op;
+  f.ranks = 2;
+  f.alpha = alpha;
+  f.beta = beta;
+  return f;
+}
+
+const pd::CallRow* find(const std::vector<pd::CallRow>& rows, const std::string& axis,
+                        const std::string& op, std::uint64_t bucket) {
+  for (const auto& r : rows)
+    if (r.axis == axis && r.op == op && r.bucket_bytes == bucket) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(call_accounting, rows_per_axis_op_and_power_of_two_bucket_over_measured_steps) {
+  const std::vector<StepResult> steps = {
+      // Warm-up (step 0 < warmup 1): left out.
+      step(0, {call("tp", "all_reduce", 1000, 9.0, 2)}),
+      step(1, {call("tp", "all_reduce", 1000, 1e-3, 2, 1e-4),
+               call("tp", "all_reduce", 1023, 3e-3, 2), call("tp", "all_reduce", 1024, 5e-3, 2),
+               call("pp", "isend", 4096, 1e-4, 2), call("pp", "irecv", 4096, 2e-4, 2)}),
+      step(2, {call("tp", "all_reduce", 600, 2e-3, 2, 2e-4), call("dp", "barrier", 0, 1e-3, 2)}),
+  };
+  const auto rows = pd::call_rows(steps, 1, nullptr);
+  ASSERT_EQ(rows.size(), 5u);
+  // 600, 1000 and 1023 bytes share the bucket 512; 1024 opens the next.
+  const pd::CallRow* r = find(rows, "tp", "all_reduce", 512);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->calls, 3);
+  EXPECT_DOUBLE_EQ(r->bytes, 2623.0);
+  EXPECT_NEAR(r->measured_s, 6e-3, 1e-15);
+  EXPECT_NEAR(r->measured_median_s, 2e-3, 1e-15);
+  EXPECT_NEAR(r->wait_s, 3e-4, 1e-15);
+  EXPECT_FALSE(r->predicted_s);  // no calibration
+  ASSERT_NE(find(rows, "tp", "all_reduce", 1024), nullptr);
+  EXPECT_EQ(find(rows, "tp", "all_reduce", 1024)->calls, 1);
+  // Sends are point-to-point calls, receives their own row; barrier stays as logged.
+  EXPECT_NE(find(rows, "pp", "point_to_point", 4096), nullptr);
+  EXPECT_NE(find(rows, "pp", "receive", 4096), nullptr);
+  EXPECT_NE(find(rows, "dp", "barrier", 0), nullptr);
+}
+
+TEST(call_accounting, each_call_predicted_with_its_operation_and_group) {
+  // tp all-reduce fitted alone; reduce-scatter takes the axis's link (the first fit).
+  const pd::CommCosts costs = pd::comm_costs_of(
+      {fit("tp", "all_reduce", 2e-6, 1e-9), fit("dp", "reduce_scatter", 5e-6, 4e-9)});
+  const std::vector<StepResult> steps = {
+      step(0, {call("tp", "all_reduce", 4096, 1e-3, 2), call("tp", "all_reduce", 4096, 1e-3, 4),
+               call("tp", "reduce_scatter", 2048, 1e-3, 2),
+               call("dp", "reduce_scatter", 2048, 1e-3, 2), call("dp", "barrier", 0, 1e-3, 2)})};
+  const auto rows = pd::call_rows(steps, 0, &costs);
+  const pm::LinkCost tp{2e-6, 1e-9, 0}, dp{5e-6, 4e-9, 0};
+  // Ring all-reduce on 2 and on 4 ranks (a call's own group size).
+  const double ar = pm::ring_all_reduce_time(2, 4096, tp) + pm::ring_all_reduce_time(4, 4096, tp);
+  EXPECT_DOUBLE_EQ(find(rows, "tp", "all_reduce", 4096)->predicted_s.value(), ar);
+  EXPECT_DOUBLE_EQ(find(rows, "tp", "reduce_scatter", 2048)->predicted_s.value(),
+                   pm::ring_reduce_scatter_time(2, 2048, tp));
+  EXPECT_DOUBLE_EQ(find(rows, "dp", "reduce_scatter", 2048)->predicted_s.value(),
+                   pm::ring_reduce_scatter_time(2, 2048, dp));
+  // What the model does not describe has no prediction.
+  EXPECT_FALSE(find(rows, "dp", "barrier", 0)->predicted_s);
+  EXPECT_FALSE(pd::predicted_call_s(costs, "world", "all_reduce", 2, 8));
+}
+
+TEST(call_accounting, costs_as_the_step_model_takes_them) {
+  pd::CommCalibration ar = fit("dp", "all_reduce", 3e-6, 2e-9);
+  ar.async_progress = 0.25;
+  const pd::CommCosts c = pd::comm_costs_of({ar, fit("dp", "all_gather", 7e-6, 5e-9)});
+  EXPECT_EQ(c.links.dp.alpha, 3e-6);  // the axis's link: its first fit
+  EXPECT_EQ(c.op_links.dp.at(pm::Collective::all_gather).beta, 5e-9);
+  EXPECT_EQ(c.dp_overlap, 0.25);
+  EXPECT_EQ(c.links.tp.alpha, 0.0);
+  EXPECT_EQ(pd::comm_costs_of({}).dp_overlap, 1.0);
+}
+
+TEST(call_accounting, summary_json_counts_measured_steps) {
+  const std::vector<StepResult> steps = {step(0, {call("tp", "all_gather", 64, 1e-5, 2)}),
+                                         step(1, {call("tp", "all_gather", 64, 2e-5, 2)})};
+  const auto j = pd::calls_json(steps, 1, nullptr);
+  EXPECT_EQ(j["rank"], 0);
+  EXPECT_EQ(j["steps"], 1);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["rows"][0]["bucket_bytes"], 64);
+  EXPECT_TRUE(j["rows"][0]["predicted_s"].is_null());
+}

@@ -1,0 +1,54 @@
+// One call's predicted time, the engine's operation names, the size buckets (call_prediction.hpp).
+#include "perfmodel/call_prediction.hpp"
+
+#include <cmath>
+
+namespace paraxis::perfmodel {
+
+const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op) {
+  if (per_op) {
+    const auto it = per_op->find(op);
+    if (it != per_op->end()) return it->second;
+  }
+  return link;
+}
+
+double call_time(Collective op, int group, double bytes, const LinkCost& link,
+                 const OpLinks* per_op, AllReduceAlgorithm all_reduce) {
+  return collective_time(op, group, bytes, link_for(op, link, per_op), all_reduce);
+}
+
+bool logged_op(const std::string& name, LoggedOp* out) {
+  LoggedOp o;
+  if (name == "all_reduce") {
+    o.op = Collective::all_reduce;
+  } else if (name == "reduce_scatter") {
+    o.op = Collective::reduce_scatter;
+  } else if (name == "all_gather") {
+    o.op = Collective::all_gather;
+  } else if (name == "all_to_all_v" || name == "all_to_all") {
+    o.op = Collective::all_to_all;
+  } else if (name == "broadcast") {
+    o.op = Collective::broadcast;
+  } else if (name == "send" || name == "isend") {
+    o.op = Collective::point_to_point;
+  } else if (name == "recv" || name == "irecv") {
+    o.op = Collective::point_to_point;
+    o.receive = true;
+  } else {
+    return false;
+  }
+  if (out) *out = o;
+  return true;
+}
+
+const char* call_name(const LoggedOp& o) {
+  return o.receive ? "receive" : to_string(o.op);
+}
+
+std::uint64_t size_bucket(double bytes) {
+  if (!(bytes >= 1)) return 0;
+  return std::uint64_t{1} << static_cast<int>(std::floor(std::log2(bytes)));
+}
+
+}  // namespace paraxis::perfmodel
