@@ -26,6 +26,8 @@
 #include "driver/deck_key_types.hpp"
 #include "driver/deck_slow_axis.hpp"
 #include "driver/sweep_combinations.hpp"
+#include "driver/yaml_document.hpp"
+#include "io/input_file.hpp"
 
 namespace paraxis::driver {
 
@@ -477,10 +479,9 @@ Deck load_deck_text(const std::string& text, const std::string& name,
   Source src{name, {}, {}};
   YAML::Node root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& ex) {
-    const std::string where = ex.mark.line >= 0 ? name + ":" + num(ex.mark.line + 1) : name;
-    deck.errors.push_back({"", where, ex.msg});
+    root = single_yaml_document(text, name, "deck");
+  } catch (const YamlDocumentError& ex) {
+    deck.errors.push_back({"", ex.where, ex.what()});
     return deck;
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
@@ -499,7 +500,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
     try {
       value = YAML::Load(ov.substr(eq + 1));
     } catch (const YAML::Exception& ex) {
-      deck.errors.push_back({key, "--set", "cannot parse value: " + ex.msg});
+      deck.errors.push_back({key, "--set", "cannot parse value: " + yaml_error_text(ex)});
       continue;
     }
     if (!find_key(key) && key.rfind("sweep.", 0) != 0) {
@@ -556,19 +557,12 @@ Deck load_deck_text(const std::string& text, const std::string& name,
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world) {
   std::string text;
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  int err = f ? 0 : errno;
-  if (f) {
-    char buf[65536];
-    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
-    if (std::ferror(f)) err = errno ? errno : EIO;
-    std::fclose(f);
-  }
-  if (err != 0) {
+  try {
+    text = io::read_regular_file(path, "deck", kMaxDeckBytes);
+  } catch (const io::ReadError& e) {
     Deck deck;
     deck.path = path;
-    deck.errors.push_back({"", path, "cannot open the deck: " + std::string(std::strerror(err))});
+    deck.errors.push_back({"", path, e.what()});
     return deck;
   }
   return load_deck_text(text, path, overrides, world);

@@ -75,8 +75,8 @@ void abort_job(const Diagnosis& d) {
   std::fputs(d.message().c_str(), stderr);
   std::fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  MPI_Abort(MPI_COMM_WORLD, kExitCode);
-  std::_Exit(kExitCode);  // MPI_Abort does not return; in case an implementation does
+  MPI_Abort(MPI_COMM_WORLD, exit_code::hang);
+  std::_Exit(exit_code::hang);  // MPI_Abort does not return; in case an implementation does
 }
 
 void configure(double timeout_s) {
