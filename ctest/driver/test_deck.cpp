@@ -476,16 +476,20 @@ TEST(DeckHostile, OldFaultKeysPointToTheFaultSection) {
       << all_errors(d);
 }
 
-TEST(DeckHostile, CommTimeoutMustBePositive) {
+// Issue 29: a deadline of 1e-300 s passed check and ended the run at its first wait; the lower
+// bound is config::kMinTimeoutS (0.1 s).
+TEST(DeckHostile, CommTimeoutHasASaneRange) {
   const std::string tiny = PARAXIS_INPUTS_DIR "/tiny.yaml";
   Deck d = load_deck(tiny, {}, 1);
   EXPECT_DOUBLE_EQ(d.points[0].config.comm.timeout_s, 600);  // PyTorch's NCCL watchdog default
   d = load_deck(tiny, {"comm.timeout_s=0.5"}, 1);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   EXPECT_DOUBLE_EQ(d.points[0].config.comm.timeout_s, 0.5);
-  for (const char* bad : {"0", "-1", "1e7", "nan", "inf", "soon"})
+  d = load_deck(tiny, {"comm.timeout_s=0.1"}, 1);
+  EXPECT_TRUE(d.errors.empty()) << all_errors(d);
+  for (const char* bad : {"0", "-1", "1e-300", "0.099", "1e7", "nan", "inf", "soon"})
     EXPECT_TRUE(has_error(load_deck(tiny, {std::string("comm.timeout_s=") + bad}, 1),
-                          "comm.timeout_s", "--set", "number in (0, 1e+06]"))
+                          "comm.timeout_s", "--set", "number in [0.1, 1e+06]"))
         << bad;
 }
 

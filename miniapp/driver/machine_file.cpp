@@ -50,10 +50,6 @@ std::string list_of(const char* const (&keys)[N]) {
   return s;
 }
 
-const char* kind_of(const YAML::Node& n) {
-  return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
-}
-
 class Loader {
  public:
   explicit Loader(std::string name) : name_(std::move(name)) {}
@@ -105,7 +101,7 @@ class Loader {
     want << "a finite number " << (closed ? ">= " : "> ") << lo;
     if (hi < HUGE_VAL) want << " and <= " << hi;
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want.str() + ", got " + kind_of(v));
+      error(v.Mark(), key, "expected " + want.str() + ", got " + node_kind(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();
@@ -122,7 +118,7 @@ class Loader {
   std::optional<long long> integer(const YAML::Node& v, const std::string& key) {
     const std::string want = "an integer in [1, " + std::to_string(INT_MAX) + "]";
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want + ", got " + kind_of(v));
+      error(v.Mark(), key, "expected " + want + ", got " + node_kind(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();

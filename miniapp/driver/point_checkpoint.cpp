@@ -17,7 +17,9 @@
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/reader.hpp"
+#include "checkpoint/root_layout.hpp"
 #include "checkpoint/writer.hpp"
+#include "config/exit_codes.hpp"
 #include "driver/deck.hpp"
 #include "model/gpt_model.hpp"
 #include "parallel/watchdog.hpp"
@@ -193,6 +195,21 @@ struct CheckpointSave::Impl {
   std::string error;  // from the construction (a Writer that could not be opened)
 };
 
+namespace {
+
+// What a failed save leaves in place: the newest complete checkpoint under root, when there is
+// one (a failure of the first save keeps nothing, and says so).
+std::string what_is_kept(const std::string& root) {
+  try {
+    const auto complete = checkpoint::complete_checkpoints(root);
+    if (!complete.empty()) return "the previous one (" + complete.back().path + ") is kept";
+  } catch (const std::exception&) {  // an unlistable root holds nothing to keep
+  }
+  return "there is no earlier checkpoint to keep";
+}
+
+}  // namespace
+
 CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer,
                                const std::string& root, int steps, bool async)
     : impl_(std::make_unique<Impl>()) {
@@ -215,8 +232,8 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
     m.writer = std::make_unique<checkpoint::Writer>(MPI_COMM_WORLD, root, steps, meta, opt);
   } catch (const std::runtime_error& e) {
     throw CheckpointError(std::string("checkpoint after step ") + std::to_string(steps) +
-                              " not written: " + e.what() + "; the previous one is kept",
-                          4, world_rank() == 0);
+                              " not written: " + e.what() + "; " + what_is_kept(root),
+                          exit_code::write_failed, world_rank() == 0);
   }
   if (!async) {
     WriterSink sink(*m.writer);
@@ -268,8 +285,8 @@ json CheckpointSave::finish(bool with_baseline) {
     st = m.writer->commit();
   } catch (const std::runtime_error& e) {
     throw CheckpointError(std::string("checkpoint after step ") + std::to_string(m.steps) +
-                              " not written: " + e.what() + "; the previous one is kept",
-                          4, world_rank() == 0);
+                              " not written: " + e.what() + "; " + what_is_kept(m.root),
+                          exit_code::write_failed, world_rank() == 0);
   }
   const double end = model::steady_seconds();
   json out = {

@@ -81,7 +81,7 @@ std::string read_on_rank0_and_broadcast(const std::string& path, std::string& er
     try {
       text = io::read_regular_file(path, "deck", kMaxDeckBytes);
     } catch (const io::ReadError& e) {
-      error = e.what();
+      error = "cannot read the deck: " + e.reason;
     }
   }
   broadcast_string(error);

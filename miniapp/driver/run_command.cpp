@@ -2,17 +2,18 @@
 // validates the same text and sees the same errors (all leave together, nobody hangs). `run`
 // prepares the output folder before any point trains, runs each sweep point (point_run.hpp),
 // and rewrites the results after every point, checked and atomically, so an interrupted sweep
-// keeps the points it finished. Exit codes (docs/results.md): 0 every point ok (or skipped),
-// 1 a point diverged or failed --verify, 2 bad input, 3 a rank failed, 4 a result file could
-// not be written, 5 the watchdog ended a hang.
+// keeps the points it finished. Exit codes: config/exit_codes.hpp (docs/results.md).
 #include <mpi.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <set>
 #include <thread>
 
+#include "config/exit_codes.hpp"
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
@@ -134,31 +135,76 @@ void record_hangs(const std::string& dir, const PointResult& r, int rank) {
       });
 }
 
-// fault.dead_rank with at: save: the rank dies while the point's results are being saved
-// (rank 0 between writing summary.json's temporary file and renaming it).
-[[noreturn]] void die_now(int rank) {
+// The failure record of a rank that dies in point r (kind dead_rank): the steps it completed
+// and what it was doing.
+diagnosis::Failure dead_rank_record(const PointResult& r, int rank, const std::string& what) {
+  diagnosis::Failure f;
+  f.kind = "dead_rank";
+  f.rank = rank;
+  f.point_index = r.index;
+  f.step = static_cast<int>(r.steps.size());  // the steps it completed
+  f.config = config_to_json(r.point.config);
+  for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
+  f.what = what;
+  return f;
+}
+
+// fault.dead_rank with at: save: the rank dies while the point's results are being saved (rank
+// 0 between writing summary.json's temporary file and renaming it). Like a rank that throws, it
+// leaves its failure record first, so that `paraxis report` can say what happened even when the
+// job ends in its first point, before any summary.json.
+[[noreturn]] void die_now(const std::string& dir, const PointResult& r, int rank) {
   std::fprintf(stderr, "paraxis: rank %d dies while the results are saved (fault.dead_rank)\n",
                rank);
   std::fflush(stderr);
+  write_failure_record(dir, dead_rank_record(r, rank,
+                                             "died while the point's results were saved "
+                                             "(fault.dead_rank, at: save)"));
   std::raise(SIGKILL);
-  std::_Exit(3);
+  std::_Exit(exit_code::rank_failed);
 }
 
-// Rank 0 writes every result file; returns 0 or 4 (a file could not be written).
+// Rank 0 writes every result file; returns 0 or exit_code::write_failed. points.csv and
+// summary.json agree whatever fails: summary.json's temporary file is written first, points.csv
+// is replaced only once it is complete (and a rank dying there dies before either), and
+// summary.json is renamed last, so a failed or interrupted save leaves both files as they were.
 int write_results(const std::string& dir, const Deck& deck, const nlohmann::json& provenance,
                   const std::vector<PointResult>& results, bool die_during_save) {
   const PointResult& r = results.back();
   try {
-    write_points_csv(dir, results);
     if (r.point.config.output.trace && !r.steps.empty()) write_trace(dir, r);
     // summary.json last: it is the file that says which points exist.
-    write_summary(dir, deck.path, provenance, results,
-                  die_during_save ? std::function<void()>([] { die_now(0); }) : nullptr);
+    write_summary(dir, deck.path, provenance, results, [&] {
+      if (die_during_save) die_now(dir, r, 0);
+      write_points_csv(dir, results);
+    });
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "paraxis: error: %s; the previous results are left in place\n", e.what());
-    return 4;
+    return exit_code::write_failed;
   }
-  return 0;
+  return exit_code::ok;
+}
+
+// The checkpoint roots the points will write (checkpoint.every set; a sweep's per-point folders
+// go under one root), created if needed and probed with the output folder before any point
+// trains: a root that cannot be written is refused now, not after the first steps' compute.
+// Returns "" or the problem.
+std::string unwritable_checkpoint_root(const Deck& deck, const std::string& out_dir) {
+  std::set<std::string> roots;
+  for (const auto& p : deck.points)
+    if (p.skip_reason.empty() && p.config.checkpoint.every != 0)
+      roots.insert(checkpoint_root(p.config, out_dir, 0, 1));
+  for (const auto& root : roots) {
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    if (ec) return "checkpoint.dir: cannot create '" + root + "': " + ec.message();
+    try {
+      io::check_writable_dir(root);
+    } catch (const io::WriteError& e) {
+      return std::string("checkpoint.dir: ") + e.what();
+    }
+  }
+  return "";
 }
 
 void print_point_line(const PointResult& r, std::size_t i, std::size_t total, double point_s,
@@ -179,10 +225,10 @@ void print_point_line(const PointResult& r, std::size_t i, std::size_t total, do
 
 int check_command(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
   const Deck deck = load_shared_deck(path, overrides, ranks);
-  if (world_rank() != 0) return deck.errors.empty() ? 0 : 2;
+  if (world_rank() != 0) return deck.errors.empty() ? exit_code::ok : exit_code::bad_input;
   if (!deck.errors.empty()) {
     report_errors(deck);
-    return 2;
+    return exit_code::bad_input;
   }
   int skipped = 0;
   for (std::size_t i = 0; i < deck.points.size(); ++i) {
@@ -195,7 +241,7 @@ int check_command(const std::string& path, const std::vector<std::string>& overr
   }
   std::printf("%s: ok, %zu point(s), %d would be skipped\n", path.c_str(), deck.points.size(),
               skipped);
-  return 0;
+  return exit_code::ok;
 }
 
 int run_command(const RunOptions& opt) {
@@ -203,7 +249,7 @@ int run_command(const RunOptions& opt) {
   const Deck deck = load_shared_deck(opt.deck, opt.overrides, world);
   if (!deck.errors.empty()) {
     if (rank == 0) report_errors(deck);
-    return 2;
+    return exit_code::bad_input;
   }
 
   // A checkpoint continues one point; --verify's reference would have to resume too.
@@ -215,21 +261,22 @@ int run_command(const RunOptions& opt) {
                               : ("continues one point, and the deck has " +
                                  std::to_string(deck.points.size()))
                                     .c_str());
-    return 2;
+    return exit_code::bad_input;
   }
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = deck.points.front().config.output.dir;
   if (dir.empty()) dir = default_out_dir();
   int dir_ok = 1;
   if (rank == 0) {
-    const std::string problem = prepare_output_folder(dir, opt.force);
+    std::string problem = prepare_output_folder(dir, opt.force);
+    if (problem.empty()) problem = unwritable_checkpoint_root(deck, dir);
     if (!problem.empty()) {
       std::fprintf(stderr, "paraxis: error: %s\n", problem.c_str());
       dir_ok = 0;
     }
   }
   MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!dir_ok) return 2;
+  if (!dir_ok) return exit_code::bad_input;
 
   // The BLAS's worker threads: those of the host execution space (1 on Serial), unless the
   // user set them. Left alone OpenBLAS starts one per core in every rank, and ranks sharing a
@@ -293,28 +340,20 @@ int run_command(const RunOptions& opt) {
         if (world > 1) {
           std::fprintf(stderr, "paraxis: %s\n",
                        diagnosis::loss_takes_out(cfg.parallel, rank).c_str());
-          diagnosis::Failure f;
-          f.kind = "dead_rank";
-          f.rank = rank;
-          f.point_index = r.index;
-          f.step = static_cast<int>(r.steps.size());  // the steps it completed
-          f.config = config_to_json(cfg);
-          for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
-          f.what = ex.what();
-          write_failure_record(dir, f);
-          end_job(3);
+          write_failure_record(dir, dead_rank_record(r, rank, ex.what()));
+          end_job(exit_code::rank_failed);
         }
         r.status = std::string("failed: ") + ex.what();
         results.push_back(r);
         const int w = write_results(dir, deck, provenance, results, false);
-        return w ? w : 3;
+        return w ? w : exit_code::rank_failed;
       }
     }
     if (r.status != "ok" && r.status.rfind("skipped", 0) != 0) ++not_ok;
     results.push_back(r);
     const auto& dead = cfg.fault.dead_rank;
     const bool die_during_save = dead.at == DeadAt::save && dead.rank == rank;
-    if (die_during_save && rank != 0) die_now(rank);
+    if (die_during_save && rank != 0) die_now(dir, r, rank);
     int written = 0;
     if (rank == 0) {
       written = write_results(dir, deck, provenance, results, die_during_save);
@@ -332,7 +371,7 @@ int run_command(const RunOptions& opt) {
   if (rank == 0)
     std::printf("results in %s/summary.json%s\n", dir.c_str(),
                 not_ok ? " (some points are not ok: see their status)" : "");
-  return not_ok ? 1 : 0;
+  return not_ok ? exit_code::not_ok : exit_code::ok;
 }
 
 }  // namespace paraxis::driver

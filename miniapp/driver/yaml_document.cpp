@@ -15,6 +15,13 @@ std::string where_of(const std::string& name, const YAML::Mark& mark) {
 
 }  // namespace
 
+std::string node_kind(const YAML::Node& n) {
+  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return "a list";
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  return "nothing (a null value)";
+}
+
 std::string yaml_error_text(const YAML::Exception& e) {
   if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&e))
     return "nested " + std::to_string(deep->depth()) +

@@ -17,6 +17,10 @@ struct YamlDocumentError : std::runtime_error {
   std::string where;  // "name:line", or name
 };
 
+// What a node that is not the expected scalar is, for messages: "a map", "a list", or "nothing (a
+// null value)" for a key written without a value.
+std::string node_kind(const YAML::Node& n);
+
 // The message of a yaml-cpp exception, in words.
 std::string yaml_error_text(const YAML::Exception& e);
 

@@ -15,7 +15,7 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& role, const std::string& path, const std::string& why,
                          int err = 0) {
-  throw ReadError("cannot read the " + role + " '" + path + "': " + why, err);
+  throw ReadError("cannot read the " + role + " '" + path + "': " + why, why, err);
 }
 
 std::string kind_of(mode_t mode) {

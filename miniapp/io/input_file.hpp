@@ -7,12 +7,15 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace paraxis::io {
 
 struct ReadError : std::runtime_error {
-  ReadError(const std::string& what, int error) : std::runtime_error(what), error(error) {}
-  int error;  // the errno of a system error (ENOENT: the file does not exist); 0 otherwise
+  ReadError(const std::string& what, std::string reason, int error)
+      : std::runtime_error(what), reason(std::move(reason)), error(error) {}
+  std::string reason;  // why, without the path: "it is a directory (expected ...)"
+  int error;           // the errno of a system error (ENOENT: the file does not exist); 0 otherwise
 };
 
 // The bytes of the regular file `path`, at most max_bytes of them. `role` names the file in

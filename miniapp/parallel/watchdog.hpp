@@ -19,7 +19,7 @@ namespace paraxis::parallel::watchdog {
 
 // Collective over MPI_COMM_WORLD (every rank, once per run point or per run): sets the deadline
 // of every blocking wait and, the first time, creates the control channel. Throws
-// std::invalid_argument unless timeout_s is finite and > 0. Before the first call the deadline
+// std::invalid_argument unless timeout_s is in [config::kMinTimeoutS, config::kMaxTimeoutS]. Before the first call the deadline
 // is 600 s and expiry cannot ask the other ranks anything (they are reported as unknown).
 // It also decides how a wait polls: on a host with more ranks than usable cores
 // (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once

@@ -407,6 +407,10 @@ std::string Diagnosis::message() const {
   if (!missing_ranks.empty())
     s += "  not arrived: rank(s) " + missing_ranks + " of " + axis + " (world rank(s) " +
          missing_world + ")\n";
+  else if (!members.empty())
+    s += "  every member arrived: no rank is silent; the " + op +
+         " itself is slower than the deadline (raise comm.timeout_s if it is meant to take this "
+         "long)\n";
   return s;
 }
 
