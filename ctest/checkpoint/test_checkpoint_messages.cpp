@@ -62,8 +62,7 @@ TEST(checkpoint_messages, index_ranks_must_agree_with_its_data_files) {
   Index twice = two_rank_index();
   twice.files[1].rank = 0;
   twice.tensors[0].shards[1].rank = 0;
-  EXPECT_NE(refusal(twice).find("rank 0 has two data files"), std::string::npos)
-      << refusal(twice);
+  EXPECT_NE(refusal(twice).find("rank 0 has two data files"), std::string::npos) << refusal(twice);
 }
 
 // Before: "'.../index.json' is missing: an incomplete checkpoint" for a file that exists but
@@ -75,7 +74,8 @@ TEST(checkpoint_messages, an_unreadable_index_says_why_not_missing) {
   fs::create_directories(folder);
   // The folders searchable by anyone (the test's own temporary folder is 0700): only the index
   // itself is unreadable.
-  for (const std::string& d : {::testing::TempDir(), fs::path(folder).parent_path().string(), folder})
+  for (const std::string& d :
+       {::testing::TempDir(), fs::path(folder).parent_path().string(), folder})
     fs::permissions(d, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   { std::ofstream(folder + "/index.json") << to_json(two_rank_index()).dump(); }
   ::chmod((folder + "/index.json").c_str(), 0);

@@ -182,8 +182,8 @@ TEST(deck_file, parse_errors_say_what_went_wrong) {
   EXPECT_TRUE(has(r.output, "got nothing (a null value)")) << r.output;
   EXPECT_FALSE(has(r.output, "map")) << r.output;
   // An out-of-range factor is one error, not also "factor 1 slows nothing".
-  const auto d = paraxis::driver::load_deck(
-      tiny, {"fault.slow_rank.rank=0", "fault.slow_rank.factor=0.5"}, 2);
+  const auto d =
+      paraxis::driver::load_deck(tiny, {"fault.slow_rank.rank=0", "fault.slow_rank.factor=0.5"}, 2);
   ASSERT_EQ(d.errors.size(), 1u) << d.errors.back().to_string();
   EXPECT_TRUE(has(d.errors[0].to_string(), "0.5 out of range")) << d.errors[0].to_string();
 }
@@ -197,9 +197,9 @@ TEST(cli_errors, sigint_exits_130) {
   posix_spawn_file_actions_init(&io);
   posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&io, 1, 2);
-  std::vector<std::string> args = {exe,          "run",   tiny,  "--set", "train.steps=1000000",
-                                   "--set",      "hardware.calibrate=false",
-                                   "--out",      out};
+  std::vector<std::string> args = {
+      exe,     "run", tiny, "--set", "train.steps=1000000", "--set", "hardware.calibrate=false",
+      "--out", out};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -339,8 +339,9 @@ TEST(results_agree, a_rank_dying_in_the_save_leaves_its_record) {
 // the refusal), and a failed first save said "the previous one is kept" of none.
 TEST(results_agree, the_checkpoint_folder_is_checked_with_the_output_folder) {
   const std::string file = write_file("paraxis_ckpt_not_a_folder", "a file\n");
-  Result r = run(exe + " run " + tiny + quick + " --set checkpoint.every=1 --set checkpoint.dir=" +
-                 file + "/sub --out " + fresh("paraxis_ckpt_probe_out"));
+  Result r =
+      run(exe + " run " + tiny + quick + " --set checkpoint.every=1 --set checkpoint.dir=" + file +
+          "/sub --out " + fresh("paraxis_ckpt_probe_out"));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, file + "/sub")) << r.output;
   EXPECT_FALSE(has(r.output, "step 1")) << "trained before checking: " << r.output;

@@ -28,10 +28,10 @@ const json& field(const json& record, const char* name) {
 // in [lo, INT_MAX] (1e300, 2.5, -7) is refused naming the field, never converted (a double
 // beyond int's range would read as rank -2147483648).
 int integer_in(const json& v, const std::string& name, int lo) {
-  const bool ok = v.is_number_integer() && (v.is_number_unsigned()
-                                                ? v.get<unsigned long long>() <= INT_MAX
-                                                : v.get<long long>() >= lo &&
-                                                      v.get<long long>() <= INT_MAX);
+  const bool ok =
+      v.is_number_integer() &&
+      (v.is_number_unsigned() ? v.get<unsigned long long>() <= INT_MAX
+                              : v.get<long long>() >= lo && v.get<long long>() <= INT_MAX);
   if (!ok)
     throw std::invalid_argument("failure record: " + name + " = " + v.dump() +
                                 " is not an integer in [" + std::to_string(lo) + ", " +
@@ -101,8 +101,8 @@ void word_hang(json& f, const std::vector<int>& stalled, const HangWait& w,
     return;
   }
   t << (stalled.size() == 1 ? "rank " : "ranks ") << ranks_text(stalled) << " stopped responding"
-    << at << " of point " << w.index + 1 << ": " << waited
-    << " until the watchdog ended the job; " << takes_out;
+    << at << " of point " << w.index + 1 << ": " << waited << " until the watchdog ended the job; "
+    << takes_out;
   f["text"] = t.str();
   f["advice"] =
       "find what the stalled rank was doing (a stack dump of its process, gdb -p, on its "
@@ -220,8 +220,9 @@ json failure_finding(const std::vector<json>& records) {
   f["ranks"] = stalled;
   f["from_step"] = step;
   const double timeout_s = field(first, "config").at("comm").value("timeout_s", 0.0);
-  const HangWait wait{writer, step, index, field(*longest, "waited_s").get<double>(), timeout_s,
-                      op_axis + " " + field(*longest, "op").get<std::string>()};
+  const HangWait wait{writer,    step,
+                      index,     field(*longest, "waited_s").get<double>(),
+                      timeout_s, op_axis + " " + field(*longest, "op").get<std::string>()};
   word_hang(f, stalled, wait, loss_takes_out(par, culprit));
   f["evidence"] = {{"record_of_rank", writer},
                    {"records", records.size()},

@@ -19,10 +19,10 @@ namespace paraxis::parallel::watchdog {
 
 // Collective over MPI_COMM_WORLD (every rank, once per run point or per run): sets the deadline
 // of every blocking wait and, the first time, creates the control channel. Throws
-// std::invalid_argument unless timeout_s is in [config::kMinTimeoutS, config::kMaxTimeoutS]. Before the first call the deadline
-// is 600 s and expiry cannot ask the other ranks anything (they are reported as unknown).
-// It also decides how a wait polls: on a host with more ranks than usable cores
-// (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once
+// std::invalid_argument unless timeout_s is in [config::kMinTimeoutS, config::kMaxTimeoutS]. Before
+// the first call the deadline is 600 s and expiry cannot ask the other ranks anything (they are
+// reported as unknown). It also decides how a wait polls: on a host with more ranks than usable
+// cores (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once
 // instead of spinning its first 2 ms (a spinning rank would take the core from the rank it
 // waits for; docs/parallel.md, "Watchdog").
 void configure(double timeout_s);

@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "config/config_rules.hpp"
-#include "perfmodel/compute_efficiency.hpp"
 #include "config/divisors.hpp"
+#include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/model_chunks.hpp"
 #include "perfmodel/shard_params.hpp"
