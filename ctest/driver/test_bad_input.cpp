@@ -151,11 +151,11 @@ TEST(deck_file, a_deck_must_be_one_document_in_a_regular_file_of_bounded_size) {
                {big, "16 MiB"},
                {two, "one YAML document"}};
   for (const auto& c : cases)
-    for (const std::string& cmd : {" check ", " run "}) {
+    for (const std::string& cmd :
+         {" check " + c.path, " run " + c.path + quick + " --out " + fresh("paraxis_deck_out")}) {
       // timeout: a FIFO used to block the read for ever.
-      const Result r = run("timeout 60 " + exe + cmd + c.path + quick + " --out " +
-                           fresh("paraxis_deck_file_out"));
-      EXPECT_EQ(r.code, 2) << cmd << c.path << "\n" << r.output;
+      const Result r = run("timeout 60 " + exe + cmd);
+      EXPECT_EQ(r.code, 2) << cmd << "\n" << r.output;
       EXPECT_TRUE(has(r.output, c.path)) << r.output;
       EXPECT_TRUE(has(r.output, c.why)) << r.output;
     }
@@ -182,8 +182,8 @@ TEST(deck_file, parse_errors_say_what_went_wrong) {
   EXPECT_TRUE(has(r.output, "got nothing (a null value)")) << r.output;
   EXPECT_FALSE(has(r.output, "map")) << r.output;
   // An out-of-range factor is one error, not also "factor 1 slows nothing".
-  const auto d =
-      paraxis::driver::load_deck(tiny, {"fault.slow_rank.rank=0", "fault.slow_rank.factor=0.5"}, 2);
+  const auto d = paraxis::driver::load_deck(
+      tiny, {"parallel.dp=2", "fault.slow_rank.rank=0", "fault.slow_rank.factor=0.5"}, 2);
   ASSERT_EQ(d.errors.size(), 1u) << d.errors.back().to_string();
   EXPECT_TRUE(has(d.errors[0].to_string(), "0.5 out of range")) << d.errors[0].to_string();
 }
@@ -213,7 +213,9 @@ TEST(cli_errors, sigint_exits_130) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << "\n" << slurp(log);
-  if (WIFEXITED(status)) EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(log);
+  if (WIFEXITED(status)) {
+    EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(log);
+  }
   EXPECT_TRUE(has(slurp(log), "interrupted (SIGINT); exit code 130")) << slurp(log);
 }
 

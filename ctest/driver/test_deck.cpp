@@ -545,7 +545,7 @@ TEST(DeckHostile, MissingDeckFileNamesPathAndReason) {
       << all_errors(d);
   d = load_deck(PARAXIS_DECKS_DIR, {}, 1);  // a folder, not a file
   ASSERT_EQ(d.errors.size(), 1u);
-  EXPECT_NE(d.errors[0].message.find("Is a directory"), std::string::npos) << all_errors(d);
+  EXPECT_NE(d.errors[0].message.find("is a directory"), std::string::npos) << all_errors(d);
 }
 
 TEST(DeckHostile, AliasedValueIsNamedAtItsKeyLineInShortText) {
