@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include "test_run_outcome.hpp"
+
 int main(int argc, char** argv) {
   const char* base = std::getenv("TMPDIR");
   std::string dir = std::string(base && *base ? base : "/tmp") + "/paraxis-test.XXXXXX";
@@ -25,10 +27,10 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    rc = RUN_ALL_TESTS();
+    rc = paraxis_test::run_outcome(RUN_ALL_TESTS());
   }
   std::error_code ec;
-  if (rc == 0)
+  if (rc == 0 || rc == paraxis_test::kSkipped)
     std::filesystem::remove_all(dir, ec);
   else
     std::fprintf(stderr, "paraxis tests: temporary files kept in %s\n", dir.c_str());

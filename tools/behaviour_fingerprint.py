@@ -27,6 +27,8 @@ DROPPED (not behaviour: measured, or about the machine/run rather than the code'
   time.bubble_fraction_per_rank, time.ranks.bubble_fraction (measured or derived from measured
   times), throughput.{tokens_per_s, model_flops_per_s, mfu}, calibration (timings), any key
   naming a trace file (trace files are not behaviour: summary.json holds none today).
+REDUCED: a "folder" (a checkpoint written or resumed from) keeps its last path component
+  (step-<N>): where the run's scratch folder was is not behaviour.
 """
 import json
 import os
@@ -71,6 +73,8 @@ def strip(value, path=""):
         return out
     if isinstance(value, list):
         return [strip(v, path) for v in value]
+    if path.split(".")[-1] == "folder" and isinstance(value, str):
+        return os.path.basename(os.path.normpath(value))
     return value
 
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -409,6 +410,38 @@ TEST(checkpoint_storage, keep_prunes_oldest_and_replacing_a_step_is_atomic) {
   barrier();
 }
 
+// A state that is not finite on one rank only (the last: a NaN in its f64 piece; then a bf16
+// infinity) is published by no rank: every rank's commit says so naming that rank, and `latest`
+// and the previous checkpoint stay (issue 29).
+TEST(checkpoint_storage, non_finite_state_on_one_rank_is_not_published) {
+  const std::string root = root_for("non_finite");
+  save(root, 1);
+  const int last = ranks() - 1;
+  for (const char* dtype : {"f64", "bf16"}) {
+    Writer w(MPI_COMM_WORLD, root, 2, {}, options(2));
+    add_all(w);
+    if (rank() == last) {
+      if (std::string(dtype) == "f64") {
+        const double bad[2] = {1.0, std::nan("")};
+        w.add(Shard{{"bad", {2}, "f64"}, {}, {}}, bad, sizeof bad);
+      } else {
+        const std::uint16_t bad[3] = {0x3F80, 0x7F80, 0x0000};  // 1, +inf, 0
+        w.add(Shard{{"bad", {3}, "bf16"}, {}, {}}, bad, sizeof bad);
+      }
+    }
+    const SaveStats st = w.commit();
+    EXPECT_FALSE(st.published) << dtype;
+    EXPECT_TRUE(contains(st.not_published, "rank " + std::to_string(last) + ": 1 non-finite"))
+        << st.not_published;
+    EXPECT_TRUE(contains(st.not_published, "'bad'")) << st.not_published;
+    barrier();
+    EXPECT_EQ(slurp(root + "/latest"), "step-1");
+    EXPECT_FALSE(fs::exists(root + "/step-2"));
+    barrier();
+  }
+  EXPECT_TRUE(save(root, 2).published);  // finite again: published
+}
+
 // `latest` names a removed or incomplete folder: the newest complete checkpoint is chosen.
 TEST(checkpoint_storage, resolve_latest_picks_newest_complete) {
   const std::string root = root_for("resolve");
@@ -463,6 +496,10 @@ TEST(checkpoint_deadline, a_rank_that_never_commits_ends_the_job) {
   const std::string root = root_for("deadline");
   WriterOptions o = options();
   o.timeout_s = 1;
+  // Both ranks enter the writer together: its constructor's own wait (duplicating the
+  // communicator) is under the same 1 s deadline, and a rank that a busy machine delayed by a
+  // second there would end the job in the wrong wait.
+  barrier();
   Writer w(MPI_COMM_WORLD, root, 1, {}, o);
   if (rank() == 0) {
     w.commit();

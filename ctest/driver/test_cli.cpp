@@ -360,15 +360,17 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
   std::stringstream text;
   text << md.rdbuf();
   EXPECT_NE(text.str().find("## Step time, measured and predicted"), std::string::npos);
-  // Plots where matplotlib is there (tools/install-deps.sh installs it).
-  if (text.str().find("plots skipped") == std::string::npos) {
-    for (const char* f : {"step_breakdown", "measured_vs_predicted", "busbw"})
-      EXPECT_TRUE(std::filesystem::exists(out + "/plots/" + f + ".png")) << f;
-  }
   // A folder without results: one message, non-zero exit.
   const Result none = run(exe + " report " + ::testing::TempDir());
   EXPECT_EQ(none.code, 2) << none.output;
   EXPECT_NE(none.output.find("no summary.json"), std::string::npos) << none.output;
+  // The plots, last: without matplotlib (tools/install-deps.sh installs it, so CI has it) the
+  // test says so as a skip instead of passing over them.
+  if (text.str().find("plots skipped") != std::string::npos)
+    GTEST_SKIP() << "the report made no plots (python3 without matplotlib): everything else was "
+                    "checked, the plots were not";
+  for (const char* f : {"step_breakdown", "measured_vs_predicted", "busbw"})
+    EXPECT_TRUE(std::filesystem::exists(out + "/plots/" + f + ".png")) << f;
 }
 
 TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {

@@ -13,6 +13,10 @@
 # The other injected faults are large (8x compute, 20 ms a message) because 4 ranks time-share
 # this machine's 2 cores: the report scales its slow-rank threshold by the oversubscription
 # (docs/diagnosis.md).
+# Exit status: 0 passed; 1 a verdict no load can move failed (the run's exit code, the top
+# finding's kind, axis, group and ranks); 3 only a verdict that rests on measured time failed (a
+# fault finding in a clean run, a second fault finding beside the injected one: noise on a busy
+# machine can make either), which ctest/timing_guard.py --timing-exit 3 skips on a busy machine.
 set -euo pipefail
 paraxis=$1 mpiexec=$2 inputs=$3 kind=$4
 shift 4
@@ -33,7 +37,7 @@ trap 'rm -rf "$out"' EXIT
 common=(--set train.steps=8 --set train.micro_batch=1 --set hardware.calibrate=false
         --set output.trace=false --set hardware.ranks_per_node=2
         --set hardware.emulate.latency_us=100)
-failed=0
+failed=0 timing=0
 for grid in "${grids[@]}"; do
   ranks=4
   case $grid in
@@ -100,8 +104,11 @@ for grid in "${grids[@]}"; do
   if ! "$paraxis" report "$dir" > "$out/$grid.report.log" 2>&1; then
     echo "$grid: paraxis report failed"; cat "$out/$grid.report.log"; failed=1; continue
   fi
-  if ! python3 - "$dir/report.json" "$want" "$grid" <<'PY'
+  if python3 - "$dir/report.json" "$want" "$grid" <<'PY'
 import json, sys
+def timing_fail(message):  # a verdict that rests on measured time (exit 3, see the header)
+    print(message)
+    sys.exit(3)
 report = json.load(open(sys.argv[1]))
 findings, want, grid = report["diagnosis"], json.loads(sys.argv[2]), sys.argv[3]
 fault_kinds = ("slow_rank", "slow_link", "dead_rank", "hang")
@@ -118,7 +125,7 @@ if report["points"]:
         sys.exit("%s: report.md's Nodes table lacks '%s':\n%s" % (grid, spans, md[md.find("## Nodes"):][:600]))
 if want is None:
     if faults:
-        sys.exit("%s: a clean run has fault findings:\n%s" % (grid, show(faults)))
+        timing_fail("%s: a clean run has fault findings:\n%s" % (grid, show(faults)))
     print("%s: clean, no fault finding (%d other findings)" % (grid, len(findings)))
     sys.exit(0)
 if not findings:
@@ -148,9 +155,13 @@ if top["kind"] == "hang":  # its group, on its axis, holds the stalled rank (ord
                  (grid, top["axis"], top["group"], rank))
 others = [f for f in faults if f is not top]
 if others:
-    sys.exit("%s: more than one fault finding:\n%s" % (grid, show(faults)))
+    timing_fail("%s: more than one fault finding:\n%s" % (grid, show(faults)))
 print("%s: %s" % (grid, top["text"]))
 PY
-  then failed=1; fi
+  then :; else
+    case $? in 3) timing=1 ;; *) failed=1 ;; esac
+  fi
 done
-exit $failed
+if [ $failed = 1 ]; then exit 1; fi
+if [ $timing = 1 ]; then exit 3; fi
+exit 0

@@ -1,14 +1,15 @@
 // GoogleTest entry point for multi-rank tests: MPI, then Kokkos; every rank runs every test and
 // the exit code is non-zero when any rank failed, so mpiexec reports the failure. A rank whose
-// assertion ends a test early leaves the others waiting in that test's collectives: the
-// watchdog's deadline is 120 s here, not paraxis run's 600 s, so such a failure ends the job
-// (with the watchdog's diagnosis) in two minutes instead of hanging up to CTest's timeout.
+// assertion ends a test early leaves the others waiting in that test's collectives: it ends the
+// job 10 s later (ctest/mpi_failure_guard.hpp); a test that stalls on every rank ends at the
+// watchdog's deadline, 120 s here (not paraxis run's 600 s), with the watchdog's diagnosis.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 
+#include "../mpi_failure_guard.hpp"
 #include "parallel/watchdog.hpp"
 
 namespace {
@@ -44,13 +45,13 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailurePrinter(rank));
   }
+  paraxis_test::end_job_on_failure();
   int failed = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    failed = RUN_ALL_TESTS();
+    failed = paraxis_test::run_outcome(RUN_ALL_TESTS());
   }
-  int any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const int any = paraxis_test::agreed_outcome(failed);
   MPI_Finalize();
   return any;
 }

@@ -173,6 +173,9 @@ TEST(checkpoint_state, same_layout_resumes_bitwise) {
 
 TEST(checkpoint_state, another_layout_loads_the_same_tensors_and_continues) {
   const int w = ptest::world_size();
+  if (w != 2 && w != 4)
+    GTEST_SKIP() << "another layout needs 2 or 4 ranks (a resume on one rank from a sharded save "
+                    "is checked on those: expect_reshard continues against the single-rank run)";
   if (w == 2) {
     expect_reshard(with({"parallel.dp=2", "parallel.zero=3"}), with({"parallel.tp=2"}),
                    "dp2 zero3 -> tp2");
@@ -196,6 +199,7 @@ TEST(checkpoint_state, another_layout_loads_the_same_tensors_and_continues) {
 // somewhere in the ring).
 TEST(checkpoint_matrix, every_layout_resumes_and_reshards) {
   const int w = ptest::world_size();
+  if (w != 2 && w != 4) GTEST_SKIP() << "the matrix has layouts for 2 and 4 ranks";
   std::vector<std::pair<std::string, std::vector<std::string>>> layouts;
   if (w == 2)
     layouts = {{"dp2 zero0", {"parallel.dp=2"}},

@@ -85,11 +85,13 @@ TEST(slow_rank, the_injected_time_is_factor_minus_one_times_the_compute_in_its_s
       EXPECT_EQ(s.injected[1][st], 0.0) << at;
       continue;
     }
-    // Injected = (3 - 1) x the measured compute: exact up to the optimizer's calls (which are
-    // not slowed) and a spin's last clock read.
+    // Injected = (3 - 1) x the measured compute, exactly (a slowed interval ends where the fault
+    // says, not where a late wake-up saw it pass, model::stretch_interval): the optimizer's calls
+    // are not slowed, and at ZeRO-0 without experts it makes none. 1 us is rounding; a scheduler's
+    // slack is milliseconds.
     const double own = s.phases[1][st] - s.injected[1][st];
-    EXPECT_GE(s.injected[1][st], 1.8 * own) << at;
-    EXPECT_LE(s.injected[1][st], 2.2 * own) << at;
+    EXPECT_GT(own, 0.0) << at;
+    EXPECT_NEAR(s.injected[1][st], 2 * own, 1e-6) << at;
   }
 }
 

@@ -11,7 +11,10 @@
 
 namespace paraxis::checkpoint {
 
-inline constexpr int kFormatVersion = 1;
+// Version 2 added index.json's `lineage` (lineage.hpp); version 1 indexes are still read (no
+// lineage recorded).
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestReadableFormatVersion = 1;
 inline constexpr const char* kFormatName = "paraxis-checkpoint";
 inline constexpr const char* kChecksumName = "XXH3_64bits";
 

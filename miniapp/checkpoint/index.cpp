@@ -81,6 +81,32 @@ ShardRecord shard_record_from_json(const json& j) {
   return r;
 }
 
+json to_json(const Lineage& l) {
+  if (l.id.empty()) return nullptr;
+  json parent = nullptr;
+  if (l.parent_step >= 0) parent = {{"run", l.parent_run}, {"step", l.parent_step}};
+  return json{{"id", l.id}, {"run", l.run}, {"parent", parent}};
+}
+
+Lineage lineage_from_json(const json& j) {
+  Lineage l;
+  if (j.is_null()) return l;
+  l.id = text(j, "id");
+  l.run = text(j, "run");
+  if (l.id.empty() || l.run.empty())
+    throw std::runtime_error("key 'lineage': empty 'id' or 'run'; expected run ids");
+  if (!j.contains("parent"))
+    throw std::runtime_error("key 'lineage': missing key 'parent' (null when not resumed)");
+  const json& p = j.at("parent");
+  if (p.is_null()) return l;
+  l.parent_run = text(p, "run");
+  l.parent_step = static_cast<long>(integer(p, "step"));
+  if (l.parent_step < 0)
+    throw std::runtime_error("key 'lineage.parent.step': " + std::to_string(l.parent_step) +
+                             "; expected >= 0");
+  return l;
+}
+
 json to_json(const Index& index) {
   json tensors = json::array();
   for (const auto& t : index.tensors) {
@@ -101,9 +127,11 @@ json to_json(const Index& index) {
   json files = json::array();
   for (const auto& f : index.files)
     files.push_back({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}});
-  return json{{"format", kFormatName}, {"version", kFormatVersion}, {"checksum", kChecksumName},
-              {"step", index.step},    {"ranks", index.ranks},      {"meta", index.meta},
-              {"files", files},        {"tensors", tensors}};
+  return json{{"format", kFormatName},     {"version", kFormatVersion},
+              {"checksum", kChecksumName}, {"step", index.step},
+              {"ranks", index.ranks},      {"lineage", to_json(index.lineage)},
+              {"meta", index.meta},        {"files", files},
+              {"tensors", tensors}};
 }
 
 std::string consistency_error(const Index& index) {
@@ -179,9 +207,10 @@ Index parse_index(const std::string& content, const std::string& where) {
           std::string("not a paraxis checkpoint index (key 'format' is not '") + kFormatName +
           "')");
     const std::int64_t version = integer(j, "version");
-    if (version != kFormatVersion)
-      throw std::runtime_error("format version " + std::to_string(version) +
-                               "; this paraxis reads version " + std::to_string(kFormatVersion));
+    if (version < kOldestReadableFormatVersion || version > kFormatVersion)
+      throw std::runtime_error(
+          "format version " + std::to_string(version) + "; this paraxis reads versions " +
+          std::to_string(kOldestReadableFormatVersion) + " to " + std::to_string(kFormatVersion));
     if (text(j, "checksum") != kChecksumName)
       throw std::runtime_error("key 'checksum': '" + j.at("checksum").get<std::string>() +
                                "'; expected '" + kChecksumName + "'");
@@ -191,6 +220,10 @@ Index parse_index(const std::string& content, const std::string& where) {
       throw std::runtime_error("step " + std::to_string(index.step) + ", ranks " +
                                std::to_string(index.ranks) + "; expected step >= 0, ranks >= 1");
     index.meta = field(j, "meta", json::value_t::object, "an object");
+    if (version >= 2) {
+      if (!j.contains("lineage")) throw std::runtime_error("missing key 'lineage'");
+      index.lineage = lineage_from_json(j.at("lineage"));
+    }
     for (const auto& f : field(j, "files", json::value_t::array, "an array")) {
       index.files.push_back(
           FileRecord{text(f, "name"), static_cast<int>(integer(f, "rank")), integer(f, "bytes")});

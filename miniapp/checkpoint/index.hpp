@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/format.hpp"
+#include "checkpoint/lineage.hpp"
 
 namespace paraxis::checkpoint {
 
@@ -39,6 +40,7 @@ struct Index {
   long step = 0;
   int ranks = 0;
   nlohmann::json meta = nlohmann::json::object();
+  Lineage lineage;                    // an empty id: none recorded (written as null)
   std::vector<TensorRecord> tensors;  // sorted by name
   std::vector<FileRecord> files;      // one per rank, by rank
 };
@@ -49,6 +51,11 @@ ShardRecord shard_record_from_json(const nlohmann::json& j);  // throws std::run
 
 nlohmann::json to_json(const Index& index);
 
+// index.json's `lineage`: {id, run, parent: {run, step} | null}, or null for an empty id; and
+// back (throws std::runtime_error naming the key).
+nlohmann::json to_json(const Lineage& l);
+Lineage lineage_from_json(const nlohmann::json& j);
+
 // Checks an index for internal consistency and returns "" or the first problem in a sentence:
 // tensor names unique, every shard valid for its tensor and of the bytes its elements take, in
 // a listed file and inside its size, shards within one file not overlapping, and every tensor
@@ -56,8 +63,8 @@ nlohmann::json to_json(const Index& index);
 std::string consistency_error(const Index& index);
 
 // Parses index.json's content; throws std::runtime_error naming `where` (the file) and the
-// offending key unless it is a paraxis checkpoint index of kFormatVersion whose content is
-// consistent (consistency_error).
+// offending key unless it is a paraxis checkpoint index of a version from
+// kOldestReadableFormatVersion to kFormatVersion whose content is consistent (consistency_error).
 Index parse_index(const std::string& content, const std::string& where);
 
 }  // namespace paraxis::checkpoint

@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
+#include "checkpoint/lineage.hpp"
 #include "checkpoint/posix_file.hpp"
 #include "io/checked_file.hpp"
 
@@ -52,10 +54,19 @@ std::string step_folder_name(long step) {
 }
 
 std::optional<long> step_of_folder_name(const std::string& name) {
-  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18) return {};
-  for (std::size_t i = 5; i < name.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return {};
-  return std::stol(name.substr(5));
+  if (name.rfind("step-", 0) != 0) return {};
+  const std::size_t dash = name.find('-', 5);
+  const std::string digits = name.substr(5, dash == std::string::npos ? dash : dash - 5);
+  if (digits.empty() || digits.size() > 18) return {};
+  for (const char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return {};
+  if (dash != std::string::npos) {  // a lineage's tag: letters and digits
+    const std::string tag = name.substr(dash + 1);
+    if (tag.empty() || tag.size() > 16) return {};
+    for (const char c : tag)
+      if (!std::isalnum(static_cast<unsigned char>(c))) return {};
+  }
+  return std::stol(digits);
 }
 
 std::string temporary_folder_name(long step) {
@@ -80,9 +91,48 @@ std::vector<StepFolder> complete_checkpoints(const std::string& root) {
   return found;
 }
 
-std::string publish(const std::string& root, const std::string& tmp, long step, int keep,
-                    std::vector<std::string>& warnings) {
-  const std::string target = (fs::path(root) / step_folder_name(step)).string();
+namespace {
+
+// The folder a lineage's checkpoint of `step` is published as: step-<N>, unless that is another
+// lineage's checkpoint (never replaced): then step-<N>-<tag>.
+std::string target_name(const std::string& root, long step, const std::string& lineage_id) {
+  const std::string plain = step_folder_name(step);
+  for (const auto& r : lineage_records(root))
+    if (fs::path(r.path).filename() == plain && (!r.problem.empty() || r.lineage.id != lineage_id))
+      return plain + "-" + lineage_tag(lineage_id.empty() ? "untracked" : lineage_id);
+  return plain;
+}
+
+void prune(const std::string& root, const std::string& published, const Retention& retention,
+           std::vector<std::string>& warnings) {
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_leftover(name)) continue;
+    try {
+      posix::remove_tree(it->path().string());
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+  if (ec) warnings.push_back("checkpoint: cannot list '" + root + "': " + ec.message());
+  const auto victims = retention_victims(lineage_records(root), retention.lineage_id, published,
+                                         retention.keep, retention.protect);
+  for (const auto& v : victims) {
+    try {
+      posix::remove_tree(v);
+    } catch (const std::exception& e) {
+      warnings.push_back(e.what());
+    }
+  }
+}
+
+}  // namespace
+
+std::string publish(const std::string& root, const std::string& tmp, long step,
+                    const Retention& retention, std::vector<std::string>& warnings) {
+  const std::string target =
+      (fs::path(root) / target_name(root, step, retention.lineage_id)).string();
   std::error_code ec;
   std::string aside;
   if (fs::exists(target, ec)) {
@@ -99,28 +149,13 @@ std::string publish(const std::string& root, const std::string& tmp, long step, 
     throw;
   }
   posix::sync_folder(root);
-  io::write_file_checked((fs::path(root) / kLatestFile).string(), step_folder_name(step) + "\n");
+  io::write_file_checked((fs::path(root) / kLatestFile).string(),
+                         fs::path(target).filename().string() + "\n");
   // Committed. What follows is clean-up: its failures are warnings, not a failed save.
-  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!is_leftover(name)) continue;
-    try {
-      posix::remove_tree(it->path().string());
-    } catch (const std::exception& e) {
-      warnings.push_back(e.what());
-    }
-  }
-  if (ec) warnings.push_back("checkpoint: cannot list '" + root + "': " + ec.message());
-  std::vector<StepFolder> others;
-  for (const auto& c : complete_checkpoints(root))
-    if (c.step != step) others.push_back(c);
-  const std::size_t kept = static_cast<std::size_t>(std::max(keep, 1) - 1);
-  for (std::size_t i = 0; i + kept < others.size(); ++i) {
-    try {
-      posix::remove_tree(others[i].path);
-    } catch (const std::exception& e) {
-      warnings.push_back(e.what());
-    }
+  try {
+    prune(root, target, retention, warnings);
+  } catch (const std::exception& e) {
+    warnings.push_back(e.what());
   }
   return target;
 }
@@ -156,8 +191,20 @@ std::string resolve_checkpoint(const std::string& given) {
   } else {
     why = "no '" + latest.string() + "'";
   }
-  const auto complete = complete_checkpoints(root.string());
-  if (!complete.empty()) return complete.back().path;
+  // The newest complete one, when every checkpoint there is of one lineage: with several, the
+  // newest might be another run's (docs/checkpoint.md, "Runs, lineages and the lock").
+  const auto complete = lineage_records(root.string());
+  std::map<std::string, std::string> newest;  // lineage id -> its newest checkpoint, described
+  for (const auto& c : complete)
+    if (c.problem.empty()) newest[c.lineage.id] = describe(c);
+  if (!complete.empty() && newest.size() <= 1) return complete.back().path;
+  if (!complete.empty()) {
+    std::string list;
+    for (const auto& [id, d] : newest) list += (list.empty() ? "" : ", ") + d;
+    throw std::runtime_error("checkpoint: " + why + ", and '" + root.string() +
+                             "' holds checkpoints of several runs (the newest of each: " + list +
+                             "): give the step folder to resume from");
+  }
   throw std::runtime_error("checkpoint: no complete checkpoint under '" + root.string() + "' (" +
                            why + "; no step-<N> folder holds " + kIndexFile + ")");
 }

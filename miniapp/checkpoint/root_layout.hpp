@@ -14,9 +14,11 @@ namespace paraxis::checkpoint {
 inline constexpr const char* kIndexFile = "index.json";
 inline constexpr const char* kLatestFile = "latest";
 
-std::string step_folder_name(long step);                      // "step-<N>"
-std::optional<long> step_of_folder_name(const std::string&);  // "step-<N>" -> N, else none
-std::string data_file_name(int rank);                         // "rank-<R>.bin"
+std::string step_folder_name(long step);  // "step-<N>"
+// "step-<N>" or "step-<N>-<tag>" (a lineage saved beside another's step-<N>: publish) -> N,
+// else none.
+std::optional<long> step_of_folder_name(const std::string&);
+std::string data_file_name(int rank);  // "rank-<R>.bin"
 
 // Complete checkpoints under root (step folders holding index.json), by increasing step.
 struct StepFolder {
@@ -25,15 +27,23 @@ struct StepFolder {
 };
 std::vector<StepFolder> complete_checkpoints(const std::string& root);
 
-// Moves the written folder `tmp` (its files and index.json synced) to `<root>/step-<step>` (an
-// existing one is renamed aside first and removed after), syncs the root, points `latest` at
-// it (io::write_file_checked) and then removes leftover `step-*.tmp-*` folders and the oldest
-// complete checkpoints beyond `keep` (never the one just published). Throws std::runtime_error
-// naming the path; before `latest` is written the previous checkpoint and `latest` are intact.
-// Returns the published folder; failures of the clean-up after `latest` is written do not
-// undo the commit: they are appended to `warnings`.
-std::string publish(const std::string& root, const std::string& tmp, long step, int keep,
-                    std::vector<std::string>& warnings);
+// Which checkpoints a commit may prune (lineage.hpp, retention_victims).
+struct Retention {
+  int keep = 2;            // checkpoints of the lineage kept (>= 1)
+  std::string lineage_id;  // "": a writer that tracks no runs
+  std::string protect;     // the name of the folder the run resumed from, kept until a newer one
+};
+
+// Moves the written folder `tmp` (its files and index.json synced) to `<root>/step-<step>`, or to
+// `<root>/step-<step>-<tag>` when `step-<step>` is another lineage's (lineage_tag): a checkpoint
+// of the same lineage and name is renamed aside first and removed after. Syncs the root, points
+// `latest` at it (io::write_file_checked) and then removes leftover `step-*.tmp-*` folders and
+// the retention's victims (lineage.hpp). Throws std::runtime_error naming the path; before
+// `latest` is written the previous checkpoint and `latest` are intact. Returns the published
+// folder; failures of the clean-up after `latest` is written do not undo the commit: they are
+// appended to `warnings`.
+std::string publish(const std::string& root, const std::string& tmp, long step,
+                    const Retention& retention, std::vector<std::string>& warnings);
 
 // A name for the folder a save writes into: "step-<N>.tmp-<pid>-<counter>-<clock>".
 std::string temporary_folder_name(long step);

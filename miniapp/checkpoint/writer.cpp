@@ -5,6 +5,8 @@
 #include "checkpoint/writer.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -56,6 +58,22 @@ void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm,
     // The ranks may share cores: give the core away between polls.
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+// Elements of a shard's bytes that are NaN or infinite (floating-point dtypes only).
+std::int64_t count_non_finite(const std::string& dtype, const void* data, std::size_t bytes) {
+  std::int64_t n = 0;
+  if (dtype == "f64") {
+    const auto* p = static_cast<const double*>(data);
+    for (std::size_t i = 0; i < bytes / sizeof(double); ++i) n += !std::isfinite(p[i]);
+  } else if (dtype == "f32") {
+    const auto* p = static_cast<const float*>(data);
+    for (std::size_t i = 0; i < bytes / sizeof(float); ++i) n += !std::isfinite(p[i]);
+  } else if (dtype == "bf16") {  // the upper half of an f32: exponent all ones
+    const auto* p = static_cast<const std::uint16_t*>(data);
+    for (std::size_t i = 0; i < bytes / 2; ++i) n += (p[i] & 0x7F80u) == 0x7F80u;
+  }
+  return n;
 }
 
 Spread spread_of(const std::vector<double>& v) {
@@ -171,6 +189,11 @@ void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
   rec.byte_offset = file_ ? file_->out.size() : 0;
   rec.bytes = static_cast<std::int64_t>(bytes);
   rec.checksum = checksum(data, bytes);
+  if (options_.refuse_non_finite) {
+    const std::int64_t bad = count_non_finite(n.tensor.dtype, data, bytes);
+    if (bad > 0 && non_finite_tensor_.empty()) non_finite_tensor_ = n.tensor.name;
+    non_finite_ += bad;
+  }
   if (error_.empty() && file_) {
     try {
       file_->out.append(data, bytes);
@@ -198,10 +221,8 @@ SaveStats Writer::commit() {
   json recs = json::array();
   for (const auto& r : records_) recs.push_back(to_json(r));
   const std::string piece = json{
-      {"rank", rank_},
-      {"error", error_},
-      {"write_s", write_s_},
-      {"bytes", my_bytes},
+      {"rank", rank_},     {"error", error_},           {"write_s", write_s_},
+      {"bytes", my_bytes}, {"non_finite", non_finite_}, {"non_finite_tensor", non_finite_tensor_},
       {"records", recs}}.dump();
   // The pieces (shard records: a few hundred bytes per shard) to rank 0.
   int len = static_cast<int>(piece.size());
@@ -251,8 +272,29 @@ SaveStats Writer::commit() {
   stats.commit_s = o.at("commit_s").get<double>();
   stats.total_s = o.at("total_s").get<double>();
   stats.warnings = o.at("warnings").get<std::vector<std::string>>();
+  stats.not_published = o.at("not_finite").get<std::string>();
+  stats.published = stats.not_published.empty();
   return stats;
 }
+
+namespace {
+
+// "" when every rank's pieces were finite; else which ranks had how many non-finite elements,
+// and in which tensor first (the gathered pieces: Writer::commit).
+std::string non_finite_summary(const std::vector<std::string>& pieces) {
+  std::string s;
+  for (const auto& p : pieces) {
+    const json j = json::parse(p);
+    const auto n = j.value("non_finite", std::int64_t{0});
+    if (n == 0) continue;
+    s += (s.empty() ? "" : "; ") +
+         ("rank " + std::to_string(j.at("rank").get<int>()) + ": " + std::to_string(n) +
+          " non-finite values, the first in '" + j.value("non_finite_tensor", std::string()) + "'");
+  }
+  return s;
+}
+
+}  // namespace
 
 // Rank 0: checks the gathered records, writes index.json and publishes the folder. Returns the
 // outcome as JSON: error ("" on success), folder, the spreads over ranks and warnings.
@@ -263,6 +305,7 @@ std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
   index.step = step_;
   index.ranks = size_;
   index.meta = meta_;
+  index.lineage = options_.lineage;
   std::map<std::string, TensorRecord> tensors;
   std::map<std::string, int> first_rank;
   for (const auto& p : pieces) {
@@ -290,27 +333,30 @@ std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
   }
   std::vector<std::string> warnings;
   std::string folder;
+  const std::string not_finite = non_finite_summary(pieces);
   if (error.empty()) {
     for (auto& [name, t] : tensors) index.tensors.push_back(std::move(t));
     const std::string e = consistency_error(index);
     if (!e.empty()) error = "checkpoint commit refused (nothing was published): " + e;
   }
-  if (error.empty()) {
+  if (error.empty() && not_finite.empty()) {
     try {
       // io::write_file_checked syncs index.json and the folder (the data files are synced).
       io::write_file_checked((fs::path(tmp_) / kIndexFile).string(), to_json(index).dump(1) + "\n");
-      folder = publish(root_, tmp_, step_, options_.keep, warnings);
+      folder = publish(root_, tmp_, step_,
+                       Retention{options_.keep, options_.lineage.id, options_.protect}, warnings);
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
-  if (!error.empty()) {
+  if (!error.empty() || !not_finite.empty()) {
     std::error_code ec;
     fs::remove_all(tmp_, ec);  // best effort: the next successful commit removes it otherwise
   }
   double total = 0;
   for (const double b : bytes) total += b;
   return json{{"error", error},
+              {"not_finite", error.empty() ? not_finite : std::string()},
               {"folder", folder},
               {"warnings", warnings},
               {"write_s", to_json(spread_of(write_s))},

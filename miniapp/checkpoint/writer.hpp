@@ -5,7 +5,8 @@
 // renames the folder to `step-<N>`, points `latest` at it and prunes old checkpoints. Every
 // rank learns the outcome: any failure on any rank makes every rank's commit throw the same
 // std::runtime_error (naming the file, or the tensor whose coverage is wrong) and leaves the
-// previous checkpoint and `latest` as they were. No gather of tensor data to rank 0.
+// previous checkpoint and `latest` as they were. A state that is not finite is not published
+// (WriterOptions::refuse_non_finite), agreed the same way. No gather of tensor data to rank 0.
 #pragma once
 
 #include <mpi.h>
@@ -31,9 +32,14 @@ using WaitFunction =
     std::function<void(int n, MPI_Request* requests, const char* what, MPI_Comm comm)>;
 
 struct WriterOptions {
-  int keep = 2;            // complete checkpoints kept under the root after a commit (>= 1)
+  int keep = 2;            // complete checkpoints of the lineage kept after a commit (>= 1)
   double timeout_s = 600;  // the default wait's deadline (> 0)
   WaitFunction wait;       // empty: the default
+  Lineage lineage;         // recorded in index.json; its id decides what retention may prune
+  std::string protect;     // the name of the folder the run resumed from (root_layout.hpp)
+  // A state with a non-finite element (f64, f32, bf16: NaN or infinity) on any rank is not
+  // published: commit() returns with `published` false, and `latest` stays as it was.
+  bool refuse_non_finite = true;
 };
 
 struct Spread {
@@ -51,6 +57,8 @@ struct SaveStats {
   double commit_s = 0;                // rank 0: gather, index, rename, latest, prune
   double total_s = 0;                 // rank 0: the Writer's construction to the end of commit
   std::vector<std::string> warnings;  // clean-up after the commit that failed (rank 0)
+  bool published = true;              // false: a non-finite state, nothing published
+  std::string not_published;          // why (the ranks, the tensors and the counts)
 };
 
 class Writer {
@@ -92,7 +100,9 @@ class Writer {
   struct File;
   std::unique_ptr<File> file_;
   std::vector<ShardRecord> records_;
-  std::string error_;  // the first write error of this rank
+  std::string error_;              // the first write error of this rank
+  std::int64_t non_finite_ = 0;    // non-finite elements this rank added
+  std::string non_finite_tensor_;  // the first tensor that had one
   double write_s_ = 0, start_s_ = 0;
   bool committed_ = false;
 };

@@ -14,6 +14,7 @@ struct RunOptions {
   bool verify = false;
   bool force = false;        // replace earlier results in out_dir (removed first, never mixed)
   std::string resume;        // --resume: a checkpoint folder, a root or "latest" ("": none)
+  bool new_lineage = false;  // --new-lineage: a new lineage beside others in checkpoint.dir
   std::string command_line;  // recorded in provenance
 };
 

@@ -68,6 +68,9 @@ struct Commands {
                      "continue from a checkpoint: a step-<N> folder, a checkpoint root, or "
                      "latest (the newest complete one under checkpoint.dir)")
         ->check(non_blank_path());
+    run_cmd->add_flag("--new-lineage", run.new_lineage,
+                      "start a new checkpoint lineage, even beside another run's checkpoints in "
+                      "checkpoint.dir (it never prunes theirs)");
   }
 
   void add_plan() {

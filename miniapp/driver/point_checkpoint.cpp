@@ -21,6 +21,7 @@
 #include "checkpoint/writer.hpp"
 #include "config/exit_codes.hpp"
 #include "driver/deck.hpp"
+#include "driver/resume_keys.hpp"
 #include "model/gpt_model.hpp"
 #include "parallel/watchdog.hpp"
 #include "perfmodel/checkpoint.hpp"
@@ -83,22 +84,32 @@ json grid_of(const RunConfig& c) {
   return {{"parallel", all.at("parallel")}, {"world", c.parallel.world()}};
 }
 
-// What the saved state depends on: the model (every tensor's shape), the precision (the
-// master copies' type), and what decides the data of step k (seed, batch, corpus).
-void check_compatible(const json& saved, const RunConfig& cfg, const std::string& folder) {
-  const json now = config_to_json(cfg);
-  auto compare = [&](const std::string& key, const json& a, const json& b) {
-    if (a != b)
-      throw std::runtime_error("checkpoint " + folder + " was written with " + key + " = " +
-                               a.dump() + ", this run has " + b.dump() +
-                               ": it cannot continue from it");
-  };
-  if (!saved.is_object() || !saved.contains("model") || !saved.contains("train"))
-    throw std::runtime_error("checkpoint " + folder + ": its index holds no configuration");
-  for (const auto& [k, v] : now.at("model").items())
-    compare("model." + k, saved.at("model").value(k, json()), v);
-  for (const char* k : {"precision", "seed", "global_batch", "corpus_branching"})
-    compare(std::string("train.") + k, saved.at("train").value(k, json()), now.at("train").at(k));
+// Refuses a checkpoint whose configuration this run may not continue (resume_keys.hpp) and
+// returns the differences it may: {key: {checkpoint, now, change}}; rank 0 warns of those
+// that change what is trained.
+json check_compatible(const json& saved, const RunConfig& cfg, const std::string& folder,
+                      bool say) {
+  json changed = json::object();
+  std::vector<ResumeDifference> diffs;
+  try {
+    diffs = resume_differences(saved, config_to_json(cfg));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("checkpoint " + folder + ": " + e.what());
+  }
+  for (const auto& d : diffs) {
+    if (d.change == ResumeChange::refused)
+      throw std::runtime_error("checkpoint " + folder + " was written with " + d.key + " = " +
+                               d.checkpoint.dump() + ", this run has " + d.now.dump() +
+                               ": it cannot continue from it (" + d.why + ")");
+    if (d.change == ResumeChange::warned && say)
+      std::fprintf(stderr,
+                   "paraxis: warning: resuming %s with %s = %s (it was written with %s): %s\n",
+                   folder.c_str(), d.key.c_str(), d.now.dump().c_str(), d.checkpoint.dump().c_str(),
+                   d.why.c_str());
+    changed[d.key] = {
+        {"checkpoint", d.checkpoint}, {"now", d.now}, {"change", to_string(d.change)}};
+  }
+  return changed;
 }
 
 int world_rank() {
@@ -211,7 +222,8 @@ std::string what_is_kept(const std::string& root) {
 }  // namespace
 
 CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer,
-                               const std::string& root, int steps, bool async)
+                               const std::string& root, const PointLineage& lineage, int steps,
+                               bool async)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.cfg = cfg;
@@ -223,6 +235,8 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
   checkpoint::WriterOptions opt;
   opt.keep = cfg.checkpoint.keep;
   opt.timeout_s = cfg.comm.timeout_s;
+  opt.lineage = lineage.lineage;
+  opt.protect = lineage.protect;
   // Its waits under the watchdog, like every other wait of the run: they answer the other
   // ranks' questions and expire with its diagnosis.
   opt.wait = [](int n, MPI_Request* requests, const char* what, MPI_Comm comm) {
@@ -288,6 +302,8 @@ json CheckpointSave::finish(bool with_baseline) {
                               " not written: " + e.what() + "; " + what_is_kept(m.root),
                           exit_code::write_failed, world_rank() == 0);
   }
+  if (!st.published)
+    return {{"step", m.steps}, {"refused", "its state is not finite (" + st.not_published + ")"}};
   const double end = model::steady_seconds();
   json out = {
       {"step", m.steps},
@@ -346,7 +362,8 @@ json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::s
   try {
     folder = checkpoint::Reader::resolve(where == "latest" ? root : where);
     reader = std::make_unique<checkpoint::Reader>(folder);
-    check_compatible(reader->meta().value("config", json()), cfg, folder);
+    out["changed"] =
+        check_compatible(reader->meta().value("config", json()), cfg, folder, world_rank() == 0);
     if (reader->step() >= cfg.train.steps)
       throw std::runtime_error(
           "checkpoint " + folder + " is after step " + std::to_string(reader->step()) +

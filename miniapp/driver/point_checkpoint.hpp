@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "driver/checkpoint_claim.hpp"
 #include "driver/run_config.hpp"
 #include "model/trainer.hpp"
 
@@ -39,11 +40,14 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
 // join_wait_s; with_baseline (a point's first save) adds `baseline`: the same bytes per rank
 // written (with fsync) and read back with plain file I/O, and the ratio of the two write times.
 // Throws CheckpointError (exit code 4, on every rank) when the save fails; the previous
-// checkpoint and `latest` are then untouched.
+// checkpoint and `latest` are then untouched. A state that is not finite on any rank is not
+// committed (checkpoint::WriterOptions::refuse_non_finite): finish() then returns only {step,
+// refused: why}, and `latest` still names the last finite checkpoint. The checkpoint records the
+// point's lineage and prunes only that lineage's checkpoints (checkpoint_claim.hpp).
 class CheckpointSave {
  public:
   CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
-                 int steps, bool async);
+                 const PointLineage& lineage, int steps, bool async);
   ~CheckpointSave();
   CheckpointSave(const CheckpointSave&) = delete;
   CheckpointSave& operator=(const CheckpointSave&) = delete;
@@ -62,11 +66,11 @@ nlohmann::json auto_cadence(const RunConfig& cfg, const nlohmann::json& save, do
                             int world);
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
-// newest complete checkpoint under this point's root), refuses a checkpoint of another model,
-// precision, seed, batch or corpus (naming the key and both values), and loads this rank's
-// pieces into the trainer. Returns {folder, step, read_s {min, mean, max}, bytes {min, mean,
-// max}, saved_grid}. Throws CheckpointError (exit code 2, on every rank) naming the file,
-// tensor or key.
+// newest complete checkpoint under this point's root), refuses a checkpoint whose configuration
+// this run may not continue (resume_keys.hpp: naming the key and both values; rank 0 warns of
+// the changes it may), and loads this rank's pieces into the trainer. Returns {folder, step,
+// read_s {min, mean, max}, bytes {min, mean, max}, saved_grid, changed {key: {checkpoint, now,
+// change}}}. Throws CheckpointError (exit code 2, on every rank) naming the file, tensor or key.
 nlohmann::json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer,
                                const std::string& where, const std::string& root);
 

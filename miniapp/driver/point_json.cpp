@@ -197,6 +197,8 @@ json point_to_json(const PointResult& r) {
   if (!r.checkpoints.empty()) j["checkpoints"] = r.checkpoints;
   if (!r.resumed.is_null()) j["resumed"] = r.resumed;
   if (!r.checkpoint_auto.is_null()) j["checkpoint_auto"] = r.checkpoint_auto;
+  if (!r.checkpoints_refused.empty()) j["checkpoints_refused"] = r.checkpoints_refused;
+  if (!r.lineage.is_null()) j["lineage"] = r.lineage;
   j["memory"] = memory_json(r.memory);
   j["memory_per_rank"] = json::array();
   for (const auto& m : r.memory_per_rank) j["memory_per_rank"].push_back(memory_json(m));

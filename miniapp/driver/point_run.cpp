@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
+#include "checkpoint/root_layout.hpp"
 #include "driver/point_stages.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
@@ -52,6 +54,18 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
   if (single) return model::make_trainer(cfg.model, cfg.train);
   return parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid,
                                          cfg.fault.slow_rank);
+}
+
+// A save not committed: why, and what `latest` still names.
+void say_refused(const std::string& root, const nlohmann::json& saved) {
+  std::ifstream in(root + "/" + checkpoint::kLatestFile);
+  std::string latest;
+  std::getline(in, latest);
+  std::printf("  checkpoint after step %d not committed: %s; %s\n", saved["step"].get<int>(),
+              saved["refused"].get<std::string>().c_str(),
+              latest.empty() ? "there is no earlier checkpoint"
+                             : ("latest still names " + latest + ", the last finite one").c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -99,10 +113,17 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   // An asynchronous save is committed at the next step's end (or the point's): its writes run
   // behind that step.
   std::unique_ptr<CheckpointSave> pending;
+  r.lineage = lineage_json(ctx.lineage);
   const auto commit = [&] {
     if (!pending) return;
-    r.checkpoints.push_back(pending->finish(r.checkpoints.empty()));
+    nlohmann::json saved = pending->finish(r.checkpoints.empty());
     pending.reset();
+    if (saved.contains("refused")) {
+      r.checkpoints_refused.push_back(saved);
+      if (rank == 0) say_refused(root, saved);
+      return;
+    }
+    r.checkpoints.push_back(std::move(saved));
     const nlohmann::json& c = r.checkpoints.back();
     if (rank == 0)
       std::printf("  checkpoint %s: %.0f bytes, training stalled %.3f s (%.3f s in all)\n",
@@ -115,8 +136,9 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
     if (every == kCheckpointAuto) {
       // checkpoint.every: auto: a synchronous save after the first step measures the cost C;
       // the cadence is then Daly's interval at the system MTBF of the point's ranks, in steps.
-      pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, done, false);
+      pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done, false);
       commit();
+      if (r.checkpoints.empty()) return;  // not committed (not finite): measured at the next
       r.checkpoint_auto = auto_cadence(cfg, r.checkpoints.back(), r.steps.back().time_s, world);
       every = r.checkpoint_auto["every"].get<int>();
       if (rank == 0)
@@ -130,11 +152,16 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
       return;
     }
     if (every <= 0 || done % every != 0) return;
-    pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, done, cfg.checkpoint.async);
+    pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done,
+                                               cfg.checkpoint.async);
     if (!cfg.checkpoint.async) commit();
   };
-  const std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
+  std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
   commit();
+  // A state that was not finite diverged, even when no later loss showed it.
+  if (diverged.empty() && !r.checkpoints_refused.empty())
+    diverged = "the state after step " + r.checkpoints_refused.front()["step"].dump() +
+               " is not finite (its checkpoint was not committed)";
   // A restart's cost to the first step: reading the checkpoint, then that step.
   if (!r.resumed.is_null() && !r.steps.empty())
     r.resumed["restart_to_first_step_s"] =

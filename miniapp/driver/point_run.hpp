@@ -7,6 +7,7 @@
 #include <string>
 
 #include "driver/calibration.hpp"
+#include "driver/checkpoint_claim.hpp"
 #include "driver/results.hpp"
 #include "driver/run_config.hpp"
 
@@ -17,8 +18,9 @@ struct PointContext {
   bool verify = false;
   std::size_t index = 0, total = 1;
   Calibrator* calibrator = nullptr;
-  std::string out_dir;  // the run's output folder (the default checkpoint root is under it)
-  std::string resume;   // --resume: a checkpoint folder, a root, or "latest" ("": none)
+  std::string out_dir;   // the run's output folder (the default checkpoint root is under it)
+  std::string resume;    // --resume: a checkpoint folder, a root, or "latest" ("": none)
+  PointLineage lineage;  // what its checkpoints record and may prune (checkpoint_claim.hpp)
 };
 
 // Fills r (status "ok", "diverged: ...", or "failed: --verify ..."). Throws on a failure of

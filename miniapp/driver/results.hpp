@@ -46,6 +46,9 @@ struct PointResult {
   nlohmann::json checkpoints = nlohmann::json::array();
   nlohmann::json resumed;
   nlohmann::json checkpoint_auto;  // checkpoint.every: auto: the cadence chosen (auto_cadence)
+  // Saves not committed because the state was not finite: [{step, refused}].
+  nlohmann::json checkpoints_refused = nlohmann::json::array();
+  nlohmann::json lineage;  // the lineage its checkpoints record (checkpoint_claim.hpp; null: none)
 };
 
 // Pipeline parallelism of a point (pp > 1): the bubble measured on each rank (median over

@@ -13,7 +13,9 @@
 #include <set>
 #include <thread>
 
+#include "checkpoint/folder_lock.hpp"
 #include "config/exit_codes.hpp"
+#include "driver/checkpoint_claim.hpp"
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
@@ -76,6 +78,7 @@ std::string default_out_dir() {
 // for it in a collective). mpiexec forwards output asynchronously and MPI_Abort tears the job
 // down at once: give the message a moment to reach the user's terminal or batch log first.
 [[noreturn]] void end_job(int code) {
+  checkpoint::release_all_folder_locks();  // no destructor runs past MPI_Abort
   std::fflush(stdout);
   std::fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -131,6 +134,7 @@ void record_hangs(const std::string& dir, const PointResult& r, int rank) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
         }
+        checkpoint::release_all_folder_locks();
         parallel::watchdog::abort_job(d);
       });
 }
@@ -266,6 +270,15 @@ int run_command(const RunOptions& opt) {
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = deck.points.front().config.output.dir;
   if (dir.empty()) dir = default_out_dir();
+  // Before --force touches the output folder: the run's id, its lineages, and the locks on the
+  // checkpoint roots it writes (held until it returns), or a refusal (checkpoint_claim.hpp).
+  CheckpointClaim claim;
+  const std::string refused = claim_checkpoints(deck, dir, opt, claim);
+  if (!refused.empty()) {
+    if (rank == 0) std::fprintf(stderr, "paraxis: error: %s\n", refused.c_str());
+    return exit_code::bad_input;
+  }
+  for (const auto& note : claim.notes) std::fprintf(stderr, "paraxis: note: %s\n", note.c_str());
   int dir_ok = 1;
   if (rank == 0) {
     std::string problem = prepare_output_folder(dir, opt.force);
@@ -287,6 +300,7 @@ int run_command(const RunOptions& opt) {
   if (blas_env.empty())
     kernels::set_blas_threads(Kokkos::DefaultHostExecutionSpace().concurrency());
   nlohmann::json provenance = provenance_json(world, opt.command_line);
+  provenance["run_id"] = claim.run_id;
   provenance["blas_threads"] = kernels::blas_threads();
   provenance["blas_threads_from"] =
       blas_env.empty() ? "paraxis: the host execution space's threads" : "environment: " + blas_env;
@@ -320,8 +334,11 @@ int run_command(const RunOptions& opt) {
         // Every communicator the point makes (its grid, the calibration's, --verify's) stages
         // or not by the point's comm.mpi_gpu_aware.
         parallel::set_mpi_gpu_aware(cfg.comm.mpi_gpu_aware);
+        const PointLineage& lineage = claim.points[i];
         run_point(cfg,
-                  PointContext{world, rank, opt.verify, i, total, &calibrator, dir, opt.resume}, r);
+                  PointContext{world, rank, opt.verify, i, total, &calibrator, dir, lineage.resume,
+                               lineage},
+                  r);
         parallel::watchdog::set_expiry_handler({});
       } catch (const CheckpointError& ex) {
         // Agreed on every rank (point_checkpoint.hpp): no rank waits for another; the points

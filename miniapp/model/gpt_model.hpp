@@ -220,8 +220,9 @@ double steady_seconds();
 
 // The injected slowdown of an interval that ended at `end` (steady seconds) after `measured`
 // seconds: waits until end + (factor - 1) * measured (asleep, then spinning on the steady clock
-// for the last stretch, so the length does not depend on the scheduler's wake-up) and returns
-// the new end. factor <= 1 or measured <= 0: returns `end` at once.
+// for the last stretch) and returns that instant, the new end, exactly: what a late wake-up adds
+// is the host's noise and lands after the interval, never in the injected time. factor <= 1 or
+// measured <= 0: returns `end` at once.
 double stretch_interval(double end, double measured, double factor);
 
 }  // namespace paraxis::model

@@ -65,7 +65,7 @@ bool point_to_point(const char* op) {
 }
 }  // namespace
 
-ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int rounds) {
+ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int rounds, Clock clock) {
   if (rounds < 1)
     throw std::invalid_argument("estimate_clock_offset: rounds " + std::to_string(rounds) +
                                 " (expected >= 1)");
@@ -103,7 +103,7 @@ ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int round
         w.comm = pc;
         w.peer = k;
         watchdog::wait_all(1, &rq, w);
-        double t = steady_now();
+        double t = clock();
         MPI_Isend(&t, 1, MPI_DOUBLE, k, tag, pc, &rq);
         w.op = "send (clock offset answer)";
         watchdog::wait_all(1, &rq, w);
@@ -116,7 +116,7 @@ ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int round
       double t_root = 0;
       MPI_Request rq[2];
       MPI_Irecv(&t_root, 1, MPI_DOUBLE, 0, tag, pc, &rq[1]);
-      const double t0 = steady_now();
+      const double t0 = clock();
       MPI_Isend(&ping, 1, MPI_CHAR, 0, tag, pc, &rq[0]);
       watchdog::Wait w;
       w.op = "recv (clock offset answer)";
@@ -124,7 +124,7 @@ ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int round
       w.comm = pc;
       w.peer = 0;
       watchdog::wait_all(2, rq, w);
-      const double t1 = steady_now();
+      const double t1 = clock();
       if (best_rtt < 0 || t1 - t0 < best_rtt) {
         best_rtt = t1 - t0;
         out.offset_s = t_root - 0.5 * (t0 + t1);

@@ -67,8 +67,11 @@ struct ClockOffset {
 // runs `rounds` ping-pongs with rank 0 (Cristian's method): it sends at t0, rank 0 answers with
 // its clock T, the answer arrives at t1; the round with the shortest t1 - t0 gives offset
 // T - (t0 + t1) / 2, exact within (t1 - t0) / 2 because T was read between t0 and t1. Through
-// the watchdog; throws std::invalid_argument for rounds < 1.
-ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure = false, int rounds = 8);
+// the watchdog; throws std::invalid_argument for rounds < 1. `clock` is the clock each rank
+// reads (steady_now; a test gives a rank a skewed one to check the estimate's sign).
+using Clock = double (*)();
+ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure = false, int rounds = 8,
+                                  Clock clock = steady_now);
 
 // Sets CommEvent::wait of this step's events of `c` in `log` (the events of c's axis):
 // point-to-point transfers are charged their exposed time; collectives their arrival wait
