@@ -129,7 +129,7 @@ void agree(const std::string& error, const char* what) {
   if (reporter == n) return;
   throw CheckpointError(
       error.empty() ? "rank " + std::to_string(reporter) + " could not use the checkpoint" : error,
-      2, reporter == world_rank());
+      exit_code::bad_input, reporter == world_rank());
 }
 
 // The filesystem's own speed for this rank's checkpoint bytes: the same number of bytes
