@@ -9,8 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
-#include <set>
 #include <thread>
 
 #include "checkpoint/folder_lock.hpp"
@@ -189,28 +187,6 @@ int write_results(const std::string& dir, const Deck& deck, const nlohmann::json
   return exit_code::ok;
 }
 
-// The checkpoint roots the points will write (checkpoint.every set; a sweep's per-point folders
-// go under one root), created if needed and probed with the output folder before any point
-// trains: a root that cannot be written is refused now, not after the first steps' compute.
-// Returns "" or the problem.
-std::string unwritable_checkpoint_root(const Deck& deck, const std::string& out_dir) {
-  std::set<std::string> roots;
-  for (const auto& p : deck.points)
-    if (p.skip_reason.empty() && p.config.checkpoint.every != 0)
-      roots.insert(checkpoint_root(p.config, out_dir, 0, 1));
-  for (const auto& root : roots) {
-    std::error_code ec;
-    std::filesystem::create_directories(root, ec);
-    if (ec) return "checkpoint.dir: cannot create '" + root + "': " + ec.message();
-    try {
-      io::check_writable_dir(root);
-    } catch (const io::WriteError& e) {
-      return std::string("checkpoint.dir: ") + e.what();
-    }
-  }
-  return "";
-}
-
 void print_point_line(const PointResult& r, std::size_t i, std::size_t total, double point_s,
                       double left_s) {
   const auto& cfg = r.point.config;
@@ -281,8 +257,7 @@ int run_command(const RunOptions& opt) {
   for (const auto& note : claim.notes) std::fprintf(stderr, "paraxis: note: %s\n", note.c_str());
   int dir_ok = 1;
   if (rank == 0) {
-    std::string problem = prepare_output_folder(dir, opt.force);
-    if (problem.empty()) problem = unwritable_checkpoint_root(deck, dir);
+    const std::string problem = prepare_output_folder(dir, opt.force);
     if (!problem.empty()) {
       std::fprintf(stderr, "paraxis: error: %s\n", problem.c_str());
       dir_ok = 0;
