@@ -338,7 +338,8 @@ TEST(results_agree, a_rank_dying_in_the_save_leaves_its_record) {
 }
 
 // Before: the checkpoint folder was first written after step 1 (its compute time lost before
-// the refusal), and a failed first save said "the previous one is kept" of none.
+// the refusal; now the run's claim creates and locks it first, checkpoint_claim.hpp), and a
+// failed first save said "the previous one is kept" of none.
 TEST(results_agree, the_checkpoint_folder_is_checked_with_the_output_folder) {
   const std::string file = write_file("paraxis_ckpt_not_a_folder", "a file\n");
   Result r =
