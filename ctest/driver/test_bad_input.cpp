@@ -337,6 +337,27 @@ TEST(results_agree, a_rank_dying_in_the_save_leaves_its_record) {
   EXPECT_TRUE(has(report.at("points_not_analysed").dump(), "dead_rank")) << report.dump();
 }
 
+// Before: a rank killed while a checkpoint was written (fault.dead_rank, at: checkpoint) left no
+// failure record either.
+TEST(results_agree, a_rank_dying_in_a_checkpoint_save_leaves_its_record) {
+  if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
+  const std::string out = fresh("paraxis_die_in_checkpoint");
+  const Result r = run("timeout 120 " + mpiexec + " -n 2 " + exe + " run " + tiny + quick +
+                       " --set parallel.dp=2 --set output.trace=false --set checkpoint.every=1"
+                       " --set fault.dead_rank.at=checkpoint --set fault.dead_rank.rank=1"
+                       " --set fault.dead_rank.step=1 --out " +
+                       out);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.code, 124) << "timed out: a rank hung";
+  ASSERT_TRUE(fs::exists(out + "/failure-rank1.json")) << r.output;
+  const auto record = nlohmann::json::parse(slurp(out + "/failure-rank1.json"));
+  EXPECT_EQ(record.at("kind"), "dead_rank");
+  EXPECT_EQ(record.at("step"), 1) << record.dump();
+  EXPECT_TRUE(has(record.at("what").get<std::string>(), "checkpoint step-1")) << record.dump();
+  const Result rep = run(exe + " report " + out);
+  EXPECT_EQ(rep.code, 0) << rep.output;
+}
+
 // Before: the checkpoint folder was first written after step 1 (its compute time lost before
 // the refusal; now the run's claim creates and locks it first, checkpoint_claim.hpp), and a
 // failed first save said "the previous one is kept" of none.

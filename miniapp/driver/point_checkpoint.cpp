@@ -21,6 +21,7 @@
 #include "checkpoint/writer.hpp"
 #include "config/exit_codes.hpp"
 #include "driver/deck.hpp"
+#include "driver/last_words.hpp"
 #include "driver/resume_keys.hpp"
 #include "model/gpt_model.hpp"
 #include "parallel/watchdog.hpp"
@@ -287,13 +288,9 @@ json CheckpointSave::finish(bool with_baseline) {
   // fault.dead_rank at: checkpoint: the rank dies with its data written, before the commit
   // (the previous checkpoint and `latest` must survive it).
   const auto& dead = m.cfg.fault.dead_rank;
-  if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step) {
-    std::fprintf(stderr,
-                 "paraxis: rank %d dies while checkpoint step-%d is written (fault.dead_rank)\n",
-                 dead.rank, m.steps);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+  if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step)
+    die_leaving_record(dead.rank, "checkpoint step-" + std::to_string(m.steps) + " is written",
+                       m.steps);
   checkpoint::SaveStats st;
   try {
     st = m.writer->commit();

@@ -6,7 +6,6 @@
 #include <mpi.h>
 
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
+#include "driver/last_words.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/point_checkpoint.hpp"
 #include "driver/point_run.hpp"
@@ -151,21 +151,6 @@ diagnosis::Failure dead_rank_record(const PointResult& r, int rank, const std::s
   return f;
 }
 
-// fault.dead_rank with at: save: the rank dies while the point's results are being saved (rank
-// 0 between writing summary.json's temporary file and renaming it). Like a rank that throws, it
-// leaves its failure record first, so that `paraxis report` can say what happened even when the
-// job ends in its first point, before any summary.json.
-[[noreturn]] void die_now(const std::string& dir, const PointResult& r, int rank) {
-  std::fprintf(stderr, "paraxis: rank %d dies while the results are saved (fault.dead_rank)\n",
-               rank);
-  std::fflush(stderr);
-  write_failure_record(dir, dead_rank_record(r, rank,
-                                             "died while the point's results were saved "
-                                             "(fault.dead_rank, at: save)"));
-  std::raise(SIGKILL);
-  std::_Exit(exit_code::rank_failed);
-}
-
 // Rank 0 writes every result file; returns 0 or exit_code::write_failed. points.csv and
 // summary.json agree whatever fails: summary.json's temporary file is written first, points.csv
 // is replaced only once it is complete (and a rank dying there dies before either), and
@@ -177,7 +162,10 @@ int write_results(const std::string& dir, const Deck& deck, const nlohmann::json
     if (r.point.config.output.trace && !r.steps.empty()) write_trace(dir, r);
     // summary.json last: it is the file that says which points exist.
     write_summary(dir, deck.path, provenance, results, [&] {
-      if (die_during_save) die_now(dir, r, 0);
+      // fault.dead_rank, at: save: rank 0 dies between summary.json's temporary file and its
+      // rename (the previous results must survive), leaving its record (last_words.hpp).
+      if (die_during_save)
+        die_leaving_record(0, "the results are saved", static_cast<int>(r.steps.size()));
       write_points_csv(dir, results);
     });
   } catch (const io::WriteError& e) {
@@ -294,6 +282,10 @@ int run_command(const RunOptions& opt) {
   const double run_begin = model::steady_seconds();
   int not_ok = 0;
   Calibrator calibrator;
+  // The last words capture a point's result: never called once the run returns.
+  struct ClearLastWords {
+    ~ClearLastWords() { set_last_words({}); }
+  } clear_last_words;
   for (std::size_t i = 0; i < total; ++i) {
     PointResult r;
     r.index = static_cast<int>(i);
@@ -306,6 +298,12 @@ int run_command(const RunOptions& opt) {
     } else {
       try {
         if (world > 1) record_hangs(dir, r, rank);
+        // An injected death while a checkpoint or the results are saved leaves this record.
+        set_last_words([&dir, &r, rank](const std::string& what, int step) {
+          diagnosis::Failure f = dead_rank_record(r, rank, what);
+          f.step = step;
+          write_failure_record(dir, f);
+        });
         // Every communicator the point makes (its grid, the calibration's, --verify's) stages
         // or not by the point's comm.mpi_gpu_aware.
         parallel::set_mpi_gpu_aware(cfg.comm.mpi_gpu_aware);
@@ -345,7 +343,8 @@ int run_command(const RunOptions& opt) {
     results.push_back(r);
     const auto& dead = cfg.fault.dead_rank;
     const bool die_during_save = dead.at == DeadAt::save && dead.rank == rank;
-    if (die_during_save && rank != 0) die_now(dir, r, rank);
+    if (die_during_save && rank != 0)
+      die_leaving_record(rank, "the results are saved", static_cast<int>(r.steps.size()));
     int written = 0;
     if (rank == 0) {
       written = write_results(dir, deck, provenance, results, die_during_save);
@@ -358,6 +357,7 @@ int run_command(const RunOptions& opt) {
     // Every rank learns whether the results were saved: a run that cannot write them stops.
     parallel::watchdog::broadcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD,
                                   "broadcast the results' write status");
+    set_last_words({});
     if (written) return written;
   }
   if (rank == 0)
