@@ -159,7 +159,7 @@ TEST(deck_file, a_deck_must_be_one_document_in_a_regular_file_of_bounded_size) {
       EXPECT_TRUE(has(r.output, c.path)) << r.output;
       EXPECT_TRUE(has(r.output, c.why)) << r.output;
     }
-  EXPECT_TRUE(has(run(exe + " check " + two).output, two + ":3")) << "the second document's line";
+  EXPECT_TRUE(has(run(exe + " check " + two).output, two + ":2")) << "the second document's line";
   // The same rules for a machine description.
   const Result m = run(exe + " plan " + tiny + " " + dir);
   EXPECT_EQ(m.code, 2) << m.output;
