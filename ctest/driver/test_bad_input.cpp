@@ -21,6 +21,7 @@
 #include "cli_harness.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
+#include "parallel/watchdog.hpp"
 
 extern char** environ;
 
@@ -271,6 +272,25 @@ TEST(hang_words, a_hang_with_no_silent_rank_is_a_slow_collective) {
     EXPECT_TRUE(has(e.what(), "silent[0] = 1e+300")) << e.what();
     EXPECT_FALSE(has(e.what(), "-2147483648")) << e.what();
   }
+}
+
+// The watchdog's own message says the same when every member arrived (before: only the list of
+// members, every one "arrived", and no word on what that means).
+TEST(hang_words, the_watchdog_calls_an_expiry_with_every_member_arrived_a_slow_operation) {
+  namespace wd = paraxis::parallel::watchdog;
+  wd::Diagnosis d;
+  d.op = "all_reduce";
+  d.axis = "dp";
+  d.seq = 7;
+  d.comm_size = 2;
+  d.elapsed_s = 3.2;
+  d.timeout_s = 3;
+  d.members = {wd::Member{1, 1, wd::Arrival::arrived, "all_reduce #7 on dp"}};
+  const std::string all_arrived = d.message();
+  EXPECT_TRUE(has(all_arrived, "every member arrived: no rank is silent")) << all_arrived;
+  EXPECT_TRUE(has(all_arrived, "raise comm.timeout_s")) << all_arrived;
+  d.members[0].arrival = wd::Arrival::not_answering;
+  EXPECT_FALSE(has(d.message(), "every member arrived")) << d.message();
 }
 
 // Before: the pipeline group's barrier was labelled world: a hang there said "on world", its
