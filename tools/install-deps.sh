@@ -14,6 +14,11 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
   libxxhash-dev                                            # checkpoint checksums (XXH3)
   python3 python3-matplotlib                               # report plots
+  # ctest -L reference: the model against PyTorch (docs/model.md, "Checked against PyTorch").
+  # Measured on Debian 12: 1 min 34 s with recommends (~200 packages, OpenCV and Qt through
+  # libtorch-dev); without them (as here) libtorch1.13 + python3-torch, about 180 MB. Without
+  # it the reference tests check paraxis against the committed goldens only.
+  python3-torch
   clang libclang-rt-dev                                    # libFuzzer targets (ctest -L fuzz)
   slurm-wlm munge                                          # ctest -L slurm: a one-node Slurm cluster
 )

@@ -4,11 +4,15 @@
 // same run ("adamw/baseline_copy/3145728", "adamw/baseline_copy/bf16/3145728";
 // bench_copy_bytes.hpp): 28 (26) bytes per parameter, so the copy has the update's working set.
 // bytes/s counts the minimal traffic: the gradient read, m, v and master read and written.
-// Every iteration fences; rates use wall time (UseRealTime).
+// Every iteration fences; rates use wall time (UseRealTime). Every row checks m, v and the
+// master weights after one update from zero moments (step 1) against adamw_reference's fp64
+// formula on the same inputs (bench_check.hpp).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
@@ -16,12 +20,29 @@
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::bench_copy;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
 using paraxis::bench::set_bytes;
 
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
+
+// One AdamW step t in fp64, in torch.optim.AdamW's order (adamw.hpp's header), updating m, v
+// and master in place.
+void adamw_reference(const pk::AdamWHyper& h, int t, double grad_scale,
+                     const std::vector<double>& grad, std::vector<double>& m,
+                     std::vector<double>& v, std::vector<double>& master) {
+  const double c1 = 1.0 - std::pow(h.beta1, t), c2 = 1.0 - std::pow(h.beta2, t);
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    const double g = grad_scale * grad[i];
+    m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+    v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
+    master[i] -= h.lr * h.weight_decay * master[i];
+    master[i] -= h.lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + h.eps);
+  }
+}
 
 template <class G>
 double update_bytes(std::size_t n) {
@@ -38,6 +59,14 @@ void bench_update(benchmark::State& state, std::size_t n) {
   pk::AdamWHyper h;
   h.lr = 1e-3;
   h.weight_decay = 0.1;
+  {
+    auto mr = host_values(m), vr = host_values(v), masterr = host_values(master);
+    adamw_reference(h, 1, 0.5, host_values(grad), mr, vr, masterr);
+    pk::adamw_update(Exec(), h, 1, 0.5, grad, m, v, master);
+    check_output(state, "m", m, mr);
+    check_output(state, "v", v, vr);
+    check_output(state, "master", master, masterr);
+  }
   int step = 0;
   for (auto _ : state) {
     pk::adamw_update(Exec(), h, ++step % 1000 + 1, 0.5, grad, m, v, master);

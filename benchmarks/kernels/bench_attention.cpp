@@ -10,26 +10,48 @@
 // passes (7/4 of the counted work). bytes/s counts inputs and outputs only (Q, K, V, Out; dOut,
 // Out, Q, K, V, dQ, dK, dV), not the T x T matrices. workspace_MiB: everything the workspace
 // holds (saved + scratch). Every iteration fences; rates use wall time (UseRealTime).
+// Every row checks Out (and the backward rows dQ, dK, dV) against attention_reference.hpp's
+// fp64 loops on the same inputs, computed once per shape and storage type (bench_check.hpp).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
+#include <map>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
+#include "attention_reference.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/attention.hpp"
 #include "paraxis/kernels/fused_attention.hpp"
 
 namespace pk = paraxis::kernels;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
 
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 
-struct Shape {
-  int batch, seq, heads, hd;
-};
+using Shape = paraxis::bench::AttentionShape;
+
+// The fp64 reference of the inputs of one shape and storage type T, computed on first use.
+template <class T>
+const paraxis::bench::AttentionReference& reference(const Shape& s, const pk::View2<T, Exec>& Q,
+                                                    const pk::View2<T, Exec>& K,
+                                                    const pk::View2<T, Exec>& V,
+                                                    const pk::View2<T, Exec>& dOut) {
+  static std::map<std::tuple<int, int, int, int>, paraxis::bench::AttentionReference> cache;
+  const auto key = std::make_tuple(s.batch, s.seq, s.heads, s.hd);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache
+             .emplace(key, paraxis::bench::attention_reference(s, host_values(Q), host_values(K),
+                                                               host_values(V), host_values(dOut)))
+             .first;
+  return it->second;
+}
 
 template <class T, bool Fused>
 void bench_attention(benchmark::State& state, Shape s, bool backward) {
@@ -55,8 +77,15 @@ void bench_attention(benchmark::State& state, Shape s, bool backward) {
     else
       pk::attention_backward(Exec(), dOut, ws, dQ, dK, dV);
   };
+  const auto& ref = reference<T>(s, Q, K, V, dOut);
   forward();
-  Kokkos::fence();
+  check_output(state, "Out", Out, ref.out);
+  if (backward) {
+    backward_pass();
+    check_output(state, "dQ", dQ, ref.dq);
+    check_output(state, "dK", dK, ref.dk);
+    check_output(state, "dV", dV, ref.dv);
+  }
   for (auto _ : state) {
     if (backward)
       backward_pass();

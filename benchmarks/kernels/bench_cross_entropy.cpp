@@ -3,22 +3,54 @@
 // a copy of the same bytes at the same shape as the family's baseline in the same run.
 // bytes/s counts the minimal traffic: the forward reads the logits once (lse[N] and the targets
 // are a column's worth, counted too); the backward reads the logits and writes dlogits.
+// Every row checks its outputs (lse and the summed loss; dlogits) against
+// cross_entropy_reference's fp64 loops on the same inputs (bench_check.hpp).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "paraxis/kernels/cross_entropy.hpp"
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::bench_copy;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
 using paraxis::bench::set_bytes;
 
 namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
+
+// Cross-entropy of rows of `v` logits in fp64: lse(i) = log sum_j exp(logits(i, j)), the loss
+// sum_i lse(i) - logits(i, target(i)) and, when asked, dlogits = (softmax - onehot) / rows.
+struct CeReference {
+  std::vector<double> lse, loss, dlogits;
+};
+CeReference cross_entropy_reference(const std::vector<double>& logits,
+                                    const std::vector<double>& targets, int v, bool gradient) {
+  const std::size_t n = targets.size();
+  CeReference r{std::vector<double>(n), std::vector<double>(1, 0.0), {}};
+  if (gradient) r.dlogits.resize(logits.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const double* x = &logits[i * v];
+    const double mx = *std::max_element(x, x + v);
+    double sum = 0;
+    for (int j = 0; j < v; ++j) sum += std::exp(x[j] - mx);
+    r.lse[i] = mx + std::log(sum);
+    const int target = static_cast<int>(targets[i]);
+    r.loss[0] += r.lse[i] - x[target];
+    if (gradient)
+      for (int j = 0; j < v; ++j)
+        r.dlogits[i * v + j] = (std::exp(x[j] - r.lse[i]) - (j == target ? 1.0 : 0.0)) / n;
+  }
+  return r;
+}
 
 template <class T>
 struct CeData {
@@ -40,6 +72,11 @@ struct CeData {
 template <class T>
 void bench_fwd(benchmark::State& state, int n, int v) {
   CeData<T> d(n, v);
+  const auto loss = pk::cross_entropy_forward(Exec(), d.logits, d.targets, v, d.lse);
+  const auto ref = cross_entropy_reference(host_values(d.logits), host_values(d.targets), v, false);
+  check_output(state, "lse", d.lse, ref.lse);
+  paraxis::bench::check_values(state, "loss", {loss}, ref.loss,
+                               paraxis::bench::check_tolerance<decltype(loss)>());
   for (auto _ : state) {
     benchmark::DoNotOptimize(pk::cross_entropy_forward(Exec(), d.logits, d.targets, v, d.lse));
     Kokkos::fence();
@@ -50,6 +87,9 @@ void bench_fwd(benchmark::State& state, int n, int v) {
 template <class T>
 void bench_bwd(benchmark::State& state, int n, int v) {
   CeData<T> d(n, v);
+  pk::cross_entropy_backward(Exec(), d.logits, d.targets, d.lse, v, 1.0 / n, d.dlogits);
+  const auto ref = cross_entropy_reference(host_values(d.logits), host_values(d.targets), v, true);
+  check_output(state, "dlogits", d.dlogits, ref.dlogits);
   for (auto _ : state) {
     pk::cross_entropy_backward(Exec(), d.logits, d.targets, d.lse, v, 1.0 / n, d.dlogits);
     Kokkos::fence();

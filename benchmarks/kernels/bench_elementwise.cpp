@@ -7,17 +7,25 @@
 // traffic: every input read once, every output written once (in-place outputs read and
 // written; the bias gradient reads dY and reads and writes its fp32 accumulator). Every
 // iteration fences; rates use wall time (UseRealTime), which is what device work needs.
+// Every row runs its kernel once before the timed loop and checks the output against the fp64
+// formula of each element on the host copies of the same inputs (bench_check.hpp); copies
+// (gather, bf16 -> fp32) exactly.
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::bench_copy;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
+using paraxis::bench::kExact;
 using paraxis::bench::set_bytes;
 
 namespace {
@@ -25,10 +33,38 @@ namespace {
 using Exec = Kokkos::DefaultExecutionSpace;
 using paraxis::bf16;
 
+// The references: f of each element of x, of (x, y) element pairs, or of element k and its
+// column k % h.
+template <class F>
+std::vector<double> each(const std::vector<double>& x, F f) {
+  std::vector<double> r(x.size());
+  for (std::size_t k = 0; k < x.size(); ++k) r[k] = f(x[k]);
+  return r;
+}
+template <class F>
+std::vector<double> each(const std::vector<double>& x, const std::vector<double>& y, F f) {
+  std::vector<double> r(x.size());
+  for (std::size_t k = 0; k < x.size(); ++k) r[k] = f(x[k], y[k % y.size()]);
+  return r;
+}
+
+// GELU, tanh form (docs/model.md), and its derivative, in fp64: 0.5 x (1 + tanh z),
+// z = sqrt(2/pi) (x + 0.044715 x^3).
+constexpr double kSqrt2OverPi = 0.79788456080286536;
+double gelu_reference(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+}
+double gelu_derivative_reference(double x) {
+  const double t = std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 template <class T>
 void gelu_fwd(benchmark::State& state, int n, int h) {
   pk::View2<T, Exec> X("X", n, h), Y("Y", n, h);
   fill_formula(X, 1);
+  pk::gelu_forward(Exec(), X, Y);
+  check_output(state, "Y", Y, each(host_values(X), gelu_reference));
   for (auto _ : state) {
     pk::gelu_forward(Exec(), X, Y);
     Kokkos::fence();
@@ -41,6 +77,10 @@ void gelu_bwd(benchmark::State& state, int n, int h) {
   pk::View2<T, Exec> X("X", n, h), dY("dY", n, h), dX("dX", n, h);
   fill_formula(X, 1);
   fill_formula(dY, 2);
+  pk::gelu_backward(Exec(), X, dY, dX);
+  check_output(state, "dX", dX, each(host_values(X), host_values(dY), [](double x, double dy) {
+                 return dy * gelu_derivative_reference(x);
+               }));
   for (auto _ : state) {
     pk::gelu_backward(Exec(), X, dY, dX);
     Kokkos::fence();
@@ -54,6 +94,10 @@ void bias_add(benchmark::State& state, int n, int h) {
   pk::View1<T, Exec> b("b", h);
   fill_formula(Y, 1);
   fill_formula(b, 2);
+  const auto expected =
+      each(host_values(Y), host_values(b), [](double y, double bj) { return y + bj; });
+  pk::bias_add(Exec(), Y, b);
+  check_output(state, "Y", Y, expected);
   for (auto _ : state) {
     pk::bias_add(Exec(), Y, b);
     Kokkos::fence();
@@ -67,6 +111,11 @@ void bias_grad(benchmark::State& state, int n, int h) {
   pk::View2<T, Exec> dY("dY", n, h);
   pk::View1<A, Exec> db("db", h);
   fill_formula(dY, 1);
+  pk::bias_grad_accumulate(Exec(), dY, db);  // onto db = 0
+  std::vector<double> expected(h, 0.0);
+  const auto dy = host_values(dY);
+  for (std::size_t k = 0; k < dy.size(); ++k) expected[k % h] += dy[k];
+  check_output(state, "db", db, expected);
   for (auto _ : state) {
     pk::bias_grad_accumulate(Exec(), dY, db);
     Kokkos::fence();
@@ -79,6 +128,10 @@ void residual(benchmark::State& state, int n, int h) {
   pk::View2<T, Exec> Y("Y", n, h), X("X", n, h);
   fill_formula(Y, 1);
   fill_formula(X, 2);
+  const auto expected =
+      each(host_values(Y), host_values(X), [](double y, double x) { return y + x; });
+  pk::add_inplace(Exec(), Y, X);
+  check_output(state, "Y", Y, expected);
   for (auto _ : state) {
     pk::add_inplace(Exec(), Y, X);
     Kokkos::fence();
@@ -91,9 +144,14 @@ void scale(benchmark::State& state, int n, int h) {
   pk::View2<T, Exec> X("X", n, h);
   fill_formula(X, 1);
   // 1.0, hidden from the optimizer (a visible 1.0 lets it drop x = 1 * x, loop and all): the
-  // values stay put over millions of iterations, and the cost does not depend on alpha.
-  double alpha = 1.0;
-  benchmark::DoNotOptimize(alpha);
+  // values stay put over millions of iterations, and the cost does not depend on alpha. Read
+  // through a volatile: Google Benchmark 1.7's DoNotOptimize(double&) ("+m,r") hands GCC -O3
+  // an undefined register, and alpha came out 0 or denormal (the check caught it).
+  volatile double hidden_one = 1.0;
+  const double alpha = hidden_one;
+  const auto expected = each(host_values(X), [alpha](double x) { return alpha * x; });
+  pk::scale_inplace(Exec(), X, alpha);
+  check_output(state, "X", X, expected);
   for (auto _ : state) {
     pk::scale_inplace(Exec(), X, alpha);
     Kokkos::fence();
@@ -108,6 +166,10 @@ void convert(benchmark::State& state, int n, int h) {
   pk::View2<From, Exec> src("src", n, h);
   pk::View2<T, Exec> dst("dst", n, h);
   fill_formula(src, 1);
+  pk::convert(Exec(), src, dst);
+  // Into bf16: rounded (its tolerance); into fp32: exact.
+  check_output(state, "dst", dst, host_values(src),
+               std::is_same_v<T, bf16> ? paraxis::bench::check_tolerance<bf16>() : kExact);
   for (auto _ : state) {
     pk::convert(Exec(), src, dst);
     Kokkos::fence();
@@ -125,6 +187,12 @@ void gather(benchmark::State& state, int n, int h) {
   auto hi = Kokkos::create_mirror_view(index);
   for (int i = 0; i < n; ++i) hi(i) = static_cast<int>((7919LL * i) % n);
   Kokkos::deep_copy(index, hi);
+  pk::gather_rows(Exec(), X, index, n, Y);
+  const auto x = host_values(X);
+  std::vector<double> expected(x.size());
+  for (std::size_t k = 0; k < x.size(); ++k)
+    expected[k] = x[static_cast<std::size_t>(hi(static_cast<int>(k / h))) * h + k % h];
+  check_output(state, "Y", Y, expected, kExact);
   for (auto _ : state) {
     pk::gather_rows(Exec(), X, index, n, Y);
     Kokkos::fence();

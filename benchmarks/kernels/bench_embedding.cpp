@@ -7,6 +7,8 @@
 // backward reads dX and the tokens and reads + writes the distinct dwte rows and the dwpe
 // rows, and has its own copy of the same bytes ("embedding/baseline_copy/bwd_bytes/4096x512",
 // bench_copy_bytes.hpp). Every iteration fences; rates use wall time (UseRealTime).
+// Every row checks its output (X; dwte and dwpe) against the sums of rows of the same inputs
+// in fp64 on the host (bench_check.hpp).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
@@ -20,7 +22,9 @@
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::bench_copy;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
 using paraxis::bench::set_bytes;
 
 namespace {
@@ -58,6 +62,14 @@ pk::View1<int, Exec> make_tokens() {
   return t;
 }
 
+// Adds row `from` of src to row `to` of dst (rows of kHidden values): the references'
+// only operation. Forward: X(n) = wte(token n) + wpe(n mod seq); backward: dwte(token n) and
+// dwpe(n mod seq) sum dX(n) over n, from zero.
+void add_row(std::vector<double>& dst, std::size_t to, const std::vector<double>& src,
+             std::size_t from) {
+  for (int j = 0; j < kHidden; ++j) dst[to * kHidden + j] += src[from * kHidden + j];
+}
+
 // Minimal traffic of each pass, in bytes.
 template <class T>
 double fwd_bytes() {
@@ -79,7 +91,15 @@ void bench_fwd(benchmark::State& state) {
       X("X", kTokens, kHidden);
   fill_formula(wte, 1);
   fill_formula(wpe, 2);
-  Kokkos::fence();
+  pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
+  {
+    const auto ids = token_ids();
+    const auto w = host_values(wte), p = host_values(wpe);
+    std::vector<double> expected(static_cast<std::size_t>(kTokens) * kHidden, 0.0);
+    for (int n = 0; n < kTokens; ++n)
+      add_row(expected, n, w, ids[n]), add_row(expected, n, p, n % kSeq);
+    check_output(state, "X", X, expected);
+  }
   for (auto _ : state) {
     pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
     Kokkos::fence();
@@ -94,7 +114,17 @@ void bench_bwd(benchmark::State& state) {
   pk::View2<T, Exec> dX("dX", kTokens, kHidden);
   pk::View2<A, Exec> dwte("dwte", kVocab, kHidden), dwpe("dwpe", kSeq, kHidden);
   fill_formula(dX, 3);
-  Kokkos::fence();
+  pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);  // onto zeros
+  {
+    const auto ids = token_ids();
+    const auto dx = host_values(dX);
+    std::vector<double> expected_wte(static_cast<std::size_t>(kVocab) * kHidden, 0.0),
+        expected_wpe(static_cast<std::size_t>(kSeq) * kHidden, 0.0);
+    for (int n = 0; n < kTokens; ++n)
+      add_row(expected_wte, ids[n], dx, n), add_row(expected_wpe, n % kSeq, dx, n);
+    check_output(state, "dwte", dwte, expected_wte);
+    check_output(state, "dwpe", dwpe, expected_wpe);
+  }
   for (auto _ : state) {
     pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);
     Kokkos::fence();

@@ -14,12 +14,19 @@
 // `openblas` rows are single-threaded (the Serial kernel's baseline); on a threaded execution
 // space `openblas-mt` rows give OpenBLAS as many threads as the space has (the threaded
 // kernel's baseline).
+//
+// Every row checks its C (outside the timed loop, bench_check.hpp) against the fp64 product of
+// the same inputs on the host, computed once per shape. The inputs are multiples of 1/16 in
+// [-0.5, 0.5], exact in bf16 too, so the bf16 row shares the fp32 rows' reference.
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "bench_check.hpp"
 #include "paraxis/kernels/gemm.hpp"
 
 #ifdef PARAXIS_HAVE_OPENBLAS
@@ -95,6 +102,33 @@ int stored_cols(pk::Trans t, int r, int c) {
   return t == pk::Trans::N ? c : r;
 }
 
+// op(A) op(B) of every matrix of the batch in fp64, from the inputs the rows fill (salts 1
+// and 2), row-major [batch][m][n]: the reference of every row of the shape, computed once.
+const std::vector<double>& reference_product(const Shape& s) {
+  static std::map<std::string, std::vector<double>> cache;
+  std::vector<double>& C = cache[shape_name(s)];
+  if (!C.empty()) return C;
+  const int batch = s.batch > 0 ? s.batch : 1;
+  const int ar = stored_rows(s.ta, s.m, s.k), ac = stored_cols(s.ta, s.m, s.k);
+  const int br = stored_rows(s.tb, s.k, s.n), bc = stored_cols(s.tb, s.k, s.n);
+  Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace> A("A", batch, ar, ac),
+      B("B", batch, br, bc);
+  fill_formula(A, 1);
+  fill_formula(B, 2);
+  C.assign(static_cast<std::size_t>(batch) * s.m * s.n, 0.0);
+  std::vector<double> b_row(s.n);
+  for (int p = 0; p < batch; ++p)
+    for (int l = 0; l < s.k; ++l) {
+      for (int j = 0; j < s.n; ++j) b_row[j] = s.tb == pk::Trans::N ? B(p, l, j) : B(p, j, l);
+      for (int i = 0; i < s.m; ++i) {
+        const double a = s.ta == pk::Trans::N ? A(p, i, l) : A(p, l, i);
+        double* c = &C[(static_cast<std::size_t>(p) * s.m + i) * s.n];
+        for (int j = 0; j < s.n; ++j) c[j] += a * b_row[j];
+      }
+    }
+  return C;
+}
+
 template <class T>
 void bench_paraxis(benchmark::State& state, Shape s, pk::GemmVariant v) {
   set_blas_threads(1);
@@ -106,7 +140,8 @@ void bench_paraxis(benchmark::State& state, Shape s, pk::GemmVariant v) {
     Kokkos::View<TC**, Mem> C("C", s.m, s.n);
     fill_formula(A, 1);
     fill_formula(B, 2);
-    Kokkos::fence();
+    pk::gemm(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
+    paraxis::bench::check_output(state, "C", C, reference_product(s));
     for (auto _ : state) {
       pk::gemm(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
       Kokkos::fence();
@@ -116,7 +151,8 @@ void bench_paraxis(benchmark::State& state, Shape s, pk::GemmVariant v) {
     Kokkos::View<TC***, Mem> C("C", s.batch, s.m, s.n);
     fill_formula(A, 1);
     fill_formula(B, 2);
-    Kokkos::fence();
+    pk::gemm_batched(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
+    paraxis::bench::check_output(state, "C", C, reference_product(s));
     for (auto _ : state) {
       pk::gemm_batched(Exec(), s.ta, s.tb, 1.0, A, B, 0.0, C, v);
       Kokkos::fence();
@@ -139,7 +175,8 @@ void bench_tile(benchmark::State& state, Shape s, pk::detail::GemmTileShape t) {
   Kokkos::View<float**, Mem> A("A", s.m, s.k), B("B", s.k, s.n), C("C", s.m, s.n);
   fill_formula(A, 1);
   fill_formula(B, 2);
-  Kokkos::fence();
+  pk::detail::gemm_portable(Exec(), pk::Trans::N, pk::Trans::N, 1.0, A, B, 0.0, C, t);
+  paraxis::bench::check_output(state, "C", C, reference_product(s));
   for (auto _ : state) {
     pk::detail::gemm_portable(Exec(), pk::Trans::N, pk::Trans::N, 1.0, A, B, 0.0, C, t);
     Kokkos::fence();
@@ -159,10 +196,15 @@ void bench_openblas(benchmark::State& state, Shape s, int threads) {
   fill_formula(B, 2);
   const auto ta = s.ta == pk::Trans::N ? CblasNoTrans : CblasTrans;
   const auto tb = s.tb == pk::Trans::N ? CblasNoTrans : CblasTrans;
-  for (auto _ : state) {
+  auto product = [&] {
     for (int p = 0; p < batch; ++p)
       cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, &A(p, 0, 0), ac, &B(p, 0, 0), bc,
                   0.0f, &C(p, 0, 0), s.n);
+  };
+  product();
+  paraxis::bench::check_output(state, "C", C, reference_product(s));
+  for (auto _ : state) {
+    product();
     benchmark::ClobberMemory();
   }
   set_blas_threads(1);

@@ -11,12 +11,16 @@
 // writes Xe; its backward reads dXe and reads + writes dX; combine reads Ye and the gates and
 // writes Y; its backward reads dY, Ye and the gates and writes dYe and dgate (routing indices
 // counted too). Every iteration fences; rates use wall time (UseRealTime).
+// Every row checks its outputs against check_op: the expert-major layout of moe.hpp
+// rebuilt on the host from the expert choices, and the op's sums over it in fp64
+// (bench_check.hpp); the gather exactly.
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bench_copy_bytes.hpp"
 #include "bench_util.hpp"
@@ -24,7 +28,9 @@
 
 namespace pk = paraxis::kernels;
 using paraxis::bench::bench_copy;
+using paraxis::bench::check_output;
 using paraxis::bench::fill_formula;
+using paraxis::bench::host_values;
 using paraxis::bench::set_bytes;
 
 namespace {
@@ -59,6 +65,47 @@ double op_bytes(int n, int h, Op op) {
   return 0;
 }
 
+// The permuted row of each assignment a = n * k + j (moe.hpp's layout, dropless): experts in
+// order, and within an expert its assignments in order.
+std::vector<std::size_t> expert_rows(const std::vector<double>& idx) {
+  std::vector<std::size_t> row(idx.size());
+  std::size_t next = 0;
+  for (int e = 0; e < kExperts; ++e)
+    for (std::size_t a = 0; a < idx.size(); ++a)
+      if (static_cast<int>(idx[a]) == e) row[a] = next++;
+  return row;
+}
+
+// The op's outputs in fp64 from the host copies of its inputs (x: the token rows X as they were
+// before the op, e1: the expert rows E1) and checks them. Every op adds or scales whole rows of
+// h values: out(to) += w * in(from).
+template <class V, class G>
+void check_op(benchmark::State& state, Op op, int h, const std::vector<double>& idx,
+              const std::vector<double>& x, const std::vector<double>& e1, const V& X, const V& E1,
+              const V& E2, const G& gate, const G& dgate) {
+  const auto row = expert_rows(idx);
+  const auto g = host_values(gate);
+  auto add = [h](std::vector<double>& out, std::size_t to, double w, const std::vector<double>& in,
+                 std::size_t from) {
+    for (int c = 0; c < h; ++c) out[to * h + c] += w * in[from * h + c];
+  };
+  std::vector<double> rows(e1.size(), 0.0), tokens(x.size(), 0.0), dg(idx.size(), 0.0);
+  if (op == Op::gather_bwd) tokens = x;  // accumulates onto dX
+  for (std::size_t a = 0; a < idx.size(); ++a) {
+    const std::size_t n = a / kTopK;
+    if (op == Op::gather_fwd) add(rows, row[a], 1.0, x, n);
+    if (op == Op::gather_bwd) add(tokens, n, 1.0, e1, row[a]);
+    if (op == Op::combine_fwd) add(tokens, n, g[a], e1, row[a]);
+    if (op == Op::combine_bwd) add(rows, row[a], g[a], x, n);
+    for (int c = 0; op == Op::combine_bwd && c < h; ++c) dg[a] += x[n * h + c] * e1[row[a] * h + c];
+  }
+  if (op == Op::gather_fwd) check_output(state, "Xe", E1, rows, paraxis::bench::kExact);
+  if (op == Op::gather_bwd) check_output(state, "dX", X, tokens);
+  if (op == Op::combine_fwd) check_output(state, "Y", X, tokens);
+  if (op == Op::combine_bwd) check_output(state, "dYe", E2, rows);
+  if (op == Op::combine_bwd) check_output(state, "dgate", dgate, dg);
+}
+
 template <class T>
 void bench_op(benchmark::State& state, int n, int h, Op op) {
   // Two distinct experts per token from a fixed hash: roughly balanced, no capacity drops.
@@ -79,8 +126,7 @@ void bench_op(benchmark::State& state, int n, int h, Op op) {
   fill_formula(X, 1);
   fill_formula(E1, 2);
   fill_formula(gate, 3);
-  Kokkos::fence();
-  for (auto _ : state) {
+  auto run = [&] {
     switch (op) {
       case Op::gather_fwd:
         pk::moe_gather(Exec(), X, r, E1);
@@ -95,6 +141,12 @@ void bench_op(benchmark::State& state, int n, int h, Op op) {
         pk::moe_combine_backward(Exec(), X, E1, gate, r, E2, dgate);
         break;
     }
+  };
+  const auto x = host_values(X);
+  run();
+  check_op(state, op, h, host_values(idx), x, host_values(E1), X, E1, E2, gate, dgate);
+  for (auto _ : state) {
+    run();
     Kokkos::fence();
   }
   set_bytes(state, op_bytes<T>(n, h, op));

@@ -1,10 +1,13 @@
-// Helpers shared by the kernel benchmarks: deterministic inputs and the bytes/s counter.
+// Helpers shared by the kernel benchmarks: deterministic inputs, the bytes/s counter and the
+// copy baseline.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstddef>
+
+#include "bench_check.hpp"
 
 namespace paraxis::bench {
 
@@ -30,13 +33,15 @@ inline void set_bytes(benchmark::State& state, double bytes) {
 // written once), registered beside the family's kernels so their bytes/s and the copy's come
 // from the same run. Each memory-bound family registers one per shape and storage type, e.g.
 // "layernorm/baseline_copy/4096x512" (fp32) and "layernorm/baseline_copy/bf16/4096x512".
+// Checked like every row: the copy must equal its source exactly.
 template <class T>
 void bench_copy(benchmark::State& state, std::size_t elements) {
   using Exec = Kokkos::DefaultExecutionSpace;
   Kokkos::View<T*, Kokkos::LayoutRight, Exec::memory_space> x("copy_src", elements),
       y("copy_dst", elements);
   fill_formula(x, 5);
-  Kokkos::fence();
+  Kokkos::deep_copy(y, x);
+  check_output(state, "copy", y, host_values(x), kExact);
   for (auto _ : state) {
     Kokkos::deep_copy(y, x);
     Kokkos::fence();

@@ -298,6 +298,15 @@ typename GptModel<T>::Act GptModel<T>::chunk_output(int chunk, int mb) {
 }
 
 template <class T>
+typename GptModel<T>::Act GptModel<T>::chunk_logits(int chunk, int mb) {
+  const Act logits = impl_->find(chunk, mb).logits;
+  if (!logits.data())
+    throw std::logic_error("GptModel::chunk_logits: chunk " + std::to_string(chunk) +
+                           " has no head (or no forward yet)");
+  return logits;
+}
+
+template <class T>
 MicroBatchResult GptModel<T>::forward_chunk(int chunk, int mb, const Tokens& tokens,
                                             const Tokens& targets) {
   Kokkos::Profiling::pushRegion("paraxis::forward");

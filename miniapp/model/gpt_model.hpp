@@ -114,6 +114,11 @@ class GptModel {
   MicroBatchResult forward_chunk(int chunk, int mb, const Tokens& tokens, const Tokens& targets);
   // The chunk's output after forward_chunk (chunks without the head): send it on.
   Act chunk_output(int chunk, int mb);
+  // The logits [micro_batch * seq_len, local vocabulary] of the chunk with the head, after
+  // forward_chunk and before its backward (a split backward writes the logit gradient over
+  // them): what the PyTorch reference compares (tools/reference/). Throws std::logic_error on
+  // a chunk without the head.
+  Act chunk_logits(int chunk, int mb);
   // Backward of one chunk: grad_output is the gradient of the chunk's output (empty on the
   // chunk with the head, whose backward starts at the loss); grad_input receives the
   // gradient of its input (empty on the chunk with the embedding). ce_scale scales

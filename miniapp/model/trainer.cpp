@@ -99,15 +99,11 @@ class TrainerImpl final : public Trainer {
   void replay_routing(const std::vector<int>* routing) override { replay_ = routing; }
 
   std::vector<double> parameters() const override {
-    const auto& ps = model_.params();
-    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.master_view());
-    std::vector<double> out;
-    out.reserve(parameter_count());
-    for (const auto& s : ps.specs())
-      for (std::size_t i = 0; i < s.size(); ++i)
-        out.push_back(static_cast<double>(host(s.offset + i)));
-    return out;
+    return in_tensor_order(model_.params().master_view());
   }
+
+  // adamw_step reads the gradients with the clipping scale and leaves them as they were.
+  std::vector<double> gradients() const override { return in_tensor_order(model_.params().grad); }
 
   std::size_t parameter_count() const override {
     std::size_t n = 0;
@@ -166,6 +162,17 @@ class TrainerImpl final : public Trainer {
 
  private:
   using G = kernels::acc_t<T>;
+  // A flat buffer of the ParamStore (alignment padding left out), tensor by tensor, in double.
+  template <class View>
+  std::vector<double> in_tensor_order(const View& flat) const {
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), flat);
+    std::vector<double> out;
+    out.reserve(parameter_count());
+    for (const auto& s : model_.params().specs())
+      for (std::size_t i = 0; i < s.size(); ++i)
+        out.push_back(static_cast<double>(host(s.offset + i)));
+    return out;
+  }
   ModelConfig mcfg_;
   TrainConfig tcfg_;
   SyntheticCorpus corpus_;
@@ -182,6 +189,10 @@ void Trainer::save_state(StateSink&) const {
 }
 void Trainer::load_state(const StateSource&, int) {
   throw std::logic_error("this trainer cannot resume from checkpoints");
+}
+
+std::vector<double> Trainer::gradients() const {
+  throw std::logic_error("gradients() is implemented by the single-rank trainer only");
 }
 
 void Trainer::replay_routing(const std::vector<int>* routing) {

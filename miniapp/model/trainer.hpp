@@ -103,6 +103,11 @@ class Trainer {
   // All parameters (master copy) in ParamStore order, converted to double on the host.
   virtual std::vector<double> parameters() const = 0;
   virtual std::size_t parameter_count() const = 0;  // logical elements, padding excluded
+  // The gradients of the last step (summed over its micro-batches, before clipping) in
+  // ParamStore order, as parameters() lists the parameters: what the PyTorch reference
+  // compares (tools/reference/). The single-rank trainer implements it; the default throws
+  // std::logic_error.
+  virtual std::vector<double> gradients() const;
   // The largest difference between copies of one parameter held by several ranks (the
   // tensor-parallel replicas of LayerNorms, replicated biases, positions, the router): 0 when
   // every copy is bitwise the same, as it must be. Collective; 0 on one rank.
