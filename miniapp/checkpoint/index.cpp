@@ -143,6 +143,14 @@ std::string consistency_error(const Index& index) {
              std::to_string(index.ranks) + " and bytes >= 0";
     if (!files.emplace(f.name, &f).second) return "file '" + f.name + "' is listed twice";
   }
+  // Every rank of a save writes one data file (writer.cpp): `ranks` and the files agree.
+  std::set<int> writers;
+  for (const auto& f : index.files)
+    if (!writers.insert(f.rank).second)
+      return "rank " + std::to_string(f.rank) + " has two data files";
+  if (static_cast<long long>(writers.size()) != index.ranks)
+    return "ranks " + std::to_string(index.ranks) + ", but data files of " +
+           std::to_string(writers.size()) + " rank(s) (every rank of a save writes one)";
   std::set<std::string> names;
   // Per file, the byte ranges of its shards: they must not overlap.
   std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> extents;

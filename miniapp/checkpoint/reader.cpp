@@ -2,6 +2,7 @@
 #include "checkpoint/reader.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,14 +36,21 @@ std::string tensors_in(const Index& index, const std::string& file) {
 
 Reader::Reader(std::string folder) : folder_(std::move(folder)) {
   const std::string index_path = (fs::path(folder_) / kIndexFile).string();
+  errno = 0;
   std::ifstream in(index_path, std::ios::binary);
   if (!in) {
+    // Missing is one thing (a save that did not finish); unreadable (permissions, I/O) is
+    // another, said with the system's reason.
+    const int err = errno;
     std::error_code ec;
-    throw std::runtime_error(fs::is_directory(folder_, ec)
-                                 ? "checkpoint: '" + index_path +
-                                       "' is missing: an incomplete checkpoint (its save "
-                                       "did not finish) or not a checkpoint folder"
-                                 : "checkpoint: '" + folder_ + "' is not a folder");
+    if (!fs::is_directory(folder_, ec))
+      throw std::runtime_error("checkpoint: '" + folder_ + "' is not a folder");
+    if (err != ENOENT && err != 0)
+      throw std::runtime_error("checkpoint: cannot read '" + index_path +
+                               "': " + std::strerror(err));
+    throw std::runtime_error("checkpoint: '" + index_path +
+                             "' is missing: an incomplete checkpoint (its save did not finish) or "
+                             "not a checkpoint folder");
   }
   std::ostringstream content;
   content << in.rdbuf();

@@ -15,6 +15,7 @@
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/root_layout.hpp"
+#include "config/exit_codes.hpp"
 #include "io/checked_file.hpp"
 
 namespace paraxis::checkpoint {
@@ -49,10 +50,10 @@ void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm,
       std::fflush(stdout);
       std::fprintf(stderr,
                    "paraxis checkpoint: rank %d waited %.1f s (the deadline) for %s: another "
-                   "rank stopped responding during the save; ending the job (exit code 5)\n",
-                   rank, timeout_s, what);
+                   "rank stopped responding during the save; ending the job (exit code %d)\n",
+                   rank, timeout_s, what, exit_code::hang);
       std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 5);
+      MPI_Abort(MPI_COMM_WORLD, exit_code::hang);
     }
     // The ranks may share cores: give the core away between polls.
     std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -84,6 +84,12 @@ struct LinkEmulation {
   bool slows_an_axis() const { return slow_axis != SlowAxis::none && slow_axis_factor > 1; }
 };
 
+// The shortest deadline comm.timeout_s may set: a blocking wait shorter than this is not a hang
+// but an ordinary collective on a busy node (ranks time-sharing cores take tens of milliseconds),
+// and a deadline of 1e-300 s would end every run at its first wait.
+inline constexpr double kMinTimeoutS = 0.1;
+inline constexpr double kMaxTimeoutS = 1e6;
+
 struct CommConfig {
   CommBackend backend = CommBackend::mpi;
   double bucket_mb = 25;  // ZeRO-0 gradient all-reduce buckets

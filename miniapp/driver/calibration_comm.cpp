@@ -121,7 +121,9 @@ double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
                                           config::CommBackend backend,
                                           const parallel::LinkModel& links) {
-  auto c = parallel::make_communicator(backend, comm, parallel::Axis::world, nullptr, links);
+  // Labelled with its axis (a wait that expires names it); the slow axis, a fault, is not in
+  // `links` (calibration.cpp), so the label adds no delay.
+  auto c = parallel::make_communicator(backend, comm, parallel::axis_named(axis), nullptr, links);
   std::vector<CommCalibration> out;
   for (auto op : ops_of(axis)) {
     CommCalibration cc;

@@ -22,10 +22,13 @@
 
 #include "config/checked_product.hpp"
 #include "config/config_rules.hpp"
+#include "config/divisors.hpp"
 #include "driver/deck_checkpoint.hpp"
 #include "driver/deck_key_types.hpp"
 #include "driver/deck_slow_axis.hpp"
 #include "driver/sweep_combinations.hpp"
+#include "driver/yaml_document.hpp"
+#include "io/input_file.hpp"
 
 namespace paraxis::driver {
 
@@ -247,7 +250,7 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
                    loc.where({"fault.slow_rank.to_step", "fault.slow_rank.from_step"}),
                    "to_step " + num(sr.to_step) + " is before from_step " + num(sr.from_step) +
                        " (-1: to the last step)"});
-    if (sr.factor == 1)
+    if (sr.factor == 1 && !loc.is_bad("fault.slow_rank.factor"))  // not a value refused above
       e.push_back({"fault.slow_rank.factor", loc.where({"fault.slow_rank.factor"}),
                    "factor 1 slows nothing (expected > 1, e.g. 2 for twice as slow)"});
     if (w && *w < 2)
@@ -277,7 +280,9 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
                    "node " + num(std::max(ends[0], ends[1])) + " is not in the run (" +
                        num((*w + L.ranks_per_node - 1) / L.ranks_per_node) + " nodes of " +
                        num(L.ranks_per_node) + " ranks)"});
-    if (L.slow_latency_us == 0 && L.slow_bandwidth_factor == 1)
+    if (L.slow_latency_us == 0 && L.slow_bandwidth_factor == 1 &&
+        !loc.is_bad("fault.slow_link.latency_us") &&
+        !loc.is_bad("fault.slow_link.bandwidth_factor"))
       e.push_back({"fault.slow_link.latency_us",
                    loc.where({"fault.slow_link.latency_us", "fault.slow_link.bandwidth_factor"}),
                    "the slow link slows nothing: give latency_us > 0 or bandwidth_factor < 1"});
@@ -313,18 +318,6 @@ void move_auto_degrees_to_sweep(YAML::Node root) {
     if (root["sweep"].IsMap()) root["sweep"][key] = par[k];
     par.remove(k);
   }
-}
-
-// Every d with n % d == 0, ascending, in O(sqrt(n)) (n may be as large as INT_MAX).
-std::vector<int> divisors(int n) {
-  std::vector<int> low, high;
-  for (long long d = 1; d * d <= n; ++d)
-    if (n % d == 0) {
-      low.push_back(static_cast<int>(d));
-      if (d * d != n) high.push_back(static_cast<int>(n / d));
-    }
-  low.insert(low.end(), high.rbegin(), high.rend());
-  return low;
 }
 
 // sweep.max_points: the one sweep entry that is a setting of the sweep itself, not a swept key.
@@ -388,7 +381,7 @@ Sweep read_sweep(const YAML::Node& root, Source& src, int world, std::set<std::s
       }
       src.generated[full] = src.where(full, kv.second);
       values.clear();
-      for (int d : divisors(world)) values.push_back(YAML::Node(d));
+      for (int d : config::divisors(world)) values.push_back(YAML::Node(d));
       auto_keys.insert(key);
     }
     if (values.empty()) {
@@ -477,10 +470,9 @@ Deck load_deck_text(const std::string& text, const std::string& name,
   Source src{name, {}, {}};
   YAML::Node root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& ex) {
-    const std::string where = ex.mark.line >= 0 ? name + ":" + num(ex.mark.line + 1) : name;
-    deck.errors.push_back({"", where, ex.msg});
+    root = single_yaml_document(text, name, "deck");
+  } catch (const YamlDocumentError& ex) {
+    deck.errors.push_back({"", ex.where, ex.what()});
     return deck;
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
@@ -499,7 +491,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
     try {
       value = YAML::Load(ov.substr(eq + 1));
     } catch (const YAML::Exception& ex) {
-      deck.errors.push_back({key, "--set", "cannot parse value: " + ex.msg});
+      deck.errors.push_back({key, "--set", "cannot parse value: " + yaml_error_text(ex)});
       continue;
     }
     if (!find_key(key) && key.rfind("sweep.", 0) != 0) {
@@ -556,19 +548,12 @@ Deck load_deck_text(const std::string& text, const std::string& name,
 
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world) {
   std::string text;
-  errno = 0;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  int err = f ? 0 : errno;
-  if (f) {
-    char buf[65536];
-    for (std::size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, got);
-    if (std::ferror(f)) err = errno ? errno : EIO;
-    std::fclose(f);
-  }
-  if (err != 0) {
+  try {
+    text = io::read_regular_file(path, "deck", kMaxDeckBytes);
+  } catch (const io::ReadError& e) {
     Deck deck;
     deck.path = path;
-    deck.errors.push_back({"", path, "cannot open the deck: " + std::string(std::strerror(err))});
+    deck.errors.push_back({"", path, "cannot read the deck: " + e.reason});
     return deck;
   }
   return load_deck_text(text, path, overrides, world);

@@ -12,6 +12,10 @@
 
 namespace paraxis::driver {
 
+// A deck (and a machine description) is a regular file of at most this many bytes: a directory,
+// a FIFO, a device or a larger file is refused before it is read (io/input_file.hpp).
+inline constexpr std::size_t kMaxDeckBytes = std::size_t(16) << 20;
+
 struct DeckError {
   std::string key;    // dotted key ("model.heads"), or "" for the file itself
   std::string where;  // "deck.yaml:12", "--set", or the deck path
@@ -34,13 +38,14 @@ struct Deck {
 // Parses the deck `text`, applies overrides ("a.b=c"), sizes the sweep (refused above
 // sweep.max_points), expands it and validates each point for a run on `world` ranks (0: skip
 // the world-size checks, as `check` does without --ranks; negative: an error). `name` is the
-// path used in messages (file:line). Rank 0 reads the file and broadcasts the text, so every
+// path used in messages (file:line). A deck is one YAML document: a second (after `---`) is an
+// error, never silently ignored. Rank 0 reads the file and broadcasts the text, so every
 // rank parses the same deck.
 Deck load_deck_text(const std::string& text, const std::string& name,
                     const std::vector<std::string>& overrides, int world);
 
-// Reads `path` (an unreadable file is a DeckError naming the path and the system's reason) and
-// calls load_deck_text.
+// Reads `path` (a file that is not a regular file of at most kMaxDeckBytes, or cannot be read, is
+// a DeckError naming the path and why) and calls load_deck_text.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides, int world);
 
 // Every key a deck may contain, as "key: type (range)" (the test that keeps docs/deck.md

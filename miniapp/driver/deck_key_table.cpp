@@ -60,7 +60,8 @@ const std::vector<KeySpec>& key_table() {
     add(enum_key("comm.backend", config::comm_backend_names(), PARAXIS_FIELD(comm.backend)));
     add(real_key("comm.bucket_mb", 1e-6, 1e6, PARAXIS_FIELD(comm.bucket_mb)));
     add(bool_key("comm.overlap", PARAXIS_FIELD(comm.overlap)));
-    add(real_key("comm.timeout_s", 0, 1e6, PARAXIS_FIELD(comm.timeout_s), true));
+    add(real_key("comm.timeout_s", config::kMinTimeoutS, config::kMaxTimeoutS,
+                 PARAXIS_FIELD(comm.timeout_s)));
     add(enum_key("comm.mpi_gpu_aware", config::mpi_gpu_aware_names(),
                  PARAXIS_FIELD(comm.mpi_gpu_aware)));
     add(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));

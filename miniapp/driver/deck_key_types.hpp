@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "driver/run_config.hpp"
+#include "driver/yaml_document.hpp"
 
 namespace paraxis::driver::deck_keys {
 
@@ -104,7 +105,7 @@ inline std::string int_type(long long lo, long long hi) {
 inline std::optional<std::string> read_int(const YAML::Node& n, long long lo, long long hi,
                                            long long& out) {
   const std::string type = int_type(lo, hi);
-  if (!n.IsScalar()) return "expected " + type + ", got a " + (n.IsSequence() ? "list" : "map");
+  if (!n.IsScalar()) return "expected " + type + ", got " + node_kind(n);
   const std::string s = n.Scalar();
   auto v = parse_int(s);
   if (!v) {
@@ -160,7 +161,7 @@ KeySpec real_key(std::string key, double lo, double hi, Ref ref, bool lo_open = 
   std::string type = t.str();
   return {key, type,
           [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar()) return "expected " + type;
+            if (!n.IsScalar()) return "expected " + type + ", got " + node_kind(n);
             auto v = parse_double(n.Scalar());
             if (!v) return "expected " + type + ", got '" + n.Scalar() + "'";
             if (*v < lo || *v > hi || (lo_open && *v == lo))
@@ -229,8 +230,12 @@ template <class Ref>
 KeySpec string_key(std::string key, Ref ref) {
   return {key, "string",
           [=](RunConfig& c, const YAML::Node& n) -> std::optional<std::string> {
-            if (!n.IsScalar()) return "expected a string";
-            ref(c) = n.Scalar();
+            if (!n.IsScalar()) return "expected a string, got " + node_kind(n);
+            const std::string& v = n.Scalar();
+            // "" is the documented default; spaces alone are a mistake, never a folder's name.
+            if (!v.empty() && v.find_first_not_of(" \t\r\n") == std::string::npos)
+              return "'" + v + "' is a blank path: give a path, or \"\" for the default";
+            ref(c) = v;
             return std::nullopt;
           },
           plain_get(ref)};

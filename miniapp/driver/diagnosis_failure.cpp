@@ -3,6 +3,7 @@
 // wait expired (the watchdog) leaves a failure record in the output folder before it ends the
 // job, and `paraxis report` turns the record into a finding with its address on the grid.
 #include <algorithm>
+#include <climits>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -21,6 +22,32 @@ const json& field(const json& record, const char* name) {
   if (!record.is_object() || !record.contains(name))
     throw std::invalid_argument(std::string("failure record: no \"") + name + "\"");
   return record.at(name);
+}
+
+// An integer field of a record (a rank, a step, a point index): a number that is not an integer
+// in [lo, INT_MAX] (1e300, 2.5, -7) is refused naming the field, never converted (a double
+// beyond int's range would read as rank -2147483648).
+int integer_in(const json& v, const std::string& name, int lo) {
+  const bool ok =
+      v.is_number_integer() &&
+      (v.is_number_unsigned() ? v.get<unsigned long long>() <= INT_MAX
+                              : v.get<long long>() >= lo && v.get<long long>() <= INT_MAX);
+  if (!ok)
+    throw std::invalid_argument("failure record: " + name + " = " + v.dump() +
+                                " is not an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(INT_MAX) + "]");
+  return v.get<int>();
+}
+
+std::vector<int> rank_list(const json& record, const char* name) {
+  const json& a = field(record, name);
+  if (!a.is_array())
+    throw std::invalid_argument(std::string("failure record: \"") + name +
+                                "\" is not a list of ranks: " + a.dump());
+  std::vector<int> out;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    out.push_back(integer_in(a[i], std::string(name) + "[" + std::to_string(i) + "]", 0));
+  return out;
 }
 
 json parallel_json(const config::ParallelConfig& p) {
@@ -43,6 +70,43 @@ std::string seconds_text(double s) {
   os.precision(1);
   os << s;
   return os.str();
+}
+
+// The longest wait of a hang, as its records give it.
+struct HangWait {
+  int writer, step, index;
+  double waited_s, timeout_s;
+  std::string where;  // "<axis> <operation>"
+};
+
+// A hang finding's text and advice. When no member of the group was silent or missing (every
+// one answered, arrived), no rank stopped responding: the collective itself took longer than
+// the deadline, and it is said so.
+void word_hang(json& f, const std::vector<int>& stalled, const HangWait& w,
+               const std::string& takes_out) {
+  std::ostringstream t;
+  const std::string at = w.step >= 0 ? " at step " + std::to_string(w.step) : std::string();
+  const std::string waited = "rank " + std::to_string(w.writer) + " waited " +
+                             seconds_text(w.waited_s) + " s in " + w.where;
+  if (stalled.empty()) {
+    t << "a collective slower than the deadline" << at << " of point " << w.index + 1 << ": "
+      << waited << ", longer than comm.timeout_s = " << w.timeout_s
+      << " s, while every member of its group answered (no rank was silent); the watchdog ended "
+         "the job";
+    f["text"] = t.str();
+    f["advice"] =
+        "raise comm.timeout_s above the operation's time if it is meant to take this long "
+        "(a large buffer, a slow or oversubscribed link); otherwise find why the operation is "
+        "slow (the step's trace, the calibration's link figures)";
+    return;
+  }
+  t << (stalled.size() == 1 ? "rank " : "ranks ") << ranks_text(stalled) << " stopped responding"
+    << at << " of point " << w.index + 1 << ": " << waited << " until the watchdog ended the job; "
+    << takes_out;
+  f["text"] = t.str();
+  f["advice"] =
+      "find what the stalled rank was doing (a stack dump of its process, gdb -p, on its "
+      "node; its device's state); comm.timeout_s sets how long the others wait";
 }
 
 }  // namespace
@@ -80,7 +144,7 @@ json failure_finding(const std::vector<json>& records) {
     if (kind == "dead_rank" && !dead) dead = &r;
   }
   const json& first = dead ? *dead : records.front();
-  const int index = field(first, "point_index");
+  const int index = integer_in(field(first, "point_index"), "point_index", 0);
   const config::ParallelConfig par = config_from_json(field(first, "config")).parallel;
   const int world = par.tp * par.pp * par.dp;
   const auto check_rank = [world](int r, const char* what) {
@@ -93,8 +157,8 @@ json failure_finding(const std::vector<json>& records) {
   f["point_index"] = index;
   std::ostringstream t;
   if (dead) {
-    const int rank = field(*dead, "rank");
-    const int step = field(*dead, "step");
+    const int rank = integer_in(field(*dead, "rank"), "rank", 0);
+    const int step = integer_in(field(*dead, "step"), "step", -1);
     check_rank(rank, "rank");
     f["kind"] = "dead_rank";
     f["axis"] = "compute";
@@ -123,8 +187,8 @@ json failure_finding(const std::vector<json>& records) {
                            field(r, "waited_s").get<double>());
   };
   for (const auto& r : records) {
-    const auto s = field(r, "silent").get<std::vector<int>>();
-    const auto n = field(r, "not_arrived").get<std::vector<int>>();
+    const auto s = rank_list(r, "silent");
+    const auto n = rank_list(r, "not_arrived");
     silent.insert(silent.end(), s.begin(), s.end());
     not_arrived.insert(not_arrived.end(), n.begin(), n.end());
     if (!chosen || rank_of_record(r) > rank_of_record(*chosen)) chosen = &r;
@@ -134,8 +198,8 @@ json failure_finding(const std::vector<json>& records) {
   std::sort(stalled.begin(), stalled.end());
   stalled.erase(std::unique(stalled.begin(), stalled.end()), stalled.end());
   for (int r : stalled) check_rank(r, "stalled rank");
-  const int writer = field(*longest, "rank");
-  const int step = field(*longest, "step");
+  const int writer = integer_in(field(*longest, "rank"), "rank", 0);
+  const int step = integer_in(field(*longest, "step"), "step", -1);
   std::string axis = field(*longest, "axis");
   const std::string op_axis = axis;
   if (axis == "edp") axis = "dp";  // the experts' data parallelism, counted under dp
@@ -155,19 +219,15 @@ json failure_finding(const std::vector<json>& records) {
   f["group"] = group;
   f["ranks"] = stalled;
   f["from_step"] = step;
-  t << (stalled.size() == 1 ? "rank " : "ranks ") << ranks_text(stalled) << " stopped responding"
-    << (step >= 0 ? " at step " + std::to_string(step) : std::string()) << " of point " << index + 1
-    << ": rank " << writer << " waited " << seconds_text(field(*longest, "waited_s").get<double>())
-    << " s in " << op_axis << " " << field(*longest, "op").get<std::string>()
-    << " until the watchdog ended the job; " << loss_takes_out(par, culprit);
-  f["advice"] =
-      "find what the stalled rank was doing (a stack dump of its process, gdb -p, on its "
-      "node; its device's state); comm.timeout_s sets how long the others wait";
+  const double timeout_s = field(first, "config").at("comm").value("timeout_s", 0.0);
+  const HangWait wait{writer,    step,
+                      index,     field(*longest, "waited_s").get<double>(),
+                      timeout_s, op_axis + " " + field(*longest, "op").get<std::string>()};
+  word_hang(f, stalled, wait, loss_takes_out(par, culprit));
   f["evidence"] = {{"record_of_rank", writer},
                    {"records", records.size()},
                    {"waited_s", field(*longest, "waited_s")},
-                   {"timeout_s", field(first, "config").at("comm").value("timeout_s", 0.0)}};
-  f["text"] = t.str();
+                   {"timeout_s", timeout_s}};
   return f;
 }
 

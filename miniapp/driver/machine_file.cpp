@@ -16,6 +16,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "driver/deck.hpp"
+#include "driver/yaml_document.hpp"
+#include "io/input_file.hpp"
+
 namespace paraxis::driver {
 
 namespace pm = paraxis::perfmodel;
@@ -44,10 +48,6 @@ std::string list_of(const char* const (&keys)[N]) {
   std::string s;
   for (const char* k : keys) s += std::string(s.empty() ? "" : ", ") + k;
   return s;
-}
-
-const char* kind_of(const YAML::Node& n) {
-  return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
 }
 
 class Loader {
@@ -101,7 +101,7 @@ class Loader {
     want << "a finite number " << (closed ? ">= " : "> ") << lo;
     if (hi < HUGE_VAL) want << " and <= " << hi;
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want.str() + ", got " + kind_of(v));
+      error(v.Mark(), key, "expected " + want.str() + ", got " + node_kind(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();
@@ -118,7 +118,7 @@ class Loader {
   std::optional<long long> integer(const YAML::Node& v, const std::string& key) {
     const std::string want = "an integer in [1, " + std::to_string(INT_MAX) + "]";
     if (!v.IsScalar()) {
-      error(v.Mark(), key, "expected " + want + ", got " + kind_of(v));
+      error(v.Mark(), key, "expected " + want + ", got " + node_kind(v));
       return std::nullopt;
     }
     const std::string& s = v.Scalar();
@@ -150,10 +150,9 @@ std::string joined(const std::vector<std::string>& lines) {
 MachineFile load_machine_text(const std::string& text, const std::string& name) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    const std::string at = e.mark.line >= 0 ? ":" + std::to_string(e.mark.line + 1) : "";
-    throw std::invalid_argument(name + at + ": not valid YAML: " + e.msg);
+    root = single_yaml_document(text, name, "machine description");
+  } catch (const YamlDocumentError& e) {
+    throw std::invalid_argument(e.where + ": not valid YAML: " + e.what());
   }
   Loader ld(name);
   if (!root.IsMap())
@@ -244,13 +243,13 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
 }
 
 MachineFile load_machine_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::invalid_argument(path +
-                                ": cannot read the machine description: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_machine_text(ss.str(), path);
+  std::string text;
+  try {
+    text = io::read_regular_file(path, "machine description", kMaxDeckBytes);
+  } catch (const io::ReadError& e) {
+    throw std::invalid_argument(e.what());
+  }
+  return load_machine_text(text, path);
 }
 
 }  // namespace paraxis::driver

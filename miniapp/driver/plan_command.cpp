@@ -29,6 +29,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/exit_codes.hpp"
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
 #include "driver/machine_file.hpp"
@@ -279,7 +280,7 @@ int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const Layout
       for (const auto& k : v.keys) keys += (keys.empty() ? "" : ", ") + k;
       std::printf("  %s  [%s]\n", v.message.c_str(), keys.c_str());
     }
-    return 1;
+    return exit_code::not_ok;
   }
   if (ev.reason.empty())
     std::printf("fits: peak memory %s of %s (pipeline stage %d)\n",
@@ -381,7 +382,7 @@ int write_json(const pm::Plan& plan, const std::string& model_deck, const std::s
                            j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n');
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
-    return 4;
+    return exit_code::write_failed;
   }
   std::printf("whole plan: %s\n", json_out.c_str());
   return 0;
@@ -402,14 +403,14 @@ int plan_command(const PlanOptions& opt) {
                      "the deck's %s; to evaluate one layout use --layout (e.g. --layout "
                      "tp=2,pp=1)\n",
                      o.c_str(), key.c_str());
-        return 2;
+        return exit_code::bad_input;
       }
     }
   const Deck deck = load_deck(opt.model_deck, opt.overrides, 0);
   if (!deck.errors.empty()) {
     for (const auto& e : deck.errors)
       std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
-    return 2;
+    return exit_code::bad_input;
   }
   MachineFile mf;
   try {
@@ -419,7 +420,7 @@ int plan_command(const PlanOptions& opt) {
     std::istringstream lines(e.what());
     for (std::string line; std::getline(lines, line);)
       std::fprintf(stderr, "paraxis: error: %s\n", line.c_str());
-    return 2;
+    return exit_code::bad_input;
   }
   const RunConfig& c = deck.points.front().config;
   pm::PlanRequest req;
@@ -435,7 +436,7 @@ int plan_command(const PlanOptions& opt) {
       choice = parse_layout(opt.layout, pm::scenario_of(c.parallel, c.comm, c.train), m.devices());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "paraxis: error: plan: --layout %s\n", e.what());
-      return 2;
+      return exit_code::bad_input;
     }
     std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
                 opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
@@ -445,7 +446,7 @@ int plan_command(const PlanOptions& opt) {
     } catch (const std::exception& e) {
       // planner.cpp's messages carry no "plan:" of their own: one prefix, here.
       std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
-      return 2;
+      return exit_code::bad_input;
     }
   }
   pm::Plan plan;
@@ -453,7 +454,7 @@ int plan_command(const PlanOptions& opt) {
     plan = pm::plan(req, m, progress_to_stderr());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
-    return 2;
+    return exit_code::bad_input;
   }
   std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
               opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
@@ -499,7 +500,7 @@ int plan_command(const PlanOptions& opt) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", opt.machine.c_str(), e.what());
-    return 2;
+    return exit_code::bad_input;
   }
   if (!opt.json_out.empty()) return write_json(plan, opt.model_deck, mf.name, opt.json_out);
   return 0;

@@ -17,8 +17,11 @@
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/reader.hpp"
+#include "checkpoint/root_layout.hpp"
 #include "checkpoint/writer.hpp"
+#include "config/exit_codes.hpp"
 #include "driver/deck.hpp"
+#include "driver/last_words.hpp"
 #include "driver/resume_keys.hpp"
 #include "model/gpt_model.hpp"
 #include "parallel/watchdog.hpp"
@@ -127,7 +130,7 @@ void agree(const std::string& error, const char* what) {
   if (reporter == n) return;
   throw CheckpointError(
       error.empty() ? "rank " + std::to_string(reporter) + " could not use the checkpoint" : error,
-      2, reporter == world_rank());
+      exit_code::bad_input, reporter == world_rank());
 }
 
 // The filesystem's own speed for this rank's checkpoint bytes: the same number of bytes
@@ -204,6 +207,21 @@ struct CheckpointSave::Impl {
   std::string error;  // from the construction (a Writer that could not be opened)
 };
 
+namespace {
+
+// What a failed save leaves in place: the newest complete checkpoint under root, when there is
+// one (a failure of the first save keeps nothing, and says so).
+std::string what_is_kept(const std::string& root) {
+  try {
+    const auto complete = checkpoint::complete_checkpoints(root);
+    if (!complete.empty()) return "the previous one (" + complete.back().path + ") is kept";
+  } catch (const std::exception&) {  // an unlistable root holds nothing to keep
+  }
+  return "there is no earlier checkpoint to keep";
+}
+
+}  // namespace
+
 CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer,
                                const std::string& root, const PointLineage& lineage, int steps,
                                bool async)
@@ -229,8 +247,8 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
     m.writer = std::make_unique<checkpoint::Writer>(MPI_COMM_WORLD, root, steps, meta, opt);
   } catch (const std::runtime_error& e) {
     throw CheckpointError(std::string("checkpoint after step ") + std::to_string(steps) +
-                              " not written: " + e.what() + "; the previous one is kept",
-                          4, world_rank() == 0);
+                              " not written: " + e.what() + "; " + what_is_kept(root),
+                          exit_code::write_failed, world_rank() == 0);
   }
   if (!async) {
     WriterSink sink(*m.writer);
@@ -270,20 +288,16 @@ json CheckpointSave::finish(bool with_baseline) {
   // fault.dead_rank at: checkpoint: the rank dies with its data written, before the commit
   // (the previous checkpoint and `latest` must survive it).
   const auto& dead = m.cfg.fault.dead_rank;
-  if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step) {
-    std::fprintf(stderr,
-                 "paraxis: rank %d dies while checkpoint step-%d is written (fault.dead_rank)\n",
-                 dead.rank, m.steps);
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+  if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step)
+    die_leaving_record(dead.rank, "checkpoint step-" + std::to_string(m.steps) + " is written",
+                       m.steps);
   checkpoint::SaveStats st;
   try {
     st = m.writer->commit();
   } catch (const std::runtime_error& e) {
     throw CheckpointError(std::string("checkpoint after step ") + std::to_string(m.steps) +
-                              " not written: " + e.what() + "; the previous one is kept",
-                          4, world_rank() == 0);
+                              " not written: " + e.what() + "; " + what_is_kept(m.root),
+                          exit_code::write_failed, world_rank() == 0);
   }
   if (!st.published)
     return {{"step", m.steps}, {"refused", "its state is not finite (" + st.not_published + ")"}};

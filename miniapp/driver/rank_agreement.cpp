@@ -6,11 +6,11 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "driver/deck.hpp"
+#include "io/input_file.hpp"
 
 namespace paraxis::driver {
 
@@ -78,14 +78,10 @@ std::string read_on_rank0_and_broadcast(const std::string& path, std::string& er
   std::string text;
   error.clear();
   if (rank == 0) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      error = "cannot read deck '" + path + "': " + std::strerror(errno);
-    } else {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      if (in.bad()) error = "cannot read deck '" + path + "': read error";
-      text = ss.str();
+    try {
+      text = io::read_regular_file(path, "deck", kMaxDeckBytes);
+    } catch (const io::ReadError& e) {
+      error = "cannot read the deck: " + e.reason;
     }
   }
   broadcast_string(error);

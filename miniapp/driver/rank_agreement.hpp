@@ -14,8 +14,9 @@ namespace paraxis::driver {
 // from rank 0 and how.
 std::string command_line_disagreement(int argc, char** argv);
 
-// Collective over MPI_COMM_WORLD: rank 0 reads the file and every rank receives its bytes.
-// `error` is set (on every rank, the same text) when rank 0 cannot read it.
+// Collective over MPI_COMM_WORLD: rank 0 reads the deck (a regular file of at most
+// kMaxDeckBytes, io/input_file.hpp) and every rank receives its bytes. `error` is set (on every
+// rank, the same text) when rank 0 cannot read it or refuses it.
 std::string read_on_rank0_and_broadcast(const std::string& path, std::string& error);
 
 }  // namespace paraxis::driver

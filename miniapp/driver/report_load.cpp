@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "config/exit_codes.hpp"
 #include "driver/calibration.hpp"
 #include "driver/deck.hpp"
 #include "driver/provenance.hpp"
@@ -82,25 +83,25 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
       std::fprintf(stderr,
                    "paraxis: error: report: folder '%s' is given twice (as '%s' and '%s')\n",
                    it->first.c_str(), it->second.c_str(), dir.c_str());
-      return 2;
+      return exit_code::bad_input;
     }
   }
   for (const auto& dir : dirs) {
     const std::string file = dir + "/summary.json";
     std::error_code ec;
     const int records = load_failures(dir, in);
-    if (records < 0) return 2;
+    if (records < 0) return exit_code::bad_input;
     if (!std::filesystem::is_regular_file(file, ec)) {
       if (records > 0) continue;  // the job ended in its first point: only the records
       std::fprintf(stderr, "paraxis: error: report: no summary.json in '%s'\n", dir.c_str());
-      return 2;
+      return exit_code::bad_input;
     }
     json s;
     try {
       s = read_summary(file);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
-      return 2;
+      return exit_code::bad_input;
     }
     const auto& prov = s.value("provenance", json::object());
     std::string hosts;
@@ -153,7 +154,7 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "paraxis: error: report: %s: point %d: %s\n", file.c_str(),
                      p.at("index").get<int>(), e.what());
-        return 2;
+        return exit_code::bad_input;
       }
     }
   }

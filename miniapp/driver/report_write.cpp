@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "config/exit_codes.hpp"
 #include "driver/report_checkpoint.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/report_plots.hpp"
@@ -98,7 +99,7 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
                            report.dump(2, ' ', false, json::error_handler_t::replace) + '\n');
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
-    return 4;
+    return exit_code::write_failed;
   }
   // Plots: a missing interpreter is a warning, a script that fails (it names the file) an error.
   const PlotOutcome plots = make_plots(out + "/report.json", out + "/plots");
@@ -298,9 +299,9 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
     io::write_file_checked(out + "/report.md", md.str());
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "paraxis: error: report: %s\n", e.what());
-    return 4;
+    return exit_code::write_failed;
   }
-  if (plots.kind == PlotOutcome::failed) return 4;
+  if (plots.kind == PlotOutcome::failed) return exit_code::write_failed;
   std::printf("report: %zu point(s) from %zu folder(s)", all.size(), dirs.size());
   if (!not_analysed.empty()) std::printf(" (%zu more not ok, listed)", not_analysed.size());
   if (n_pred > 0)

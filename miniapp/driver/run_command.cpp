@@ -2,22 +2,21 @@
 // validates the same text and sees the same errors (all leave together, nobody hangs). `run`
 // prepares the output folder before any point trains, runs each sweep point (point_run.hpp),
 // and rewrites the results after every point, checked and atomically, so an interrupted sweep
-// keeps the points it finished. Exit codes (docs/results.md): 0 every point ok (or skipped),
-// 1 a point diverged or failed --verify, 2 bad input, 3 a rank failed, 4 a result file could
-// not be written, 5 the watchdog ended a hang.
+// keeps the points it finished. Exit codes: config/exit_codes.hpp (docs/results.md).
 #include <mpi.h>
 
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <thread>
 
 #include "checkpoint/folder_lock.hpp"
+#include "config/exit_codes.hpp"
 #include "driver/checkpoint_claim.hpp"
 #include "driver/commands.hpp"
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
+#include "driver/last_words.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/point_checkpoint.hpp"
 #include "driver/point_run.hpp"
@@ -138,31 +137,42 @@ void record_hangs(const std::string& dir, const PointResult& r, int rank) {
       });
 }
 
-// fault.dead_rank with at: save: the rank dies while the point's results are being saved
-// (rank 0 between writing summary.json's temporary file and renaming it).
-[[noreturn]] void die_now(int rank) {
-  std::fprintf(stderr, "paraxis: rank %d dies while the results are saved (fault.dead_rank)\n",
-               rank);
-  std::fflush(stderr);
-  std::raise(SIGKILL);
-  std::_Exit(3);
+// The failure record of a rank that dies in point r (kind dead_rank): the steps it completed
+// and what it was doing.
+diagnosis::Failure dead_rank_record(const PointResult& r, int rank, const std::string& what) {
+  diagnosis::Failure f;
+  f.kind = "dead_rank";
+  f.rank = rank;
+  f.point_index = r.index;
+  f.step = static_cast<int>(r.steps.size());  // the steps it completed
+  f.config = config_to_json(r.point.config);
+  for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
+  f.what = what;
+  return f;
 }
 
-// Rank 0 writes every result file; returns 0 or 4 (a file could not be written).
+// Rank 0 writes every result file; returns 0 or exit_code::write_failed. points.csv and
+// summary.json agree whatever fails: summary.json's temporary file is written first, points.csv
+// is replaced only once it is complete (and a rank dying there dies before either), and
+// summary.json is renamed last, so a failed or interrupted save leaves both files as they were.
 int write_results(const std::string& dir, const Deck& deck, const nlohmann::json& provenance,
                   const std::vector<PointResult>& results, bool die_during_save) {
   const PointResult& r = results.back();
   try {
-    write_points_csv(dir, results);
     if (r.point.config.output.trace && !r.steps.empty()) write_trace(dir, r);
     // summary.json last: it is the file that says which points exist.
-    write_summary(dir, deck.path, provenance, results,
-                  die_during_save ? std::function<void()>([] { die_now(0); }) : nullptr);
+    write_summary(dir, deck.path, provenance, results, [&] {
+      // fault.dead_rank, at: save: rank 0 dies between summary.json's temporary file and its
+      // rename (the previous results must survive), leaving its record (last_words.hpp).
+      if (die_during_save)
+        die_leaving_record(0, "the results are saved", static_cast<int>(r.steps.size()));
+      write_points_csv(dir, results);
+    });
   } catch (const io::WriteError& e) {
     std::fprintf(stderr, "paraxis: error: %s; the previous results are left in place\n", e.what());
-    return 4;
+    return exit_code::write_failed;
   }
-  return 0;
+  return exit_code::ok;
 }
 
 void print_point_line(const PointResult& r, std::size_t i, std::size_t total, double point_s,
@@ -183,10 +193,10 @@ void print_point_line(const PointResult& r, std::size_t i, std::size_t total, do
 
 int check_command(const std::string& path, const std::vector<std::string>& overrides, int ranks) {
   const Deck deck = load_shared_deck(path, overrides, ranks);
-  if (world_rank() != 0) return deck.errors.empty() ? 0 : 2;
+  if (world_rank() != 0) return deck.errors.empty() ? exit_code::ok : exit_code::bad_input;
   if (!deck.errors.empty()) {
     report_errors(deck);
-    return 2;
+    return exit_code::bad_input;
   }
   int skipped = 0;
   for (std::size_t i = 0; i < deck.points.size(); ++i) {
@@ -199,7 +209,7 @@ int check_command(const std::string& path, const std::vector<std::string>& overr
   }
   std::printf("%s: ok, %zu point(s), %d would be skipped\n", path.c_str(), deck.points.size(),
               skipped);
-  return 0;
+  return exit_code::ok;
 }
 
 int run_command(const RunOptions& opt) {
@@ -207,7 +217,7 @@ int run_command(const RunOptions& opt) {
   const Deck deck = load_shared_deck(opt.deck, opt.overrides, world);
   if (!deck.errors.empty()) {
     if (rank == 0) report_errors(deck);
-    return 2;
+    return exit_code::bad_input;
   }
 
   // A checkpoint continues one point; --verify's reference would have to resume too.
@@ -219,7 +229,7 @@ int run_command(const RunOptions& opt) {
                               : ("continues one point, and the deck has " +
                                  std::to_string(deck.points.size()))
                                     .c_str());
-    return 2;
+    return exit_code::bad_input;
   }
   std::string dir = opt.out_dir;
   if (dir.empty()) dir = deck.points.front().config.output.dir;
@@ -230,7 +240,7 @@ int run_command(const RunOptions& opt) {
   const std::string refused = claim_checkpoints(deck, dir, opt, claim);
   if (!refused.empty()) {
     if (rank == 0) std::fprintf(stderr, "paraxis: error: %s\n", refused.c_str());
-    return 2;
+    return exit_code::bad_input;
   }
   for (const auto& note : claim.notes) std::fprintf(stderr, "paraxis: note: %s\n", note.c_str());
   int dir_ok = 1;
@@ -242,7 +252,7 @@ int run_command(const RunOptions& opt) {
     }
   }
   MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!dir_ok) return 2;
+  if (!dir_ok) return exit_code::bad_input;
 
   // The BLAS's worker threads: those of the host execution space (1 on Serial), unless the
   // user set them. Left alone OpenBLAS starts one per core in every rank, and ranks sharing a
@@ -272,6 +282,10 @@ int run_command(const RunOptions& opt) {
   const double run_begin = model::steady_seconds();
   int not_ok = 0;
   Calibrator calibrator;
+  // The last words capture a point's result: never called once the run returns.
+  struct ClearLastWords {
+    ~ClearLastWords() { set_last_words({}); }
+  } clear_last_words;
   for (std::size_t i = 0; i < total; ++i) {
     PointResult r;
     r.index = static_cast<int>(i);
@@ -284,6 +298,12 @@ int run_command(const RunOptions& opt) {
     } else {
       try {
         if (world > 1) record_hangs(dir, r, rank);
+        // An injected death while a checkpoint or the results are saved leaves this record.
+        set_last_words([&dir, &r, rank](const std::string& what, int step) {
+          diagnosis::Failure f = dead_rank_record(r, rank, what);
+          f.step = step;
+          write_failure_record(dir, f);
+        });
         // Every communicator the point makes (its grid, the calibration's, --verify's) stages
         // or not by the point's comm.mpi_gpu_aware.
         parallel::set_mpi_gpu_aware(cfg.comm.mpi_gpu_aware);
@@ -310,28 +330,21 @@ int run_command(const RunOptions& opt) {
         if (world > 1) {
           std::fprintf(stderr, "paraxis: %s\n",
                        diagnosis::loss_takes_out(cfg.parallel, rank).c_str());
-          diagnosis::Failure f;
-          f.kind = "dead_rank";
-          f.rank = rank;
-          f.point_index = r.index;
-          f.step = static_cast<int>(r.steps.size());  // the steps it completed
-          f.config = config_to_json(cfg);
-          for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
-          f.what = ex.what();
-          write_failure_record(dir, f);
-          end_job(3);
+          write_failure_record(dir, dead_rank_record(r, rank, ex.what()));
+          end_job(exit_code::rank_failed);
         }
         r.status = std::string("failed: ") + ex.what();
         results.push_back(r);
         const int w = write_results(dir, deck, provenance, results, false);
-        return w ? w : 3;
+        return w ? w : exit_code::rank_failed;
       }
     }
     if (r.status != "ok" && r.status.rfind("skipped", 0) != 0) ++not_ok;
     results.push_back(r);
     const auto& dead = cfg.fault.dead_rank;
     const bool die_during_save = dead.at == DeadAt::save && dead.rank == rank;
-    if (die_during_save && rank != 0) die_now(rank);
+    if (die_during_save && rank != 0)
+      die_leaving_record(rank, "the results are saved", static_cast<int>(r.steps.size()));
     int written = 0;
     if (rank == 0) {
       written = write_results(dir, deck, provenance, results, die_during_save);
@@ -344,12 +357,13 @@ int run_command(const RunOptions& opt) {
     // Every rank learns whether the results were saved: a run that cannot write them stops.
     parallel::watchdog::broadcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD,
                                   "broadcast the results' write status");
+    set_last_words({});
     if (written) return written;
   }
   if (rank == 0)
     std::printf("results in %s/summary.json%s\n", dir.c_str(),
                 not_ok ? " (some points are not ok: see their status)" : "");
-  return not_ok ? 1 : 0;
+  return not_ok ? exit_code::not_ok : exit_code::ok;
 }
 
 }  // namespace paraxis::driver

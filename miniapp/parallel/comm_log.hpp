@@ -7,12 +7,15 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace paraxis::parallel {
 
 enum class Axis { tp, pp, dp, ep, edp, world, count };
 const char* to_string(Axis a);
+// The axis whose to_string is `name` ("tp", ..., "world"); throws std::invalid_argument otherwise.
+Axis axis_named(const std::string& name);
 // recv / irecv: the other end of a send.
 bool is_receive(const char* op);
 

@@ -40,6 +40,12 @@ const char* to_string(Axis a) {
   return "unknown";
 }
 
+Axis axis_named(const std::string& name) {
+  for (int a = 0; a < static_cast<int>(Axis::count); ++a)
+    if (name == to_string(static_cast<Axis>(a))) return static_cast<Axis>(a);
+  throw std::invalid_argument("no communicator axis is named '" + name + "'");
+}
+
 bool is_receive(const char* op) {
   return std::strcmp(op, "recv") == 0 || std::strcmp(op, "irecv") == 0;
 }

@@ -73,9 +73,11 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
       ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get(), links);
       edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get(), links);
     }
+    // Every communicator is labelled with the axis of its group, so that a wait on it names
+    // that axis (the pipeline's barriers are a pp group's, not the world's).
     metrics_ = make_communicator(config::CommBackend::mpi, grid.world(), Axis::world, nullptr);
     if (g.pp > 1)
-      pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::world, nullptr);
+      pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, nullptr);
     world_ = grid.world();
     tp_comm_ = grid.tp();
     MPI_Comm_rank(world_, &world_rank_);

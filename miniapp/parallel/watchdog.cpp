@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "config/parallel_config.hpp"
 #include "parallel/mpi_check.hpp"
 #include "parallel/watchdog_channel.hpp"
 
@@ -75,14 +76,16 @@ void abort_job(const Diagnosis& d) {
   std::fputs(d.message().c_str(), stderr);
   std::fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  MPI_Abort(MPI_COMM_WORLD, kExitCode);
-  std::_Exit(kExitCode);  // MPI_Abort does not return; in case an implementation does
+  MPI_Abort(MPI_COMM_WORLD, exit_code::hang);
+  std::_Exit(exit_code::hang);  // MPI_Abort does not return; in case an implementation does
 }
 
 void configure(double timeout_s) {
-  if (!std::isfinite(timeout_s) || timeout_s <= 0)
+  if (!(timeout_s >= config::kMinTimeoutS && timeout_s <= config::kMaxTimeoutS))
     throw std::invalid_argument("watchdog: comm.timeout_s = " + std::to_string(timeout_s) +
-                                " must be a finite number of seconds > 0");
+                                " must be a number of seconds in [" +
+                                std::to_string(config::kMinTimeoutS) + ", " +
+                                std::to_string(config::kMaxTimeoutS) + "]");
   state().timeout_s = timeout_s;
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -13,17 +13,16 @@
 #include <string>
 #include <vector>
 
-namespace paraxis::parallel::watchdog {
+#include "config/exit_codes.hpp"
 
-// The exit code of a job the watchdog ended (docs/results.md lists every code).
-inline constexpr int kExitCode = 5;
+namespace paraxis::parallel::watchdog {
 
 // Collective over MPI_COMM_WORLD (every rank, once per run point or per run): sets the deadline
 // of every blocking wait and, the first time, creates the control channel. Throws
-// std::invalid_argument unless timeout_s is finite and > 0. Before the first call the deadline
-// is 600 s and expiry cannot ask the other ranks anything (they are reported as unknown).
-// It also decides how a wait polls: on a host with more ranks than usable cores
-// (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once
+// std::invalid_argument unless timeout_s is in [config::kMinTimeoutS, config::kMaxTimeoutS]. Before
+// the first call the deadline is 600 s and expiry cannot ask the other ranks anything (they are
+// reported as unknown). It also decides how a wait polls: on a host with more ranks than usable
+// cores (MPI_COMM_TYPE_SHARED against sched_getaffinity) it yields the core between polls at once
 // instead of spinning its first 2 ms (a spinning rank would take the core from the rank it
 // waits for; docs/parallel.md, "Watchdog").
 void configure(double timeout_s);
@@ -114,13 +113,13 @@ struct Diagnosis {
 };
 
 // What expiry does. The default prints Diagnosis::message() on stderr and calls
-// MPI_Abort(MPI_COMM_WORLD, kExitCode); it never returns. A handler that returns lets the wait
-// go on (without another deadline): tests use that to check the diagnosis and then let the late
-// rank catch up. An empty function restores the default.
+// MPI_Abort(MPI_COMM_WORLD, exit_code::hang); it never returns. A handler that returns lets the
+// wait go on (without another deadline): tests use that to check the diagnosis and then let the
+// late rank catch up. An empty function restores the default.
 using ExpiryHandler = std::function<void(const Diagnosis&)>;
 void set_expiry_handler(ExpiryHandler handler);
 // What the default handler does: prints d.message() on stderr, gives it half a second to reach
-// the log, and ends the job with kExitCode. A handler that records the expiry first (the
+// the log, and ends the job with exit_code::hang. A handler that records the expiry first (the
 // driver's failure record) ends with it.
 [[noreturn]] void abort_job(const Diagnosis& d);
 

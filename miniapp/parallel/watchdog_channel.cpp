@@ -378,7 +378,7 @@ std::string Diagnosis::message() const {
   std::string s = head;
   s += detail::describe(op.c_str(), axis.c_str(), seq, peer, comm_rank, comm_size, step,
                         micro_batch);
-  s += "; ending the job (exit code " + std::to_string(kExitCode) + ")\n";
+  s += "; ending the job (exit code " + std::to_string(exit_code::hang) + ")\n";
   std::string missing_ranks, missing_world;
   for (const Member& m : members) {
     const std::string who = "rank " + std::to_string(m.rank) + " of " + axis + " (world rank " +
@@ -407,6 +407,10 @@ std::string Diagnosis::message() const {
   if (!missing_ranks.empty())
     s += "  not arrived: rank(s) " + missing_ranks + " of " + axis + " (world rank(s) " +
          missing_world + ")\n";
+  else if (!members.empty())
+    s += "  every member arrived: no rank is silent; the " + op +
+         " itself is slower than the deadline (raise comm.timeout_s if it is meant to take this "
+         "long)\n";
   return s;
 }
 

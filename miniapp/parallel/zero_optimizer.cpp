@@ -483,9 +483,9 @@ std::vector<typename ZeroOptimizer<T>::G> ZeroOptimizer<T>::full_master() const 
   std::vector<G> flat(ps.elements());
   // Gathers go through host memory on plain MPI communicators (which need not be GPU-aware,
   // and record nothing): this runs once per point, for --verify and tests.
-  auto quiet_dp = make_communicator(config::CommBackend::mpi, dp_comm_, Axis::world, nullptr);
+  auto quiet_dp = make_communicator(config::CommBackend::mpi, dp_comm_, Axis::dp, nullptr);
   auto quiet_edp =
-      edp_ ? make_communicator(config::CommBackend::mpi, edp_comm_, Axis::world, nullptr) : nullptr;
+      edp_ ? make_communicator(config::CommBackend::mpi, edp_comm_, Axis::edp, nullptr) : nullptr;
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     if (!kMasterCopy<T> && opt_.zero < 3) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "config/config_rules.hpp"
+#include "config/divisors.hpp"
 #include "perfmodel/compute_efficiency.hpp"
 #include "perfmodel/flops.hpp"
 #include "perfmodel/model_chunks.hpp"
@@ -20,12 +21,7 @@ namespace paraxis::perfmodel {
 
 namespace {
 
-std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int k = 1; k <= n; ++k)
-    if (n % k == 0) d.push_back(k);
-  return d;
-}
+using config::divisors;
 
 // The machine's compute model with its own peak.
 ComputeEfficiency machine_compute(const Machine& mc) {
