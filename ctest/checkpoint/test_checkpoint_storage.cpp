@@ -392,7 +392,10 @@ TEST(checkpoint_storage, keep_prunes_oldest_and_replacing_a_step_is_atomic) {
   const std::string root = root_for("keep");
   save(root, 1);
   save(root, 2);
-  if (rank() == 0) fs::create_directories(root + "/step-9.tmp-leftover");  // a crashed save
+  if (rank() == 0) {  // a crashed save, and one killed while it rewrote `latest`
+    fs::create_directories(root + "/step-9.tmp-leftover");
+    std::ofstream(root + "/latest.tmp.12345.0") << "step-9\n";
+  }
   barrier();
   save(root, 3);
   std::vector<std::string> entries;

@@ -24,8 +24,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What a killed save leaves: its temporary step folder, or the temporary file of a `latest`
+// being rewritten (io::write_file_checked's "<path>.tmp.<pid>.<n>"). Under the root's lock no
+// other live run writes here (folder_lock.hpp).
 bool is_leftover(const std::string& name) {
-  return name.rfind("step-", 0) == 0 && name.find(".tmp-") != std::string::npos;
+  return (name.rfind("step-", 0) == 0 && name.find(".tmp-") != std::string::npos) ||
+         name.rfind(std::string(kLatestFile) + ".tmp.", 0) == 0;
 }
 
 bool has_index(const fs::path& folder) {
