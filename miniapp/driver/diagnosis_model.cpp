@@ -1,0 +1,208 @@
+// The findings that rest on the calibrated model (diagnosis_model.hpp): each rank's compute
+// against its stage's calibrated chunk times, each axis's collectives against its calibrated
+// link, where no peer is there to differ from.
+#include "driver/diagnosis_model.hpp"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "driver/diagnosis.hpp"
+#include "parallel/process_grid.hpp"
+
+namespace paraxis::driver::diagnosis::detail {
+
+using nlohmann::json;
+
+namespace {
+
+// One series (a rank's compute, a group's wire time) against its calibrated figure, per
+// measured step: the persistent onset, the median ratio and the median excess over the slowed
+// steps. slowed is empty when the series is not persistently above threshold x model.
+struct AgainstModel {
+  int from_step = -1;
+  std::vector<int> slowed;  // measured-step indices
+  double ratio = 0, extra_s = 0, measured_s = 0;
+};
+
+AgainstModel against_model(const Point& pt, const std::vector<double>& measured, double model_s,
+                           double threshold) {
+  AgainstModel a;
+  if (model_s <= 0 || measured.empty()) return a;
+  std::vector<double> ratios;
+  for (double x : measured) ratios.push_back(x / model_s);
+  const Onset o = persistent_onset(ratios, threshold);
+  if (o.first < 0) return a;
+  a.from_step = pt.steps[pt.measured[o.first]];
+  a.slowed = o.slowed;
+  std::vector<double> r, e, m;
+  for (int j : o.slowed) {
+    r.push_back(ratios[j]);
+    e.push_back(measured[j] - model_s);
+    m.push_back(measured[j]);
+  }
+  a.ratio = median_of(r);
+  a.extra_s = median_of(e);
+  a.measured_s = median_of(m);
+  return a;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  for (std::size_t i = 0; i < ranks.size(); ++i) os << (i ? " " : "") << ranks[i];
+  return os.str();
+}
+
+json finding(const char* kind, const std::string& axis, int group, const std::vector<int>& ranks,
+             int from_step, double cost_s) {
+  return {{"kind", kind},
+          {"axis", axis},
+          {"group", group},
+          {"ranks", ranks},
+          {"from_step", from_step},
+          {"cost_s", cost_s},
+          {"evidence", {{"reference", "model"}}}};
+}
+
+// The ranks of each peer set (the ranks that do the same work: one pipeline stage, the same
+// experts), keyed by (stage, ep rank) as the comparison with peers keys them.
+std::map<std::pair<int, int>, std::vector<int>> peer_sets(const Point& pt) {
+  std::map<std::pair<int, int>, std::vector<int>> sets;
+  for (int r = 0; r < pt.world; ++r) {
+    const auto c = parallel::grid_coords_of(pt.par, r);
+    sets[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
+  }
+  return sets;
+}
+
+}  // namespace
+
+void model_slow_ranks(const Point& pt, const json& model, double oversubscription,
+                      const std::vector<int>& found_by_peers, json& out) {
+  if (!model.is_object() || !model.contains("compute_per_stage")) return;
+  const auto per_stage = model.at("compute_per_stage").get<std::vector<double>>();
+  const Series compute = series(pt.rs, "compute_s");
+  if (compute.empty() || static_cast<int>(per_stage.size()) != pt.par.pp) return;
+  const double threshold = kModelComputeRatio * oversubscription;
+  std::map<int, AgainstModel> slow;  // by rank
+  for (int r = 0; r < pt.world; ++r) {
+    if (std::count(found_by_peers.begin(), found_by_peers.end(), r)) continue;
+    std::vector<double> own;
+    for (int k : pt.measured) own.push_back(compute[r][k]);
+    const int stage = parallel::grid_coords_of(pt.par, r).pp;
+    const AgainstModel a = against_model(pt, own, per_stage.at(stage), threshold);
+    if (!a.slowed.empty()) slow[r] = a;
+  }
+  // Where peers exist they decide about one rank; the model speaks for a rank without peers,
+  // and for a whole peer set slower than calibrated (which its peers cannot see).
+  std::vector<int> ranks;
+  for (const auto& [key, set] : peer_sets(pt)) {
+    const bool all = std::all_of(set.begin(), set.end(), [&](int r) { return slow.count(r); });
+    for (int r : set)
+      if (slow.count(r) && (set.size() == 1 || all)) ranks.push_back(r);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) return;
+  const auto emit = [&](const std::vector<int>& rs, int group, const std::string& who) {
+    std::vector<double> ratio, extra, own, cal;
+    int from = pt.steps.back();
+    for (int r : rs) {
+      const AgainstModel& a = slow.at(r);
+      ratio.push_back(a.ratio);
+      extra.push_back(a.extra_s);
+      own.push_back(a.measured_s);
+      cal.push_back(per_stage.at(parallel::grid_coords_of(pt.par, r).pp));
+      from = std::min(from, a.from_step);
+    }
+    json f = finding("slow_rank", "compute", group, rs, from, median_of(extra));
+    f["evidence"].update({{"compute_ratio_to_model", median_of(ratio)},
+                          {"compute_s", median_of(own)},
+                          {"model_compute_s", median_of(cal)},
+                          {"slowed_steps", slow.at(rs.front()).slowed.size()},
+                          {"measured_steps", pt.measured.size()},
+                          {"threshold", threshold}});
+    std::ostringstream t;
+    t << who << " computes " << fixed(median_of(ratio), 1) << "x its calibrated time from step "
+      << from << " (" << fixed(median_of(own), 4) << " s per step against "
+      << fixed(median_of(cal), 4) << " s); it adds " << fixed(median_of(extra), 3)
+      << " s of compute per step";
+    f["text"] = t.str();
+    out.push_back(f);
+  };
+  if (static_cast<int>(ranks.size()) == pt.world && pt.world > 1) {
+    emit(ranks, pt.par.pp == 1 ? 0 : -1, "every rank (" + rank_list(ranks) + ")");
+    out.back()["advice"] =
+        "the whole job computes slower than when it calibrated: check the nodes' clocks, "
+        "thermals and power caps, and other jobs on their cores";
+    return;
+  }
+  for (int r : ranks) {
+    const int stage = parallel::grid_coords_of(pt.par, r).pp;
+    emit({r}, stage, "rank " + std::to_string(r) + " (" + where(pt.par, r) + ")");
+    out.back()["advice"] =
+        "check that device (clocks, thermals, errors, other jobs) or take its node out";
+  }
+}
+
+void model_slow_links(const Point& pt, const json& model, double oversubscription,
+                      const std::vector<int>& slow_ranks, const json& found, json& out) {
+  if (!model.is_object()) return;
+  const double threshold = kModelLinkRatio * oversubscription;
+  // Not the pipeline: a stage's transfer time holds its wait for the neighbour's compute
+  // (docs/diagnosis.md, "Against the model"), which the model's transfer term does not.
+  for (const char* axis : {"tp", "dp", "ep"}) {
+    const double model_s = model.value(axis, 0.0);
+    const Series time = series(pt.rs, std::string("comm.") + axis + ".time_s");
+    const Series wait = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+    const auto groups = groups_of(pt.par, axis);
+    if (model_s <= 0 || time.empty() || groups.front().size() < 2) continue;
+    bool peer_found = false;
+    for (const auto& f : found) peer_found = peer_found || f.at("axis") == axis;
+    if (peer_found) continue;  // the axis's groups differ: the peers have spoken
+    std::vector<AgainstModel> slow;
+    for (const auto& g : groups) {
+      const bool holds_slow_rank = std::any_of(g.begin(), g.end(), [&](int r) {
+        return std::count(slow_ranks.begin(), slow_ranks.end(), r) > 0;
+      });
+      if (holds_slow_rank) break;  // the rank explains the group's time
+      AgainstModel a = against_model(pt, group_wire(pt, time, wait, g), model_s, threshold);
+      if (a.slowed.empty()) break;
+      slow.push_back(a);
+    }
+    if (slow.size() != groups.size()) continue;  // with peers, only a whole axis is news
+    std::vector<double> ratio, extra, measured;
+    int from = pt.steps.back();
+    std::vector<int> ranks;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      ratio.push_back(slow[g].ratio);
+      extra.push_back(slow[g].extra_s);
+      measured.push_back(slow[g].measured_s);
+      from = std::min(from, slow[g].from_step);
+      ranks.insert(ranks.end(), groups[g].begin(), groups[g].end());
+    }
+    std::sort(ranks.begin(), ranks.end());
+    const bool one = groups.size() == 1;
+    json f =
+        finding(one ? "slow_link" : "slow_axis", axis, one ? 0 : -1, ranks, from, median_of(extra));
+    f["evidence"].update({{"wire_ratio_to_model", median_of(ratio)},
+                          {"group_time_s", median_of(measured)},
+                          {"model_s", model_s},
+                          {"groups", groups.size()},
+                          {"threshold", threshold}});
+    std::ostringstream t;
+    t << (one ? std::string(axis) + " group 0, the axis's only group,"
+              : "every " + std::string(axis) + " group")
+      << " (ranks " << rank_list(ranks) << ") spends " << fixed(median_of(ratio), 1)
+      << "x its calibrated collective time, net of waiting for late ranks, from step " << from
+      << ": " << fixed(median_of(extra), 3) << " s per step";
+    f["text"] = t.str();
+    f["advice"] = one ? "test the links between these ranks (a collective benchmark on the group) "
+                        "against the calibration: a slow or degraded link"
+                      : "the whole axis is slower than when it calibrated: its network (contention "
+                        "from other jobs, a degraded fabric, another transport or algorithm), or "
+                        "recalibrate if the machine changed";
+    out.push_back(f);
+  }
+}
+
+}  // namespace paraxis::driver::diagnosis::detail

@@ -1,0 +1,32 @@
+// Internal to the diagnosis (diagnosis*.cpp): the findings that rest on the calibrated model
+// rather than on peers (docs/diagnosis.md, "Against the model"). Peers decide where they exist;
+// the model finds what has no peer to differ from:
+//   - a rank without peers (the only rank of its pipeline stage and experts: a pure pipeline)
+//     whose compute is persistently kModelComputeRatio x o its stage's calibrated compute, or a
+//     whole peer set that is, or every rank (one finding naming them all): kind slow_rank;
+//   - the only group of an axis whose collective time net of waiting is persistently
+//     kModelLinkRatio x o the calibrated model's: slow_link; every group of an axis with several:
+//     slow_axis (group -1, ranks every rank of the axis).
+// Every finding's evidence has reference "model". o: the host's oversubscription.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "driver/diagnosis_series.hpp"
+
+namespace paraxis::driver::diagnosis::detail {
+
+// model: {"compute_per_stage": [seconds per step of one rank of each stage], ...}; nothing is
+// found without it. found_by_peers: ranks the peers already found slow (left to them).
+void model_slow_ranks(const Point& pt, const nlohmann::json& model, double oversubscription,
+                      const std::vector<int>& found_by_peers, nlohmann::json& out);
+
+// model: {"tp", "dp", "ep": the calibrated seconds per step and rank of the axis's collectives}.
+// slow_ranks: ranks found slow (a group holding one is explained by it); found: the peers'
+// slow_link findings (an axis where they found a group is left to them).
+void model_slow_links(const Point& pt, const nlohmann::json& model, double oversubscription,
+                      const std::vector<int>& slow_ranks, const nlohmann::json& found,
+                      nlohmann::json& out);
+
+}  // namespace paraxis::driver::diagnosis::detail
