@@ -467,7 +467,7 @@ json diagnose(const json& p, const Host& host, const json& model) {
   json links = json::array();
   slow_links(pt, p.value("topology", json::object()), slowed, o, links);
   faults.insert(faults.end(), links.begin(), links.end());
-  model_slow_links(pt, model, o, slowed, links, faults);
+  model_slow_links(pt, model, o, slowed, faults);
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
   for (auto& f : faults)
     if (f.at("cost_s").get<double>() >= kMinCostFraction * step) {

@@ -25,13 +25,25 @@ struct AgainstModel {
   double ratio = 0, extra_s = 0, measured_s = 0;
 };
 
+// from_start: persistent over every measured step (a link, as the peers judge links: the
+// emulated and injected links are slow from the first step) rather than from an onset (a rank).
 AgainstModel against_model(const Point& pt, const std::vector<double>& measured, double model_s,
-                           double threshold) {
+                           double threshold, bool from_start) {
   AgainstModel a;
   if (model_s <= 0 || measured.empty()) return a;
   std::vector<double> ratios;
   for (double x : measured) ratios.push_back(x / model_s);
-  const Onset o = persistent_onset(ratios, threshold);
+  Onset o;
+  if (!from_start) {
+    o = persistent_onset(ratios, threshold);
+  } else {
+    for (int j = 0; j < static_cast<int>(ratios.size()); ++j)
+      if (ratios[j] >= threshold) o.slowed.push_back(j);
+    const double n = static_cast<double>(ratios.size());
+    if (static_cast<int>(o.slowed.size()) >= kMinSteps &&
+        static_cast<double>(o.slowed.size()) >= kPersistence * n)
+      o.first = 0;
+  }
   if (o.first < 0) return a;
   a.from_step = pt.steps[pt.measured[o.first]];
   a.slowed = o.slowed;
@@ -90,7 +102,7 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
     std::vector<double> own;
     for (int k : pt.measured) own.push_back(compute[r][k]);
     const int stage = parallel::grid_coords_of(pt.par, r).pp;
-    const AgainstModel a = against_model(pt, own, per_stage.at(stage), threshold);
+    const AgainstModel a = against_model(pt, own, per_stage.at(stage), threshold, false);
     if (!a.slowed.empty()) slow[r] = a;
   }
   // Where peers exist they decide about one rank; the model speaks for a rank without peers,
@@ -144,64 +156,92 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
   }
 }
 
+namespace {
+
+// Every group of the axis against the model; empty unless all are slow and none holds a slow
+// rank (the rank explains its groups' time).
+std::vector<AgainstModel> every_group_slow(const Point& pt, const std::string& axis,
+                                           const std::vector<std::vector<int>>& groups,
+                                           double model_s, double threshold,
+                                           const std::vector<int>& slow_ranks) {
+  const Series time = series(pt.rs, "comm." + axis + ".time_s");
+  const Series wait = series(pt.rs, "comm." + axis + ".wait_s");
+  std::vector<AgainstModel> slow;
+  if (model_s <= 0 || time.empty() || groups.front().size() < 2) return slow;
+  for (const auto& g : groups) {
+    const bool holds_slow_rank = std::any_of(g.begin(), g.end(), [&](int r) {
+      return std::count(slow_ranks.begin(), slow_ranks.end(), r) > 0;
+    });
+    const AgainstModel a = holds_slow_rank ? AgainstModel()
+                                           : against_model(pt, group_wire(pt, time, wait, g),
+                                                           model_s, threshold, true);
+    if (a.slowed.empty()) return {};
+    slow.push_back(a);
+  }
+  return slow;
+}
+
+json axis_finding(const std::string& axis, const std::vector<std::vector<int>>& groups,
+                  const std::vector<AgainstModel>& slow, double model_s, double threshold) {
+  std::vector<double> ratio, extra, measured;
+  std::vector<int> ranks;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    ratio.push_back(slow[g].ratio);
+    extra.push_back(slow[g].extra_s);
+    measured.push_back(slow[g].measured_s);
+    ranks.insert(ranks.end(), groups[g].begin(), groups[g].end());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  const bool one = groups.size() == 1;
+  const int from = slow.front().from_step;
+  json f =
+      finding(one ? "slow_link" : "slow_axis", axis, one ? 0 : -1, ranks, from, median_of(extra));
+  f["evidence"].update(
+      {{"wire_ratio_to_model", median_of(ratio)},
+       {"least_group_ratio_to_model", *std::min_element(ratio.begin(), ratio.end())},
+       {"group_time_s", median_of(measured)},
+       {"model_s", model_s},
+       {"groups", groups.size()},
+       {"threshold", threshold}});
+  std::ostringstream t;
+  t << (one ? axis + " group 0, the axis's only group" : "every " + axis + " group") << " (ranks "
+    << rank_list(ranks) << ") spends " << fixed(median_of(ratio), 1)
+    << "x its calibrated collective time, net of waiting for late ranks, from step " << from << ": "
+    << fixed(median_of(extra), 3) << " s per step";
+  f["text"] = t.str();
+  f["advice"] = one ? "test the links between these ranks (a collective benchmark on the group) "
+                      "against the calibration: a slow or degraded link"
+                    : "the whole axis is slower than when it calibrated: its network (contention "
+                      "from other jobs, a degraded fabric, another transport or algorithm), or "
+                      "recalibrate if the machine changed";
+  return f;
+}
+
+}  // namespace
+
 void model_slow_links(const Point& pt, const json& model, double oversubscription,
-                      const std::vector<int>& slow_ranks, const json& found, json& out) {
+                      const std::vector<int>& slow_ranks, json& faults) {
   if (!model.is_object()) return;
   const double threshold = kModelLinkRatio * oversubscription;
   // Not the pipeline: a stage's transfer time holds its wait for the neighbour's compute
   // (docs/diagnosis.md, "Against the model"), which the model's transfer term does not.
-  for (const char* axis : {"tp", "dp", "ep"}) {
-    const double model_s = model.value(axis, 0.0);
-    const Series time = series(pt.rs, std::string("comm.") + axis + ".time_s");
-    const Series wait = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+  for (const std::string axis : {"tp", "dp", "ep"}) {
     const auto groups = groups_of(pt.par, axis);
-    if (model_s <= 0 || time.empty() || groups.front().size() < 2) continue;
-    bool peer_found = false;
-    for (const auto& f : found) peer_found = peer_found || f.at("axis") == axis;
-    if (peer_found) continue;  // the axis's groups differ: the peers have spoken
-    std::vector<AgainstModel> slow;
-    for (const auto& g : groups) {
-      const bool holds_slow_rank = std::any_of(g.begin(), g.end(), [&](int r) {
-        return std::count(slow_ranks.begin(), slow_ranks.end(), r) > 0;
-      });
-      if (holds_slow_rank) break;  // the rank explains the group's time
-      AgainstModel a = against_model(pt, group_wire(pt, time, wait, g), model_s, threshold);
-      if (a.slowed.empty()) break;
-      slow.push_back(a);
-    }
-    if (slow.size() != groups.size()) continue;  // with peers, only a whole axis is news
-    std::vector<double> ratio, extra, measured;
-    int from = pt.steps.back();
-    std::vector<int> ranks;
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      ratio.push_back(slow[g].ratio);
-      extra.push_back(slow[g].extra_s);
-      measured.push_back(slow[g].measured_s);
-      from = std::min(from, slow[g].from_step);
-      ranks.insert(ranks.end(), groups[g].begin(), groups[g].end());
-    }
-    std::sort(ranks.begin(), ranks.end());
-    const bool one = groups.size() == 1;
-    json f =
-        finding(one ? "slow_link" : "slow_axis", axis, one ? 0 : -1, ranks, from, median_of(extra));
-    f["evidence"].update({{"wire_ratio_to_model", median_of(ratio)},
-                          {"group_time_s", median_of(measured)},
-                          {"model_s", model_s},
-                          {"groups", groups.size()},
-                          {"threshold", threshold}});
-    std::ostringstream t;
-    t << (one ? std::string(axis) + " group 0, the axis's only group,"
-              : "every " + std::string(axis) + " group")
-      << " (ranks " << rank_list(ranks) << ") spends " << fixed(median_of(ratio), 1)
-      << "x its calibrated collective time, net of waiting for late ranks, from step " << from
-      << ": " << fixed(median_of(extra), 3) << " s per step";
-    f["text"] = t.str();
-    f["advice"] = one ? "test the links between these ranks (a collective benchmark on the group) "
-                        "against the calibration: a slow or degraded link"
-                      : "the whole axis is slower than when it calibrated: its network (contention "
-                        "from other jobs, a degraded fabric, another transport or algorithm), or "
-                        "recalibrate if the machine changed";
-    out.push_back(f);
+    const double model_s = model.value(axis, 0.0);
+    const auto slow = every_group_slow(pt, axis, groups, model_s, threshold, slow_ranks);
+    if (slow.empty()) continue;  // with several groups only a whole axis is news to peers
+    json f = axis_finding(axis, groups, slow, model_s, threshold);
+    // The axis's own slowdown is its least slowed group's; a group the peers found slow by less
+    // than that differs within it (a disturbance of the whole axis lands unevenly), so the
+    // whole axis is the finding and the group's is dropped.
+    const double axis_ratio = f.at("evidence").at("least_group_ratio_to_model");
+    json kept = json::array();
+    for (const auto& g : faults)
+      if (g.at("kind") != "slow_link" || g.at("axis") != axis ||
+          g.at("evidence").value("wire_ratio_to_other_groups", 0.0) >= axis_ratio)
+        kept.push_back(g);
+    faults = kept;
+    faults.push_back(f);
   }
 }
 

@@ -23,10 +23,12 @@ void model_slow_ranks(const Point& pt, const nlohmann::json& model, double overs
                       const std::vector<int>& found_by_peers, nlohmann::json& out);
 
 // model: {"tp", "dp", "ep": the calibrated seconds per step and rank of the axis's collectives}.
-// slow_ranks: ranks found slow (a group holding one is explained by it); found: the peers'
-// slow_link findings (an axis where they found a group is left to them).
+// Against the model a group must be slow on kPersistence of every measured step (as the peers
+// judge links). slow_ranks: ranks found slow (a group holding one is explained by it). faults:
+// the findings so far, the peers' slow links among them; the model's are added, and a peer
+// slow_link on an axis found slow as a whole by less than the axis's least slowed group is
+// dropped (it differs within the axis's own slowdown).
 void model_slow_links(const Point& pt, const nlohmann::json& model, double oversubscription,
-                      const std::vector<int>& slow_ranks, const nlohmann::json& found,
-                      nlohmann::json& out);
+                      const std::vector<int>& slow_ranks, nlohmann::json& faults);
 
 }  // namespace paraxis::driver::diagnosis::detail
