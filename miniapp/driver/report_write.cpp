@@ -182,7 +182,8 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   }
   md << "\n## Diagnosis\n\nWhere the time went, rank by rank, most costly first (docs/"
         "diagnosis.md: dead and hung ranks, slow ranks against the ranks of their stage, slow "
-        "links against the axis's other groups, bubbles, placement, expert imbalance).\n\n";
+        "links against the axis's other groups, and where there are no peers against the "
+        "calibrated model, slow axes, bubbles, placement, expert imbalance).\n\n";
   if (diagnosis.empty()) {
     md << "No finding above the thresholds.\n";
   } else {
