@@ -28,14 +28,7 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
   const double threshold = kSlowRankRatio * oversubscription;
   const Series compute = series(pt.rs, "compute_s");
   if (compute.empty()) return;
-  // Peers do the same work: the same pipeline stage and, with expert parallelism, the same
-  // experts (ranks holding other experts compute what the routing sends them, which differs).
-  std::map<std::pair<int, int>, std::vector<int>> peers_of;
-  for (int r = 0; r < pt.world; ++r) {
-    const auto c = parallel::grid_coords_of(pt.par, r);
-    peers_of[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
-  }
-  for (const auto& [key, ranks] : peers_of) {
+  for (const auto& [key, ranks] : peer_sets(pt)) {
     const int st = key.first;
     if (ranks.size() < 2) continue;  // no peer doing the same work
     for (int r : ranks) {

@@ -76,15 +76,34 @@ json finding(const char* kind, const std::string& axis, int group, const std::ve
           {"evidence", {{"reference", "model"}}}};
 }
 
-// The ranks of each peer set (the ranks that do the same work: one pipeline stage, the same
-// experts), keyed by (stage, ep rank) as the comparison with peers keys them.
-std::map<std::pair<int, int>, std::vector<int>> peer_sets(const Point& pt) {
-  std::map<std::pair<int, int>, std::vector<int>> sets;
-  for (int r = 0; r < pt.world; ++r) {
-    const auto c = parallel::grid_coords_of(pt.par, r);
-    sets[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
+// One slow_rank finding against the model for ranks (one, or every rank of the point).
+json rank_finding(const Point& pt, const std::map<int, AgainstModel>& slow,
+                  const std::vector<double>& per_stage, const std::vector<int>& ranks, int group,
+                  const std::string& who, double threshold) {
+  std::vector<double> ratio, extra, own, cal;
+  int from = pt.steps.back();
+  for (int r : ranks) {
+    const AgainstModel& a = slow.at(r);
+    ratio.push_back(a.ratio);
+    extra.push_back(a.extra_s);
+    own.push_back(a.measured_s);
+    cal.push_back(per_stage.at(parallel::grid_coords_of(pt.par, r).pp));
+    from = std::min(from, a.from_step);
   }
-  return sets;
+  json f = finding("slow_rank", "compute", group, ranks, from, median_of(extra));
+  f["evidence"].update({{"compute_ratio_to_model", median_of(ratio)},
+                        {"compute_s", median_of(own)},
+                        {"model_compute_s", median_of(cal)},
+                        {"slowed_steps", slow.at(ranks.front()).slowed.size()},
+                        {"measured_steps", pt.measured.size()},
+                        {"threshold", threshold}});
+  std::ostringstream t;
+  t << who << " computes " << fixed(median_of(ratio), 1) << "x its calibrated time from step "
+    << from << " (" << fixed(median_of(own), 4) << " s per step against "
+    << fixed(median_of(cal), 4) << " s); it adds " << fixed(median_of(extra), 3)
+    << " s of compute per step";
+  f["text"] = t.str();
+  return f;
 }
 
 }  // namespace
@@ -115,34 +134,9 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
   }
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty()) return;
-  const auto emit = [&](const std::vector<int>& rs, int group, const std::string& who) {
-    std::vector<double> ratio, extra, own, cal;
-    int from = pt.steps.back();
-    for (int r : rs) {
-      const AgainstModel& a = slow.at(r);
-      ratio.push_back(a.ratio);
-      extra.push_back(a.extra_s);
-      own.push_back(a.measured_s);
-      cal.push_back(per_stage.at(parallel::grid_coords_of(pt.par, r).pp));
-      from = std::min(from, a.from_step);
-    }
-    json f = finding("slow_rank", "compute", group, rs, from, median_of(extra));
-    f["evidence"].update({{"compute_ratio_to_model", median_of(ratio)},
-                          {"compute_s", median_of(own)},
-                          {"model_compute_s", median_of(cal)},
-                          {"slowed_steps", slow.at(rs.front()).slowed.size()},
-                          {"measured_steps", pt.measured.size()},
-                          {"threshold", threshold}});
-    std::ostringstream t;
-    t << who << " computes " << fixed(median_of(ratio), 1) << "x its calibrated time from step "
-      << from << " (" << fixed(median_of(own), 4) << " s per step against "
-      << fixed(median_of(cal), 4) << " s); it adds " << fixed(median_of(extra), 3)
-      << " s of compute per step";
-    f["text"] = t.str();
-    out.push_back(f);
-  };
   if (static_cast<int>(ranks.size()) == pt.world && pt.world > 1) {
-    emit(ranks, pt.par.pp == 1 ? 0 : -1, "every rank (" + rank_list(ranks) + ")");
+    out.push_back(rank_finding(pt, slow, per_stage, ranks, pt.par.pp == 1 ? 0 : -1,
+                               "every rank (" + rank_list(ranks) + ")", threshold));
     out.back()["advice"] =
         "the whole job computes slower than when it calibrated: check the nodes' clocks, "
         "thermals and power caps, and other jobs on their cores";
@@ -150,7 +144,9 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
   }
   for (int r : ranks) {
     const int stage = parallel::grid_coords_of(pt.par, r).pp;
-    emit({r}, stage, "rank " + std::to_string(r) + " (" + where(pt.par, r) + ")");
+    out.push_back(rank_finding(pt, slow, per_stage, {r}, stage,
+                               "rank " + std::to_string(r) + " (" + where(pt.par, r) + ")",
+                               threshold));
     out.back()["advice"] =
         "check that device (clocks, thermals, errors, other jobs) or take its node out";
   }

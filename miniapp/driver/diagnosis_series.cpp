@@ -82,6 +82,15 @@ Onset persistent_onset(const std::vector<double>& ratios, double threshold) {
   return o;
 }
 
+std::map<std::pair<int, int>, std::vector<int>> peer_sets(const Point& pt) {
+  std::map<std::pair<int, int>, std::vector<int>> sets;
+  for (int r = 0; r < pt.world; ++r) {
+    const auto c = parallel::grid_coords_of(pt.par, r);
+    sets[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
+  }
+  return sets;
+}
+
 std::vector<std::vector<int>> groups_of(const config::ParallelConfig& p, const std::string& axis) {
   const json par = {{"tp", p.tp},
                     {"pp", p.pp},

@@ -4,8 +4,10 @@
 // model (diagnosis_model.cpp), so both read the same steps and apply the same persistence.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/parallel_config.hpp"
@@ -44,6 +46,11 @@ struct Onset {
   std::vector<int> slowed;
 };
 Onset persistent_onset(const std::vector<double>& ratios, double threshold);
+
+// The ranks of each peer set (ranks that do the same work: one pipeline stage and, with expert
+// parallelism, the same experts; ranks holding other experts compute what the routing sends
+// them, which differs), keyed by (stage, ep rank or 0).
+std::map<std::pair<int, int>, std::vector<int>> peer_sets(const Point& pt);
 
 // The world ranks of each group of `axis` (tp, pp, dp, ep) of the point's grid.
 std::vector<std::vector<int>> groups_of(const config::ParallelConfig& p, const std::string& axis);
