@@ -106,6 +106,28 @@ json rank_finding(const Point& pt, const std::map<int, AgainstModel>& slow,
   return f;
 }
 
+// Whether rank r stands out from the other ranks once each is measured against its own stage's
+// calibration: r's compute over its calibrated compute, divided by the median of the others',
+// at least threshold persistently (the onset rule). On a loaded machine descheduling stretches
+// every rank's steps at random, far beyond the calibration; a slowed rank is slower than the
+// others step after step.
+bool stands_out(const Point& pt, const Series& compute, const std::vector<double>& per_stage, int r,
+                double threshold) {
+  if (pt.world < 2) return true;
+  const auto normalised = [&](int q, int k) {
+    return compute[q][k] / per_stage.at(parallel::grid_coords_of(pt.par, q).pp);
+  };
+  std::vector<double> rel;
+  for (int k : pt.measured) {
+    std::vector<double> others;
+    for (int q = 0; q < pt.world; ++q)
+      if (q != r) others.push_back(normalised(q, k));
+    const double ref = median_of(others);
+    rel.push_back(ref > 0 ? normalised(r, k) / ref : 0.0);
+  }
+  return persistent_onset(rel, threshold).first >= 0;
+}
+
 }  // namespace
 
 void model_slow_ranks(const Point& pt, const json& model, double oversubscription,
@@ -113,7 +135,9 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
   if (!model.is_object() || !model.contains("compute_per_stage")) return;
   const auto per_stage = model.at("compute_per_stage").get<std::vector<double>>();
   const Series compute = series(pt.rs, "compute_s");
-  if (compute.empty() || static_cast<int>(per_stage.size()) != pt.par.pp) return;
+  if (compute.empty() || static_cast<int>(per_stage.size()) != pt.par.pp ||
+      *std::min_element(per_stage.begin(), per_stage.end()) <= 0)
+    return;
   const double threshold = kModelComputeRatio * oversubscription;
   std::map<int, AgainstModel> slow;  // by rank
   for (int r = 0; r < pt.world; ++r) {
@@ -125,16 +149,18 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
     if (!a.slowed.empty()) slow[r] = a;
   }
   // Where peers exist they decide about one rank; the model speaks for a rank without peers,
-  // and for a whole peer set slower than calibrated (which its peers cannot see).
+  // and for a whole peer set slower than calibrated (which its peers cannot see), when it also
+  // stands out from the other ranks.
   std::vector<int> ranks;
   for (const auto& [key, set] : peer_sets(pt)) {
     const bool all = std::all_of(set.begin(), set.end(), [&](int r) { return slow.count(r); });
     for (int r : set)
-      if (slow.count(r) && (set.size() == 1 || all)) ranks.push_back(r);
+      if (slow.count(r) && (set.size() == 1 || all) &&
+          stands_out(pt, compute, per_stage, r, kSlowRankRatio * oversubscription))
+        ranks.push_back(r);
   }
-  std::sort(ranks.begin(), ranks.end());
-  if (ranks.empty()) return;
-  if (static_cast<int>(ranks.size()) == pt.world && pt.world > 1) {
+  if (ranks.empty() && static_cast<int>(slow.size()) == pt.world && pt.world > 1) {
+    for (const auto& [r, a] : slow) ranks.push_back(r);
     out.push_back(rank_finding(pt, slow, per_stage, ranks, pt.par.pp == 1 ? 0 : -1,
                                "every rank (" + rank_list(ranks) + ")", threshold));
     out.back()["advice"] =

@@ -3,7 +3,9 @@
 // the model finds what has no peer to differ from:
 //   - a rank without peers (the only rank of its pipeline stage and experts: a pure pipeline)
 //     whose compute is persistently kModelComputeRatio x o its stage's calibrated compute, or a
-//     whole peer set that is, or every rank (one finding naming them all): kind slow_rank;
+//     whole peer set that is, each when it also stands out from the other ranks measured
+//     against their own calibrations (kSlowRankRatio x o); else every rank, when all are slower
+//     than calibrated (one finding naming them all): kind slow_rank;
 //   - the only group of an axis whose collective time net of waiting is persistently
 //     kModelLinkRatio x o the calibrated model's: slow_link; every group of an axis with several:
 //     slow_axis (group -1, ranks every rank of the axis).
