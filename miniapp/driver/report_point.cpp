@@ -77,7 +77,9 @@ std::vector<double> stage_compute(const ComputeCalibration& cal, const RunConfig
   std::vector<double> per_stage(static_cast<std::size_t>(c.parallel.pp), cal.optimizer_s);
   for (int k = 0; k < static_cast<int>(cal.forward_s.size()) && k < shape.chunks(); ++k)
     per_stage.at(static_cast<std::size_t>(schedule::chunk_stage(shape, k))) +=
-        shape.micro_batches * (cal.forward_s[k] + cal.backward_s[k] + cal.backward_weight_s.at(k));
+        shape.micro_batches *
+        (cal.forward_s[k] + cal.backward_s.at(k) +
+         (k < static_cast<int>(cal.backward_weight_s.size()) ? cal.backward_weight_s[k] : 0.0));
   return per_stage;
 }
 
