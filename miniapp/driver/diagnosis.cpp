@@ -228,11 +228,9 @@ void bubble(const json& p, const Point& pt, json& out) {
   f["ranks"] = json::array();
   f["from_step"] = pt.steps.empty() ? 0 : pt.steps[pt.measured.empty() ? 0 : pt.measured.front()];
   f["cost_s"] = b * step;
-  f["evidence"] = {{"bubble_fraction", b},
-                   {"schedule_bubble_fraction", own},
-                   {"micro_batches", m},
-                   {"stages", pt.par.pp},
-                   {"threshold", kBubbleFraction}};
+  f["evidence"] = {{"reference", "model"},  // the schedule's own bubble
+                   {"bubble_fraction", b}, {"schedule_bubble_fraction", own}, {"micro_batches", m},
+                   {"stages", pt.par.pp},  {"threshold", kBubbleFraction}};
   std::ostringstream t;
   t << "m = " << m << " micro-batches on p = " << pt.par.pp << " stages ("
     << schedule::to_string(pt.par.schedule) << "): the bubble is " << fixed(100 * b, 0)
@@ -270,7 +268,8 @@ void placement(const json& p, json& out) {
   f["ranks"] = json::array();
   f["from_step"] = 0;
   f["cost_s"] = cost;
-  f["evidence"] = {{"tp_groups_spanning_nodes", spanning},
+  f["evidence"] = {{"reference", "topology"},
+                   {"tp_groups_spanning_nodes", spanning},
                    {"tp_groups", axes.at("tp").value("groups", 0)}};
   f["text"] = std::to_string(spanning) +
               " tensor-parallel group(s) span nodes: their collectives, two per block and "
@@ -331,7 +330,8 @@ void expert_imbalance(const json& p, const Point& pt, json& out) {
   f["ranks"] = ranks;
   f["from_step"] = pt.steps[pt.measured.front()];
   f["cost_s"] = cost;
-  f["evidence"] = {{"token_share_to_fair_share", ratio},
+  f["evidence"] = {{"reference", "peers"},  // the other ep ranks' shares
+                   {"token_share_to_fair_share", ratio},
                    {"experts_per_ep_rank", per},
                    {"other_ranks_ep_wait_s", cost},
                    {"threshold", kExpertImbalance}};

@@ -107,7 +107,9 @@ json failure_finding(const std::vector<json>& records) {
       << loss_takes_out(par, rank);
     f["advice"] =
         "take the rank's node out (check its device and memory errors) and rerun the point";
-    f["evidence"] = {{"record_of_rank", rank}, {"what", dead->value("what", "")}};
+    f["evidence"] = {{"reference", "failure_record"},
+                     {"record_of_rank", rank},
+                     {"what", dead->value("what", "")}};
     f["text"] = t.str();
     return f;
   }
@@ -163,7 +165,8 @@ json failure_finding(const std::vector<json>& records) {
   f["advice"] =
       "find what the stalled rank was doing (a stack dump of its process, gdb -p, on its "
       "node; its device's state); comm.timeout_s sets how long the others wait";
-  f["evidence"] = {{"record_of_rank", writer},
+  f["evidence"] = {{"reference", "failure_record"},
+                   {"record_of_rank", writer},
                    {"records", records.size()},
                    {"waited_s", field(*longest, "waited_s")},
                    {"timeout_s", field(first, "config").at("comm").value("timeout_s", 0.0)}};
