@@ -73,8 +73,9 @@ Host host_of(const nlohmann::json& provenance);
 // model: the calibrated model's seconds per step and rank ({"compute", "tp", "pp", "dp",
 // "ep"}, and "compute_per_stage": one rank's compute per step on each pipeline stage; empty
 // when the point was not calibrated), quoted in the evidence of slow ranks and slow links found
-// by peers, and the reference where there are none (diagnosis_model.hpp). Every slow_rank,
-// slow_link and slow_axis finding's evidence names its reference: "peers" or "model".
+// by peers, and the reference where there are none (diagnosis_model.hpp). Every finding's
+// evidence names its reference: "peers" or "model" (slow_rank, slow_link, slow_axis; a bubble
+// "model", an expert imbalance "peers"), "topology" (placement), "failure_record".
 nlohmann::json diagnose(const nlohmann::json& point, const Host& host = {},
                         const nlohmann::json& model = nlohmann::json::object());
 
