@@ -457,9 +457,7 @@ json diagnose(const json& p, const Host& host, const json& model) {
       for (const auto& r : f.at("ranks")) slowed.push_back(r.get<int>());
       faults.push_back(f);
     }
-  json links = json::array();
-  slow_links(pt, p.value("topology", json::object()), slowed, o, links);
-  faults.insert(faults.end(), links.begin(), links.end());
+  slow_links(pt, p.value("topology", json::object()), slowed, o, faults);
   model_slow_links(pt, model, o, slowed, faults);
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
   for (auto& f : faults)
