@@ -187,14 +187,16 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   if (diagnosis.empty()) {
     md << "No finding above the thresholds.\n";
   } else {
-    md << "| point | kind | axis | ranks | from step | cost s/step | finding | what to change |\n"
-          "|---|---|---|---|---:|---:|---|---|\n";
+    md << "| point | kind | axis | ranks | from step | cost s/step | against | finding | what to "
+          "change |\n"
+          "|---|---|---|---|---:|---:|---|---|---|\n";
     for (const auto& f : diagnosis) {
       std::string ranks;
       for (const auto& r : f["ranks"]) ranks += (ranks.empty() ? "" : " ") + r.dump();
       md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
          << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
          << (f["cost_s"].is_null() ? std::string("job ended") : fmt(f["cost_s"].get<double>(), 3))
+         << " | " << f.value("evidence", json::object()).value("reference", std::string("-"))
          << " | " << f["text"].get<std::string>() << " | " << f["advice"].get<std::string>()
          << " |\n";
     }
