@@ -1,5 +1,5 @@
 // The findings of a point (diagnosis.hpp): peers against peers, step by step, on the grid the
-// point ran.
+// point ran; against the calibrated model where there are no peers (diagnosis_model.cpp).
 #include "driver/diagnosis.hpp"
 
 #include <algorithm>
@@ -10,6 +10,8 @@
 
 #include "config/parallel_config.hpp"
 #include "driver/deck.hpp"
+#include "driver/diagnosis_model.hpp"
+#include "driver/diagnosis_series.hpp"
 #include "driver/statistics.hpp"
 #include "parallel/process_grid.hpp"
 #include "schedule/pipeline_schedule.hpp"
@@ -17,76 +19,16 @@
 namespace paraxis::driver::diagnosis {
 
 using nlohmann::json;
+using namespace detail;
 
 namespace {
-
-std::string fixed(double x, int digits) {
-  std::ostringstream os;
-  os.setf(std::ios::fixed);
-  os.precision(digits);
-  os << x;
-  return os.str();
-}
-
-// Per rank, per step: one metric of rank_series (empty when absent).
-using Series = std::vector<std::vector<double>>;
-
-Series series(const json& rs, const std::string& name) {
-  Series s;
-  if (!rs.contains(name)) return s;
-  for (const auto& rank : rs.at(name)) s.push_back(rank.get<std::vector<double>>());
-  return s;
-}
-
-double median_of(std::vector<double> v) {
-  return v.empty() ? 0.0 : median(std::move(v));
-}
-
-struct Point {
-  config::ParallelConfig par;
-  int world = 0;
-  std::vector<int> steps;     // step numbers of the series' columns
-  std::vector<int> measured;  // columns of measured steps
-  json rs;
-};
-
-Point read_point(const json& p) {
-  if (!p.contains("rank_series"))
-    throw std::invalid_argument(
-        "diagnosis: the point has no rank_series (summary.json written before per-rank series "
-        "were kept)");
-  Point pt;
-  pt.par = config_from_json(p.at("config")).parallel;
-  pt.rs = p.at("rank_series");
-  pt.steps = pt.rs.at("steps").get<std::vector<int>>();
-  pt.world = static_cast<int>(pt.rs.at("compute_s").size());
-  const int warmup = p.at("config").at("train").value("warmup_steps", 0);
-  for (std::size_t k = 0; k < pt.steps.size(); ++k)
-    if (pt.steps[k] >= warmup) pt.measured.push_back(static_cast<int>(k));
-  return pt;
-}
-
-std::string where(const config::ParallelConfig& p, int rank) {
-  const auto c = parallel::grid_coords_of(p, rank);
-  std::ostringstream os;
-  os << "pipeline stage " << c.pp << " of replica " << c.dp;
-  if (p.tp > 1) os << ", tensor-parallel rank " << c.tp;
-  return os.str();
-}
 
 // Slow ranks: compute against the median of the ranks of the same pipeline stage.
 void slow_ranks(const Point& pt, double oversubscription, json& out) {
   const double threshold = kSlowRankRatio * oversubscription;
   const Series compute = series(pt.rs, "compute_s");
   if (compute.empty()) return;
-  // Peers do the same work: the same pipeline stage and, with expert parallelism, the same
-  // experts (ranks holding other experts compute what the routing sends them, which differs).
-  std::map<std::pair<int, int>, std::vector<int>> peers_of;
-  for (int r = 0; r < pt.world; ++r) {
-    const auto c = parallel::grid_coords_of(pt.par, r);
-    peers_of[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
-  }
-  for (const auto& [key, ranks] : peers_of) {
+  for (const auto& [key, ranks] : peer_sets(pt)) {
     const int st = key.first;
     if (ranks.size() < 2) continue;  // no peer doing the same work
     for (int r : ranks) {
@@ -103,39 +45,16 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
         all_ratio.push_back(compute[r][k] / ref);
         all_extra.push_back(compute[r][k] - ref);
       }
-      // The onset: of the steps where the ratio crosses kSlowRankRatio, the one that best
-      // separates the steps before it (baseline 1 when there are none) from those after it
-      // (mean ratio after - mean before); from it on, the slowdown must be persistent: at least
-      // kMinSteps slowed steps and kPersistence of the steps (one slow step in a few is the
-      // machine's noise, and a noisy clean step before the fault is not its start).
-      const int n = static_cast<int>(cols.size());
-      int onset = -1;
-      double best = -1e300;
-      for (int i = 0; i < n; ++i) {
-        if (all_ratio[i] < threshold) continue;
-        int count = 0;
-        double after = 0, before = 0;
-        for (int j = i; j < n; ++j) {
-          count += all_ratio[j] >= threshold ? 1 : 0;
-          after += all_ratio[j];
-        }
-        for (int j = 0; j < i; ++j) before += all_ratio[j];
-        if (count < kMinSteps || count < kPersistence * (n - i)) continue;
-        const double score = after / (n - i) - (i > 0 ? before / i : 1.0);
-        if (score > best) {
-          best = score;
-          onset = i;
-        }
-      }
-      if (onset < 0) continue;
+      const Onset o = persistent_onset(all_ratio, threshold);
+      if (o.first < 0) continue;
       std::vector<int> slowed;  // columns from the onset on that cross the threshold
       std::vector<double> ratios, extra;
-      for (int j = onset; j < n; ++j)
-        if (all_ratio[j] >= threshold) {
-          slowed.push_back(cols[j]);
-          ratios.push_back(all_ratio[j]);
-          extra.push_back(all_extra[j]);
-        }
+      for (int j : o.slowed) {
+        slowed.push_back(cols[j]);
+        ratios.push_back(all_ratio[j]);
+        extra.push_back(all_extra[j]);
+      }
+      const int onset = o.first;
       const int from = pt.steps[cols[onset]];
       const double ratio = median_of(ratios), cost = median_of(extra);
       std::vector<double> own;
@@ -164,7 +83,8 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
       f["ranks"] = json::array({r});
       f["from_step"] = from;
       f["cost_s"] = cost;
-      f["evidence"] = {{"compute_ratio_to_peers", ratio},
+      f["evidence"] = {{"reference", "peers"},
+                       {"compute_ratio_to_peers", ratio},
                        {"compute_s", median_of(own)},
                        {"slowed_steps", static_cast<int>(slowed.size())},
                        {"measured_steps", static_cast<int>(pt.measured.size())},
@@ -203,21 +123,11 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
     // time, docs/diagnosis.md "Wait time"): its groups are compared on their transfer time.
     const Series wait = p2p ? Series() : series(pt.rs, std::string("comm.") + axis + ".wait_s");
     if (time.empty()) continue;
-    json par = {{"tp", pt.par.tp},
-                {"pp", pt.par.pp},
-                {"dp", pt.par.dp},
-                {"ep", pt.par.ep},
-                {"order", config::to_string(pt.par.order)}};
-    const auto groups = axis_groups(par, axis);
+    const auto groups = groups_of(pt.par, axis);
     if (groups.size() < 2 || groups.front().size() < 2) continue;
     // wire[g][column]: mean over the group's ranks of time - wait.
     std::vector<std::vector<double>> wire(groups.size());
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      for (int k : pt.measured) {
-        double sum = 0;
-        for (int r : groups[g]) sum += time[r][k] - (wait.empty() ? 0.0 : wait[r][k]);
-        wire[g].push_back(sum / static_cast<double>(groups[g].size()));
-      }
+    for (std::size_t g = 0; g < groups.size(); ++g) wire[g] = group_wire(pt, time, wait, groups[g]);
     std::vector<bool> slow(groups.size(), false);
     std::vector<double> ratio(groups.size(), 0), extra(groups.size(), 0);
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -259,7 +169,8 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
         for (int r : groups[g]) sum += time[r][k];
         group_time.push_back(sum / static_cast<double>(groups[g].size()));
       }
-      f["evidence"] = {{"wire_ratio_to_other_groups", ratio[g]},
+      f["evidence"] = {{"reference", "peers"},
+                       {"wire_ratio_to_other_groups", ratio[g]},
                        {"group_time_s", median_of(group_time)},
                        {"groups", groups.size()},
                        {"threshold", threshold}};
@@ -317,11 +228,9 @@ void bubble(const json& p, const Point& pt, json& out) {
   f["ranks"] = json::array();
   f["from_step"] = pt.steps.empty() ? 0 : pt.steps[pt.measured.empty() ? 0 : pt.measured.front()];
   f["cost_s"] = b * step;
-  f["evidence"] = {{"bubble_fraction", b},
-                   {"schedule_bubble_fraction", own},
-                   {"micro_batches", m},
-                   {"stages", pt.par.pp},
-                   {"threshold", kBubbleFraction}};
+  f["evidence"] = {{"reference", "model"},  // the schedule's own bubble
+                   {"bubble_fraction", b}, {"schedule_bubble_fraction", own}, {"micro_batches", m},
+                   {"stages", pt.par.pp},  {"threshold", kBubbleFraction}};
   std::ostringstream t;
   t << "m = " << m << " micro-batches on p = " << pt.par.pp << " stages ("
     << schedule::to_string(pt.par.schedule) << "): the bubble is " << fixed(100 * b, 0)
@@ -359,7 +268,8 @@ void placement(const json& p, json& out) {
   f["ranks"] = json::array();
   f["from_step"] = 0;
   f["cost_s"] = cost;
-  f["evidence"] = {{"tp_groups_spanning_nodes", spanning},
+  f["evidence"] = {{"reference", "topology"},
+                   {"tp_groups_spanning_nodes", spanning},
                    {"tp_groups", axes.at("tp").value("groups", 0)}};
   f["text"] = std::to_string(spanning) +
               " tensor-parallel group(s) span nodes: their collectives, two per block and "
@@ -420,7 +330,8 @@ void expert_imbalance(const json& p, const Point& pt, json& out) {
   f["ranks"] = ranks;
   f["from_step"] = pt.steps[pt.measured.front()];
   f["cost_s"] = cost;
-  f["evidence"] = {{"token_share_to_fair_share", ratio},
+  f["evidence"] = {{"reference", "peers"},  // the other ep ranks' shares
+                   {"token_share_to_fair_share", ratio},
                    {"experts_per_ep_rank", per},
                    {"other_ranks_ep_wait_s", cost},
                    {"threshold", kExpertImbalance}};
@@ -532,21 +443,33 @@ json diagnose(const json& p, const Host& host, const json& model) {
   json out = json::array();
   if (pt.measured.empty()) return out;
   const double o = host.oversubscription();
+  // Peers first; the calibrated model where no peer differs (diagnosis_model.hpp). A rank the
+  // model finds explains its groups' time only when it costs enough to be a finding.
+  const double step = p.at("time").value("step_median_s", 0.0);
   json faults = json::array();
   slow_ranks(pt, o, faults);
   std::vector<int> slowed;
   for (const auto& f : faults) slowed.push_back(f.at("ranks").at(0));
+  json by_model = json::array();
+  model_slow_ranks(pt, model, o, slowed, by_model);
+  for (const auto& f : by_model)
+    if (f.at("cost_s").get<double>() >= kMinCostFraction * step) {
+      for (const auto& r : f.at("ranks")) slowed.push_back(r.get<int>());
+      faults.push_back(f);
+    }
   slow_links(pt, p.value("topology", json::object()), slowed, o, faults);
+  model_slow_links(pt, model, o, slowed, faults);
   // A fault that costs less than kMinCostFraction of the step is within the machine's noise.
-  const double step = p.at("time").value("step_median_s", 0.0);
   for (auto& f : faults)
     if (f.at("cost_s").get<double>() >= kMinCostFraction * step) {
       const auto& e = f.at("evidence");
-      if (f.at("kind") == "slow_rank")
-        quote_model(f, model, "compute", e.at("compute_s").get<double>(), "it computes");
-      else
-        quote_model(f, model, f.at("axis").get<std::string>().c_str(),
-                    e.at("group_time_s").get<double>(), "the group spends");
+      if (e.at("reference") == "peers") {
+        if (f.at("kind") == "slow_rank")
+          quote_model(f, model, "compute", e.at("compute_s").get<double>(), "it computes");
+        else
+          quote_model(f, model, f.at("axis").get<std::string>().c_str(),
+                      e.at("group_time_s").get<double>(), "the group spends");
+      }
       out.push_back(f);
     }
   // A bubble well beyond the schedule's own is waiting; with a fault found, the fault is what

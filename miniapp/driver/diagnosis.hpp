@@ -22,6 +22,8 @@
 //   bubble     a pipeline whose measured bubble is at least kBubbleFraction of the step;
 //              its cost the bubble's time, with the micro-batch count that would bring the
 //              schedule's ideal bubble under kBubbleTarget.
+//   slow_axis  every group of an axis with several slower than its calibrated link (against
+//              the model, diagnosis_model.hpp, like a rank or a one-group axis without peers).
 //   placement  a tensor-parallel group that spans nodes (its collectives cross the slowest
 //              links of the machine every layer); cost: the group's collective time.
 // The thresholds are above the noise of fault-free runs on a shared machine (docs/
@@ -50,6 +52,11 @@ constexpr double kMinCostFraction =
 constexpr double kBubbleFraction = 0.25;
 constexpr double kBubbleTarget = 0.10;
 constexpr double kExpertImbalance = 1.25;
+// Against the calibrated model (diagnosis_model.hpp), both times the oversubscription: above
+// the model's misses on a healthy run (compute up to some 1.2x its calibration, the data-parallel
+// term up to 3.5x under ZeRO-3; docs/diagnosis.md, "Against the model").
+constexpr double kModelComputeRatio = 3.0;
+constexpr double kModelLinkRatio = 4.0;
 
 // The host the point ran on (summary.json provenance): ranks per host and cores per host.
 struct Host {
@@ -64,8 +71,11 @@ Host host_of(const nlohmann::json& provenance);
 // {...figures...}, text (one sentence a user reads), advice}. Throws std::invalid_argument
 // naming what is missing when the point has no rank_series.
 // model: the calibrated model's seconds per step and rank ({"compute", "tp", "pp", "dp",
-// "ep"}; empty when the point was not calibrated), quoted in the evidence of slow ranks and
-// slow links beside the peers' figures.
+// "ep"}, and "compute_per_stage": one rank's compute per step on each pipeline stage; empty
+// when the point was not calibrated), quoted in the evidence of slow ranks and slow links found
+// by peers, and the reference where there are none (diagnosis_model.hpp). Every finding's
+// evidence names its reference: "peers" or "model" (slow_rank, slow_link, slow_axis; a bubble
+// "model", an expert imbalance "peers"), "topology" (placement), "failure_record".
 nlohmann::json diagnose(const nlohmann::json& point, const Host& host = {},
                         const nlohmann::json& model = nlohmann::json::object());
 

@@ -171,7 +171,9 @@ json failure_finding(const std::vector<json>& records) {
       << loss_takes_out(par, rank);
     f["advice"] =
         "take the rank's node out (check its device and memory errors) and rerun the point";
-    f["evidence"] = {{"record_of_rank", rank}, {"what", dead->value("what", "")}};
+    f["evidence"] = {{"reference", "failure_record"},
+                     {"record_of_rank", rank},
+                     {"what", dead->value("what", "")}};
     f["text"] = t.str();
     return f;
   }
@@ -224,7 +226,8 @@ json failure_finding(const std::vector<json>& records) {
                       index,     field(*longest, "waited_s").get<double>(),
                       timeout_s, op_axis + " " + field(*longest, "op").get<std::string>()};
   word_hang(f, stalled, wait, loss_takes_out(par, culprit));
-  f["evidence"] = {{"record_of_rank", writer},
+  f["evidence"] = {{"reference", "failure_record"},
+                   {"record_of_rank", writer},
                    {"records", records.size()},
                    {"waited_s", field(*longest, "waited_s")},
                    {"timeout_s", timeout_s}};

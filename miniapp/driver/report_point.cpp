@@ -71,6 +71,20 @@ double measured_compute_spread(const json& point, const config::ParallelConfig& 
   return sum / par.pp;
 }
 
+// One rank's calibrated compute per step on each pipeline stage, for the diagnosis against the
+// model: m micro-batches of the stage's chunks (forward, backward and W, the slowest of the ranks
+// that hold each) and the optimizer.
+std::vector<double> stage_compute(const ComputeCalibration& cal, const RunConfig& c) {
+  const schedule::PipelineShape shape = config::pipeline_shape(c.train, c.parallel);
+  std::vector<double> per_stage(static_cast<std::size_t>(c.parallel.pp), cal.optimizer_s);
+  for (int k = 0; k < static_cast<int>(cal.forward_s.size()) && k < shape.chunks(); ++k)
+    per_stage.at(static_cast<std::size_t>(schedule::chunk_stage(shape, k))) +=
+        shape.micro_batches *
+        (cal.forward_s[k] + cal.backward_s.at(k) +
+         (k < static_cast<int>(cal.backward_weight_s.size()) ? cal.backward_weight_s[k] : 0.0));
+  return per_stage;
+}
+
 json term(const std::string& name, double measured, double predicted, const std::string& unit) {
   json t{{"name", name}, {"measured", measured}, {"predicted", predicted}, {"unit", unit}};
   t["residual_pct"] = predicted != 0 ? json(100.0 * (measured - predicted) / predicted) : json();
@@ -223,8 +237,9 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     const double p_tp = br.tp + (pc.ep == 1 && pc.tp > 1 ? wait : 0.0);
     const double p_dp = br.dp + (pc.ep == 1 && pc.tp == 1 ? wait : 0.0);
     const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
-    model_terms = {
-        {"compute", p_compute}, {"tp", br.tp}, {"pp", br.pp}, {"dp", br.dp}, {"ep", br.ep}};
+    model_terms = {{"compute", p_compute}, {"compute_per_stage", stage_compute(cal.compute, c)},
+                   {"tp", br.tp},          {"pp", br.pp},
+                   {"dp", br.dp},          {"ep", br.ep}};
     // The ranks' spread as calibrated against as measured: a spread beyond the calibrated one
     // is the machine running the same work unevenly during the point (a core shared with other
     // work, a throttled device; docs/report.md, "Uneven ranks"), which no model made before the

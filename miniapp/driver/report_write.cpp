@@ -203,18 +203,21 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   }
   md << "\n## Diagnosis\n\nWhere the time went, rank by rank, most costly first (docs/"
         "diagnosis.md: dead and hung ranks, slow ranks against the ranks of their stage, slow "
-        "links against the axis's other groups, bubbles, placement, expert imbalance).\n\n";
+        "links against the axis's other groups, and where there are no peers against the "
+        "calibrated model, slow axes, bubbles, placement, expert imbalance).\n\n";
   if (diagnosis.empty()) {
     md << "No finding above the thresholds.\n";
   } else {
-    md << "| point | kind | axis | ranks | from step | cost s/step | finding | what to change |\n"
-          "|---|---|---|---|---:|---:|---|---|\n";
+    md << "| point | kind | axis | ranks | from step | cost s/step | against | finding | what to "
+          "change |\n"
+          "|---|---|---|---|---:|---:|---|---|---|\n";
     for (const auto& f : diagnosis) {
       std::string ranks;
       for (const auto& r : f["ranks"]) ranks += (ranks.empty() ? "" : " ") + r.dump();
       md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
          << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
          << (f["cost_s"].is_null() ? std::string("job ended") : fmt(f["cost_s"].get<double>(), 3))
+         << " | " << f.value("evidence", json::object()).value("reference", std::string("-"))
          << " | " << f["text"].get<std::string>() << " | " << f["advice"].get<std::string>()
          << " |\n";
     }
