@@ -133,76 +133,77 @@ json failure_record_json(const Failure& f) {
   return j;
 }
 
-json failure_finding(const std::vector<json>& records) {
-  if (records.empty()) throw std::invalid_argument("failure records: none");
-  const json* dead = nullptr;
-  for (const auto& r : records) {
-    const std::string kind = field(r, "kind");
-    if (kind != "dead_rank" && kind != "hang")
-      throw std::invalid_argument("failure record: kind \"" + kind +
-                                  "\" is neither dead_rank nor hang");
-    if (kind == "dead_rank" && !dead) dead = &r;
-  }
-  const json& first = dead ? *dead : records.front();
-  const int index = integer_in(field(first, "point_index"), "point_index", 0);
-  const config::ParallelConfig par = config_from_json(field(first, "config")).parallel;
-  const int world = par.tp * par.pp * par.dp;
-  const auto check_rank = [world](int r, const char* what) {
-    if (r < 0 || r >= world)
-      throw std::invalid_argument(std::string("failure record: ") + what + " " + std::to_string(r) +
-                                  " is outside the point's " + std::to_string(world) + " ranks");
-  };
+namespace {
+
+void check_rank(int r, int world, const char* what) {
+  if (r < 0 || r >= world)
+    throw std::invalid_argument(std::string("failure record: ") + what + " " + std::to_string(r) +
+                                " is outside the point's " + std::to_string(world) + " ranks");
+}
+
+// The finding of a rank that died (its own record).
+json dead_rank_finding(const json& dead, const config::ParallelConfig& par, int index) {
+  const int rank = integer_in(field(dead, "rank"), "rank", 0);
+  const int step = integer_in(field(dead, "step"), "step", -1);
+  check_rank(rank, par.tp * par.pp * par.dp, "rank");
   json f;
   f["cost_s"] = nullptr;  // the job ended: every later step is lost
   f["point_index"] = index;
+  f["kind"] = "dead_rank";
+  f["axis"] = "compute";
+  f["group"] = parallel::grid_coords_of(par, rank).pp;
+  f["ranks"] = json::array({rank});
+  f["from_step"] = step;
   std::ostringstream t;
-  if (dead) {
-    const int rank = integer_in(field(*dead, "rank"), "rank", 0);
-    const int step = integer_in(field(*dead, "step"), "step", -1);
-    check_rank(rank, "rank");
-    f["kind"] = "dead_rank";
-    f["axis"] = "compute";
-    f["group"] = parallel::grid_coords_of(par, rank).pp;
-    f["ranks"] = json::array({rank});
-    f["from_step"] = step;
-    t << "rank " << rank << " failed"
-      << (step >= 0 ? " at step " + std::to_string(step) : std::string()) << " of point "
-      << index + 1 << " (" << field(*dead, "what").get<std::string>() << "); "
-      << loss_takes_out(par, rank);
-    f["advice"] =
-        "take the rank's node out (check its device and memory errors) and rerun the point";
-    f["evidence"] = {{"reference", "failure_record"},
-                     {"record_of_rank", rank},
-                     {"what", dead->value("what", "")}};
-    f["text"] = t.str();
-    return f;
-  }
-  // A hang: the silent ranks of every record. The address: the record that names a silent
-  // member from a wait on an axis (rather than in the driver's world-wide calls), the longest
-  // such wait (it expired first).
-  std::vector<int> silent, not_arrived;
-  const json* chosen = nullptr;
+  t << "rank " << rank << " failed"
+    << (step >= 0 ? " at step " + std::to_string(step) : std::string()) << " of point " << index + 1
+    << " (" << field(dead, "what").get<std::string>() << "); " << loss_takes_out(par, rank);
+  f["advice"] = "take the rank's node out (check its device and memory errors) and rerun the point";
+  f["evidence"] = {
+      {"reference", "failure_record"}, {"record_of_rank", rank}, {"what", dead.value("what", "")}};
+  f["text"] = t.str();
+  return f;
+}
+
+// The record a hang is addressed from: one that names a silent member from a wait on an axis
+// (rather than in the driver's world-wide calls), the longest such wait (it expired first).
+const json& hang_address(const std::vector<json>& records) {
   const auto rank_of_record = [](const json& r) {
     const std::string a = field(r, "axis");
     const bool on_axis = a == "tp" || a == "pp" || a == "dp" || a == "ep" || a == "edp";
     return std::make_tuple(!field(r, "silent").empty(), on_axis,
                            field(r, "waited_s").get<double>());
   };
+  const json* chosen = &records.front();
+  for (const auto& r : records)
+    if (rank_of_record(r) > rank_of_record(*chosen)) chosen = &r;
+  return *chosen;
+}
+
+// The stalled ranks of a hang: the silent ranks of every record (else those not arrived),
+// sorted, once each.
+std::vector<int> stalled_ranks(const std::vector<json>& records, int world) {
+  std::vector<int> silent, not_arrived;
   for (const auto& r : records) {
     const auto s = rank_list(r, "silent");
     const auto n = rank_list(r, "not_arrived");
     silent.insert(silent.end(), s.begin(), s.end());
     not_arrived.insert(not_arrived.end(), n.begin(), n.end());
-    if (!chosen || rank_of_record(r) > rank_of_record(*chosen)) chosen = &r;
   }
-  const json* longest = chosen;
   std::vector<int> stalled = silent.empty() ? not_arrived : silent;
   std::sort(stalled.begin(), stalled.end());
   stalled.erase(std::unique(stalled.begin(), stalled.end()), stalled.end());
-  for (int r : stalled) check_rank(r, "stalled rank");
-  const int writer = integer_in(field(*longest, "rank"), "rank", 0);
-  const int step = integer_in(field(*longest, "step"), "step", -1);
-  std::string axis = field(*longest, "axis");
+  for (int r : stalled) check_rank(r, world, "stalled rank");
+  return stalled;
+}
+
+json hang_finding(const std::vector<json>& records, const json& first,
+                  const config::ParallelConfig& par, int index) {
+  const std::vector<int> stalled = stalled_ranks(records, par.tp * par.pp * par.dp);
+  const json& longest = hang_address(records);
+  const int writer = integer_in(field(longest, "rank"), "rank", 0);
+  const int step = integer_in(field(longest, "step"), "step", -1);
+  std::string axis = field(longest, "axis");
   const std::string op_axis = axis;
   if (axis == "edp") axis = "dp";  // the experts' data parallelism, counted under dp
   const int culprit = stalled.empty() ? writer : stalled.front();
@@ -216,6 +217,9 @@ json failure_finding(const std::vector<json>& records) {
     axis = "compute";  // a wait outside the axes (the driver's own gathers)
     group = parallel::grid_coords_of(par, culprit).pp;
   }
+  json f;
+  f["cost_s"] = nullptr;  // the job ended: every later step is lost
+  f["point_index"] = index;
   f["kind"] = "hang";
   f["axis"] = axis;
   f["group"] = group;
@@ -223,15 +227,33 @@ json failure_finding(const std::vector<json>& records) {
   f["from_step"] = step;
   const double timeout_s = field(first, "config").at("comm").value("timeout_s", 0.0);
   const HangWait wait{writer,    step,
-                      index,     field(*longest, "waited_s").get<double>(),
-                      timeout_s, op_axis + " " + field(*longest, "op").get<std::string>()};
+                      index,     field(longest, "waited_s").get<double>(),
+                      timeout_s, op_axis + " " + field(longest, "op").get<std::string>()};
   word_hang(f, stalled, wait, loss_takes_out(par, culprit));
   f["evidence"] = {{"reference", "failure_record"},
                    {"record_of_rank", writer},
                    {"records", records.size()},
-                   {"waited_s", field(*longest, "waited_s")},
+                   {"waited_s", field(longest, "waited_s")},
                    {"timeout_s", timeout_s}};
   return f;
+}
+
+}  // namespace
+
+json failure_finding(const std::vector<json>& records) {
+  if (records.empty()) throw std::invalid_argument("failure records: none");
+  const json* dead = nullptr;
+  for (const auto& r : records) {
+    const std::string kind = field(r, "kind");
+    if (kind != "dead_rank" && kind != "hang")
+      throw std::invalid_argument("failure record: kind \"" + kind +
+                                  "\" is neither dead_rank nor hang");
+    if (kind == "dead_rank" && !dead) dead = &r;
+  }
+  const json& first = dead ? *dead : records.front();
+  const int index = integer_in(field(first, "point_index"), "point_index", 0);
+  const config::ParallelConfig par = config_from_json(field(first, "config")).parallel;
+  return dead ? dead_rank_finding(*dead, par, index) : hang_finding(records, first, par, index);
 }
 
 }  // namespace paraxis::driver::diagnosis
