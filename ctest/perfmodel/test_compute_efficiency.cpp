@@ -139,6 +139,33 @@ TEST(compute_efficiency, recomputation_adds_the_forward_or_the_scores_and_softma
   EXPECT_NEAR(sel.recompute, 4 * (1.34217728e-6 + 1.048576e-6), 1e-15);
 }
 
+TEST(compute_efficiency, fused_attention_keeps_no_scores_and_skips_the_masked_half) {
+  // FlashAttention-style (model.attention fused): no softmax bytes, half of q k^T and P v's
+  // tiles (the causal upper triangle skipped), and q k^T once more in the backward.
+  LayerShape s = small_layer(false);
+  s.fused_attention = true;
+  const LayerBytes b = dense_layer_bytes(s);
+  EXPECT_DOUBLE_EQ(b.forward, 1024 - 128);   // layer_memory_bytes_by_hand less the softmax
+  EXPECT_DOUBLE_EQ(b.backward, 1472 - 192);
+  EXPECT_DOUBLE_EQ(b.softmax, 0);
+  // Per block of gpt() at tp 2, micro-batch 2: q k^T is 2 * 2 heads of (256 x 256 x 128),
+  // 1.34217728 us (compute-bound, above); P v (256 x 128 x 256) the same FLOPs. Fused: half of
+  // each forward (-1.34217728 us of the two), the backward's four score GEMMs halved
+  // (-2 x 1.34217728 us) plus q k^T's half again (+0.67108864 us); the softmax passes go:
+  // forward 2 x 4 x 65536 x 2 B, backward 3 x ..., at 1 TB/s: 1.048576 and 1.572864 us.
+  const auto m = gpt();
+  auto f = m;
+  f.attention = paraxis::model::Attention::fused;
+  const ChunkLayers block{0, 1, false, false};
+  ComputeEfficiency e = machine();
+  const Scenario c = scenario(paraxis::model::Recompute::none);
+  const auto un = chunk_times(e, m, c, block);
+  const auto fu = chunk_times(e, f, c, block);
+  const double q = 1.34217728e-6;
+  EXPECT_NEAR(un.forward - fu.forward, q + 1.048576e-6, 1e-15);
+  EXPECT_NEAR(un.backward - fu.backward, 2 * q - q / 2 + 1.572864e-6, 1e-15);
+}
+
 TEST(compute_efficiency, gemm_only_limit_is_paraxis_flop_count) {
   // 1 x 1 tiles and a bandwidth no pass notices: every GEMM costs its FLOPs at peak x
   // efficiency, so a chunk's forward is chunk_forward_flops_per_token * tokens / tp / rate

@@ -216,6 +216,29 @@ TEST(planner, tiers_follow_the_rank_order) {
   EXPECT_FALSE(group_is_intra_node(1, 16, 8));
   EXPECT_FALSE(group_is_intra_node(1, 3, 8));  // groups of 3 straddle nodes of 8
   EXPECT_TRUE(group_is_intra_node(64, 1, 8));  // one rank: no network at all
+  // Megatron-LM's order, tp-dp-pp: dp (and ep within it) next to tp, the pipeline outermost.
+  const auto tp_dp_pp = [](int tp, int pp, int dp, int ep) {
+    Scenario x;
+    x.tp = tp;
+    x.pp = pp;
+    x.dp = dp;
+    x.ep = ep;
+    x.order = paraxis::config::RankOrder::tp_dp_pp;
+    return x;
+  };
+  // Mixtral's layout of inputs/published/mixtral-8x7b.yaml: tp 1, ep 8 of dp 16, pp 4.
+  Scenario m = tp_dp_pp(1, 4, 16, 8);
+  const AxisTiers u = axis_tiers(m, 8);
+  EXPECT_TRUE(u.ep);   // ranks 0-7: one node
+  EXPECT_FALSE(u.dp);  // 16 ranks
+  EXPECT_FALSE(u.pp);  // stride 16
+  m.order = paraxis::config::RankOrder::tp_pp_dp;
+  EXPECT_FALSE(axis_tiers(m, 8).ep);  // stride 4, span 32
+  // tp 2 x dp 4 = one node under tp-dp-pp, so dp is inside and pp (stride 8) outside.
+  const AxisTiers v = axis_tiers(tp_dp_pp(2, 2, 4, 4), 8);
+  EXPECT_TRUE(v.dp);
+  EXPECT_TRUE(v.ep);
+  EXPECT_FALSE(v.pp);
 }
 
 TEST(planner, helpers) {

@@ -155,7 +155,6 @@ LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int
   LayoutChoice out;
   pm::Scenario& c = out.config;
   c = deck;
-  c.order = config::RankOrder::tp_pp_dp;     // the planner's network tiers assume it
   std::map<std::string, std::string> given;  // canonical name -> the spelling used
   std::stringstream items(text);
   std::string item;

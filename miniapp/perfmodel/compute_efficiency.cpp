@@ -64,7 +64,9 @@ LayerBytes dense_layer_bytes(const LayerShape& s) {
   const double e = s.element_bytes;
   const double N = static_cast<double>(s.micro_batch) * s.seq;
   const double Nl = s.sp ? N / s.tp : N;
-  const double scores = static_cast<double>(s.micro_batch) * (s.heads / s.tp) * s.seq * s.seq;
+  const double scores = s.fused_attention ? 0.0
+                                          : static_cast<double>(s.micro_batch) * (s.heads / s.tp) *
+                                                s.seq * s.seq;
   const double hidden = Nl * s.hidden * e;
   const double mlp = N * (static_cast<double>(s.ffn) / s.tp) * e;
   LayerBytes b;
@@ -94,7 +96,10 @@ Gemms attention_gemms(const ComputeEfficiency& e, const LayerShape& s) {
   const double x = s.element_bytes;
   const double N = static_cast<double>(s.micro_batch) * s.seq;
   const double h = s.hidden, S = s.seq, d = static_cast<double>(s.hidden) / s.heads;
-  const double heads = static_cast<double>(s.micro_batch) * (s.heads / s.tp);
+  // A fused causal kernel computes only the score tiles on or below the diagonal: half of them
+  // (as half the heads' worth of whole products).
+  const double heads =
+      static_cast<double>(s.micro_batch) * (s.heads / s.tp) * (s.fused_attention ? 0.5 : 1.0);
   Gemms g;
   // Q, K, V projections (one N x 3h/tp GEMM), q k^T and P v per head, output projection.
   g.scores = gemm_time(e, S, S, d, x, heads);
@@ -102,7 +107,8 @@ Gemms attention_gemms(const ComputeEfficiency& e, const LayerShape& s) {
               gemm_time(e, N, h, h / s.tp, x);
   g.backward = gemm_backward_time(e, N, 3 * h / s.tp, h, x) +
                gemm_backward_time(e, S, S, d, x, heads) + gemm_backward_time(e, S, d, S, x, heads) +
-               gemm_backward_time(e, N, h, h / s.tp, x);
+               gemm_backward_time(e, N, h, h / s.tp, x) +
+               (s.fused_attention ? g.scores : 0.0);  // the fused backward's q k^T again
   g.weight = gemm_weight_gradient_time(e, N, 3 * h / s.tp, h, x) +
              gemm_weight_gradient_time(e, N, h, h / s.tp, x);
   return g;
@@ -139,6 +145,7 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
   s.ffn = m.ffn;
   s.heads = m.heads;
   s.element_bytes = element_bytes(c.precision).activation;
+  s.fused_attention = m.attention == model::Attention::fused;
   const double x = s.element_bytes;
   const double N = static_cast<double>(c.micro_batch) * m.seq_len;
   const double Nl = s.sp ? N / c.tp : N;

@@ -50,6 +50,10 @@ struct LayerShape {
   bool sp = false;  // sequence parallelism: LayerNorm and residual passes on tokens / tp
   int micro_batch = 1, seq = 1, hidden = 1, ffn = 1, heads = 1;
   double element_bytes = 2;  // activations
+  // model.attention fused (a FlashAttention-style kernel): the scores never reach device memory
+  // (no softmax passes), the causal mask's upper triangle of score tiles is skipped (half the
+  // q k^T and P v work), and the backward computes q k^T again.
+  bool fused_attention = false;
 };
 
 // Bytes of the block's memory-bound passes (docs/perfmodel.md lists each), N = b s tokens,
@@ -57,6 +61,7 @@ struct LayerShape {
 //   forward  10 Nl h e + 2 Sc e + 2 N (f / tp) e
 //   backward 14 Nl h e + 3 Sc e + 3 N (f / tp) e
 //   softmax (selective recomputation's pass again) 2 Sc e
+// (fused attention: no Sc terms)
 struct LayerBytes {
   double forward = 0, backward = 0, softmax = 0;
 };

@@ -237,11 +237,16 @@ bool group_is_intra_node(int stride, int size, int devices_per_node) {
 }
 
 AxisTiers axis_tiers(const Scenario& c, int dpn) {
+  // A group's stride is the product of the axes inside it in the rank order
+  // (parallel/process_grid.cpp): tp-pp-dp puts the pipeline inside data parallelism, tp-dp-pp
+  // (Megatron-LM's order) data parallelism, and with it the expert groups, inside the pipeline.
+  const bool dp_inner = c.order == config::RankOrder::tp_dp_pp;
+  const int dp_stride = dp_inner ? c.tp : c.tp * c.pp;
   AxisTiers t;
   t.tp = group_is_intra_node(1, c.tp, dpn);
-  t.pp = group_is_intra_node(c.tp, c.pp, dpn);
-  t.dp = group_is_intra_node(c.tp * c.pp, c.dp, dpn);
-  t.ep = group_is_intra_node(c.tp * c.pp, c.ep, dpn);
+  t.pp = group_is_intra_node(dp_inner ? c.tp * c.dp : c.tp, c.pp, dpn);
+  t.dp = group_is_intra_node(dp_stride, c.dp, dpn);
+  t.ep = group_is_intra_node(dp_stride, c.ep, dpn);
   return t;
 }
 

@@ -6,11 +6,12 @@
 // Rules: the configuration rules the deck applies (config/config_rules.hpp; the first broken
 //   rule's message is the reason given), with each recomputation mode (zb-h1 refuses full), then
 //   the largest rank's peak memory <= the device's.
-// Network tiers: ranks are ordered tp-pp-dp (paraxis's default), so a tensor-parallel group is
-// `tp` consecutive ranks, a pipeline group spans tp*pp, a data-parallel group tp*pp*dp and an
-// expert group tp*pp*ep; a group is inside a node when that span fits a node and node
-// boundaries fall between spans (the span divides devices_per_node), else it pays the
-// inter-node tier.
+// Network tiers: the search orders ranks tp-pp-dp (paraxis's default), so a tensor-parallel group
+// is `tp` consecutive ranks, a pipeline group spans tp*pp, a data-parallel group tp*pp*dp and an
+// expert group tp*pp*ep; an evaluated layout (evaluate) keeps its scenario's order, and under
+// tp-dp-pp a data-parallel group spans tp*dp, an expert group tp*ep, a pipeline group
+// tp*dp*pp. A group is inside a node when that span fits a node and node boundaries fall
+// between spans (the span divides devices_per_node), else it pays the inter-node tier.
 // Bounds: micro_batch takes at most max_micro_batch_values of the divisors of global_batch/dp
 // (all when there are few, else spread evenly over the sorted list, both ends included);
 // interleaved takes v = 2 .. max_virtual_stages and only with pp > 1; sequence parallelism is
