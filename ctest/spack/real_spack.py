@@ -155,7 +155,7 @@ def install(sp):
         log("FAILED: the test build's Python3_EXECUTABLE is not the spec's %s" % python[-1])
         rc = 1
     after = untracked(sp.source)
-    if before is not None and after != before:
+    if before is not None and after is not None and after - before:
         log("FAILED: Spack left untracked files in the checkout: %s" % sorted(after - before))
         rc = 1
     return rc
