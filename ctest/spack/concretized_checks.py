@@ -71,7 +71,9 @@ def check_h100_mpi_not_faked(h100_yaml):
     try:
         with spack.config.override("packages:mpich", env["packages"]["mpich"]):
             s = concretize(spec, kokkos_buildable=True)
-    except Exception as e:  # the solver's UnsatisfiableSpecError (its class moved across versions)
+    except Exception as e:  # the solver's UnsatisfiableSpecError (its module moved across versions)
+        if "Unsatisfiable" not in type(e).__name__:
+            raise
         print("  ok   h100 requirements against Debian's MPICH: %s: %s" %
               (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
         return

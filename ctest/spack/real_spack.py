@@ -15,6 +15,7 @@ import argparse
 import fcntl
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,16 +145,24 @@ def install(sp):
     sp.run(*env, "install", "-j", str(os.cpu_count() or 2), "--fail-fast")
     sp.run(*env, "test", "run", "paraxis")
     rc = 0
-    cache = glob.glob(os.path.join(sp.source, "build-*", "CMakeCache.txt"))
-    python = sp.run(*env, "python", "-c", "import spack.environment as e\nfor s in "
-                    "e.active_environment().concrete_roots(): print(s['python'].command.path)",
-                    check=False).stdout.strip().splitlines()
-    if not cache or not python:
-        log("FAILED: no build-*/CMakeCache.txt in the checkout, or no python in the spec")
+    # The develop build's folder, linked from the checkout as build-<platform>-<hash>, and
+    # the Python of the concrete spec.
+    out = sp.run(*env, "python", "-c", "import spack.environment as e; _ = [print('root', "
+                 "s.dag_hash(7), s['python'].command.path) for s in "
+                 "e.active_environment().concrete_roots()]", check=False).stdout
+    root = re.search(r"^root (\w+) (\S+)$", out, re.M)
+    python = root.group(2) if root else "(none)"
+    cache = glob.glob(os.path.join(sp.source, "build-*-" + root.group(1), "*",
+                                   "CMakeCache.txt")) if root else []
+    if not cache:
+        log("FAILED: no build-<platform>-<hash>/*/CMakeCache.txt in the checkout")
         rc = 1
-    elif ("Python3_EXECUTABLE:FILEPATH=%s\n" % python[-1]) not in open(cache[0]).read():
-        log("FAILED: the test build's Python3_EXECUTABLE is not the spec's %s" % python[-1])
+    elif not re.search(r"^Python3_EXECUTABLE:\w+=%s$" % re.escape(python),
+                       open(cache[0]).read(), re.M):
+        log("FAILED: the test build's Python3_EXECUTABLE is not the spec's %s" % python)
         rc = 1
+    else:
+        log("the test build's Python3_EXECUTABLE is the spec's %s" % python)
     after = untracked(sp.source)
     if before is not None and after is not None and after - before:
         log("FAILED: Spack left untracked files in the checkout: %s" % sorted(after - before))
