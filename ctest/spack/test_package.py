@@ -10,10 +10,10 @@ is installed as the modules the recipe imports; the recipe is then imported and 
     spack.package);
   * its dependencies are there, the GPU architecture is forwarded to Kokkos (and NCCL, Kokkos
     Kernels) for every value (real_spack.py concretizes one of each), NCCL needs CUDA;
-  * its cmake_args define exactly the PARAXIS_* options that the top-level CMakeLists.txt
-    declares with option(...) (parsed from the file: the test fails when the two drift apart),
-    each variant reaches its option, PARAXIS_NATIVE_ARCH is always OFF, and a +tests build
-    names the spec's Python;
+  * its cmake_args define exactly the PARAXIS_* options that the CMakeLists.txt files declare
+    with option(...) (parsed from the files: the test fails when the two drift apart), each
+    variant reaches its option, PARAXIS_NATIVE_ARCH and PARAXIS_ENABLE_FUZZING are always OFF,
+    and a +tests build names the spec's Python;
   * what Spack leaves in the checkout is ignored by git;
   * the environments under spack/environments ask only for variants the recipe has;
   * with --paraxis, its install hook and smoke-test methods run for real against the built
@@ -260,10 +260,22 @@ def read(path):
         return f.read()
 
 
+# Options the recipe sets to OFF whatever the spec: -march=native (Spack passes the target's
+# flags) and the libFuzzer targets (built with a clang outside Spack's compiler wrappers).
+FIXED_OFF = {"PARAXIS_NATIVE_ARCH", "PARAXIS_ENABLE_FUZZING"}
+
+
 def cmake_options():
-    """option(PARAXIS_... "doc" DEFAULT) lines of the top-level CMakeLists.txt."""
-    text = read(os.path.join(ARGS.source, "CMakeLists.txt"))
-    return dict(re.findall(r'^\s*option\(\s*(PARAXIS_\w+)\s+"[^"]*"\s+(\w+)\s*\)', text, re.M))
+    """option(PARAXIS_... "doc" DEFAULT) lines of every CMakeLists.txt of the source tree (not
+    of build folders)."""
+    found = {}
+    for top, dirs, files in os.walk(ARGS.source):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build")) and d != "runs"]
+        if "CMakeLists.txt" in files:
+            text = read(os.path.join(top, "CMakeLists.txt"))
+            found.update(re.findall(r'^\s*option\(\s*(PARAXIS_\w+)\s+"[^"]*"\s+(\w+)\s*\)',
+                                    text, re.M))
+    return found
 
 
 def dep_prefixes(tmp="/opt/fake"):
@@ -358,8 +370,9 @@ class RecipeTest(unittest.TestCase):
             args = parse_args(pkg.cmake_args())
             ours = {k for k in args if k.startswith("PARAXIS_")}
             self.assertEqual(ours, set(declared),
-                             "%s: cmake_args PARAXIS_* != option()s of CMakeLists.txt" % label)
-            self.assertEqual(args["PARAXIS_NATIVE_ARCH"], "OFF", label)
+                             "%s: cmake_args PARAXIS_* != option()s of the CMakeLists.txt files" % label)
+            for opt in FIXED_OFF:
+                self.assertEqual(args[opt], "OFF", "%s: %s" % (label, opt))
             for opt, var in pkg.defined_from_variants.items():
                 self.assertEqual(args[opt], "ON" if spec.variants[var] else "OFF", opt)
             self.assertIn("Kokkos_ROOT", args)
@@ -373,7 +386,7 @@ class RecipeTest(unittest.TestCase):
         pkg = self.P(specs["defaults"])
         pkg.cmake_args()
         self.assertEqual(set(pkg.defined_from_variants),
-                         set(declared) - {"PARAXIS_NATIVE_ARCH"},
+                         set(declared) - FIXED_OFF,
                          "options not driven by a variant")
 
     def test_tests_build_uses_the_specs_python(self):

@@ -103,6 +103,8 @@ class Paraxis(CMakePackage, CudaPackage, ROCmPackage):
             # Spack's compiler wrappers pass the target's flags; -march=native would tune for
             # the build node instead of the compute nodes.
             self.define("PARAXIS_NATIVE_ARCH", False),
+            # The libFuzzer targets need a clang of their own, outside Spack's compiler wrappers.
+            self.define("PARAXIS_ENABLE_FUZZING", False),
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
         ]
         if spec.satisfies("+tests"):
