@@ -1,6 +1,6 @@
 // The findings of a point (diagnosis.hpp): peers against peers, step by step, on the grid the
 // point ran; against the calibrated model where there are no peers (diagnosis_model.cpp).
-#include "driver/diagnosis.hpp"
+#include "analysis/diagnosis.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,11 +9,11 @@
 #include <stdexcept>
 
 #include "config/parallel_config.hpp"
-#include "driver/deck.hpp"
-#include "driver/diagnosis_model.hpp"
-#include "driver/diagnosis_series.hpp"
-#include "driver/statistics.hpp"
-#include "parallel/process_grid.hpp"
+#include "deck/deck.hpp"
+#include "analysis/diagnosis_model.hpp"
+#include "analysis/diagnosis_series.hpp"
+#include "analysis/statistics.hpp"
+#include "config/grid_coords.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver::diagnosis {
@@ -312,7 +312,7 @@ void expert_imbalance(const json& p, const Point& pt, json& out) {
   if (ratio[heavy] < kExpertImbalance) return;
   std::vector<int> ranks, others;
   for (int r = 0; r < pt.world; ++r)
-    (parallel::grid_coords_of(pt.par, r).ep == heavy ? ranks : others).push_back(r);
+    (config::grid_coords_of(pt.par, r).ep == heavy ? ranks : others).push_back(r);
   // What the others lose: their wait for the heavy shard's ranks in ep collectives.
   const Series wait = series(pt.rs, "comm.ep.wait_s");
   std::vector<double> per_step;
@@ -361,7 +361,7 @@ std::vector<std::vector<int>> axis_groups(const json& parallel, const std::strin
   const int world = p.tp * p.pp * p.dp;
   std::map<std::vector<int>, std::vector<int>> by_key;
   for (int r = 0; r < world; ++r) {
-    const auto c = parallel::grid_coords_of(p, r);
+    const auto c = config::grid_coords_of(p, r);
     std::vector<int> key;
     if (axis == "tp")
       key = {c.pp, c.dp};

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "driver/deck.hpp"
-#include "driver/diagnosis.hpp"
-#include "parallel/process_grid.hpp"
+#include "deck/deck.hpp"
+#include "analysis/diagnosis.hpp"
+#include "config/grid_coords.hpp"
 
 namespace paraxis::driver::diagnosis {
 
@@ -151,7 +151,7 @@ json dead_rank_finding(const json& dead, const config::ParallelConfig& par, int 
   f["point_index"] = index;
   f["kind"] = "dead_rank";
   f["axis"] = "compute";
-  f["group"] = parallel::grid_coords_of(par, rank).pp;
+  f["group"] = config::grid_coords_of(par, rank).pp;
   f["ranks"] = json::array({rank});
   f["from_step"] = step;
   std::ostringstream t;
@@ -215,7 +215,7 @@ json hang_finding(const std::vector<json>& records, const json& first,
         group = static_cast<int>(g);
   } else {
     axis = "compute";  // a wait outside the axes (the driver's own gathers)
-    group = parallel::grid_coords_of(par, culprit).pp;
+    group = config::grid_coords_of(par, culprit).pp;
   }
   json f;
   f["cost_s"] = nullptr;  // the job ended: every later step is lost

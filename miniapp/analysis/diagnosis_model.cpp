@@ -1,14 +1,14 @@
 // The findings that rest on the calibrated model (diagnosis_model.hpp): each rank's compute
 // against its stage's calibrated chunk times, each axis's collectives against its calibrated
 // link, where no peer is there to differ from.
-#include "driver/diagnosis_model.hpp"
+#include "analysis/diagnosis_model.hpp"
 
 #include <algorithm>
 #include <map>
 #include <sstream>
 
-#include "driver/diagnosis.hpp"
-#include "parallel/process_grid.hpp"
+#include "analysis/diagnosis.hpp"
+#include "config/grid_coords.hpp"
 
 namespace paraxis::driver::diagnosis::detail {
 
@@ -87,7 +87,7 @@ json rank_finding(const Point& pt, const std::map<int, AgainstModel>& slow,
     ratio.push_back(a.ratio);
     extra.push_back(a.extra_s);
     own.push_back(a.measured_s);
-    cal.push_back(per_stage.at(parallel::grid_coords_of(pt.par, r).pp));
+    cal.push_back(per_stage.at(config::grid_coords_of(pt.par, r).pp));
     from = std::min(from, a.from_step);
   }
   json f = finding("slow_rank", "compute", group, ranks, from, median_of(extra));
@@ -115,7 +115,7 @@ bool stands_out(const Point& pt, const Series& compute, const std::vector<double
                 double threshold) {
   if (pt.world < 2) return true;
   const auto normalised = [&](int q, int k) {
-    return compute[q][k] / per_stage.at(parallel::grid_coords_of(pt.par, q).pp);
+    return compute[q][k] / per_stage.at(config::grid_coords_of(pt.par, q).pp);
   };
   std::vector<double> rel;
   for (int k : pt.measured) {
@@ -144,7 +144,7 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
     if (std::count(found_by_peers.begin(), found_by_peers.end(), r)) continue;
     std::vector<double> own;
     for (int k : pt.measured) own.push_back(compute[r][k]);
-    const int stage = parallel::grid_coords_of(pt.par, r).pp;
+    const int stage = config::grid_coords_of(pt.par, r).pp;
     const AgainstModel a = against_model(pt, own, per_stage.at(stage), threshold, false);
     if (!a.slowed.empty()) slow[r] = a;
   }
@@ -169,7 +169,7 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
     return;
   }
   for (int r : ranks) {
-    const int stage = parallel::grid_coords_of(pt.par, r).pp;
+    const int stage = config::grid_coords_of(pt.par, r).pp;
     out.push_back(rank_finding(pt, slow, per_stage, {r}, stage,
                                "rank " + std::to_string(r) + " (" + where(pt.par, r) + ")",
                                threshold));

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "driver/diagnosis_series.hpp"
+#include "analysis/diagnosis_series.hpp"
 
 namespace paraxis::driver::diagnosis::detail {
 

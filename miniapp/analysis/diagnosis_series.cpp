@@ -1,13 +1,13 @@
 // The series a diagnosis reads and the persistence rule (diagnosis_series.hpp).
-#include "driver/diagnosis_series.hpp"
+#include "analysis/diagnosis_series.hpp"
 
 #include <sstream>
 #include <stdexcept>
 
-#include "driver/deck.hpp"
-#include "driver/diagnosis.hpp"
-#include "driver/statistics.hpp"
-#include "parallel/process_grid.hpp"
+#include "deck/deck.hpp"
+#include "analysis/diagnosis.hpp"
+#include "analysis/statistics.hpp"
+#include "config/grid_coords.hpp"
 
 namespace paraxis::driver::diagnosis::detail {
 
@@ -49,7 +49,7 @@ Point read_point(const json& p) {
 }
 
 std::string where(const config::ParallelConfig& p, int rank) {
-  const auto c = parallel::grid_coords_of(p, rank);
+  const auto c = config::grid_coords_of(p, rank);
   std::ostringstream os;
   os << "pipeline stage " << c.pp << " of replica " << c.dp;
   if (p.tp > 1) os << ", tensor-parallel rank " << c.tp;
@@ -85,7 +85,7 @@ Onset persistent_onset(const std::vector<double>& ratios, double threshold) {
 std::map<std::pair<int, int>, std::vector<int>> peer_sets(const Point& pt) {
   std::map<std::pair<int, int>, std::vector<int>> sets;
   for (int r = 0; r < pt.world; ++r) {
-    const auto c = parallel::grid_coords_of(pt.par, r);
+    const auto c = config::grid_coords_of(pt.par, r);
     sets[{c.pp, pt.par.ep > 1 ? c.ep : 0}].push_back(r);
   }
   return sets;

@@ -1,5 +1,5 @@
 // Checkpoint cost and cadence in the report (report_checkpoint.hpp).
-#include "driver/report_checkpoint.hpp"
+#include "analysis/report_checkpoint.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "driver/report_parts.hpp"
+#include "analysis/report_parts.hpp"
 
 namespace paraxis::driver::report {
 

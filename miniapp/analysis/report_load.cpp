@@ -9,11 +9,9 @@
 #include <set>
 
 #include "config/exit_codes.hpp"
-#include "driver/calibration.hpp"
-#include "driver/deck.hpp"
-#include "driver/provenance.hpp"
-#include "driver/report_parts.hpp"
-#include "driver/summary_reader.hpp"
+#include "deck/deck.hpp"
+#include "analysis/report_parts.hpp"
+#include "analysis/summary_reader.hpp"
 #include "perfmodel/collectives.hpp"
 
 namespace paraxis::driver::report {
@@ -67,7 +65,8 @@ int load_failures(const std::string& dir, Loaded& in) {
 
 }  // namespace
 
-int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
+int load_folders(const std::vector<std::string>& dirs, Loaded& in,
+                 const ProvenanceWarning& provenance_warning) {
   json& machines = in.machines;
   json& calibration = in.calibration;
   json& not_analysed = in.not_analysed;
@@ -116,7 +115,8 @@ int load_folders(const std::vector<std::string>& dirs, Loaded& in) {
                          " cores: ranks time-share cores, which no model "
                          "here describes; predictions assume a core per rank");
     // A BLAS on generic kernels: measured compute and its calibration several times too slow.
-    if (const auto w = blas_warning_of(prov)) warnings.push_back("`" + dir + "`: " + *w);
+    if (provenance_warning)
+      if (const auto w = provenance_warning(prov)) warnings.push_back("`" + dir + "`: " + *w);
     machines.push_back({{"dir", dir},
                         {"machine", machine},
                         {"world", prov.value("world", 0)},

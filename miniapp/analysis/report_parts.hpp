@@ -4,12 +4,14 @@
 // and write report.json, the plots and report.md (report_write.cpp). Rank 0 only.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "driver/diagnosis.hpp"
-#include "driver/run_config.hpp"
+#include "analysis/diagnosis.hpp"
+#include "deck/run_config.hpp"
 
 namespace paraxis::driver::report {
 
@@ -50,10 +52,17 @@ struct Loaded {
   std::vector<Analysed> all;
 };
 
+// A warning about a folder's provenance object, or nullopt. The report passes the BLAS rule
+// (driver/provenance.hpp, blas_warning_of), which lives with the kernels' BLAS detection: the
+// analysis takes it as a function, so that it depends on no Kokkos library.
+using ProvenanceWarning = std::function<std::optional<std::string>(const nlohmann::json&)>;
+
 // Reads and validates every folder's summary.json (read_summary) and analyses its ok points.
 // Returns 0, or 2 after printing the error (a folder given twice, no summary.json, an invalid
-// summary, a point that cannot be analysed).
-int load_folders(const std::vector<std::string>& dirs, Loaded& in);
+// summary, a point that cannot be analysed). provenance_warning (may be empty) adds a warning per
+// folder.
+int load_folders(const std::vector<std::string>& dirs, Loaded& in,
+                 const ProvenanceWarning& provenance_warning = {});
 
 // The points compared with each other. Sets each point's rank_measured and rank_predicted.
 struct Comparison {

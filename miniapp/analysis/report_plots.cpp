@@ -1,5 +1,5 @@
 // Plotting for `paraxis report` without a shell (report_plots.hpp).
-#include "driver/report_plots.hpp"
+#include "analysis/report_plots.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

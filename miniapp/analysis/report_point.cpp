@@ -6,15 +6,14 @@
 #include <sstream>
 #include <tuple>
 
-#include "driver/calibration.hpp"
-#include "driver/call_accounting.hpp"
-#include "driver/deck.hpp"
-#include "driver/diagnosis.hpp"
-#include "driver/report_checkpoint.hpp"
-#include "driver/report_parts.hpp"
-#include "driver/statistics.hpp"
-#include "driver/summary_reader.hpp"
-#include "parallel/process_grid.hpp"
+#include "analysis/calibration_data.hpp"
+#include "deck/deck.hpp"
+#include "analysis/diagnosis.hpp"
+#include "analysis/report_checkpoint.hpp"
+#include "analysis/report_parts.hpp"
+#include "analysis/statistics.hpp"
+#include "analysis/summary_reader.hpp"
+#include "config/grid_coords.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/memory.hpp"
@@ -52,7 +51,7 @@ double measured_compute_spread(const json& point, const config::ParallelConfig& 
   const int warmup = point.at("config").at("train").value("warmup_steps", 0);
   std::vector<std::vector<int>> stage_ranks(static_cast<std::size_t>(par.pp));
   for (int r = 0; r < static_cast<int>(compute.size()); ++r)
-    stage_ranks.at(static_cast<std::size_t>(parallel::grid_coords_of(par, r).pp)).push_back(r);
+    stage_ranks.at(static_cast<std::size_t>(config::grid_coords_of(par, r).pp)).push_back(r);
   double sum = 0;
   for (const auto& ranks : stage_ranks) {
     std::vector<double> per_step;

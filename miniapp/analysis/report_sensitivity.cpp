@@ -1,5 +1,5 @@
 // The report's sensitivity section (report_sensitivity.hpp; method: docs/sensitivity.md).
-#include "driver/report_sensitivity.hpp"
+#include "analysis/report_sensitivity.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "driver/deck.hpp"
-#include "driver/summary_reader.hpp"
+#include "deck/deck.hpp"
+#include "analysis/summary_reader.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/step_time.hpp"
 #include "schedule/pipeline_schedule.hpp"

@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "config/exit_codes.hpp"
-#include "driver/report_checkpoint.hpp"
-#include "driver/report_parts.hpp"
-#include "driver/report_plots.hpp"
-#include "driver/report_sensitivity.hpp"
+#include "analysis/report_checkpoint.hpp"
+#include "analysis/report_parts.hpp"
+#include "analysis/report_plots.hpp"
+#include "analysis/report_sensitivity.hpp"
 #include "io/checked_file.hpp"
 
 namespace paraxis::driver::report {

@@ -1,6 +1,6 @@
 // Validation of summary.json for the report (summary_reader.hpp). Each check names the JSON path
 // of the field, so a user can find it in the file; values are shown as JSON, shortened.
-#include "driver/summary_reader.hpp"
+#include "analysis/summary_reader.hpp"
 
 #include <climits>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "config/config_rules.hpp"
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
@@ -301,7 +301,7 @@ void check_calibration(const Checker& c, const json& cal, const std::string& pat
   c.opt_integer(k, kp, "peak_bytes", 0, LLONG_MAX);
 }
 
-// The checkpoint figures of a point (docs/results.md; driver/report_checkpoint.cpp reads them):
+// The checkpoint figures of a point (docs/results.md; analysis/report_checkpoint.cpp reads them):
 // every save's per-rank spreads and totals, the restore, the automatic cadence.
 void check_checkpoints(const Checker& c, const json& p, const std::string& path) {
   auto spread = [&](const json& obj, const std::string& op, const char* key, bool required) {

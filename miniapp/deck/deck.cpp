@@ -3,7 +3,7 @@
 // cross-key constraints, judged over every key that parsed so that `check` lists key errors and
 // constraint errors in one pass. The sweep is sized before it is expanded (a few YAML anchors can
 // ask for 10^10 points), then expanded so that each point is checked.
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -23,11 +23,11 @@
 #include "config/checked_product.hpp"
 #include "config/config_rules.hpp"
 #include "config/divisors.hpp"
-#include "driver/deck_checkpoint.hpp"
-#include "driver/deck_key_types.hpp"
-#include "driver/deck_slow_axis.hpp"
-#include "driver/sweep_combinations.hpp"
-#include "driver/yaml_document.hpp"
+#include "deck/deck_checkpoint.hpp"
+#include "deck/deck_key_types.hpp"
+#include "deck/deck_slow_axis.hpp"
+#include "deck/sweep_combinations.hpp"
+#include "deck/yaml_document.hpp"
 #include "io/input_file.hpp"
 
 namespace paraxis::driver {

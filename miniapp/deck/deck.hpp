@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 
 namespace paraxis::driver {
 

@@ -1,5 +1,5 @@
 // The deck's checks of the checkpoint keys (deck_checkpoint.hpp).
-#include "driver/deck_checkpoint.hpp"
+#include "deck/deck_checkpoint.hpp"
 
 namespace paraxis::driver {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/deck_key_types.hpp"
+#include "deck/deck_key_types.hpp"
 
 namespace paraxis::driver::deck_keys {
 

@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "driver/run_config.hpp"
-#include "driver/yaml_document.hpp"
+#include "deck/run_config.hpp"
+#include "deck/yaml_document.hpp"
 
 namespace paraxis::driver::deck_keys {
 

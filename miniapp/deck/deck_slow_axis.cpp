@@ -1,5 +1,5 @@
 // fault.slow_axis checked against the point's grid (deck_slow_axis.hpp).
-#include "driver/deck_slow_axis.hpp"
+#include "deck/deck_slow_axis.hpp"
 
 #include <cstdio>
 

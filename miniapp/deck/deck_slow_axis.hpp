@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 
 namespace paraxis::driver {
 

@@ -1,6 +1,6 @@
 // Machine description loader (machine_file.hpp): YAML parsed by yaml-cpp, every key checked
 // against its type and range, all problems collected so a user fixes them in one pass.
-#include "driver/machine_file.hpp"
+#include "deck/machine_file.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "driver/deck.hpp"
-#include "driver/yaml_document.hpp"
+#include "deck/deck.hpp"
+#include "deck/yaml_document.hpp"
 #include "io/input_file.hpp"
 
 namespace paraxis::driver {

@@ -1,6 +1,6 @@
 // The names of run_config.hpp's enums, in deck order (the deck's key table and the summary
 // reader resolve them; everything after the deck works on the enums).
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 
 namespace paraxis::driver {
 

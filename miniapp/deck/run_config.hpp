@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "config/parallel_config.hpp"
-#include "driver/json_names.hpp"  // the enums as JSON names
+#include "deck/json_names.hpp"  // the enums as JSON names
 #include "model/model_config.hpp"
 
 namespace paraxis::driver {

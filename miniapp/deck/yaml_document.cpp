@@ -1,5 +1,5 @@
 // One YAML document per input file (yaml_document.hpp).
-#include "driver/yaml_document.hpp"
+#include "deck/yaml_document.hpp"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>

@@ -31,8 +31,8 @@
 
 #include "config/exit_codes.hpp"
 #include "driver/commands.hpp"
-#include "driver/deck.hpp"
-#include "driver/machine_file.hpp"
+#include "deck/deck.hpp"
+#include "deck/machine_file.hpp"
 #include "io/checked_file.hpp"
 #include "model/param_layout.hpp"
 #include "model/shard_layout.hpp"

@@ -6,7 +6,7 @@
 
 #include "driver/call_accounting.hpp"
 #include "driver/results.hpp"
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 #include "parallel/topology.hpp"
 #include "schedule/pipeline_schedule.hpp"
 

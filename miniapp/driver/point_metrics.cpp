@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "driver/results.hpp"
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 #include "parallel/process_grid.hpp"
 #include "schedule/pipeline_schedule.hpp"
 #include "schedule/stage_time_replay.hpp"

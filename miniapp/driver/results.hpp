@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "driver/calibration.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/verify.hpp"
 #include "model/trainer.hpp"
 
