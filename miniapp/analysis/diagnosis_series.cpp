@@ -44,7 +44,7 @@ Point read_point(const json& p) {
   pt.world = static_cast<int>(pt.rs.at("compute_s").size());
   const int warmup = p.at("config").at("train").value("warmup_steps", 0);
   for (std::size_t k = 0; k < pt.steps.size(); ++k)
-    if (pt.steps[k] >= warmup) pt.measured.push_back(static_cast<int>(k));
+    if (is_measured_step(pt.steps[k], warmup)) pt.measured.push_back(static_cast<int>(k));
   return pt;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "analysis/statistics.hpp"
 #include "perfmodel/checkpoint.hpp"
 
 namespace paraxis::driver::report {
@@ -14,13 +15,6 @@ using nlohmann::json;
 namespace pm = paraxis::perfmodel;
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string g(double x, int digits = 3) {
   char buf[32];
@@ -43,10 +37,10 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   }
   const int world = p.at("grid").at("world").get<int>();
   const double step = p.at("time").value("step_median_s", 0.0);
-  const double c = median_of(cost);
+  const double c = median(cost);
   json out = {{"saves", saves.size()},
-              {"bytes_per_rank_max", median_of(bytes)},
-              {"write_s_max", median_of(write)},
+              {"bytes_per_rank_max", median(bytes)},
+              {"write_s_max", median(write)},
               {"checkpoint_s", c},
               {"aggregate_bytes_per_s", saves.front().value("aggregate_bytes_per_s", 0.0)},
               {"step_s", step}};
@@ -54,7 +48,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   // save's slowest write: one save alone is at the mercy of a shared disk.
   if (saves.front().contains("baseline")) {
     const double base = saves.front().at("baseline").at("write_s").at("max").get<double>();
-    const double mid = median_of(write);
+    const double mid = median(write);
     if (mid > 0) out["checkpoint_to_baseline_write"] = base / mid;
   }
   double restart = 0;

@@ -13,14 +13,10 @@ namespace paraxis::driver::report {
 
 using nlohmann::json;
 
-Comparison compare_points(std::vector<Analysed>& all) {
-  Comparison cmp;
-  json& points = cmp.points;
-  json& misses = cmp.misses;
-  json& strong = cmp.strong;
-  json& weak = cmp.weak;
-  json& side = cmp.side;
-  // Ranks by measured and by predicted step time.
+namespace {
+
+// Sets each point's rank_measured and, for points with a prediction, rank_predicted.
+void rank_points(std::vector<Analysed>& all) {
   std::vector<std::size_t> by_m(all.size()), by_p;
   for (std::size_t i = 0; i < all.size(); ++i) by_m[i] = i;
   std::sort(by_m.begin(), by_m.end(),
@@ -31,13 +27,17 @@ Comparison compare_points(std::vector<Analysed>& all) {
   std::sort(by_p.begin(), by_p.end(),
             [&](auto a, auto b) { return all[a].predicted_step < all[b].predicted_step; });
   for (std::size_t r = 0; r < by_p.size(); ++r) all[by_p[r]].point["rank_predicted"] = r + 1;
-  // Accuracy of the predicted step time.
-  // Beside it, the same with each uneven point's excess spread added to its prediction: what the
-  // model misses against what the machine did unevenly during a point (docs/report.md).
+}
+
+// Accuracy of the predicted step time: cmp.accuracy, misses, n_pred, max_abs, and cmp.points.
+// Beside it, the same with each uneven point's excess spread added to its prediction: what the
+// model misses against what the machine did unevenly during a point (docs/report.md).
+void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
+  json& misses = cmp.misses;
   double max_abs = 0, sum_abs = 0, max_even = 0, sum_even = 0;
   int n_pred = 0, n_uneven = 0;
   for (const auto& a : all) {
-    points.push_back(a.point);
+    cmp.points.push_back(a.point);
     if (!a.predicted) continue;
     const double r = 100.0 * (a.measured_step - a.predicted_step) / a.predicted_step;
     const double excess = a.uneven() ? a.uneven_excess_s : 0.0;
@@ -69,73 +69,94 @@ Comparison compare_points(std::vector<Analysed>& all) {
                                 {"max_abs_residual_pct", max_even},
                                 {"mean_abs_residual_pct", sum_even / n_pred}};
   }
-  // Scaling, like with like: points of one model (every model.* key), precision and
-  // micro-batch; strong = the same global batch over several world sizes, weak = the same batch
-  // per data-parallel replica (global_batch / dp).
-  {
-    std::map<std::string, std::vector<const Analysed*>> by_model;
-    for (const auto& a : all)
-      by_model[a.model + " mb" + std::to_string(a.point["micro_batch"].get<int>())].push_back(&a);
-    for (const auto& [key, v] : by_model) {
-      std::map<int, std::map<int, const Analysed*>> gb_world;  // global batch -> world -> fastest
-      std::map<int, std::map<int, const Analysed*>> replica;   // batch per replica -> world -> ...
-      for (const auto* a : v) {
-        const int gb = a->point["global_batch"], w = a->point["grid"]["world"];
-        const int dp = a->point["grid"]["dp"];
-        auto& s = gb_world[gb][w];
-        if (!s || a->measured_step < s->measured_step) s = a;
-        auto& q = replica[gb / dp][w];
-        if (!q || a->measured_step < q->measured_step) q = a;
-      }
-      for (const auto& [gb, worlds] : gb_world) {
-        if (worlds.size() < 2) continue;
-        const auto& [w0, base] = *worlds.begin();
-        for (const auto& [w, a] : worlds) {
-          const double speedup = base->measured_step / a->measured_step;
-          strong.push_back({{"model", a->model_label},
-                            {"global_batch", gb},
-                            {"world", w},
-                            {"label", a->point["label"]},
-                            {"step_s", a->measured_step},
-                            {"speedup", speedup},
-                            {"efficiency", speedup * w0 / w}});
-        }
-      }
-      for (const auto& [b, worlds] : replica) {
-        if (worlds.size() < 2) continue;
-        const auto& [w0, base] = *worlds.begin();
-        for (const auto& [w, a] : worlds)
-          weak.push_back({{"model", a->model_label},
-                          {"batch_per_replica", b},
-                          {"world", w},
-                          {"label", a->point["label"]},
-                          {"step_s", a->measured_step},
-                          {"efficiency", base->measured_step / a->measured_step}});
-      }
-    }
-  }
-  // Machines side by side: the same configuration of the same model measured in several folders.
-  {
-    std::map<std::string, std::vector<const Analysed*>> by_label;
-    for (const auto& a : all)
-      by_label[a.model + " " + a.point["label"].get<std::string>() + " gb" +
-               std::to_string(a.point["global_batch"].get<int>())]
-          .push_back(&a);
-    for (const auto& [label, v] : by_label) {
-      std::set<std::string> ms;
-      for (const auto* a : v) ms.insert(a->point["machine"]);
-      if (ms.size() < 2) continue;
-      const auto& first = v.front()->point;
-      json row{{"configuration", first["label"].get<std::string>() + " " + v.front()->model_label +
-                                     " gb" + std::to_string(first["global_batch"].get<int>())}};
-      for (const auto* a : v)
-        row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
-      side.push_back(row);
-    }
-  }
   cmp.n_pred = n_pred;
   cmp.max_abs = max_abs;
   cmp.accuracy = accuracy;
+}
+
+// The fastest point per (batch, world) of one model: batch -> world -> point.
+using Fastest = std::map<int, std::map<int, const Analysed*>>;
+
+void strong_rows(const Fastest& gb_world, json& strong) {
+  for (const auto& [gb, worlds] : gb_world) {
+    if (worlds.size() < 2) continue;
+    const auto& [w0, base] = *worlds.begin();
+    for (const auto& [w, a] : worlds) {
+      const double speedup = base->measured_step / a->measured_step;
+      strong.push_back({{"model", a->model_label},
+                        {"global_batch", gb},
+                        {"world", w},
+                        {"label", a->point["label"]},
+                        {"step_s", a->measured_step},
+                        {"speedup", speedup},
+                        {"efficiency", speedup * w0 / w}});
+    }
+  }
+}
+
+void weak_rows(const Fastest& replica, json& weak) {
+  for (const auto& [b, worlds] : replica) {
+    if (worlds.size() < 2) continue;
+    const auto& [w0, base] = *worlds.begin();
+    for (const auto& [w, a] : worlds)
+      weak.push_back({{"model", a->model_label},
+                      {"batch_per_replica", b},
+                      {"world", w},
+                      {"label", a->point["label"]},
+                      {"step_s", a->measured_step},
+                      {"efficiency", base->measured_step / a->measured_step}});
+  }
+}
+
+// Scaling, like with like: points of one model (every model.* key), precision and micro-batch;
+// strong = the same global batch over several world sizes, weak = the same batch per
+// data-parallel replica (global_batch / dp).
+void scaling_of(const std::vector<Analysed>& all, Comparison& cmp) {
+  std::map<std::string, std::vector<const Analysed*>> by_model;
+  for (const auto& a : all)
+    by_model[a.model + " mb" + std::to_string(a.point["micro_batch"].get<int>())].push_back(&a);
+  for (const auto& [key, v] : by_model) {
+    Fastest gb_world, replica;  // global batch / batch per replica -> world -> fastest
+    for (const auto* a : v) {
+      const int gb = a->point["global_batch"], w = a->point["grid"]["world"];
+      const int dp = a->point["grid"]["dp"];
+      auto& s = gb_world[gb][w];
+      if (!s || a->measured_step < s->measured_step) s = a;
+      auto& q = replica[gb / dp][w];
+      if (!q || a->measured_step < q->measured_step) q = a;
+    }
+    strong_rows(gb_world, cmp.strong);
+    weak_rows(replica, cmp.weak);
+  }
+}
+
+// Machines side by side: the same configuration of the same model measured in several folders.
+void side_by_side(const std::vector<Analysed>& all, json& side) {
+  std::map<std::string, std::vector<const Analysed*>> by_label;
+  for (const auto& a : all)
+    by_label[a.model + " " + a.point["label"].get<std::string>() + " gb" +
+             std::to_string(a.point["global_batch"].get<int>())]
+        .push_back(&a);
+  for (const auto& [label, v] : by_label) {
+    std::set<std::string> ms;
+    for (const auto* a : v) ms.insert(a->point["machine"]);
+    if (ms.size() < 2) continue;
+    const auto& first = v.front()->point;
+    json row{{"configuration", first["label"].get<std::string>() + " " + v.front()->model_label +
+                                   " gb" + std::to_string(first["global_batch"].get<int>())}};
+    for (const auto* a : v) row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
+    side.push_back(row);
+  }
+}
+
+}  // namespace
+
+Comparison compare_points(std::vector<Analysed>& all) {
+  Comparison cmp;
+  rank_points(all);
+  accuracy_of(all, cmp);
+  scaling_of(all, cmp);
+  side_by_side(all, cmp.side);
   return cmp;
 }
 

@@ -75,6 +75,15 @@ struct Comparison {
 };
 Comparison compare_points(std::vector<Analysed>& all);
 
+// report.json's content: the folders' machines, points, calibration, accuracy, scaling, warnings,
+// every finding most costly first, the sensitivity (docs/report.md). Pure.
+nlohmann::json report_json(const std::vector<std::string>& dirs, const Loaded& in,
+                           const Comparison& cmp);
+// report.md's text from report.json's content; plots_note: why there are no plots (empty: they
+// are looked for under dirs.front()/plots/).
+std::string report_markdown(const std::vector<std::string>& dirs, const nlohmann::json& report,
+                            const Comparison& cmp, const std::string& plots_note);
+
 // Writes report.json, plots/ and report.md into dirs.front() and prints the summary line.
 // Returns 0, or 4 when a file could not be written or the plot script failed.
 int write_report(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp);

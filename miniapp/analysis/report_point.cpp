@@ -56,7 +56,7 @@ double measured_compute_spread(const json& point, const config::ParallelConfig& 
   for (const auto& ranks : stage_ranks) {
     std::vector<double> per_step;
     for (std::size_t k = 0; k < steps.size(); ++k) {
-      if (steps[k] < warmup || ranks.size() < 2) continue;
+      if (!is_measured_step(steps[k], warmup) || ranks.size() < 2) continue;
       double mx = 0, mean = 0;
       for (int r : ranks) {
         const double c = compute.at(static_cast<std::size_t>(r)).at(k);
@@ -154,115 +154,93 @@ std::string model_label_of(const RunConfig& c) {
   return os.str();
 }
 
-}  // namespace
-
-std::string point_label(const RunConfig& c) {
-  return label_of(c, json());
+// Measured terms (docs/report.md), each the mean over ranks: compute (fenced phases less the
+// communication blocked in them, optimizer included); per axis the time in its calls (data
+// parallelism: exposed time); the bubble: the pipelined span less the fenced compute actions (it
+// includes waiting for transfers). Their sum is about the step.
+struct MeasuredTerms {
+  double compute = 0, tp = 0, ep = 0, dp = 0, bubble = 0;
+};
+MeasuredTerms measured_terms(const json& p) {
+  MeasuredTerms m;
+  m.compute = rank_stat(p, "compute_s", "mean");
+  m.tp = rank_stat(p, "comm.tp.time_s", "mean");
+  m.ep = rank_stat(p, "comm.ep.time_s", "mean");
+  m.dp = rank_stat(p, "comm.dp.exposed_s", "mean");
+  m.bubble = rank_stat(p, "pipeline_span_s", "mean") - rank_stat(p, "pipeline_busy_s", "mean");
+  return m;
 }
 
-Analysed analyse(const json& p, const std::string& dir, const std::string& machine,
-                 const diagnosis::Host& host) {
-  Analysed a;
-  const RunConfig c = config_from_json(p.at("config"));
-  const auto& t = p.at("time");
-  json out{{"dir", dir},
-           {"machine", machine},
-           {"index", p.at("index")},
-           {"label", label_of(c, p)},
-           // Model and hardware FLOP utilisation as the run measured them (null: unknown peak).
-           {"mfu", p.value("throughput", json::object()).value("mfu", json())},
-           {"hfu", p.value("throughput", json::object()).value("hfu", json())},
-           {"settings", p.value("settings", json::object())},
-           {"grid", p.at("grid")},
-           {"precision", model::to_string(c.train.precision)},
-           {"global_batch", c.train.global_batch},
-           {"micro_batch", c.train.micro_batch}};
-  a.model = p.at("config").at("model").dump() + " " + model::to_string(c.train.precision);
-  a.model_label = model_label_of(c);
-  a.measured_step = t.at("step_median_s");
-  json terms = json::array();
-  const pm::Scenario pc = perf_config(c);
-  // Measured terms (docs/report.md), each the mean over ranks: compute (fenced phases less
-  // the communication blocked in them, optimizer included); per axis the time in its calls
-  // (data parallelism: exposed time); the bubble: the pipelined span less the fenced compute
-  // actions (it includes waiting for transfers). Their sum is about the step.
-  const double m_compute = rank_stat(p, "compute_s", "mean");
-  const double m_tp = rank_stat(p, "comm.tp.time_s", "mean");
-  const double m_ep = rank_stat(p, "comm.ep.time_s", "mean");
-  const double m_dp = rank_stat(p, "comm.dp.exposed_s", "mean");
-  const double m_bubble =
-      rank_stat(p, "pipeline_span_s", "mean") - rank_stat(p, "pipeline_busy_s", "mean");
-  // Model: traffic of rank 0 (stage 0) and memory of the largest rank, always; times when the
-  // point was calibrated.
-  const auto traffic = pm::step_traffic(c.model, pc, 0);
-  const pm::MemoryEstimate mem = pm::largest_rank_memory(c.model, pc);
+// The step model's inputs from a calibration: compute per chunk, the optimizer, and the same
+// costs as each recorded call's prediction (summary.json `calls`): the step model's
+// communication terms are sums of those per-call predictions.
+pm::StepTimeInputs step_inputs(const Calibration& cal, const RunConfig& c) {
+  pm::StepTimeInputs in;
+  in.forward_s = cal.compute.forward_s;
+  in.backward_s = cal.compute.backward_s;
+  if (schedule::splits_backward(c.parallel.schedule))
+    in.backward_weight_s = cal.compute.backward_weight_s;
+  in.optimizer_s = cal.compute.optimizer_s;
+  const CommCosts costs = comm_costs_of(cal.comm);
+  in.links = costs.links;
+  in.op_links = costs.op_links;
+  in.dp_overlap = costs.dp_overlap;
+  return in;
+}
+
+// What the calibrated model predicts for a point: the breakdown, its terms beside the measured
+// ones, the model's seconds per step for the diagnosis, and the calibrated spread of the ranks.
+struct Prediction {
   pm::StepTimeBreakdown br;
-  json model_terms = json::object();  // the calibrated model's seconds per step, for diagnose
-  if (p.contains("calibration")) {
-    const Calibration cal = calibration_from_json(p.at("calibration"));
-    pm::StepTimeInputs in;
-    in.forward_s = cal.compute.forward_s;
-    in.backward_s = cal.compute.backward_s;
-    if (schedule::splits_backward(c.parallel.schedule))
-      in.backward_weight_s = cal.compute.backward_weight_s;
-    in.optimizer_s = cal.compute.optimizer_s;
-    // The same costs as each recorded call's prediction (summary.json `calls`): the step
-    // model's communication terms are sums of those per-call predictions.
-    const CommCosts costs = comm_costs_of(cal.comm);
-    in.links = costs.links;
-    in.op_links = costs.op_links;
-    in.dp_overlap = costs.dp_overlap;
-    br = pm::predict_step_time(c.model, pc, in);
-    a.predicted = true;
-    a.predicted_step = br.step_time;
-    // The model's terms describe the stage that finishes last; the measured ones are means
-    // over ranks: compare compute and bubble as means over stages too. Ranks that compute the
-    // same chunk at different speeds (experts loaded unevenly, a replica on a busier core):
-    // the step follows the slowest (in.forward_s), a rank computes the mean and waits the
-    // difference where the ranks meet first — the all-to-all with experts split, else the
-    // tensor-parallel collectives, else the data-parallel reduction — so that axis's term is
-    // its wire time plus that wait.
-    double chunk_compute = 0, chunk_wait = 0;
-    for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
-      const double w = cal.compute.backward_weight_s[k],
-                   w_mean = cal.compute.backward_weight_mean_s[k];
-      chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k] + w_mean;
-      chunk_wait += in.forward_s[k] + in.backward_s[k] + w - cal.compute.forward_mean_s[k] -
-                    cal.compute.backward_mean_s[k] - w_mean;
-    }
-    const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
-    const double wait = pc.micro_batches() * chunk_wait / pc.pp;
-    const double p_ep = br.ep + (pc.ep > 1 ? wait : 0.0);
-    const double p_tp = br.tp + (pc.ep == 1 && pc.tp > 1 ? wait : 0.0);
-    const double p_dp = br.dp + (pc.ep == 1 && pc.tp == 1 ? wait : 0.0);
-    const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
-    model_terms = {{"compute", p_compute}, {"compute_per_stage", stage_compute(cal.compute, c)},
-                   {"tp", br.tp},          {"pp", br.pp},
-                   {"dp", br.dp},          {"ep", br.ep}};
-    // The ranks' spread as calibrated against as measured: a spread beyond the calibrated one
-    // is the machine running the same work unevenly during the point (a core shared with other
-    // work, a throttled device; docs/report.md, "Uneven ranks"), which no model made before the
-    // point foresees. The step follows its slowest rank, so that excess is a lower bound of what
-    // it adds to the step: `excess_s`, and the accuracy without it (report_compare.cpp).
-    const double spread = measured_compute_spread(p, c.parallel);
-    if (spread >= 0) {
-      a.uneven_excess_s = std::max(0.0, spread - wait);
-      out["rank_spread"] = {{"measured_s", spread},
-                            {"calibrated_s", wait},
-                            {"excess_s", a.uneven_excess_s},
-                            {"uneven", a.uneven()}};
-    }
-    terms.push_back(term("step_time", a.measured_step, br.step_time, "s"));
-    terms.push_back(term("compute", m_compute, p_compute, "s"));
-    if (pc.tp > 1) terms.push_back(term("tp", m_tp, p_tp, "s"));
-    if (pc.ep > 1) terms.push_back(term("ep", m_ep, p_ep, "s"));
-    if (pc.dp > 1) terms.push_back(term("dp", m_dp, p_dp, "s"));
-    if (pc.pp > 1) terms.push_back(term("bubble", m_bubble, p_bubble, "s"));
-  } else {
-    terms.push_back(term("step_time", a.measured_step, 0, "s"));
+  json terms = json::array();
+  json model_terms = json::object();
+  double wait = 0;  // the calibrated spread: seconds a rank waits for the slowest of its chunk
+};
+
+// The model's terms describe the stage that finishes last; the measured ones are means over
+// ranks: compare compute and bubble as means over stages too. Ranks that compute the same chunk
+// at different speeds (experts loaded unevenly, a replica on a busier core): the step follows the
+// slowest (in.forward_s), a rank computes the mean and waits the difference where the ranks meet
+// first — the all-to-all with experts split, else the tensor-parallel collectives, else the
+// data-parallel reduction — so that axis's term is its wire time plus that wait.
+Prediction predict(const Calibration& cal, const RunConfig& c, const pm::Scenario& pc,
+                   const MeasuredTerms& m, double measured_step) {
+  Prediction out;
+  const pm::StepTimeInputs in = step_inputs(cal, c);
+  out.br = pm::predict_step_time(c.model, pc, in);
+  const pm::StepTimeBreakdown& br = out.br;
+  double chunk_compute = 0, chunk_wait = 0;
+  for (std::size_t k = 0; k < in.forward_s.size(); ++k) {
+    const double w = cal.compute.backward_weight_s[k],
+                 w_mean = cal.compute.backward_weight_mean_s[k];
+    chunk_compute += cal.compute.forward_mean_s[k] + cal.compute.backward_mean_s[k] + w_mean;
+    chunk_wait += in.forward_s[k] + in.backward_s[k] + w - cal.compute.forward_mean_s[k] -
+                  cal.compute.backward_mean_s[k] - w_mean;
   }
-  // Traffic: what rank 0 recorded against the model (exact for tp, pp, dp; ep follows the
-  // routing that happened, the model assumes uniform routing).
+  const double p_compute = pc.micro_batches() * chunk_compute / pc.pp + br.optimizer;
+  const double wait = out.wait = pc.micro_batches() * chunk_wait / pc.pp;
+  const double p_ep = br.ep + (pc.ep > 1 ? wait : 0.0);
+  const double p_tp = br.tp + (pc.ep == 1 && pc.tp > 1 ? wait : 0.0);
+  const double p_dp = br.dp + (pc.ep == 1 && pc.tp == 1 ? wait : 0.0);
+  const double p_bubble = br.bubble_fraction * br.pipeline_span + br.pp;
+  out.model_terms = {{"compute", p_compute}, {"compute_per_stage", stage_compute(cal.compute, c)},
+                     {"tp", br.tp},          {"pp", br.pp},
+                     {"dp", br.dp},          {"ep", br.ep}};
+  json& terms = out.terms;
+  terms.push_back(term("step_time", measured_step, br.step_time, "s"));
+  terms.push_back(term("compute", m.compute, p_compute, "s"));
+  if (pc.tp > 1) terms.push_back(term("tp", m.tp, p_tp, "s"));
+  if (pc.ep > 1) terms.push_back(term("ep", m.ep, p_ep, "s"));
+  if (pc.dp > 1) terms.push_back(term("dp", m.dp, p_dp, "s"));
+  if (pc.pp > 1) terms.push_back(term("bubble", m.bubble, p_bubble, "s"));
+  return out;
+}
+
+// Traffic: what rank 0 recorded against the model (exact for tp, pp, dp; ep follows the routing
+// that happened, the model assumes uniform routing); memory: the largest rank's.
+void traffic_and_memory_terms(const json& p, const pm::StepTraffic& traffic,
+                              const pm::MemoryEstimate& mem, json& terms) {
+  const auto& t = p.at("time");
   const std::pair<const char*, const pm::AxisTraffic*> axes[] = {
       {"tp", &traffic.tp}, {"pp", &traffic.pp}, {"dp", &traffic.dp}, {"ep", &traffic.ep}};
   for (const auto& [axis, tr] : axes) {
@@ -277,7 +255,87 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   terms.push_back(
       term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
   terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
-  out["terms"] = terms;
+}
+
+// The axis that costs most (measured seconds): costliest_axis and costliest_axis_s.
+void costliest_axis(const MeasuredTerms& m, json& out) {
+  std::string costliest = "none";
+  double worst = 0;
+  for (const auto& [name, v] : std::vector<std::pair<std::string, double>>{
+           {"tp", m.tp}, {"ep", m.ep}, {"dp", m.dp}, {"pp (bubble)", m.bubble}})
+    if (v > worst) {
+      worst = v;
+      costliest = name;
+    }
+  out["costliest_axis"] = costliest;
+  out["costliest_axis_s"] = worst;
+}
+
+// Where a prediction misses: the term whose seconds are furthest off.
+void term_most_off(const json& terms, json& out) {
+  std::string off;
+  double gap = -1;
+  for (const auto& x : terms) {
+    const std::string n = x["name"];
+    if (n == "step_time" || x["unit"] != "s") continue;
+    const double g = std::fabs(x["measured"].get<double>() - x["predicted"].get<double>());
+    if (g > gap) {
+      gap = g;
+      off = n;
+    }
+  }
+  out["term_most_off"] = off;
+  out["term_most_off_s"] = gap;
+}
+
+// The ranks' spread as calibrated against as measured: a spread beyond the calibrated one is the
+// machine running the same work unevenly during the point (a core shared with other work, a
+// throttled device; docs/report.md, "Uneven ranks"), which no model made before the point
+// foresees. The step follows its slowest rank, so that excess is a lower bound of what it adds to
+// the step: `excess_s`, and the accuracy without it (report_compare.cpp).
+void rank_spread(const json& p, const RunConfig& c, double wait, Analysed& a, json& out) {
+  const double spread = measured_compute_spread(p, c.parallel);
+  if (spread < 0) return;
+  a.uneven_excess_s = std::max(0.0, spread - wait);
+  out["rank_spread"] = {{"measured_s", spread},
+                        {"calibrated_s", wait},
+                        {"excess_s", a.uneven_excess_s},
+                        {"uneven", a.uneven()}};
+}
+
+// The point's entry before its terms: where it ran, its label, utilisation, settings, grid.
+json point_entry(const json& p, const RunConfig& c, const std::string& dir,
+                 const std::string& machine) {
+  return {{"dir", dir},
+          {"machine", machine},
+          {"index", p.at("index")},
+          {"label", label_of(c, p)},
+          // Model and hardware FLOP utilisation as the run measured them (null: unknown peak).
+          {"mfu", p.value("throughput", json::object()).value("mfu", json())},
+          {"hfu", p.value("throughput", json::object()).value("hfu", json())},
+          {"settings", p.value("settings", json::object())},
+          {"grid", p.at("grid")},
+          {"precision", model::to_string(c.train.precision)},
+          {"global_batch", c.train.global_batch},
+          {"micro_batch", c.train.micro_batch}};
+}
+
+json pipeline_entry(const json& t, const RunConfig& c, const pm::Scenario& pc, const Analysed& a,
+                    const pm::StepTimeBreakdown& br) {
+  return {{"stages", pc.pp},
+          {"micro_batches", pc.micro_batches()},
+          {"virtual_stages", pc.virtual_stages},
+          {"schedule", c.parallel.schedule},
+          {"bubble_measured", t.value("bubble_fraction", 0.0)},
+          {"bubble_model", t.value("bubble_fraction_model", 0.0)},
+          {"bubble_ideal", t.value("bubble_fraction_ideal", 0.0)},
+          {"bubble_predicted", a.predicted ? json(br.bubble_fraction) : json()}};
+}
+
+// The point's calls, what its checkpoints cost, its nodes and its diagnosis, when it has them.
+void point_extras(const json& p, const RunConfig& c, const pm::StepTraffic& traffic,
+                  const pm::Scenario& pc, const diagnosis::Host& host, const json& model_terms,
+                  json& out) {
   if (p.contains("calls")) {
     const CommCosts costs = p.contains("calibration")
                                 ? comm_costs_of(calibration_from_json(p.at("calibration")).comm)
@@ -285,45 +343,6 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     out["calls"] =
         calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);
   }
-  // The axis that costs most (measured seconds).
-  std::string costliest = "none";
-  double worst = 0;
-  for (const auto& [name, v] : std::vector<std::pair<std::string, double>>{
-           {"tp", m_tp}, {"ep", m_ep}, {"dp", m_dp}, {"pp (bubble)", m_bubble}})
-    if (v > worst) {
-      worst = v;
-      costliest = name;
-    }
-  out["costliest_axis"] = costliest;
-  out["costliest_axis_s"] = worst;
-  if (pc.pp > 1) {
-    out["pipeline"] = {{"stages", pc.pp},
-                       {"micro_batches", pc.micro_batches()},
-                       {"virtual_stages", pc.virtual_stages},
-                       {"schedule", c.parallel.schedule},
-                       {"bubble_measured", t.value("bubble_fraction", 0.0)},
-                       {"bubble_model", t.value("bubble_fraction_model", 0.0)},
-                       {"bubble_ideal", t.value("bubble_fraction_ideal", 0.0)},
-                       {"bubble_predicted", a.predicted ? json(br.bubble_fraction) : json()}};
-  }
-  // Where a prediction misses: the term whose seconds are furthest off.
-  if (a.predicted) {
-    std::string off;
-    double gap = -1;
-    for (const auto& x : terms) {
-      const std::string n = x["name"];
-      if (n == "step_time" || x["unit"] != "s") continue;
-      const double g = std::fabs(x["measured"].get<double>() - x["predicted"].get<double>());
-      if (g > gap) {
-        gap = g;
-        off = n;
-      }
-    }
-    out["term_most_off"] = off;
-    out["term_most_off_s"] = gap;
-  }
-  out["measured_step_s"] = a.measured_step;
-  out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
   // What its checkpoints cost and the cadence that implies (docs/checkpoint.md).
   if (p.contains("checkpoints"))
     out["checkpoint"] = checkpoint_figures(p, c.checkpoint.device_mtbf_h > 0
@@ -335,6 +354,46 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   // series has none.
   out["diagnosis"] =
       p.contains("rank_series") ? diagnosis::diagnose(p, host, model_terms) : json::array();
+}
+
+}  // namespace
+
+std::string point_label(const RunConfig& c) {
+  return label_of(c, json());
+}
+
+Analysed analyse(const json& p, const std::string& dir, const std::string& machine,
+                 const diagnosis::Host& host) {
+  Analysed a;
+  const RunConfig c = config_from_json(p.at("config"));
+  const auto& t = p.at("time");
+  json out = point_entry(p, c, dir, machine);
+  a.model = p.at("config").at("model").dump() + " " + model::to_string(c.train.precision);
+  a.model_label = model_label_of(c);
+  a.measured_step = t.at("step_median_s");
+  const pm::Scenario pc = perf_config(c);
+  const MeasuredTerms m = measured_terms(p);
+  // Model: traffic of rank 0 (stage 0) and memory of the largest rank, always; times when the
+  // point was calibrated.
+  const auto traffic = pm::step_traffic(c.model, pc, 0);
+  const pm::MemoryEstimate mem = pm::largest_rank_memory(c.model, pc);
+  Prediction pred;
+  if (p.contains("calibration")) {
+    pred = predict(calibration_from_json(p.at("calibration")), c, pc, m, a.measured_step);
+    a.predicted = true;
+    a.predicted_step = pred.br.step_time;
+    rank_spread(p, c, pred.wait, a, out);
+  } else {
+    pred.terms.push_back(term("step_time", a.measured_step, 0, "s"));
+  }
+  traffic_and_memory_terms(p, traffic, mem, pred.terms);
+  out["terms"] = pred.terms;
+  costliest_axis(m, out);
+  if (pc.pp > 1) out["pipeline"] = pipeline_entry(t, c, pc, a, pred.br);
+  if (a.predicted) term_most_off(pred.terms, out);
+  out["measured_step_s"] = a.measured_step;
+  out["predicted_step_s"] = a.predicted ? json(a.predicted_step) : json();
+  point_extras(p, c, traffic, pc, host, pred.model_terms, out);
   a.point = out;
   return a;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deck/deck.hpp"
+#include "analysis/statistics.hpp"
 #include "analysis/summary_reader.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/step_time.hpp"
@@ -151,12 +152,6 @@ double slope(const std::vector<double>& x, const std::vector<double>& y) {
   return d > 0 ? (n * sxy - sx * sy) / d : 0;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // A point's `slow_axis` record checked before it is read (a damaged or hostile summary gives one
 // error naming the file and the field, as summary_reader.hpp does for the rest).
 void check_slow_axis(const json& sa, const std::string& where) {
@@ -224,7 +219,7 @@ json sensitivity_json(const json& points) {
         if (!base) base = &m;
       }
     if (!base) continue;  // no baseline: nothing to anchor the model at
-    const double baseline = median_of(base_steps);
+    const double baseline = median(base_steps);
     json g{{"dir", members.front().entry.at("dir")},
            {"label", members.front().entry.value("label", "")},
            {"baseline_step_s", baseline},

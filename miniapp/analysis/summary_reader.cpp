@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/point_status.hpp"
 #include "config/config_rules.hpp"
 #include "deck/run_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
@@ -163,41 +164,45 @@ struct Shape {
   long long tp = 1, pp = 1, dp = 1, ep = 1, v = 1, micro_batches = 1;
 };
 
-Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
-  const std::string mp = Checker::at(path, "model"), tr = Checker::at(path, "train"),
-                    pa = Checker::at(path, "parallel"), cm = Checker::at(path, "comm"),
-                    hw = Checker::at(path, "hardware");
+// config.model: types and ranges; rc takes what the rules between keys read.
+void check_model(const Checker& c, const json& cfg, const std::string& path, RunConfig& rc) {
+  const std::string mp = Checker::at(path, "model");
   const json& m = c.child(cfg, path, "model");
   c.integer(m, mp, "vocab", 2, kMaxInt);
-  const long long seq_len = c.integer(m, mp, "seq_len", 1, kMaxInt);
-  RunConfig rc;  // what the rules between keys read (config/config_rules.hpp)
-  const long long hidden = c.integer(m, mp, "hidden", 1, kMaxInt);
-  const long long heads = c.integer(m, mp, "heads", 1, kMaxInt);
-  const long long layers = c.integer(m, mp, "layers", 1, kMaxInt);
-  const long long ffn = c.integer(m, mp, "ffn", 1, kMaxInt);
+  rc.model.seq_len = static_cast<int>(c.integer(m, mp, "seq_len", 1, kMaxInt));
+  rc.model.hidden = static_cast<int>(c.integer(m, mp, "hidden", 1, kMaxInt));
+  rc.model.heads = static_cast<int>(c.integer(m, mp, "heads", 1, kMaxInt));
+  rc.model.layers = static_cast<int>(c.integer(m, mp, "layers", 1, kMaxInt));
+  rc.model.ffn = static_cast<int>(c.integer(m, mp, "ffn", 1, kMaxInt));
   const std::string ep_ = Checker::at(mp, "moe");
   const json& e = c.child(m, mp, "moe");
-  const long long experts = c.integer(e, ep_, "experts", 0, kMaxInt);
-  const long long top_k = c.integer(e, ep_, "top_k", 1, kMaxInt);
+  rc.model.moe.experts = static_cast<int>(c.integer(e, ep_, "experts", 0, kMaxInt));
+  rc.model.moe.top_k = static_cast<int>(c.integer(e, ep_, "top_k", 1, kMaxInt));
   c.integer(e, ep_, "every", 1, kMaxInt);
   for (const char* k : {"capacity_factor", "aux_loss_coef", "router_skew"}) c.number(e, ep_, k, 0);
+}
 
+void check_train(const Checker& c, const json& cfg, const std::string& path, RunConfig& rc) {
+  const std::string tr = Checker::at(path, "train");
   const json& t = c.child(cfg, path, "train");
-  const long long gb = c.integer(t, tr, "global_batch", 1, kMaxInt);
-  const long long mb = c.integer(t, tr, "micro_batch", 1, kMaxInt);
-  const long long steps = c.integer(t, tr, "steps", 1, kMaxInt);
-  const long long warmup = c.integer(t, tr, "warmup_steps", 0, kMaxInt);
+  rc.train.global_batch = static_cast<int>(c.integer(t, tr, "global_batch", 1, kMaxInt));
+  rc.train.micro_batch = static_cast<int>(c.integer(t, tr, "micro_batch", 1, kMaxInt));
+  rc.train.steps = static_cast<int>(c.integer(t, tr, "steps", 1, kMaxInt));
+  rc.train.warmup_steps = static_cast<int>(c.integer(t, tr, "warmup_steps", 0, kMaxInt));
   c.number(t, tr, "lr", 0);
   c.integer(t, tr, "seed", 0, LLONG_MAX);
   c.choice(t, tr, "precision", model::precision_names());
+}
 
+Shape check_parallel(const Checker& c, const json& cfg, const std::string& path, RunConfig& rc) {
+  const std::string pa = Checker::at(path, "parallel");
   const json& p = c.child(cfg, path, "parallel");
   Shape s;
   s.tp = c.integer(p, pa, "tp", 1, kMaxInt);
   s.pp = c.integer(p, pa, "pp", 1, kMaxInt);
   s.dp = c.integer(p, pa, "dp", 1, kMaxInt);
   s.ep = c.integer(p, pa, "ep", 1, kMaxInt);
-  c.integer(p, pa, "zero", 0, 3);
+  c.integer(p, pa, "zero", 0, config::kMaxZeroStage);
   const std::string schedule = c.string(p, pa, "schedule");
   try {
     schedule::parse_schedule(schedule);
@@ -210,9 +215,18 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   for (std::size_t i = 0; i < stage_layers.size(); ++i)
     rc.parallel.stage_layers.push_back(
         static_cast<int>(c.integer(stage_layers[i], Checker::at(sl, i), 1, kMaxInt)));
-  const bool sp = c.boolean(p, pa, "sequence_parallel");
+  rc.parallel.sequence_parallel = c.boolean(p, pa, "sequence_parallel");
   c.choice(p, pa, "order", config::rank_order_names());
+  rc.parallel.tp = static_cast<int>(s.tp);
+  rc.parallel.pp = static_cast<int>(s.pp);
+  rc.parallel.dp = static_cast<int>(s.dp);
+  rc.parallel.ep = static_cast<int>(s.ep);
+  rc.parallel.virtual_stages = static_cast<int>(s.v);
+  return s;
+}
 
+void check_comm_hardware(const Checker& c, const json& cfg, const std::string& path) {
+  const std::string cm = Checker::at(path, "comm"), hw = Checker::at(path, "hardware");
   const json& k = c.child(cfg, path, "comm");
   c.choice(k, cm, "backend", config::comm_backend_names());
   c.number(k, cm, "bucket_mb", 0, kInf, true);
@@ -221,33 +235,23 @@ Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
   c.number(h, hw, "peak_flops", 0);
   c.string(h, hw, "gemm");
   if (Checker::maybe(h, "calibrate")) c.boolean(h, hw, "calibrate");
+}
 
+Shape check_config(const Checker& c, const json& cfg, const std::string& path) {
+  RunConfig rc;  // what the rules between keys read (config/config_rules.hpp)
+  check_model(c, cfg, path, rc);
+  check_train(c, cfg, path, rc);
+  Shape s = check_parallel(c, cfg, path, rc);
+  check_comm_hardware(c, cfg, path);
   // The rules between keys that let the point run at all (the deck's, stated once).
-  rc.model.seq_len = static_cast<int>(seq_len);
-  rc.model.hidden = static_cast<int>(hidden);
-  rc.model.heads = static_cast<int>(heads);
-  rc.model.layers = static_cast<int>(layers);
-  rc.model.ffn = static_cast<int>(ffn);
-  rc.model.moe.experts = static_cast<int>(experts);
-  rc.model.moe.top_k = static_cast<int>(top_k);
-  rc.train.global_batch = static_cast<int>(gb);
-  rc.train.micro_batch = static_cast<int>(mb);
-  rc.train.steps = static_cast<int>(steps);
-  rc.train.warmup_steps = static_cast<int>(warmup);
-  rc.parallel.tp = static_cast<int>(s.tp);
-  rc.parallel.pp = static_cast<int>(s.pp);
-  rc.parallel.dp = static_cast<int>(s.dp);
-  rc.parallel.ep = static_cast<int>(s.ep);
-  rc.parallel.virtual_stages = static_cast<int>(s.v);
-  rc.parallel.sequence_parallel = sp;
   for (const auto& v : config::rule_violations(rc.model, rc.train, rc.parallel, 0))
     c.fail(Checker::at(path, v.keys.front()), v.message);
   s.micro_batches = config::micro_batches(rc.train, rc.parallel);  // exact: the rules hold
   const long long chunks = s.pp * s.v;  // both <= INT_MAX: no overflow in 64 bits
   if (chunks > kMaxReportScheduleChunks / s.micro_batches)
-    c.fail(Checker::at(pa, "pp"), "pp * virtual_stages * micro-batches = " + num(chunks) + " * " +
-                                      num(s.micro_batches) + " exceeds the report's limit of " +
-                                      num(kMaxReportScheduleChunks));
+    c.fail(Checker::at(Checker::at(path, "parallel"), "pp"),
+           "pp * virtual_stages * micro-batches = " + num(chunks) + " * " + num(s.micro_batches) +
+               " exceeds the report's limit of " + num(kMaxReportScheduleChunks));
   return s;
 }
 
@@ -493,9 +497,14 @@ void validate_summary(const json& j, const std::string& name) {
     const json& p = c.object(points[i], path);
     c.integer(p, path, "index", 0, kMaxInt);
     const std::string status = c.string(p, path, "status");
+    const auto parsed = parse_point_status(status);
+    if (!parsed)
+      c.fail(Checker::at(path, "status"),
+             shown(json(status)) + ", expected \"ok\", \"diverged: ...\", \"failed: ...\" or "
+             "\"skipped: ...\"");
     if (const json* settings = Checker::maybe(p, "settings"))
       c.object(*settings, Checker::at(path, "settings"));
-    if (status == "ok") check_ok_point(c, p, path);
+    if (parsed->is_ok()) check_ok_point(c, p, path);
   }
 }
 

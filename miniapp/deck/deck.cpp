@@ -210,30 +210,9 @@ std::vector<DeckError> check_constraints(const RunConfig& c, int world, const Lo
   return e;
 }
 
-// Fault injections outside the run are errors even in a sweep: a point that cannot inject its
-// fault would pass a fault test without testing anything.
-std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located& loc) {
-  std::vector<DeckError> e;
-  const bool grid_ok =
-      !loc.is_bad("parallel.tp") && !loc.is_bad("parallel.pp") && !loc.is_bad("parallel.dp");
-  const auto w = world > 0 ? std::optional<long long>(world)
-                 : grid_ok ? config::grid_world(c.parallel)
-                           : std::nullopt;
-  auto check = [&](const std::string& kind, int rank, int step) {
-    const std::string rk = "fault." + kind + ".rank", sk = "fault." + kind + ".step";
-    if (rank < 0 || loc.is_bad(rk)) return;
-    if (w && rank >= *w)
-      e.push_back({rk, loc.where({rk.c_str()}),
-                   "rank " + num(rank) + " is not in the run (" + num(*w) + " ranks: 0.." +
-                       num(*w - 1) + ")"});
-    if (step >= c.train.steps && !loc.is_bad(sk) && !loc.is_bad("train.steps"))
-      e.push_back({sk, loc.where({sk.c_str(), "train.steps"}),
-                   "step " + num(step) + " never comes: train.steps = " + num(c.train.steps) +
-                       " (steps are 0-based: 0.." + num(c.train.steps - 1) + ")"});
-  };
-  check("dead_rank", c.fault.dead_rank.rank, c.fault.dead_rank.step);
-  check("hang", c.fault.hang.rank, c.fault.hang.step);
-  // The slow rank: in the run, its steps in order and in the run.
+// The slow rank (fault.slow_rank): in the run, its steps in order and in the run, an effect.
+void slow_rank_errors(const RunConfig& c, std::optional<long long> w, const Located& loc,
+                      std::vector<DeckError>& e) {
   const auto& sr = c.fault.slow_rank;
   if (sr.rank >= 0 && !loc.is_bad("fault.slow_rank.rank")) {
     if (w && sr.rank >= *w)
@@ -257,7 +236,12 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
       e.push_back({"fault.slow_rank.rank", loc.where({"fault.slow_rank.rank"}),
                    "a slow rank needs peers to be slow against: the run has 1 rank"});
   }
-  // The slow link: two distinct ranks of the run, or two distinct nodes, and an effect.
+}
+
+// The slow link (fault.slow_link): two distinct ranks of the run, or two distinct nodes, and an
+// effect.
+void slow_link_errors(const RunConfig& c, std::optional<long long> w, const Located& loc,
+                      std::vector<DeckError>& e) {
   const auto& L = c.comm.links;
   if (L.slows_a_link()) {
     const bool both = !L.slow_ranks.empty() && !L.slow_nodes.empty();
@@ -287,6 +271,33 @@ std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located
                    loc.where({"fault.slow_link.latency_us", "fault.slow_link.bandwidth_factor"}),
                    "the slow link slows nothing: give latency_us > 0 or bandwidth_factor < 1"});
   }
+}
+
+// Fault injections outside the run are errors even in a sweep: a point that cannot inject its
+// fault would pass a fault test without testing anything.
+std::vector<DeckError> check_faults(const RunConfig& c, int world, const Located& loc) {
+  std::vector<DeckError> e;
+  const bool grid_ok =
+      !loc.is_bad("parallel.tp") && !loc.is_bad("parallel.pp") && !loc.is_bad("parallel.dp");
+  const auto w = world > 0 ? std::optional<long long>(world)
+                 : grid_ok ? config::grid_world(c.parallel)
+                           : std::nullopt;
+  auto check = [&](const std::string& kind, int rank, int step) {
+    const std::string rk = "fault." + kind + ".rank", sk = "fault." + kind + ".step";
+    if (rank < 0 || loc.is_bad(rk)) return;
+    if (w && rank >= *w)
+      e.push_back({rk, loc.where({rk.c_str()}),
+                   "rank " + num(rank) + " is not in the run (" + num(*w) + " ranks: 0.." +
+                       num(*w - 1) + ")"});
+    if (step >= c.train.steps && !loc.is_bad(sk) && !loc.is_bad("train.steps"))
+      e.push_back({sk, loc.where({sk.c_str(), "train.steps"}),
+                   "step " + num(step) + " never comes: train.steps = " + num(c.train.steps) +
+                       " (steps are 0-based: 0.." + num(c.train.steps - 1) + ")"});
+  };
+  check("dead_rank", c.fault.dead_rank.rank, c.fault.dead_rank.step);
+  check("hang", c.fault.hang.rank, c.fault.hang.step);
+  slow_rank_errors(c, w, loc, e);
+  slow_link_errors(c, w, loc, e);
   for (const auto& [key, message] : slow_axis_errors(c))  // deck_slow_axis.hpp
     if (!loc.is_bad(key)) e.push_back({key, loc.where({key}), message});
   // A hang is found by the other ranks' watchdog: a lone rank would wait for ever.

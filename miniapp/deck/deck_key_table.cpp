@@ -51,7 +51,7 @@ const std::vector<KeySpec>& key_table() {
     add(int_key("parallel.pp", 1, kMaxInt, PARAXIS_FIELD(parallel.pp)));
     add(int_key("parallel.dp", 1, kMaxInt, PARAXIS_FIELD(parallel.dp)));
     add(int_key("parallel.ep", 1, kMaxInt, PARAXIS_FIELD(parallel.ep)));
-    add(int_key("parallel.zero", 0, 3, PARAXIS_FIELD(parallel.zero)));
+    add(int_key("parallel.zero", 0, config::kMaxZeroStage, PARAXIS_FIELD(parallel.zero)));
     add(enum_key("parallel.schedule", config::schedule_names(), PARAXIS_FIELD(parallel.schedule)));
     add(int_key("parallel.virtual_stages", 1, kMaxInt, PARAXIS_FIELD(parallel.virtual_stages)));
     add(int_list_key("parallel.stage_layers", 0, kMaxInt, PARAXIS_FIELD(parallel.stage_layers)));

@@ -204,15 +204,6 @@ KeySpec choice_key(std::string key, std::vector<std::string> choices, Set set, G
           [=](const RunConfig& c) { return nlohmann::json(std::string(get(c))); }};
 }
 
-// A choice stored as its own text.
-template <class Ref>
-KeySpec string_choice_key(std::string key, std::vector<std::string> choices, Ref ref) {
-  return choice_key(
-      std::move(key), std::move(choices),
-      [=](RunConfig& c, std::size_t, const std::string& s) { ref(c) = s; },
-      [=](const RunConfig& c) { return ref(c); });
-}
-
 // A choice resolved to an enum when the deck loads: choice i is the enumerator of value i (the
 // names come from the enum's own list, e.g. config::schedule_names()).
 template <class Ref>

@@ -32,7 +32,7 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
   std::map<Key, CallRow> rows;
   std::map<Key, std::vector<double>> times;
   for (const auto& s : steps) {
-    if (s.step < warmup) continue;
+    if (!is_measured_step(s.step, warmup)) continue;
     for (const auto& c : s.comm_spans) {
       pm::LoggedOp o;
       const bool known = pm::logged_op(c.op, &o);
@@ -66,7 +66,7 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
 
 json calls_json(const std::vector<model::StepResult>& steps, int warmup, const CommCosts* costs) {
   int measured = 0;
-  for (const auto& s : steps) measured += s.step >= warmup ? 1 : 0;
+  for (const auto& s : steps) measured += is_measured_step(s.step, warmup) ? 1 : 0;
   json rows = json::array();
   for (const auto& r : call_rows(steps, warmup, costs))
     rows.push_back({{"axis", r.axis},

@@ -192,7 +192,7 @@ LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int
     else if (key == "mb")
       c.micro_batch = layout_int(name, value, 1, kMax);
     else if (key == "zero")
-      c.zero = layout_int(name, value, 0, 3);
+      c.zero = layout_int(name, value, 0, config::kMaxZeroStage);
     else if (key == "v")
       c.virtual_stages = layout_int(name, value, 1, kMax);
     else if (key == "schedule") {
