@@ -17,7 +17,8 @@
 //
 // The machine description format and its validation: machine_file.hpp. The whole plan
 // (--json) is written atomically (io/checked_file.hpp): a failed write exits 4, naming the file.
-#include <mpi.h>
+// Pure (analysis/plan.hpp): rank 0 of `paraxis plan` calls it (driver/plan_command.cpp).
+#include "analysis/plan.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -30,7 +31,6 @@
 #include <stdexcept>
 
 #include "config/exit_codes.hpp"
-#include "driver/commands.hpp"
 #include "deck/deck.hpp"
 #include "deck/machine_file.hpp"
 #include "io/checked_file.hpp"
@@ -390,10 +390,7 @@ int write_json(const pm::Plan& plan, const std::string& model_deck, const std::s
 
 }  // namespace
 
-int plan_command(const PlanOptions& opt) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) return 0;
+int evaluate_plan(const PlanOptions& opt) {
   if (opt.layout.empty())
     for (const auto& o : opt.overrides) {
       const std::string key = o.substr(0, o.find('='));
