@@ -1,13 +1,17 @@
 // The analysis library (miniapp/analysis/, docs/architecture.md "Layers") as pure functions on
 // parsed results, linked without the driver and without MPI: `paraxis report`'s comparison of
 // points (ranks, accuracy against issue 9's target, strong and weak scaling like with like,
-// machines side by side) on hand-made analysed points, and the point labels of the tables.
+// machines side by side) on hand-made analysed points, the point labels of the tables, and
+// `paraxis plan`'s evaluation of a layout and its ranking from the input files.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "analysis/plan.hpp"
 #include "analysis/report_parts.hpp"
+#include "config/exit_codes.hpp"
 
 using namespace paraxis::driver;
 using nlohmann::json;
@@ -106,4 +110,25 @@ TEST(analysis_labels, point_label_names_the_layout) {
   c.parallel.pp = 2;
   const std::string label = report::point_label(c);
   EXPECT_EQ(label.rfind("tp2 pp2 dp1 z0 ", 0), 0u) << label;
+}
+
+// `paraxis plan` without MPI: the evaluation of one layout and the ranking, from the files.
+TEST(analysis_plan, evaluates_a_layout_and_ranks_without_mpi) {
+  const std::string inputs = PARAXIS_INPUTS_DIR;
+  PlanOptions opt;
+  opt.model_deck = inputs + "/small.yaml";
+  opt.machine = inputs + "/machines/cpu-node.yaml";
+  opt.layout = "tp=2,pp=1,dp=4,mb=1";
+  EXPECT_EQ(evaluate_plan(opt), paraxis::exit_code::ok);
+  opt.layout = "tp=1,pp=1";  // dp = 8 devices, global_batch 8 not a multiple of 8 * mb 4
+  EXPECT_EQ(evaluate_plan(opt), paraxis::exit_code::not_ok);
+  opt.layout = "tp=1,pp=1,tp=2";  // a field twice: bad input
+  EXPECT_EQ(evaluate_plan(opt), paraxis::exit_code::bad_input);
+  opt.layout.clear();
+  opt.top = 3;
+  opt.json_out = ::testing::TempDir() + "analysis_plan.json";
+  ASSERT_EQ(evaluate_plan(opt), paraxis::exit_code::ok);
+  std::ifstream in(opt.json_out);
+  const json plan = json::parse(in);
+  EXPECT_FALSE(plan.at("ranked").empty());
 }
