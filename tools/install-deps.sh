@@ -14,6 +14,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev          # decks, results, command line
   libxxhash-dev                                            # checkpoint checksums (XXH3)
   python3 python3-matplotlib                               # report plots
+  universal-ctags                                          # tools_function_length (the size rule)
   # ctest -L reference: the model against PyTorch (docs/model.md, "Checked against PyTorch").
   # Measured on Debian 12: 1 min 34 s with recommends (~200 packages, OpenCV and Qt through
   # libtorch-dev); without them (as here) libtorch1.13 + python3-torch, about 180 MB. Without

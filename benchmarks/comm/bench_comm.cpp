@@ -34,7 +34,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/statistics.hpp"  // the one median
 #include "collective_table.hpp"
+#include "config/exit_codes.hpp"
 #include "parallel/comm_log.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/mpi_staging.hpp"
@@ -48,6 +50,7 @@ namespace bc = paraxis::bench_comm;
 using Entry = bc::CollectiveEntry;
 using bc::span_for;
 using json = nlohmann::json;
+using paraxis::driver::median;
 
 struct Options {
   std::size_t min_bytes = 8, max_bytes = std::size_t(64) << 20;
@@ -174,12 +177,6 @@ struct Row {
   // Median over block pairs of paraxis block / raw block: robust to a preempted block.
   double pair_ratio() const;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double Row::pair_ratio() const {
   std::vector<double> r;
@@ -643,7 +640,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "paraxis-bench-comm (rank %d): %s\n", rank, e.what());
       std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 2);
+      MPI_Abort(MPI_COMM_WORLD, paraxis::exit_code::bad_input);
     }
   }
   free_raw_types();

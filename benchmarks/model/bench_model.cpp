@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench_check.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "model/gpt_model.hpp"
 #include "model/trainer.hpp"
 #include "paraxis/kernels/gemm.hpp"

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cli_harness.hpp"
-#include "driver/deck.hpp"
-#include "driver/diagnosis.hpp"
+#include "deck/deck.hpp"
+#include "analysis/diagnosis.hpp"
 #include "parallel/watchdog.hpp"
 
 extern char** environ;

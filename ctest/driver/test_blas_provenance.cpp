@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "driver/provenance.hpp"
-#include "driver/summary_reader.hpp"
+#include "analysis/summary_reader.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
 using nlohmann::json;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_harness.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "model/param_layout.hpp"
 #include "model/shard_layout.hpp"
 

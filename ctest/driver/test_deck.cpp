@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/results.hpp"
 
 using namespace paraxis::driver;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 
 using namespace paraxis::driver;
 using paraxis::config::SlowAxis;

@@ -1,4 +1,4 @@
-// `paraxis report`'s checkpoint figures (driver/report_checkpoint.hpp) on a hand-made point:
+// `paraxis report`'s checkpoint figures (analysis/report_checkpoint.hpp) on a hand-made point:
 // the median save is the checkpoint cost C, the system MTBF M = 1 / (rate x ranks), Young's
 // interval sqrt(2 C M) and Daly's, in seconds and steps, the waste of Daly's model at Daly's
 // interval and at the run's own cadence, the restart when the point resumed.
@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "driver/report_checkpoint.hpp"
+#include "analysis/report_checkpoint.hpp"
 #include "perfmodel/checkpoint.hpp"
 
 using nlohmann::json;

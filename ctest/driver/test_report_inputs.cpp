@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/machine_file.hpp"
-#include "driver/summary_reader.hpp"
+#include "deck/machine_file.hpp"
+#include "analysis/summary_reader.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -4,7 +4,7 @@
 // model refused, steps allowed, the layout not compared.
 #include <gtest/gtest.h>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/resume_keys.hpp"
 
 using namespace paraxis::driver;

@@ -1,8 +1,8 @@
-// The driver's one median (driver/statistics.hpp): odd and even counts, unsorted input, an
+// The driver's one median (analysis/statistics.hpp): odd and even counts, unsorted input, an
 // empty input, and values whose mean of the middle pair is not one of them.
 #include <gtest/gtest.h>
 
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 
 using paraxis::driver::median;
 

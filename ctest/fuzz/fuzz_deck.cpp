@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 
 namespace {
 

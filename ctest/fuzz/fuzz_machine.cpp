@@ -6,7 +6,7 @@
 #include <exception>
 #include <string>
 
-#include "driver/machine_file.hpp"
+#include "deck/machine_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -7,7 +7,7 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 
-#include "driver/summary_reader.hpp"
+#include "analysis/summary_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "model/trainer.hpp"
 
 using namespace paraxis;

@@ -281,7 +281,7 @@ TEST(topology, summary_json_names_the_axes_that_span_nodes) {
   c.parallel.tp = 2;
   c.parallel.dp = 2;
   c.comm.links.ranks_per_node = 2;
-  r.status = "failed: before its first step";
+  r.status = paraxis::driver::PointStatus::failed("before its first step");
   const auto t = paraxis::driver::point_to_json(r).at("topology");
   EXPECT_EQ(t.at("nodes"), 2);
   EXPECT_EQ(t.at("ranks_per_node"), 2);

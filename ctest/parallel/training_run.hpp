@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/verify.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_trainer.hpp"

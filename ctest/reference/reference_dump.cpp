@@ -27,7 +27,7 @@
 
 #include "checkpoint/lineage.hpp"
 #include "driver/checkpoint_claim.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/point_checkpoint.hpp"
 #include "model/gpt_model.hpp"
 #include "model/param_layout.hpp"

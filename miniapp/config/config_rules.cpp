@@ -78,8 +78,7 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
         std::pair{"train.micro_batch", t.micro_batch},
         std::pair{"parallel.virtual_stages", p.virtual_stages}})
     rule({key}, value < 1, std::string(key) + " = " + num(value) + ", expected >= 1");
-  rule({"parallel.zero"}, p.zero < 0 || p.zero > 3,
-       "zero = " + num(p.zero) + ", expected 0, 1, 2 or 3");
+  rule({"parallel.zero"}, !zero_stage_error(p.zero).empty(), zero_stage_error(p.zero));
   if (!rule.found.empty()) return rule.found;  // the divisions below need every value >= 1
   rule({"model.heads", "model.hidden"}, m.hidden % m.heads != 0,
        "heads = " + num(m.heads) + " does not divide model.hidden = " + num(m.hidden));

@@ -64,6 +64,15 @@ CommBackend parse_comm_backend(const std::string& name) {
   return parse_choice<CommBackend>("communication backend", comm_backend_names(), name);
 }
 
+std::string zero_stage_error(int zero) {
+  if (zero >= 0 && zero <= kMaxZeroStage) return {};
+  return "zero = " + std::to_string(zero) + ", expected 0, 1, 2 or 3";
+}
+
+void require_zero_stage(int zero) {
+  if (const std::string e = zero_stage_error(zero); !e.empty()) throw std::invalid_argument(e);
+}
+
 int micro_batches(const model::TrainConfig& t, const ParallelConfig& p) {
   return t.global_batch / (p.dp * t.micro_batch);
 }

@@ -117,6 +117,14 @@ struct SlowRank {
   }
 };
 
+// The ZeRO stages, 0 (replicated) to kMaxZeroStage (parameters sharded too), and their one range
+// check: zero_stage_error is "zero = N, expected 0, 1, 2 or 3" outside the range and empty
+// inside; require_zero_stage throws std::invalid_argument with it. The deck's key, the rules,
+// the performance models and the sharded optimizer all ask here.
+inline constexpr int kMaxZeroStage = 3;
+std::string zero_stage_error(int zero);
+void require_zero_stage(int zero);
+
 // Micro-batches per data-parallel replica and step: global_batch / (dp * micro_batch) (the
 // rules make it exact).
 int micro_batches(const model::TrainConfig& t, const ParallelConfig& p);

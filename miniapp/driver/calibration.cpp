@@ -1,6 +1,6 @@
 // Calibration: the Calibrator (which communicators and shard shapes to measure, and the caches
-// that make a sweep measure each once: calibration_comm.cpp, calibration_compute.cpp) and the
-// calibration's JSON form.
+// that make a sweep measure each once: calibration_comm.cpp, calibration_compute.cpp). The
+// calibration's JSON form: analysis/calibration_data.cpp.
 #include "driver/calibration.hpp"
 
 #include <mpi.h>
@@ -68,67 +68,6 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   out.compute = it->second;
   if (measured) out.seconds = model::steady_seconds() - t0;
   return out;
-}
-
-nlohmann::json calibration_to_json(const Calibration& c) {
-  nlohmann::json comm = nlohmann::json::object();
-  for (const auto& f : c.comm) {
-    nlohmann::json s = nlohmann::json::array();
-    for (const auto& [S, t] : f.samples) s.push_back({S, t});
-    comm[f.axis][f.op] = {{"ranks", f.ranks},
-                          {"alpha_s", f.alpha},
-                          {"beta_s_per_byte", f.beta},
-                          {"latency_s", f.latency},
-                          {"beta_eff_s_per_byte", f.beta_eff},
-                          {"rms_residual_s", f.rms_residual},
-                          {"samples", s}};
-    if (f.async_progress >= 0) comm[f.axis][f.op]["async_progress"] = f.async_progress;
-  }
-  return {{"seconds", c.seconds},
-          {"comm", comm},
-          {"compute",
-           {{"forward_s_per_chunk", c.compute.forward_s},
-            {"backward_s_per_chunk", c.compute.backward_s},
-            {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
-            {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
-            {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
-            {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
-            {"optimizer_s", c.compute.optimizer_s},
-            {"flops_per_s", c.compute.flops_per_s},
-            {"peak_bytes", c.compute.peak_bytes}}}};
-}
-
-Calibration calibration_from_json(const nlohmann::json& j) {
-  Calibration c;
-  c.seconds = j.value("seconds", 0.0);
-  for (const auto& [axis, ops] : j.at("comm").items())
-    for (const auto& [op, f] : ops.items()) {
-      CommCalibration cc;
-      cc.axis = axis;
-      cc.op = op;
-      cc.ranks = f.at("ranks");
-      cc.alpha = f.at("alpha_s");
-      cc.beta = f.at("beta_s_per_byte");
-      cc.latency = f.value("latency_s", 0.0);
-      cc.beta_eff = f.value("beta_eff_s_per_byte", 0.0);
-      cc.rms_residual = f.value("rms_residual_s", 0.0);
-      cc.async_progress = f.value("async_progress", -1.0);
-      for (const auto& s : f.at("samples")) cc.samples.push_back({s.at(0), s.at(1)});
-      c.comm.push_back(std::move(cc));
-    }
-  const auto& k = j.at("compute");
-  c.compute.forward_s = k.at("forward_s_per_chunk").get<std::vector<double>>();
-  c.compute.backward_s = k.at("backward_s_per_chunk").get<std::vector<double>>();
-  c.compute.forward_mean_s = k.value("forward_mean_s_per_chunk", c.compute.forward_s);
-  c.compute.backward_mean_s = k.value("backward_mean_s_per_chunk", c.compute.backward_s);
-  c.compute.backward_weight_s =
-      k.value("backward_weight_s_per_chunk", std::vector<double>(c.compute.backward_s.size(), 0.0));
-  c.compute.backward_weight_mean_s =
-      k.value("backward_weight_mean_s_per_chunk", c.compute.backward_weight_s);
-  c.compute.optimizer_s = k.at("optimizer_s");
-  c.compute.flops_per_s = k.at("flops_per_s");
-  c.compute.peak_bytes = k.value("peak_bytes", std::size_t{0});
-  return c;
 }
 
 }  // namespace paraxis::driver

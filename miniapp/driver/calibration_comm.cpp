@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "driver/calibration_detail.hpp"
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 #include "model/collectives.hpp"
 #include "model/trainer.hpp"
 #include "parallel/communicator.hpp"

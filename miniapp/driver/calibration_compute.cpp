@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "driver/calibration_detail.hpp"
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 #include "model/collectives.hpp"
 #include "model/gpt_model.hpp"
 #include "model/param_store.hpp"

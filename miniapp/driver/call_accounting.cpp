@@ -5,8 +5,8 @@
 #include <map>
 #include <tuple>
 
-#include "driver/statistics.hpp"
-#include "driver/summary_reader.hpp"
+#include "analysis/statistics.hpp"
+#include "analysis/summary_reader.hpp"
 #include "perfmodel/call_prediction.hpp"
 
 namespace paraxis::driver {
@@ -14,43 +14,14 @@ namespace paraxis::driver {
 namespace pm = paraxis::perfmodel;
 using nlohmann::json;
 
-namespace {
-
-template <class T>
-T* of_axis(const std::string& axis, T& tp, T& pp, T& dp, T& ep) {
-  if (axis == "tp") return &tp;
-  if (axis == "pp") return &pp;
-  if (axis == "dp") return &dp;
-  if (axis == "ep") return &ep;
-  return nullptr;
-}
-
-}  // namespace
-
-CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
-  CommCosts c;
-  for (const auto& f : fits) {
-    auto& o = c.op_links;
-    auto& l = c.links;
-    pm::OpLinks* ops = of_axis(f.axis, o.tp, o.pp, o.dp, o.ep);
-    pm::LinkCost* axis = of_axis(f.axis, l.tp, l.pp, l.dp, l.ep);
-    if (!ops || !axis) continue;
-    const pm::LinkCost link{f.alpha, f.beta, 0.0};
-    (*ops)[collective_named(f.op)] = link;
-    if (f.axis == "dp" && f.async_progress >= 0) c.dp_overlap = f.async_progress;
-    if (axis->alpha == 0 && axis->beta == 0) *axis = link;  // operations not calibrated
-  }
-  return c;
-}
-
 std::optional<double> predicted_call_s(const CommCosts& costs, const std::string& axis,
                                        const std::string& op, int ranks, double bytes) {
   pm::LoggedOp o;
   if (!pm::logged_op(op, &o) || ranks < 1) return std::nullopt;
   const auto& l = costs.links;
   const auto& ops = costs.op_links;
-  const pm::LinkCost* link = of_axis(axis, l.tp, l.pp, l.dp, l.ep);
-  const pm::OpLinks* per_op = of_axis(axis, ops.tp, ops.pp, ops.dp, ops.ep);
+  const pm::LinkCost* link = axis_slot(axis, l.tp, l.pp, l.dp, l.ep);
+  const pm::OpLinks* per_op = axis_slot(axis, ops.tp, ops.pp, ops.dp, ops.ep);
   if (!link) return std::nullopt;
   return pm::call_time(o.op, ranks, bytes, *link, per_op);
 }
@@ -61,7 +32,7 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
   std::map<Key, CallRow> rows;
   std::map<Key, std::vector<double>> times;
   for (const auto& s : steps) {
-    if (s.step < warmup) continue;
+    if (!is_measured_step(s.step, warmup)) continue;
     for (const auto& c : s.comm_spans) {
       pm::LoggedOp o;
       const bool known = pm::logged_op(c.op, &o);
@@ -95,7 +66,7 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
 
 json calls_json(const std::vector<model::StepResult>& steps, int warmup, const CommCosts* costs) {
   int measured = 0;
-  for (const auto& s : steps) measured += s.step >= warmup ? 1 : 0;
+  for (const auto& s : steps) measured += is_measured_step(s.step, warmup) ? 1 : 0;
   json rows = json::array();
   for (const auto& r : call_rows(steps, warmup, costs))
     rows.push_back({{"axis", r.axis},

@@ -23,15 +23,8 @@
 
 namespace paraxis::driver {
 
-// The calibrated collectives as the models take them: per axis the operation's own fit, the
-// axis's link for operations not calibrated (the first fit of the axis), and the data-parallel
-// all-reduce's asynchronous progress (comm.overlap's premise; 1 when not measured).
-struct CommCosts {
-  perfmodel::AxisLinks links;
-  perfmodel::AxisOpLinks op_links;
-  double dp_overlap = 1.0;
-};
-CommCosts comm_costs_of(const std::vector<CommCalibration>& fits);
+// CommCosts and comm_costs_of (the calibrated collectives as the models take them):
+// analysis/calibration_data.hpp.
 
 // The predicted seconds of one logged call ("tp", "pp", "dp" or "ep"; the engine's op name;
 // its communicator's ranks; nccl-tests S); nullopt for an operation the model does not describe.

@@ -13,7 +13,7 @@
 #include "checkpoint/folder_lock.hpp"
 #include "checkpoint/lineage.hpp"
 #include "driver/commands.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 
 namespace paraxis::driver {
 

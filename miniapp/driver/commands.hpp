@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/plan.hpp"  // PlanOptions
+
 namespace paraxis::driver {
 
 struct RunOptions {
@@ -24,13 +26,7 @@ int check_command(const std::string& deck, const std::vector<std::string>& overr
 // Measured against predicted for the points of one or more result folders (rank 0 writes
 // report.md, report.json and plots/ into the first).
 int report_command(const std::vector<std::string>& dirs);
-struct PlanOptions {
-  std::string model_deck, machine;
-  std::vector<std::string> overrides;  // --set: model and train keys (parallel.*: refused)
-  int top = 20;
-  std::string json_out;
-  std::string layout;  // --layout: evaluate this one layout (plan_command.cpp's grammar)
-};
+// PlanOptions: analysis/plan.hpp.
 // Every configuration of a model on a machine description, ranked by predicted step time; or,
 // with a layout, that one configuration term by term.
 int plan_command(const PlanOptions& opt);

@@ -20,7 +20,7 @@
 #include "checkpoint/root_layout.hpp"
 #include "checkpoint/writer.hpp"
 #include "config/exit_codes.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/last_words.hpp"
 #include "driver/resume_keys.hpp"
 #include "model/gpt_model.hpp"

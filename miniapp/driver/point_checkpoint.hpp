@@ -9,7 +9,7 @@
 #include <string>
 
 #include "driver/checkpoint_claim.hpp"
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "driver/results.hpp"
-#include "driver/statistics.hpp"
+#include "analysis/statistics.hpp"
 #include "parallel/process_grid.hpp"
 #include "schedule/pipeline_schedule.hpp"
 #include "schedule/stage_time_replay.hpp"
@@ -75,7 +75,7 @@ double rank_median(const PointResult& r, int rank, const std::string& name) {
       static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
   std::vector<double> v;
   for (std::size_t s = 0; s < r.steps.size(); ++s)
-    if (r.steps[s].step >= r.point.config.train.warmup_steps)
+    if (is_measured_step(r.steps[s].step, r.point.config.train.warmup_steps))
       v.push_back(r.rank_steps.at(rank).at(s).at(k));
   return median(v);
 }

@@ -169,7 +169,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   gather_steps_and_trace(cfg, world, rank, t0, r);
   gather_memory(trainer->memory(), world, r);
   if (!diverged.empty()) {
-    r.status = "diverged: " + diverged;
+    r.status = PointStatus::diverged(diverged);
     if (rank == 0) std::printf("  diverged: %s; the sweep goes on\n", diverged.c_str());
     return;
   }
@@ -179,7 +179,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   const double divergence = ctx.verify ? trainer->replica_divergence() : 0.0;
   trainer.reset();
   grid.reset();
-  r.status = "ok";
+  r.status = PointStatus::ok();
   if (!ctx.verify) return;
   verify_point(cfg, rank, params, divergence, r);
 }

@@ -9,7 +9,7 @@
 #include "driver/calibration.hpp"
 #include "driver/checkpoint_claim.hpp"
 #include "driver/results.hpp"
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 
 namespace paraxis::driver {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "driver/results.hpp"
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "analysis/statistics.hpp"
 #include "driver/output_pacer.hpp"
 #include "driver/point_run.hpp"
 #include "driver/point_stages.hpp"
@@ -54,7 +55,7 @@ void print_step(const RunConfig& cfg, const model::StepResult& st, int s) {
   }
   if (cfg.parallel.pp > 1) std::printf("  bubble %.3f", st.bubble_fraction);
   std::printf("  %.4f s  %.0f tokens/s%s\n", st.time_s, tokens / st.time_s,
-              s < cfg.train.warmup_steps ? "  (warm-up)" : "");
+              is_measured_step(s, cfg.train.warmup_steps) ? "" : "  (warm-up)");
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ void verify_point(const RunConfig& cfg, int rank, const std::vector<double>& par
   r.verify = v;
   // Only rank 0 knows the reason; only rank 0 writes the results.
   if (!v.passed)
-    r.status = "failed: --verify: " +
-               (v.reason.empty() ? std::string("deviations beyond tolerance") : v.reason);
+    r.status = PointStatus::failed(
+        "--verify: " + (v.reason.empty() ? std::string("deviations beyond tolerance") : v.reason));
 }
 
 }  // namespace paraxis::driver

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 
 namespace paraxis::driver {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "io/input_file.hpp"
 
 namespace paraxis::driver {

@@ -9,8 +9,9 @@
 // into the first DIR; a failed write exits 4 naming the file, the previous file left in place.
 #include <mpi.h>
 
+#include "analysis/report_parts.hpp"
 #include "driver/commands.hpp"
-#include "driver/report_parts.hpp"
+#include "driver/provenance.hpp"
 
 namespace paraxis::driver {
 
@@ -19,7 +20,7 @@ int report_command(const std::vector<std::string>& dirs) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) return 0;
   report::Loaded in;
-  if (const int rc = report::load_folders(dirs, in); rc != 0) return rc;
+  if (const int rc = report::load_folders(dirs, in, blas_warning_of); rc != 0) return rc;
   const report::Comparison cmp = report::compare_points(in.all);
   return report::write_report(dirs, in, cmp);
 }

@@ -31,7 +31,7 @@ void write_points_csv(const std::string& dir, const std::vector<PointResult>& po
          "resumed_step,restart_s\n";
   for (const auto& r : points) {
     const auto& c = r.point.config;
-    std::string status = r.status;
+    std::string status = r.status.text();
     std::replace(status.begin(), status.end(), ',', ';');
     std::replace(status.begin(), status.end(), '"', '\'');
     const double step_s = measured_median(r, [](const model::StepResult& s) { return s.time_s; });

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/point_status.hpp"
 #include "driver/calibration.hpp"
-#include "driver/deck.hpp"
+#include "deck/deck.hpp"
 #include "driver/verify.hpp"
 #include "model/trainer.hpp"
 
@@ -21,7 +22,7 @@ namespace paraxis::driver {
 struct PointResult {
   int index = 0;
   SweepPoint point;
-  std::string status;  // "ok", "skipped: why", "failed: why"
+  PointStatus status;  // analysis/point_status.hpp
   std::vector<model::StepResult> steps;
   model::MemoryReport memory;
   std::vector<model::MemoryReport> memory_per_rank;

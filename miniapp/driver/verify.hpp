@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/run_config.hpp"
+#include "deck/run_config.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {

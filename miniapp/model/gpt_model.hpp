@@ -193,7 +193,6 @@ class GptModel {
   // its span and the times above show f times the compute, as a slower device would. 1: off.
   // Throws std::invalid_argument for f < 1 or not finite.
   void set_compute_slowdown(double factor);
-  double compute_slowdown() const { return slowdown_; }
   // Seconds the slowdown added inside those intervals since construction (ground truth for a
   // diagnosis; included in the times above).
   double injected_seconds() const { return injected_s_; }

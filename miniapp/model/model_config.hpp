@@ -1,5 +1,5 @@
 // Plain configuration of the model and of the training run. Filled and validated by the
-// driver (miniapp/driver/deck.cpp); the model trusts it and knows nothing of ranks.
+// driver (miniapp/deck/deck.cpp); the model trusts it and knows nothing of ranks.
 #pragma once
 
 #include <cstdint>

@@ -81,7 +81,6 @@ class Communicator : public model::CommGroup {
   void barrier();
 
   CommLog* log() const { return log_; }
-  void set_log(CommLog* log) { log_ = log; }
 
   // Applies the link emulation to every later operation: collective over the group (every
   // member calls it with the same model). When the slow link lies inside the group, has

@@ -350,7 +350,6 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   int tag(int mb, int receiving_chunk, int dir) const {
     return (mb * shape_.chunks() + receiving_chunk) * 2 + dir;
   }
-  int model_rows() const { return model_->local_tokens() * mcfg_.hidden; }
   int take_buffer() {
     if (!free_buffers_.empty()) {
       const int b = free_buffers_.back();

@@ -9,18 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "config/grid_coords.hpp"
 #include "config/parallel_config.hpp"
 #include "parallel/topology.hpp"
 
 namespace paraxis::parallel {
 
-struct GridCoords {
-  int tp = 0, pp = 0, dp = 0, ep = 0, edp = 0;  // edp: index among ranks holding the same experts
-};
-
-// World rank of the rank at these coordinates (ep/edp are derived from dp).
-int grid_rank_of(const config::ParallelConfig& s, int tp, int pp, int dp);
-GridCoords grid_coords_of(const config::ParallelConfig& s, int world_rank);
+// A rank's coordinates and its world rank: config/grid_coords.hpp (MPI-free, shared with the
+// analysis).
+using config::GridCoords;
+using config::grid_coords_of;
+using config::grid_rank_of;
 
 class ProcessGrid {
  public:

@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "config/parallel_config.hpp"
 #include "paraxis/kernels/adamw.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 
@@ -29,9 +30,7 @@ ZeroOptimizer<T>::ZeroOptimizer(model::GptModel<T>& model, const model::TrainCon
       edp_(edp),
       dp_comm_(dp_comm),
       edp_comm_(edp_comm) {
-  if (opt.zero < 0 || opt.zero > 3)
-    throw std::invalid_argument("parallel.zero = " + std::to_string(opt.zero) +
-                                ", expected 0, 1, 2 or 3");
+  config::require_zero_stage(opt.zero);
   layout();
   allocate_and_initialize();
 }

@@ -8,16 +8,14 @@
 #include <stdexcept>
 #include <utility>
 
+#include "config/parallel_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
 
 namespace {
 
-void check_zero(int zero) {
-  if (zero < 0 || zero > 3)
-    throw std::invalid_argument("zero = " + std::to_string(zero) + ", expected 0, 1, 2 or 3");
-}
+void check_zero(int zero) { config::require_zero_stage(zero); }
 
 // Rows of a grow-only buffer: paraxis allocates at least one.
 double rows_at_least_one(double r) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "perfmodel/shard_params.hpp"
+#include "config/parallel_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {
@@ -227,9 +228,7 @@ AxisTraffic pipeline_step_traffic(const model::ModelConfig& m, const Scenario& c
 }
 
 ZeroVolume zero_volume(int zero, double P, int m, int grad_bytes, int param_bytes) {
-  if (zero < 0 || zero > 3)
-    throw std::invalid_argument("zero_volume: zero = " + std::to_string(zero) +
-                                ", expected 0, 1, 2 or 3");
+  config::require_zero_stage(zero);
   ZeroVolume v;
   switch (zero) {
     case 0:
@@ -253,14 +252,12 @@ ZeroVolume zero_volume(int zero, double P, int m, int grad_bytes, int param_byte
 
 AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenario& c, int stage) {
   check_stage(c, stage);
-  if (c.zero < 0 || c.zero > 3)
-    throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
+  config::require_zero_stage(c.zero);
   return data_parallel_step_traffic(c, shard_units(m, c, stage));
 }
 
 AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<ParamUnit>& units) {
-  if (c.zero < 0 || c.zero > 3)
-    throw std::invalid_argument("zero = " + std::to_string(c.zero) + ", expected 0, 1, 2 or 3");
+  config::require_zero_stage(c.zero);
   AxisTraffic t;
   const ElementBytes eb = element_bytes(c.precision);
   const long mb = c.micro_batches();

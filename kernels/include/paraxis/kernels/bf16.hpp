@@ -22,12 +22,6 @@ struct bf16 {
     return f;
   }
 
-  KOKKOS_INLINE_FUNCTION static bf16 from_bits(std::uint16_t b) {
-    bf16 r;
-    r.bits = b;
-    return r;
-  }
-
   // Branch-free (both results computed, one selected) so that a loop converting an array
   // vectorizes: integer adds, shifts and a compare per element.
   KOKKOS_INLINE_FUNCTION static std::uint16_t round_from_float(float f) {

@@ -1,0 +1,87 @@
+// The calibration's JSON form and the collectives' costs from it (calibration_data.hpp).
+#include "analysis/calibration_data.hpp"
+
+#include "analysis/summary_reader.hpp"  // collective_named
+
+namespace paraxis::driver {
+
+namespace pm = paraxis::perfmodel;
+
+nlohmann::json calibration_to_json(const Calibration& c) {
+  nlohmann::json comm = nlohmann::json::object();
+  for (const auto& f : c.comm) {
+    nlohmann::json s = nlohmann::json::array();
+    for (const auto& [S, t] : f.samples) s.push_back({S, t});
+    comm[f.axis][f.op] = {{"ranks", f.ranks},
+                          {"alpha_s", f.alpha},
+                          {"beta_s_per_byte", f.beta},
+                          {"latency_s", f.latency},
+                          {"beta_eff_s_per_byte", f.beta_eff},
+                          {"rms_residual_s", f.rms_residual},
+                          {"samples", s}};
+    if (f.async_progress >= 0) comm[f.axis][f.op]["async_progress"] = f.async_progress;
+  }
+  return {{"seconds", c.seconds},
+          {"comm", comm},
+          {"compute",
+           {{"forward_s_per_chunk", c.compute.forward_s},
+            {"backward_s_per_chunk", c.compute.backward_s},
+            {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
+            {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
+            {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
+            {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
+            {"optimizer_s", c.compute.optimizer_s},
+            {"flops_per_s", c.compute.flops_per_s},
+            {"peak_bytes", c.compute.peak_bytes}}}};
+}
+
+Calibration calibration_from_json(const nlohmann::json& j) {
+  Calibration c;
+  c.seconds = j.value("seconds", 0.0);
+  for (const auto& [axis, ops] : j.at("comm").items())
+    for (const auto& [op, f] : ops.items()) {
+      CommCalibration cc;
+      cc.axis = axis;
+      cc.op = op;
+      cc.ranks = f.at("ranks");
+      cc.alpha = f.at("alpha_s");
+      cc.beta = f.at("beta_s_per_byte");
+      cc.latency = f.value("latency_s", 0.0);
+      cc.beta_eff = f.value("beta_eff_s_per_byte", 0.0);
+      cc.rms_residual = f.value("rms_residual_s", 0.0);
+      cc.async_progress = f.value("async_progress", -1.0);
+      for (const auto& s : f.at("samples")) cc.samples.push_back({s.at(0), s.at(1)});
+      c.comm.push_back(std::move(cc));
+    }
+  const auto& k = j.at("compute");
+  c.compute.forward_s = k.at("forward_s_per_chunk").get<std::vector<double>>();
+  c.compute.backward_s = k.at("backward_s_per_chunk").get<std::vector<double>>();
+  c.compute.forward_mean_s = k.value("forward_mean_s_per_chunk", c.compute.forward_s);
+  c.compute.backward_mean_s = k.value("backward_mean_s_per_chunk", c.compute.backward_s);
+  c.compute.backward_weight_s =
+      k.value("backward_weight_s_per_chunk", std::vector<double>(c.compute.backward_s.size(), 0.0));
+  c.compute.backward_weight_mean_s =
+      k.value("backward_weight_mean_s_per_chunk", c.compute.backward_weight_s);
+  c.compute.optimizer_s = k.at("optimizer_s");
+  c.compute.flops_per_s = k.at("flops_per_s");
+  c.compute.peak_bytes = k.value("peak_bytes", std::size_t{0});
+  return c;
+}
+
+CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
+  CommCosts c;
+  for (const auto& f : fits) {
+    auto& o = c.op_links;
+    auto& l = c.links;
+    pm::OpLinks* ops = axis_slot(f.axis, o.tp, o.pp, o.dp, o.ep);
+    pm::LinkCost* axis = axis_slot(f.axis, l.tp, l.pp, l.dp, l.ep);
+    if (!ops || !axis) continue;
+    const pm::LinkCost link{f.alpha, f.beta, 0.0};
+    (*ops)[collective_named(f.op)] = link;
+    if (f.axis == "dp" && f.async_progress >= 0) c.dp_overlap = f.async_progress;
+    if (axis->alpha == 0 && axis->beta == 0) *axis = link;  // operations not calibrated
+  }
+  return c;
+}
+
+}  // namespace paraxis::driver

@@ -1,0 +1,74 @@
+// The calibration as results record it (summary.json's `calibration`, docs/results.md): the
+// fitted collectives and the compute times a point's prediction is built from, their JSON form,
+// and the collectives' costs as the models take them. Plain data: the measurement itself
+// (driver/calibration.hpp, the Calibrator) needs MPI and Kokkos; reading it back does not.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "perfmodel/step_time.hpp"
+
+namespace paraxis::driver {
+
+struct CommCalibration {
+  std::string axis, op;  // "tp" | "pp" | "dp" | "ep"; perfmodel::to_string(Collective)
+  int ranks = 0;
+  double alpha = 0, beta = 0;        // per message, per byte on the wire (gamma folded in)
+  double latency = 0, beta_eff = 0;  // the fitted line t = latency + S * beta_eff
+  double rms_residual = 0;
+  std::vector<std::pair<double, double>> samples;  // (S bytes, median seconds)
+  // The data-parallel all-reduce only (-1 elsewhere): the fraction of a non-blocking 1 MiB
+  // all-reduce that completed while the caller computed without calling MPI (comm.overlap's
+  // premise; 0 for an MPI without asynchronous progress).
+  double async_progress = -1;
+};
+
+struct ComputeCalibration {
+  // Per model chunk (pp * virtual_stages): seconds of one micro-batch's forward / backward on
+  // every rank that holds it (its tensor-parallel ranks, data-parallel replicas and
+  // expert-parallel ranks): the slowest of them (the step's critical path) and their mean
+  // (they differ when experts are loaded unevenly, or a rank's core is busier).
+  std::vector<double> forward_s, backward_s;
+  std::vector<double> forward_mean_s, backward_mean_s;
+  // A split backward (zero-bubble schedules): backward_s is B's and these W's, the same way;
+  // all zero otherwise.
+  std::vector<double> backward_weight_s, backward_weight_mean_s;
+  double optimizer_s = 0;      // gradient norm + AdamW over the owned parameters (max over ranks)
+  double flops_per_s = 0;      // model FLOPs of forward + backward per rank / their time
+  std::size_t peak_bytes = 0;  // the most device memory the compute calibration held
+};
+
+struct Calibration {
+  std::vector<CommCalibration> comm;
+  ComputeCalibration compute;
+  double seconds = 0;  // time the calibration took (0 when every part was cached)
+};
+
+nlohmann::json calibration_to_json(const Calibration& c);
+Calibration calibration_from_json(const nlohmann::json& j);
+
+// The calibrated collectives as the models take them: per axis the operation's own fit, the
+// axis's link for operations not calibrated (the first fit of the axis), and the data-parallel
+// all-reduce's asynchronous progress (comm.overlap's premise; 1 when not measured).
+struct CommCosts {
+  perfmodel::AxisLinks links;
+  perfmodel::AxisOpLinks op_links;
+  double dp_overlap = 1.0;
+};
+CommCosts comm_costs_of(const std::vector<CommCalibration>& fits);
+
+// The member of (tp, pp, dp, ep) an axis name ("tp", "pp", "dp", "ep") selects; null for another.
+template <class T>
+T* axis_slot(const std::string& axis, T& tp, T& pp, T& dp, T& ep) {
+  if (axis == "tp") return &tp;
+  if (axis == "pp") return &pp;
+  if (axis == "dp") return &dp;
+  if (axis == "ep") return &ep;
+  return nullptr;
+}
+
+}  // namespace paraxis::driver

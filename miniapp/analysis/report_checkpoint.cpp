@@ -1,0 +1,133 @@
+// Checkpoint cost and cadence in the report (report_checkpoint.hpp).
+#include "analysis/report_checkpoint.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "analysis/statistics.hpp"
+#include "perfmodel/checkpoint.hpp"
+
+namespace paraxis::driver::report {
+
+using nlohmann::json;
+namespace pm = paraxis::perfmodel;
+
+namespace {
+
+std::string g(double x, int digits = 3) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return buf;
+}
+
+}  // namespace
+
+json checkpoint_figures(const json& p, double failures_per_device_s) {
+  const json saves = p.value("checkpoints", json::array());
+  if (!saves.is_array() || saves.empty()) return json();
+  std::vector<double> cost, write, bytes;
+  for (const auto& s : saves) {
+    // The cost C: what training stalled for (the whole save when synchronous).
+    cost.push_back(s.contains("exposed_s") ? s.at("exposed_s").at("max").get<double>()
+                                           : s.at("total_s").get<double>());
+    write.push_back(s.at("write_s").at("max").get<double>());
+    bytes.push_back(s.at("bytes").at("max").get<double>());
+  }
+  const int world = p.at("grid").at("world").get<int>();
+  const double step = p.at("time").value("step_median_s", 0.0);
+  const double c = median(cost);
+  json out = {{"saves", saves.size()},
+              {"bytes_per_rank_max", median(bytes)},
+              {"write_s_max", median(write)},
+              {"checkpoint_s", c},
+              {"aggregate_bytes_per_s", saves.front().value("aggregate_bytes_per_s", 0.0)},
+              {"step_s", step}};
+  // Plain file I/O of the same bytes (measured once, after the first save) against the median
+  // save's slowest write: one save alone is at the mercy of a shared disk.
+  if (saves.front().contains("baseline")) {
+    const double base = saves.front().at("baseline").at("write_s").at("max").get<double>();
+    const double mid = median(write);
+    if (mid > 0) out["checkpoint_to_baseline_write"] = base / mid;
+  }
+  double restart = 0;
+  if (p.contains("resumed") && p.at("resumed").contains("restart_to_first_step_s")) {
+    restart = p.at("resumed").at("restart_to_first_step_s").get<double>();
+    out["restart_s"] = restart;
+  }
+  const double mtbf = pm::system_mtbf(failures_per_device_s, world);
+  out["failures_per_device_s"] = failures_per_device_s;
+  out["system_mtbf_s"] = mtbf;
+  const double young = pm::young_interval(c, mtbf), daly = pm::daly_interval(c, mtbf);
+  out["young_interval_s"] = young;
+  out["daly_interval_s"] = daly;
+  if (step > 0) {
+    out["young_interval_steps"] = young / step;
+    out["daly_interval_steps"] = daly / step;
+  }
+  pm::CadenceJob job;
+  job.work_s = 1;  // the waste fraction does not depend on the amount of work
+  job.checkpoint_s = c;
+  job.restart_s = restart;
+  job.mtbf_s = mtbf;
+  job.interval_s = daly;
+  out["waste_at_daly"] = pm::daly_expected_waste(job);
+  // The run's cadence: its checkpoint.every, or the one `auto` chose.
+  const json& ev = p.at("config").at("checkpoint").value("every", json(0));
+  const int every = ev.is_number_integer()          ? ev.get<int>()
+                    : p.contains("checkpoint_auto") ? p.at("checkpoint_auto").value("every", 0)
+                                                    : 0;
+  if (every > 0 && step > 0) {
+    job.interval_s = every * step;
+    out["waste_at_run_cadence"] = pm::daly_expected_waste(job);
+  }
+  return out;
+}
+
+std::string checkpoint_markdown(const json& points) {
+  std::ostringstream md;
+  bool any = false;
+  for (const auto& p : points)
+    if (p.contains("checkpoint") && !p.at("checkpoint").is_null()) any = true;
+  if (!any) return "";
+  md << "\n## Checkpoints\n\nPer point that wrote checkpoints (docs/checkpoint.md): the median "
+        "save (bytes and write time of the slowest rank, the whole save C), its ratio to plain "
+        "file I/O of the same bytes (write and fsync; above 1: the checkpoint was faster), the "
+        "restart to the first step when the point resumed (R), and the intervals between "
+        "checkpoints that minimise the time lost at the system MTBF of the point's ranks "
+        "(Young: sqrt(2 C M); Daly's higher order), with the expected waste (Daly's model) at "
+        "Daly's interval and at the run's own checkpoint.every.\n\n"
+        "| point | saves | bytes/rank | write s | C s | vs plain I/O | R s | MTBF h | Young s "
+        "(steps) | Daly s (steps) | waste at Daly | waste at the run's cadence |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& p : points) {
+    if (!p.contains("checkpoint") || p.at("checkpoint").is_null()) continue;
+    const json& c = p.at("checkpoint");
+    auto steps = [&](const char* k) {
+      return c.contains(k) ? " (" + g(c.at(k).get<double>()) + ")" : std::string();
+    };
+    md << "| " << p.value("label", "") << " | " << c.at("saves") << " | "
+       << g(c.at("bytes_per_rank_max").get<double>()) << " | "
+       << g(c.at("write_s_max").get<double>()) << " | " << g(c.at("checkpoint_s").get<double>())
+       << " | "
+       << (c.contains("checkpoint_to_baseline_write")
+               ? g(c.at("checkpoint_to_baseline_write").get<double>(), 2)
+               : "-")
+       << " | " << (c.contains("restart_s") ? g(c.at("restart_s").get<double>()) : "-") << " | "
+       << g(c.at("system_mtbf_s").get<double>() / 3600) << " | "
+       << g(c.at("young_interval_s").get<double>()) << steps("young_interval_steps") << " | "
+       << g(c.at("daly_interval_s").get<double>()) << steps("daly_interval_steps") << " | "
+       << g(100 * c.at("waste_at_daly").get<double>(), 2) << " % | "
+       << (c.contains("waste_at_run_cadence")
+               ? g(100 * c.at("waste_at_run_cadence").get<double>(), 2) + " %"
+               : "-")
+       << " |\n";
+  }
+  md << "\nThe failure rate per rank is the deck's `checkpoint.device_mtbf_h`, else Llama 3's "
+        "(419 interruptions in 54 days on 16,384 GPUs, the planner's default); `paraxis plan` "
+        "takes a machine file's own.\n";
+  return md.str();
+}
+
+}  // namespace paraxis::driver::report
