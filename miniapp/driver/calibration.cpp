@@ -61,7 +61,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   const std::string ckey = calibration_detail::compute_key(cfg);
   auto it = compute_cache_.find(ckey);
   if (it == compute_cache_.end()) {
-    ComputeCalibration c = calibration_detail::calibrate_compute(cfg, coords, grid);
+    ComputeCalibration c = calibration_detail::calibrate_compute(cfg, grid);
     it = compute_cache_.emplace(ckey, std::move(c)).first;
     measured = true;
   }
