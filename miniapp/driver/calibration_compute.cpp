@@ -1,8 +1,10 @@
-// Calibration of the compute: the training step's own engine (parallel/parallel_trainer.hpp,
-// make_compute_only_trainer) on this rank's shard, every collective and transfer replaced by a
-// local copy (parallel/local_communicator.hpp): its schedule executor, ZeRO, recomputation and
-// split backward run as in training, and each action's compute is its span less the time
-// blocked in those copies, as the step itself counts compute (StepResult::compute_s).
+// Calibration of the compute: the point's own trainer and step. On a grid, the training
+// step's engine (parallel/parallel_trainer.hpp, make_compute_only_trainer) on this rank's
+// shard, every collective and transfer replaced by a local copy
+// (parallel/local_communicator.hpp): its schedule executor, ZeRO, recomputation and split
+// backward run as in training, and each action's compute is its span less the time blocked in
+// those copies, as the step itself counts compute (StepResult::compute_s). Without a grid, the
+// single-rank trainer the point runs (nothing to copy).
 #include <mpi.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "driver/statistics.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_trainer.hpp"
+#include "parallel/process_grid.hpp"
 #include "parallel/watchdog.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -52,21 +55,30 @@ ActionSamples time_steps(model::Trainer& engine, std::size_t chunks) {
   return s;
 }
 
-// This rank's chunks (their model chunk indices) timed by the engine, the medians over every
+// The trainer the point trains with, timed: the parallel engine with local copies for its
+// collectives on a grid (parallel::make_compute_only_trainer), the single-rank reference
+// itself without one (model::make_trainer: it communicates nothing).
+std::unique_ptr<model::Trainer> timed_trainer(const RunConfig& cfg,
+                                              const parallel::ProcessGrid* grid) {
+  if (!grid) return model::make_trainer(cfg.model, cfg.train);
+  return parallel::make_compute_only_trainer(cfg.model, cfg.train, cfg.parallel, cfg.comm, *grid);
+}
+
+// This rank's chunks (their model chunk indices) timed by the step, the medians over every
 // micro-batch of the three timed steps: one interrupted action (a shared machine, a page
 // fault) moves a mean of a dozen samples by several percent, not a median. Memory: the peak
-// the engine's step held.
-ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid& grid) {
+// the step held.
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
   const auto& p = cfg.parallel;
   std::vector<int> global_of;
-  parallel::shard_layout_of(cfg.model, p, grid.coords(), &global_of);
+  parallel::shard_layout_of(cfg.model, p, grid ? grid->coords() : parallel::GridCoords{},
+                            &global_of);
   ActionSamples s;
   std::size_t peak = 0;
   {
-    const auto engine =
-        parallel::make_compute_only_trainer(cfg.model, cfg.train, p, cfg.comm, grid);
-    s = time_steps(*engine, global_of.size());
-    peak = engine->memory().peak_bytes;
+    const auto trainer = timed_trainer(cfg, grid);
+    s = time_steps(*trainer, global_of.size());
+    peak = trainer->memory().peak_bytes;
   }
   ComputeCalibration out;
   const int total = p.pp * p.virtual_stages;
@@ -141,10 +153,7 @@ std::string compute_key(const RunConfig& c) {
 }
 
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
-  // One rank without a grid: the engine on a grid of one (MPI_COMM_SELF).
-  std::unique_ptr<parallel::ProcessGrid> self;
-  if (!grid) self = std::make_unique<parallel::ProcessGrid>(MPI_COMM_SELF, cfg.parallel);
-  ComputeCalibration c = time_shard(cfg, grid ? *grid : *self);
+  ComputeCalibration c = time_shard(cfg, grid);
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
   c.backward_weight_mean_s = c.backward_weight_s;
