@@ -56,6 +56,38 @@ std::vector<Call> calls(const model::StepResult& r) {
 
 }  // namespace
 
+namespace {
+
+std::string label(const std::vector<std::string>& settings) {
+  std::string out;
+  for (const auto& s : settings) out += s + " ";
+  return out;
+}
+
+// Two steps of the training step (make_parallel_trainer) and of the calibration's
+// (make_compute_only_trainer) on a grid over `world`, and what each holds afterwards.
+struct BothSteps {
+  std::vector<model::StepResult> real, local;
+  std::vector<double> real_params, local_params;
+  std::size_t real_peak = 0, local_peak = 0;
+};
+
+BothSteps run_both(const driver::RunConfig& c, MPI_Comm world) {
+  parallel::ProcessGrid grid(world, c.parallel);
+  auto real = parallel::make_parallel_trainer(c.model, c.train, c.parallel, c.comm, grid);
+  auto local = parallel::make_compute_only_trainer(c.model, c.train, c.parallel, c.comm, grid);
+  BothSteps out;
+  out.real = steps(*real, 2);
+  out.local = steps(*local, 2);
+  out.real_params = real->parameters();
+  out.local_params = local->parameters();
+  out.real_peak = real->memory().peak_bytes;
+  out.local_peak = local->memory().peak_bytes;
+  return out;
+}
+
+}  // namespace
+
 TEST(compute_only_step, on_a_grid_of_one_it_is_the_training_step_bitwise) {
   const std::vector<std::vector<std::string>> cases = {
       {},
@@ -65,20 +97,15 @@ TEST(compute_only_step, on_a_grid_of_one_it_is_the_training_step_bitwise) {
       {"train.recompute=full", "comm.overlap=true"},
   };
   for (const auto& more : cases) {
-    const auto c = deck(more);
-    std::string what;
-    for (const auto& m : more) what += m + " ";
-    parallel::ProcessGrid grid(MPI_COMM_SELF, c.parallel);
-    auto real = parallel::make_parallel_trainer(c.model, c.train, c.parallel, c.comm, grid);
-    auto local = parallel::make_compute_only_trainer(c.model, c.train, c.parallel, c.comm, grid);
-    const auto a = steps(*real, 2), b = steps(*local, 2);
-    for (std::size_t s = 0; s < a.size(); ++s) {
-      EXPECT_EQ(a[s].loss, b[s].loss) << what << "step " << s;
-      EXPECT_EQ(a[s].grad_norm, b[s].grad_norm) << what << "step " << s;
-      EXPECT_EQ(actions(a[s]), actions(b[s])) << what << "step " << s;
+    const std::string what = label(more);
+    const BothSteps r = run_both(deck(more), MPI_COMM_SELF);
+    for (std::size_t s = 0; s < r.real.size(); ++s) {
+      EXPECT_EQ(r.real[s].loss, r.local[s].loss) << what << "step " << s;
+      EXPECT_EQ(r.real[s].grad_norm, r.local[s].grad_norm) << what << "step " << s;
+      EXPECT_EQ(actions(r.real[s]), actions(r.local[s])) << what << "step " << s;
     }
-    EXPECT_EQ(real->parameters(), local->parameters()) << what;
-    EXPECT_EQ(real->memory().peak_bytes, local->memory().peak_bytes) << what;
+    EXPECT_EQ(r.real_params, r.local_params) << what;
+    EXPECT_EQ(r.real_peak, r.local_peak) << what;
   }
 }
 
@@ -94,17 +121,12 @@ TEST(compute_only_step, on_two_ranks_it_runs_the_same_actions_and_calls) {
       {"parallel.dp=2", "parallel.ep=2", "parallel.zero=3"},
   };
   for (const auto& more : cases) {
-    const auto c = deck(more);
-    std::string what;
-    for (const auto& m : more) what += m + " ";
-    parallel::ProcessGrid grid(MPI_COMM_WORLD, c.parallel);
-    auto real = parallel::make_parallel_trainer(c.model, c.train, c.parallel, c.comm, grid);
-    auto local = parallel::make_compute_only_trainer(c.model, c.train, c.parallel, c.comm, grid);
-    const auto a = steps(*real, 2), b = steps(*local, 2);
-    for (std::size_t s = 0; s < a.size(); ++s) {
-      EXPECT_EQ(actions(a[s]), actions(b[s])) << what << "step " << s;
-      EXPECT_EQ(calls(a[s]), calls(b[s])) << what << "step " << s;
-      EXPECT_FALSE(calls(b[s]).empty()) << what << "step " << s;
+    const std::string what = label(more);
+    const BothSteps r = run_both(deck(more), MPI_COMM_WORLD);
+    for (std::size_t s = 0; s < r.real.size(); ++s) {
+      EXPECT_EQ(actions(r.real[s]), actions(r.local[s])) << what << "step " << s;
+      EXPECT_EQ(calls(r.real[s]), calls(r.local[s])) << what << "step " << s;
+      EXPECT_FALSE(calls(r.local[s]).empty()) << what << "step " << s;
     }
   }
 }

@@ -483,34 +483,9 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                                chunk_stage(shape_, a.chunk + 1), t);
         break;
       }
-      case ActionKind::backward: {
-        const int t_in = tag(a.micro_batch, a.chunk, 1), t_out = tag(a.micro_batch, a.chunk - 1, 1);
-        wait_recv(t_in);
-        // The activation send of this pair reads the output that backward frees.
-        for (auto& s : sends_)
-          if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
-            pp_->wait(s.request);
-        Act dy, dx;
-        int in_buf = -1;
-        if (!ch.head) {
-          in_buf = grad_in_.at(t_in);
-          grad_in_.erase(t_in);
-          dy = buffers_[in_buf];
-        }
-        if (!ch.embedding) {
-          const int b = take_buffer();
-          grad_out_[t_out] = b;
-          dx = buffers_[b];
-        }
-        if (split_) {
-          model_->backward_input_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
-        } else {
-          zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
-          model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
-        }
-        if (in_buf >= 0) free_buffers_.push_back(in_buf);
+      case ActionKind::backward:
+        run_backward(a, lc, ch);
         break;
-      }
       case ActionKind::backward_weight: {
         // W of a split backward: the chunk's gradients; the last W of a chunk is its units'
         // final contribution of the step (ZeRO 0-1 reduce then).
@@ -529,6 +504,35 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
         break;
       }
     }
+  }
+  // B of a micro-batch and chunk (or the whole backward): its gradient input received, the
+  // activation send of the pair done, a buffer for the gradient it sends.
+  void run_backward(const Action& a, int lc, const model::ModelChunk& ch) {
+    const int t_in = tag(a.micro_batch, a.chunk, 1), t_out = tag(a.micro_batch, a.chunk - 1, 1);
+    wait_recv(t_in);
+    // The activation send of this pair reads the output that backward frees.
+    for (auto& s : sends_)
+      if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
+        pp_->wait(s.request);
+    Act dy, dx;
+    int in_buf = -1;
+    if (!ch.head) {
+      in_buf = grad_in_.at(t_in);
+      grad_in_.erase(t_in);
+      dy = buffers_[in_buf];
+    }
+    if (!ch.embedding) {
+      const int b = take_buffer();
+      grad_out_[t_out] = b;
+      dx = buffers_[b];
+    }
+    if (split_) {
+      model_->backward_input_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+    } else {
+      zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
+      model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+    }
+    if (in_buf >= 0) free_buffers_.push_back(in_buf);
   }
   // MPI progresses only inside MPI calls: test the outstanding transfers between actions and
   // between units, and recycle the buffers of completed sends.
