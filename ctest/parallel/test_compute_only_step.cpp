@@ -140,7 +140,7 @@ TEST(compute_only_step, the_calibration_holds_the_memory_of_the_step_it_times) {
     const auto c = deck(more);
     parallel::ProcessGrid grid(MPI_COMM_SELF, c.parallel);
     auto engine = parallel::make_parallel_trainer(c.model, c.train, c.parallel, c.comm, grid);
-    const auto r = steps(*engine, 4);  // as many steps as the calibration runs
+    const auto r = steps(*engine, 6);  // as many steps as the calibration runs
     const auto cal = driver::calibration_detail::calibrate_compute(c, &grid);
     EXPECT_EQ(cal.peak_bytes, engine->memory().peak_bytes) << more.front();
     EXPECT_GT(cal.forward_s.at(0), 0) << more.front();
@@ -149,7 +149,7 @@ TEST(compute_only_step, the_calibration_holds_the_memory_of_the_step_it_times) {
     EXPECT_EQ(cal.backward_weight_s.at(0) > 0, r.back().backward_weight_actions > 0)
         << more.front();
     auto single = model::make_trainer(c.model, c.train);
-    steps(*single, 4);
+    steps(*single, 6);
     const auto one = driver::calibration_detail::calibrate_compute(c, nullptr);
     EXPECT_EQ(one.peak_bytes, single->memory().peak_bytes) << more.front();
     EXPECT_GT(one.optimizer_s, 0) << more.front();

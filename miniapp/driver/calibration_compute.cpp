@@ -31,15 +31,18 @@ struct ActionSamples {
   std::vector<double> optimizer;
 };
 
-// Four steps of the engine, the first a warm-up: the chunks' compute with the memory traffic
+// Six steps of the trainer, the first a warm-up: the chunks' compute with the memory traffic
 // of the step (activation sets in flight, gradients accumulating), not one micro-batch in a
-// warm cache.
+// warm cache. Five timed steps give the optimizer, once a step, five samples: on a shared
+// machine a time slice lost inside its sub-millisecond interval multiplies it (the single-rank
+// step's own optimizer at load 18 on 2 cores: 0.77 ms, or 13-25 ms in 4 of 8 steps), and a
+// median of three fell on such a sample in 2 of 3 calibrations there.
 ActionSamples time_steps(model::Trainer& engine, std::size_t chunks) {
   ActionSamples s;
   s.forward.resize(chunks);
   s.backward.resize(chunks);
   s.weight.resize(chunks);
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < 6; ++rep) {
     const model::StepResult r = engine.step();
     if (rep == 0) continue;
     for (const auto& sp : r.spans) {
@@ -65,7 +68,7 @@ std::unique_ptr<model::Trainer> timed_trainer(const RunConfig& cfg,
 }
 
 // This rank's chunks (their model chunk indices) timed by the step, the medians over every
-// micro-batch of the three timed steps: one interrupted action (a shared machine, a page
+// micro-batch of the five timed steps: one interrupted action (a shared machine, a page
 // fault) moves a mean of a dozen samples by several percent, not a median. Memory: the peak
 // the step held.
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
