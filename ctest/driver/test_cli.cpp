@@ -398,10 +398,10 @@ TEST(cli, report_compares_every_point_with_its_calibrated_prediction) {
 }
 
 TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
-  // The compute calibration runs the rank's shard before the trainer exists; it must fit
-  // wherever the step fits: ZeRO-3 parameters and ZeRO-2/3 gradients in one unit's workspace,
-  // only this rank's experts (ep = 2), no optimizer state beside the shard. Allocating the
-  // whole store or every expert (bf16: 18 bytes per parameter) exceeds the step here.
+  // The compute calibration runs the step's engine on the rank's shard before the trainer
+  // exists; it must fit wherever the step fits: ZeRO-3 parameters and ZeRO-2/3 gradients in
+  // one unit's workspace, only this rank's experts (ep = 2). Allocating the whole store or
+  // every expert (bf16: 18 bytes per parameter) exceeds the step here.
   const std::string mpiexec = PARAXIS_MPIEXEC;
   if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
   const std::string out = ::testing::TempDir() + "paraxis_calibration_memory";
@@ -449,10 +449,10 @@ TEST(cli, calibration_holds_no_more_memory_than_the_step_it_predicts) {
 }
 
 TEST(cli, calibration_replays_the_zero_parameter_gathers) {
-  // ZeRO-1/2 in fp32 update the parameters in place and all-gather them; the calibration times
-  // AdamW after replaying those gathers on a flat store of its own (calibration_compute.cpp):
-  // expert and dense units, each rank at its own offsets. It must run, time something, and hold
-  // no more than the step (the flat store replaces the compact update buffer).
+  // ZeRO-1/2 in fp32 update the parameters in place and all-gather them; the calibration runs
+  // the step's engine with those gathers through MPI, as the step does
+  // (parallel/local_communicator.hpp): expert and dense units, each rank at its own offsets. It
+  // must run, time something, and hold no more than the step.
   const std::string mpiexec = PARAXIS_MPIEXEC;
   if (mpiexec.empty()) GTEST_SKIP() << "no mpiexec";
   const std::string out = ::testing::TempDir() + "paraxis_calibration_replay";

@@ -19,9 +19,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   const double t0 = model::steady_seconds();
   bool measured = false;
   const config::ParallelConfig& shape = cfg.parallel;  // the grid's shape, when there is one
-  parallel::GridCoords coords;
   if (grid) {
-    coords = grid->coords();
     // The emulated links are measured like real ones; the injected slow link is a fault and
     // is left out, so that the report compares the faulty run with a healthy calibration
     // (docs/diagnosis.md).
@@ -61,7 +59,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   const std::string ckey = calibration_detail::compute_key(cfg);
   auto it = compute_cache_.find(ckey);
   if (it == compute_cache_.end()) {
-    ComputeCalibration c = calibration_detail::calibrate_compute(cfg, coords, grid);
+    ComputeCalibration c = calibration_detail::calibrate_compute(cfg, grid);
     it = compute_cache_.emplace(ckey, std::move(c)).first;
     measured = true;
   }

@@ -3,9 +3,10 @@
 //   - alpha and beta of every communicator the grid built (tp, pp, dp, ep groups), fitted
 //     (perfmodel/collectives.hpp) to a short size sweep of the operations paraxis calls on it;
 //   - the compute time of one micro-batch's forward and backward of every model chunk (the
-//     mean over the micro-batches of a step), from this rank's shard running its stage's
-//     schedule alone — its kernels at the model's shapes, every collective replaced by a local
-//     copy, no transfers — and of the optimizer step.
+//     median over the micro-batches of five steps), and of the optimizer step, from the
+//     point's own trainer: on a grid the training step's engine on this rank's shard with
+//     every collective a local copy (parallel::make_compute_only_trainer), else the
+//     single-rank trainer.
 // Cached per communicator shape (axis, group size, rank order, backend) and per shard shape,
 // so a sweep calibrates each once.
 #pragma once

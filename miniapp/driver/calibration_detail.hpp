@@ -20,12 +20,14 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
                                             config::CommBackend backend,
                                             const parallel::LinkModel& links);
 
-// calibration_compute.cpp. The shard shape the compute calibration depends on (its cache key).
+// calibration_compute.cpp. What the compute calibration depends on (its cache key): the shard's
+// shape and the step's paths (recomputation, ZeRO's overlap and buckets).
 std::string compute_key(const RunConfig& c);
-// This rank's shard timed alone; with a grid (collective over MPI_COMM_WORLD), every chunk's
-// times from the ranks that hold it (slowest and mean), the optimizer's from the slowest rank,
-// and the model FLOP rate.
-ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::GridCoords& coords,
-                                     const parallel::ProcessGrid* grid);
+// This rank's shard timed by the step the point trains with: the parallel engine with local
+// copies for collectives (parallel::make_compute_only_trainer), or with grid == nullptr the
+// single-rank trainer (model::make_trainer); with a grid (collective over MPI_COMM_WORLD),
+// every chunk's times from the ranks that hold it (slowest and mean), the optimizer's from the
+// slowest rank, and the model FLOP rate.
+ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid);
 
 }  // namespace paraxis::driver::calibration_detail

@@ -46,6 +46,9 @@ struct Span {
   const char* name;
   double begin, end;
   int micro_batch = -1, chunk = -1;  // -1: not a per-micro-batch action
+  // Of it, the seconds the step was blocked in communication (set by the parallel engine;
+  // its compute is the rest).
+  double blocked_s = 0;
 };
 
 struct MicroBatchResult {

@@ -37,8 +37,8 @@ class TrainerImpl final : public Trainer {
     r.step = step_++;
     const int S = mcfg_.seq_len;
     const int micro = tcfg_.micro_batches_per_step();
-    const double ce_scale = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
-    const double aux_scale = mcfg_.moe.aux_loss_coef / micro;
+    const double ce_scale = loss_scale(mcfg_, tcfg_);
+    const double aux_scale = aux_loss_scale(mcfg_, tcfg_);
     const double f0 = model_.forward_seconds(), b0 = model_.backward_seconds();
     Kokkos::fence();
     Kokkos::Timer timer;
@@ -70,11 +70,8 @@ class TrainerImpl final : public Trainer {
     const double opt_begin = steady_seconds();
     const Space space;
     r.grad_norm = std::sqrt(model_.params().grad_sq_norm(space));
-    double scale = 1.0;
-    if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
-      scale = tcfg_.grad_clip / (r.grad_norm + 1e-6);
     model_.params().adamw_step(space, tcfg_.lr, tcfg_.beta1, tcfg_.beta2, tcfg_.adam_eps,
-                               tcfg_.weight_decay, r.step + 1, scale);
+                               tcfg_.weight_decay, r.step + 1, clip_scale(tcfg_, r.grad_norm));
     Kokkos::fence();
     const double opt_end = steady_seconds();
     r.optimizer_s = opt_end - opt_begin;
@@ -85,11 +82,9 @@ class TrainerImpl final : public Trainer {
     r.forward_s = model_.forward_seconds() - f0;
     r.backward_s = model_.backward_seconds() - b0;
     r.compute_s = r.forward_s + r.backward_s + r.optimizer_s;
-    r.lm_loss = tally.ce_sum * ce_scale;
-    r.aux_loss = tally.aux_sum / micro;
+    set_losses(mcfg_, tcfg_, tally.ce_sum, tally.aux_sum, r);
     r.routing = std::move(tally.routing);
     r.routing_flips = tally.routing_flips;
-    r.loss = r.lm_loss + mcfg_.moe.aux_loss_coef * r.aux_loss;
     if (E > 0) r.moe = moe_step_stats(tally.expert_tokens, tally.expert_dropped);
     Kokkos::Profiling::popRegion();
     return r;
@@ -200,6 +195,26 @@ void Trainer::replay_routing(const std::vector<int>* routing) {
     throw std::logic_error(
         "routing replay is implemented by the single-rank trainer only (the reference of "
         "--verify), not by this trainer");
+}
+
+double loss_scale(const ModelConfig& m, const TrainConfig& t) {
+  return 1.0 / (static_cast<double>(t.global_batch) * m.seq_len);
+}
+
+double aux_loss_scale(const ModelConfig& m, const TrainConfig& t) {
+  return m.moe.aux_loss_coef / t.micro_batches_per_step();
+}
+
+double clip_scale(const TrainConfig& t, double grad_norm) {
+  if (t.grad_clip > 0 && grad_norm > t.grad_clip) return t.grad_clip / (grad_norm + 1e-6);
+  return 1.0;
+}
+
+void set_losses(const ModelConfig& m, const TrainConfig& t, double ce_sum, double aux_sum,
+                StepResult& r) {
+  r.lm_loss = ce_sum * loss_scale(m, t);
+  r.aux_loss = aux_sum / t.micro_batches_per_step();
+  r.loss = r.lm_loss + m.moe.aux_loss_coef * r.aux_loss;
 }
 
 void sample_micro_batch(const SyntheticCorpus& corpus, int seq_len, std::uint64_t first_sample,

@@ -148,6 +148,22 @@ struct MicroBatchTally {
   std::vector<int> routing;
 };
 
+// The step's arithmetic, stated once for the single-rank reference (make_trainer) and the
+// parallel engine (parallel/parallel_trainer.hpp), which also the compute calibration runs.
+// The loss scale: every token's cross-entropy gradient is scaled by 1 / (global_batch x
+// seq_len) on every rank, a sum (never a mean) over every axis, so that the summed gradients
+// are the single-rank run's.
+double loss_scale(const ModelConfig& m, const TrainConfig& t);
+// The MoE auxiliary loss's gradient scale: aux_loss_coef / micro-batches of the step.
+double aux_loss_scale(const ModelConfig& m, const TrainConfig& t);
+// Gradient clipping: the factor the gradients are scaled by in the optimizer step, given the
+// global gradient norm (1 unless train.grad_clip > 0 and the norm exceeds it).
+double clip_scale(const TrainConfig& t, double grad_norm);
+// lm_loss, aux_loss and loss of `r` from the step's sums over every micro-batch (and rank):
+// of the token cross-entropies and of the MoE layers' L_aux.
+void set_losses(const ModelConfig& m, const TrainConfig& t, double ce_sum, double aux_sum,
+                StepResult& r);
+
 // Min/mean/max/imbalance of tokens per expert from per-expert totals.
 MoeStepStats moe_step_stats(const std::vector<long long>& tokens_per_expert,
                             const std::vector<long long>& dropped_per_expert);

@@ -12,12 +12,14 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
 
 #include "config/config_rules.hpp"
 #include "model/gpt_model.hpp"
 #include "model/shard_layout.hpp"
 #include "parallel/communicator.hpp"
+#include "parallel/local_communicator.hpp"
 #include "parallel/parallel_trainer_metrics.hpp"
 #include "parallel/watchdog.hpp"
 #include "parallel/zero_optimizer.hpp"
@@ -41,18 +43,20 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   using Tokens = typename Model::Tokens;
   using Act = typename Model::Act;
 
+  // compute_only: the step with every training collective and transfer a local copy
+  // (make_compute_only_trainer).
   ParallelTrainer(const model::ModelConfig& m, const model::TrainConfig& t,
                   const config::ParallelConfig& p, const config::CommConfig& comm,
-                  const ProcessGrid& grid, const config::SlowRank& slow)
+                  const ProcessGrid& grid, const config::SlowRank& slow, bool compute_only)
       : mcfg_(m),
         tcfg_(t),
         par_(p),
         slow_(slow),
+        compute_only_(compute_only),
         coords_(grid.coords()),
         corpus_(m.vocab, t.corpus_branching, t.seed),
         tokens_("paraxis::tokens", static_cast<std::size_t>(t.micro_batch) * m.seq_len),
         targets_("paraxis::targets", tokens_.extent(0)) {
-    const auto& g = par_;
     config::require_valid(config::rule_violations(m, t, p, grid.world_size()));
     const auto& gs = grid.shape();
     if (gs.tp != p.tp || gs.pp != p.pp || gs.dp != p.dp || gs.ep != p.ep || gs.order != p.order)
@@ -60,24 +64,10 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
           "make_parallel_trainer: the configuration's grid differs from "
           "the process grid's");
     log_ = std::make_unique<CommLog>();
-    // Training traffic crosses the emulated links and the injected slow link (docs/diagnosis.md,
-    // "Nodes and emulated links"); the metrics and synchronisation communicators do not.
-    const LinkModel links = make_link_model(comm.links, grid.nodes(comm.links.ranks_per_node));
-    tp_ = make_communicator(comm.backend, grid.tp(), Axis::tp, log_.get(), links);
-    // Pipeline transfers always go through MPI: the engine's sends must not block compute
-    // (NCCL send/recv on the compute stream would wait there for the peer's matching call,
-    // and 1F1B's crossing transfers could deadlock). With CUDA, MPI must be GPU-aware.
-    pp_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, log_.get(), links);
-    dp_ = make_communicator(comm.backend, grid.dp(), Axis::dp, log_.get(), links);
-    if (g.ep > 1) {
-      ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get(), links);
-      edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get(), links);
-    }
-    // Every communicator is labelled with the axis of its group, so that a wait on it names
-    // that axis (the pipeline's barriers are a pp group's, not the world's).
-    metrics_ = make_communicator(config::CommBackend::mpi, grid.world(), Axis::world, nullptr);
-    if (g.pp > 1)
-      pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, nullptr);
+    if (compute_only_)
+      make_local_comms(grid);
+    else
+      make_comms(comm, grid);
     world_ = grid.world();
     tp_comm_ = grid.tp();
     MPI_Comm_rank(world_, &world_rank_);
@@ -87,48 +77,12 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                                   " (expected a rank below " + std::to_string(grid.world_size()) +
                                   ", or -1, and a finite factor >= 1)");
     // Every rank's clock against world rank 0's, once: the wait time of each collective
-    // compares start times across the group (docs/diagnosis.md, "Wait time").
-    clock_ = estimate_clock_offset(world_);
-
-    // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
-    shape_ = config::pipeline_shape(t, p);
-    std::vector<int> global_of;
-    const model::ShardLayout layout = shard_layout_of(m, p, coords_, &global_of);
-    local_of_.assign(shape_.chunks(), -1);
-    for (std::size_t lc = 0; lc < global_of.size(); ++lc)
-      local_of_[global_of[lc]] = static_cast<int>(lc);
-    const Schedule sched = make_schedule(p.schedule, shape_);
-    const std::string problem = validate_schedule(sched, shape_);
-    if (!problem.empty())
-      throw std::logic_error("pipeline schedule " + std::string(to_string(p.schedule)) + ": " +
-                             problem);
-    actions_ = sched[coords_.pp];
-    int tag_ub = 32767, flag = 0;
-    int* attr = nullptr;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
-    if (flag && attr) tag_ub = *attr;
-    if (2L * shape_.micro_batches * shape_.chunks() > tag_ub)
-      throw std::invalid_argument("pipeline: " + std::to_string(shape_.micro_batches) +
-                                  " micro-batches x " + std::to_string(shape_.chunks()) +
-                                  " chunks exceed the MPI tag range (" + std::to_string(tag_ub) +
-                                  ")");
-
-    model::ShardComms comms;
-    if (g.tp > 1) comms.tp = tp_.get();
-    if (g.ep > 1) comms.ep = ep_.get();
-    const int zero = p.effective_zero();
-    model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, zero >= 1 ? g.dp : 1,
-                                     /*allocate_store=*/false);
-    zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
-                                               ZeroOptions{zero, comm.bucket_mb, comm.overlap},
-                                               *dp_, edp_.get(), grid.dp(), grid.edp());
-    model_->set_recompute(t.recompute, t.recompute_layers);
-    // A zero-bubble schedule runs each backward as B then W (model/gpt_model.hpp).
-    split_ = schedule::splits_backward(sched);
-    model_->set_split_backward(split_);
-    zero_->set_split_backward(split_);
-    model_->set_hooks(this);
-    ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
+    // compares start times across the group (docs/diagnosis.md, "Wait time"). Local copies
+    // wait for no one.
+    if (!compute_only_) clock_ = estimate_clock_offset(world_);
+    Schedule sched;
+    const model::ShardLayout layout = plan_pipeline(m, t, p, sched);
+    build_model(m, t, p, comm, grid, layout, sched);
   }
 
   model::StepResult step() override {
@@ -138,10 +92,8 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     // Where this rank is, for a watchdog diagnosis (micro-batch: set per pipeline action).
     watchdog::set_step(r.step);
     watchdog::set_micro_batch(-1);
-    const int S = mcfg_.seq_len;
-    const int total_micro = tcfg_.micro_batches_per_step();
-    ce_scale_ = 1.0 / (static_cast<double>(tcfg_.global_batch) * S);
-    aux_scale_ = mcfg_.moe.aux_loss_coef / total_micro;
+    ce_scale_ = model::loss_scale(mcfg_, tcfg_);
+    aux_scale_ = model::aux_loss_scale(mcfg_, tcfg_);
     // An injected slow rank: this rank's compute of this step `slowdown` times as long.
     const double slowdown =
         slow_.active_at(r.step) && world_rank_ == slow_.rank ? slow_.factor : 1.0;
@@ -155,97 +107,26 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     tally_ = StepTally(mcfg_.moe.experts);
     backwards_done_.assign(model_->chunks(), 0);
     live_peak_ = 0;
-
-    // ---- the pipelined part: every action of this stage's schedule.
-    if (pp_sync_) pp_sync_->barrier();
-    const double pipe_begin = model::steady_seconds();
-    for (const Action& a : actions_) {
-      watchdog::set_micro_batch(a.micro_batch);
-      run(a);
-      progress_transfers();
-    }
-    watchdog::set_micro_batch(-1);
-    for (auto& s : sends_) pp_->wait(s.request);
-    for (auto& s : sends_)
-      if (s.buffer >= 0) free_buffers_.push_back(s.buffer);
-    sends_.clear();
-    if (pp_sync_) pp_sync_->barrier();
-    const double pipe_end = model::steady_seconds();
-
+    const Interval pipe = run_pipeline();
     Kokkos::Profiling::pushRegion("paraxis::grad_sync");
     zero_->finish_gradients();
     if (par_.sp()) zero_->sum_sequence_parallel_gradients(*tp_);
     Kokkos::Profiling::popRegion();
-
-    Kokkos::Profiling::pushRegion("paraxis::optimizer");
-    const double opt_begin = model::steady_seconds();
-    // Each rank's share counts every element once over the grid; summed over tp, pp, dp.
-    double ss = zero_->grad_sq_norm_share(coords_.tp);
-    if (par_.tp > 1) ss = sum_over(*tp_, ss);
-    if (par_.pp > 1) ss = sum_over(*pp_, ss);
-    if (par_.dp > 1 && zero_->norm_sums_over_dp()) ss = sum_over(*dp_, ss);
-    r.grad_norm = std::sqrt(ss);
-    double scale = 1.0;
-    if (tcfg_.grad_clip > 0 && r.grad_norm > tcfg_.grad_clip)
-      scale = tcfg_.grad_clip / (r.grad_norm + 1e-6);
-    zero_->apply(r.step + 1, scale);
-    Kokkos::fence();
-    double opt_end = model::steady_seconds();
-    double opt_injected = 0;
-    if (slowdown > 1) {
-      // Slowed like the model's intervals, but only its compute: not the calls inside it.
-      const double blocked = log_->blocked_within(opt_begin, opt_end);
-      const double measured = opt_end;
-      opt_end = model::stretch_interval(opt_end, opt_end - opt_begin - blocked, slowdown);
-      opt_injected = opt_end - measured;
-    }
-    Kokkos::Profiling::popRegion();
+    const Interval opt = optimizer_step(r, slowdown);
     zero_->end_step();
-
     finish_step_metrics(tally_, coords_.tp == 0, mcfg_, tcfg_, record_routing_, *metrics_, world_,
                         r);
-    r.optimizer_s = opt_end - opt_begin;
+    r.optimizer_s = opt.end - opt.begin;
     r.time_s = model::steady_seconds() - t0;
-    // After the timed step: each collective's wait for its group's last rank.
-    for (Communicator* c : {tp_.get(), pp_.get(), dp_.get(), ep_.get(), edp_.get()}) {
-      if (!c) continue;
-      std::string note = attribute_waits(*log_, *c, clock_.offset_s);
-      if (!note.empty()) r.notes.push_back(std::move(note));
-    }
+    if (!compute_only_) attribute_step_waits(r);
     r.forward_s = model_->forward_seconds() - f0;
     r.backward_s = model_->backward_seconds() - b0;
     r.backward_weight_s = model_->backward_weight_seconds() - w0;
-    r.injected_s = model_->injected_seconds() - i0 + opt_injected;
+    r.injected_s = model_->injected_seconds() - i0 + opt.injected;
     r.spans = model_->take_spans();
-    for (const auto& sp : r.spans) {
-      if (sp.begin >= pipe_begin && sp.end <= pipe_end) r.pipeline_busy_s += sp.end - sp.begin;
-      if (std::string(sp.name) == "forward") ++r.forward_actions;
-      if (std::string(sp.name) == "backward") ++r.backward_actions;
-      if (std::string(sp.name) == "backward_weight") ++r.backward_weight_actions;
-    }
-    if (par_.pp > 1) {
-      r.pipeline_span_s = pipe_end - pipe_begin;
-      r.bubble_fraction = r.pipeline_span_s > 0 ? 1.0 - r.pipeline_busy_s / r.pipeline_span_s : 0.0;
-    }
-    r.peak_live_activations = live_peak_;
-    r.spans.push_back({"optimizer", opt_begin, opt_end});
-    // Compute: the fenced phases less the time blocked in communication inside them (only the
-    // part inside: a request started in one phase may be waited for after it).
-    double blocked_inside = 0;
-    for (const auto& sp : r.spans) blocked_inside += log_->blocked_within(sp.begin, sp.end);
-    r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
-    for (const auto& e : log_->events())
-      r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
-                              e.end, e.exposed, e.bytes, e.wait, e.ranks});
-    const auto totals = log_->totals();
-    for (Axis a : {Axis::tp, Axis::pp, Axis::dp, Axis::ep}) {
-      const auto& x = totals[static_cast<std::size_t>(a)];
-      r.comm[to_string(a)] = {x.time_s, x.exposed_s, x.bytes, x.calls};
-    }
-    // Wait per axis (edp under dp, as the totals).
-    for (const auto& e : log_->events())
-      r.comm[to_string(e.axis == Axis::edp ? Axis::dp : e.axis)].wait_s += e.wait;
-    log_->clear();
+    pipeline_figures(pipe, r);
+    r.spans.push_back({"optimizer", opt.begin, opt.end});
+    compute_and_comm_figures(r);
     watchdog::set_step(-1);
     Kokkos::Profiling::popRegion();
     return r;
@@ -333,6 +214,192 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   const model::SyntheticCorpus& corpus() const override { return corpus_; }
 
  private:
+  // ---- construction
+  void make_comms(const config::CommConfig& comm, const ProcessGrid& grid) {
+    // Training traffic crosses the emulated links and the injected slow link (docs/diagnosis.md,
+    // "Nodes and emulated links"); the metrics and synchronisation communicators do not.
+    const LinkModel links = make_link_model(comm.links, grid.nodes(comm.links.ranks_per_node));
+    tp_ = make_communicator(comm.backend, grid.tp(), Axis::tp, log_.get(), links);
+    // Pipeline transfers always go through MPI: the engine's sends must not block compute
+    // (NCCL send/recv on the compute stream would wait there for the peer's matching call,
+    // and 1F1B's crossing transfers could deadlock). With CUDA, MPI must be GPU-aware.
+    pp_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, log_.get(), links);
+    dp_ = make_communicator(comm.backend, grid.dp(), Axis::dp, log_.get(), links);
+    if (par_.ep > 1) {
+      ep_ = make_communicator(comm.backend, grid.ep(), Axis::ep, log_.get(), links);
+      edp_ = make_communicator(comm.backend, grid.edp(), Axis::edp, log_.get(), links);
+    }
+    // Every communicator is labelled with the axis of its group, so that a wait on it names
+    // that axis (the pipeline's barriers are a pp group's, not the world's).
+    metrics_ = make_communicator(config::CommBackend::mpi, grid.world(), Axis::world, nullptr);
+    if (par_.pp > 1)
+      pp_sync_ = make_communicator(config::CommBackend::mpi, grid.pp(), Axis::pp, nullptr);
+  }
+  // The same groups (ranks and sizes), each a local copy (local_communicator.hpp), recorded in
+  // the same log. ZeRO-1/2's parameter all-gathers after AdamW stay MPI's in the training
+  // precision on host-readable memory, where the peers' reads of this process's pages slow
+  // the next AdamW (local_communicator.hpp): those are blocked time, not compute.
+  void make_local_comms(const ProcessGrid& grid) {
+    const int zero = par_.effective_zero();
+    const bool real_gathers =
+        (zero == 1 || zero == 2) && std::is_same_v<T, G> &&
+        Kokkos::SpaceAccessibility<Kokkos::HostSpace, Space::memory_space>::accessible;
+    if (real_gathers) {
+      gather_dp_ = make_communicator(config::CommBackend::mpi, grid.dp(), Axis::dp, nullptr);
+      if (par_.ep > 1)
+        gather_edp_ = make_communicator(config::CommBackend::mpi, grid.edp(), Axis::edp, nullptr);
+    }
+    tp_ = make_local_communicator(grid.tp(), Axis::tp, log_.get());
+    pp_ = make_local_communicator(grid.pp(), Axis::pp, log_.get());
+    dp_ = make_local_communicator(grid.dp(), Axis::dp, log_.get(), gather_dp_.get());
+    if (par_.ep > 1) {
+      ep_ = make_local_communicator(grid.ep(), Axis::ep, log_.get());
+      edp_ = make_local_communicator(grid.edp(), Axis::edp, log_.get(), gather_edp_.get());
+    }
+    metrics_ = make_local_communicator(grid.world(), Axis::world, nullptr);
+    if (par_.pp > 1) pp_sync_ = make_local_communicator(grid.pp(), Axis::pp, nullptr);
+  }
+  // Pipeline: model chunks, this stage's share, its schedule (validated before it runs).
+  model::ShardLayout plan_pipeline(const model::ModelConfig& m, const model::TrainConfig& t,
+                                   const config::ParallelConfig& p, Schedule& sched) {
+    shape_ = config::pipeline_shape(t, p);
+    std::vector<int> global_of;
+    model::ShardLayout layout = shard_layout_of(m, p, coords_, &global_of);
+    local_of_.assign(shape_.chunks(), -1);
+    for (std::size_t lc = 0; lc < global_of.size(); ++lc)
+      local_of_[global_of[lc]] = static_cast<int>(lc);
+    sched = make_schedule(p.schedule, shape_);
+    const std::string problem = validate_schedule(sched, shape_);
+    if (!problem.empty())
+      throw std::logic_error("pipeline schedule " + std::string(to_string(p.schedule)) + ": " +
+                             problem);
+    actions_ = sched[coords_.pp];
+    int tag_ub = 32767, flag = 0;
+    int* attr = nullptr;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+    if (flag && attr) tag_ub = *attr;
+    if (2L * shape_.micro_batches * shape_.chunks() > tag_ub)
+      throw std::invalid_argument("pipeline: " + std::to_string(shape_.micro_batches) +
+                                  " micro-batches x " + std::to_string(shape_.chunks()) +
+                                  " chunks exceed the MPI tag range (" + std::to_string(tag_ub) +
+                                  ")");
+    return layout;
+  }
+  void build_model(const model::ModelConfig& m, const model::TrainConfig& t,
+                   const config::ParallelConfig& p, const config::CommConfig& comm,
+                   const ProcessGrid& grid, const model::ShardLayout& layout,
+                   const Schedule& sched) {
+    model::ShardComms comms;
+    if (p.tp > 1) comms.tp = tp_.get();
+    if (p.ep > 1) comms.ep = ep_.get();
+    const int zero = p.effective_zero();
+    model_ = std::make_unique<Model>(m, t.micro_batch, layout, comms, zero >= 1 ? p.dp : 1,
+                                     /*allocate_store=*/false);
+    zero_ = std::make_unique<ZeroOptimizer<T>>(*model_, t,
+                                               ZeroOptions{zero, comm.bucket_mb, comm.overlap},
+                                               *dp_, edp_.get(), grid.dp(), grid.edp());
+    model_->set_recompute(t.recompute, t.recompute_layers);
+    // A zero-bubble schedule runs each backward as B then W (model/gpt_model.hpp).
+    split_ = schedule::splits_backward(sched);
+    model_->set_split_backward(split_);
+    zero_->set_split_backward(split_);
+    model_->set_hooks(this);
+    ref_specs_ = model::parameter_specs(m, model::ShardLayout::whole(m));
+  }
+
+  // ---- the step's parts
+  struct Interval {
+    double begin = 0, end = 0, injected = 0;
+  };
+  // The pipelined part: every action of this stage's schedule, between barriers of the
+  // pipeline group; its span.
+  Interval run_pipeline() {
+    if (pp_sync_) pp_sync_->barrier();
+    Interval pipe;
+    pipe.begin = model::steady_seconds();
+    for (const Action& a : actions_) {
+      watchdog::set_micro_batch(a.micro_batch);
+      run(a);
+      progress_transfers();
+    }
+    watchdog::set_micro_batch(-1);
+    for (auto& s : sends_) pp_->wait(s.request);
+    for (auto& s : sends_)
+      if (s.buffer >= 0) free_buffers_.push_back(s.buffer);
+    sends_.clear();
+    if (pp_sync_) pp_sync_->barrier();
+    pipe.end = model::steady_seconds();
+    return pipe;
+  }
+  // The global gradient norm, clipping and the update; its interval (stretched on an injected
+  // slow rank, by `injected` seconds).
+  Interval optimizer_step(model::StepResult& r, double slowdown) {
+    Kokkos::Profiling::pushRegion("paraxis::optimizer");
+    Interval opt;
+    opt.begin = model::steady_seconds();
+    // Each rank's share counts every element once over the grid; summed over tp, pp, dp.
+    double ss = zero_->grad_sq_norm_share(coords_.tp);
+    if (par_.tp > 1) ss = sum_over(*tp_, ss);
+    if (par_.pp > 1) ss = sum_over(*pp_, ss);
+    if (par_.dp > 1 && zero_->norm_sums_over_dp()) ss = sum_over(*dp_, ss);
+    r.grad_norm = std::sqrt(ss);
+    zero_->apply(r.step + 1, model::clip_scale(tcfg_, r.grad_norm));
+    Kokkos::fence();
+    opt.end = model::steady_seconds();
+    if (slowdown > 1) {
+      // Slowed like the model's intervals, but only its compute: not the calls inside it.
+      const double blocked = log_->blocked_within(opt.begin, opt.end);
+      const double measured = opt.end;
+      opt.end = model::stretch_interval(opt.end, opt.end - opt.begin - blocked, slowdown);
+      opt.injected = opt.end - measured;
+    }
+    Kokkos::Profiling::popRegion();
+    return opt;
+  }
+  // After the timed step: each collective's wait for its group's last rank.
+  void attribute_step_waits(model::StepResult& r) {
+    for (Communicator* c : {tp_.get(), pp_.get(), dp_.get(), ep_.get(), edp_.get()}) {
+      if (!c) continue;
+      std::string note = attribute_waits(*log_, *c, clock_.offset_s);
+      if (!note.empty()) r.notes.push_back(std::move(note));
+    }
+  }
+  // Compute actions counted, the pipelined part's busy time and bubble, live activations.
+  void pipeline_figures(const Interval& pipe, model::StepResult& r) const {
+    for (const auto& sp : r.spans) {
+      if (sp.begin >= pipe.begin && sp.end <= pipe.end) r.pipeline_busy_s += sp.end - sp.begin;
+      if (std::string(sp.name) == "forward") ++r.forward_actions;
+      if (std::string(sp.name) == "backward") ++r.backward_actions;
+      if (std::string(sp.name) == "backward_weight") ++r.backward_weight_actions;
+    }
+    if (par_.pp > 1) {
+      r.pipeline_span_s = pipe.end - pipe.begin;
+      r.bubble_fraction = r.pipeline_span_s > 0 ? 1.0 - r.pipeline_busy_s / r.pipeline_span_s : 0.0;
+    }
+    r.peak_live_activations = live_peak_;
+  }
+  // Compute: the fenced phases less the time blocked in communication inside them (only the
+  // part inside: a request started in one phase may be waited for after it), span by span.
+  // Then every call of the step, and the totals and waits per axis (edp under dp).
+  void compute_and_comm_figures(model::StepResult& r) {
+    double blocked_inside = 0;
+    for (auto& sp : r.spans) {
+      sp.blocked_s = log_->blocked_within(sp.begin, sp.end);
+      blocked_inside += sp.blocked_s;
+    }
+    r.compute_s = r.forward_s + r.backward_s + r.backward_weight_s + r.optimizer_s - blocked_inside;
+    for (const auto& e : log_->events())
+      r.comm_spans.push_back({to_string(e.axis == Axis::edp ? Axis::dp : e.axis), e.op, e.begin,
+                              e.end, e.exposed, e.bytes, e.wait, e.ranks});
+    const auto totals = log_->totals();
+    for (Axis a : {Axis::tp, Axis::pp, Axis::dp, Axis::ep}) {
+      const auto& x = totals[static_cast<std::size_t>(a)];
+      r.comm[to_string(a)] = {x.time_s, x.exposed_s, x.bytes, x.calls};
+    }
+    for (const auto& e : log_->events())
+      r.comm[to_string(e.axis == Axis::edp ? Axis::dp : e.axis)].wait_s += e.wait;
+    log_->clear();
+  }
   // A scalar summed over a group, through the memory space its backend reads (NCCL needs
   // device memory).
   double sum_over(Communicator& c, double x) {
@@ -415,34 +482,9 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
                                chunk_stage(shape_, a.chunk + 1), t);
         break;
       }
-      case ActionKind::backward: {
-        const int t_in = tag(a.micro_batch, a.chunk, 1), t_out = tag(a.micro_batch, a.chunk - 1, 1);
-        wait_recv(t_in);
-        // The activation send of this pair reads the output that backward frees.
-        for (auto& s : sends_)
-          if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
-            pp_->wait(s.request);
-        Act dy, dx;
-        int in_buf = -1;
-        if (!ch.head) {
-          in_buf = grad_in_.at(t_in);
-          grad_in_.erase(t_in);
-          dy = buffers_[in_buf];
-        }
-        if (!ch.embedding) {
-          const int b = take_buffer();
-          grad_out_[t_out] = b;
-          dx = buffers_[b];
-        }
-        if (split_) {
-          model_->backward_input_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
-        } else {
-          zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
-          model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
-        }
-        if (in_buf >= 0) free_buffers_.push_back(in_buf);
+      case ActionKind::backward:
+        run_backward(a, lc, ch);
         break;
-      }
       case ActionKind::backward_weight: {
         // W of a split backward: the chunk's gradients; the last W of a chunk is its units'
         // final contribution of the step (ZeRO 0-1 reduce then).
@@ -461,6 +503,35 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
         break;
       }
     }
+  }
+  // B of a micro-batch and chunk (or the whole backward): its gradient input received, the
+  // activation send of the pair done, a buffer for the gradient it sends.
+  void run_backward(const Action& a, int lc, const model::ModelChunk& ch) {
+    const int t_in = tag(a.micro_batch, a.chunk, 1), t_out = tag(a.micro_batch, a.chunk - 1, 1);
+    wait_recv(t_in);
+    // The activation send of this pair reads the output that backward frees.
+    for (auto& s : sends_)
+      if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
+        pp_->wait(s.request);
+    Act dy, dx;
+    int in_buf = -1;
+    if (!ch.head) {
+      in_buf = grad_in_.at(t_in);
+      grad_in_.erase(t_in);
+      dy = buffers_[in_buf];
+    }
+    if (!ch.embedding) {
+      const int b = take_buffer();
+      grad_out_[t_out] = b;
+      dx = buffers_[b];
+    }
+    if (split_) {
+      model_->backward_input_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+    } else {
+      zero_->set_final_backward(++backwards_done_[lc] == shape_.micro_batches);
+      model_->backward_chunk(lc, a.micro_batch, dy, dx, ce_scale_, aux_scale_);
+    }
+    if (in_buf >= 0) free_buffers_.push_back(in_buf);
   }
   // MPI progresses only inside MPI calls: test the outstanding transfers between actions and
   // between units, and recycle the buffers of completed sends.
@@ -504,6 +575,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   model::TrainConfig tcfg_;
   config::ParallelConfig par_;
   config::SlowRank slow_;
+  bool compute_only_ = false;  // every training collective a local copy
   int world_rank_ = 0;
   ClockOffset clock_;  // this rank's clock against world rank 0's
   GridCoords coords_;
@@ -513,6 +585,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
   Kokkos::View<double, Space::memory_space> scalar_{"paraxis::norm_share"};
   std::unique_ptr<CommLog> log_;
   std::unique_ptr<Communicator> tp_, pp_, dp_, ep_, edp_, metrics_, pp_sync_;
+  std::unique_ptr<Communicator> gather_dp_, gather_edp_;  // compute-only: the real gathers
   PipelineShape shape_;
   std::vector<int> local_of_;  // model chunk -> this rank's chunk index (-1: another stage's)
   std::vector<Action> actions_;
@@ -555,18 +628,38 @@ model::ShardLayout shard_layout_of(const model::ModelConfig& m, const config::Pa
   return layout;
 }
 
+namespace {
+std::unique_ptr<model::Trainer> make_engine(const model::ModelConfig& m,
+                                            const model::TrainConfig& t,
+                                            const config::ParallelConfig& p,
+                                            const config::CommConfig& comm,
+                                            const ProcessGrid& grid, const config::SlowRank& slow,
+                                            bool compute_only) {
+  switch (t.precision) {
+    case model::Precision::fp64:
+      return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid, slow, compute_only);
+    case model::Precision::fp32:
+      return std::make_unique<ParallelTrainer<float>>(m, t, p, comm, grid, slow, compute_only);
+    case model::Precision::bf16:
+      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, p, comm, grid, slow,
+                                                              compute_only);
+  }
+  return nullptr;
+}
+}  // namespace
+
 std::unique_ptr<model::Trainer> make_parallel_trainer(
     const model::ModelConfig& m, const model::TrainConfig& t, const config::ParallelConfig& p,
     const config::CommConfig& comm, const ProcessGrid& grid, const config::SlowRank& slow) {
-  switch (t.precision) {
-    case model::Precision::fp64:
-      return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid, slow);
-    case model::Precision::fp32:
-      return std::make_unique<ParallelTrainer<float>>(m, t, p, comm, grid, slow);
-    case model::Precision::bf16:
-      return std::make_unique<ParallelTrainer<paraxis::bf16>>(m, t, p, comm, grid, slow);
-  }
-  return nullptr;
+  return make_engine(m, t, p, comm, grid, slow, /*compute_only=*/false);
+}
+
+std::unique_ptr<model::Trainer> make_compute_only_trainer(const model::ModelConfig& m,
+                                                          const model::TrainConfig& t,
+                                                          const config::ParallelConfig& p,
+                                                          const config::CommConfig& comm,
+                                                          const ProcessGrid& grid) {
+  return make_engine(m, t, p, comm, grid, config::SlowRank{}, /*compute_only=*/true);
 }
 
 }  // namespace paraxis::parallel

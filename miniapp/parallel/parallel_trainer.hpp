@@ -34,4 +34,18 @@ std::unique_ptr<model::Trainer> make_parallel_trainer(
     const model::ModelConfig& m, const model::TrainConfig& t, const config::ParallelConfig& p,
     const config::CommConfig& comm, const ProcessGrid& grid, const config::SlowRank& slow = {});
 
+// The same engine and step with every training collective and transfer a local copy
+// (local_communicator.hpp), no emulated link, no fault and no wait attribution: this rank's
+// shard runs its stage's schedule alone, its kernels at the step's shapes. What the compute
+// calibration times (driver/calibration_compute.cpp): each span of a step's StepResult is one
+// action (forward, backward, backward_weight of a micro-batch and chunk, or the optimizer),
+// its compute the span less its blocked_s. Collective over the grid's data-parallel groups
+// only where ZeRO-1/2's parameter gathers stay real (local_communicator.hpp): every rank of
+// the grid builds it and runs the same steps.
+std::unique_ptr<model::Trainer> make_compute_only_trainer(const model::ModelConfig& m,
+                                                          const model::TrainConfig& t,
+                                                          const config::ParallelConfig& p,
+                                                          const config::CommConfig& comm,
+                                                          const ProcessGrid& grid);
+
 }  // namespace paraxis::parallel

@@ -31,7 +31,6 @@ void StepTally::add(const model::MicroBatchResult& mr, int global_mb, bool head)
 void finish_step_metrics(const StepTally& tally, bool counts, const model::ModelConfig& mcfg,
                          const model::TrainConfig& tcfg, bool record_routing, Communicator& metrics,
                          MPI_Comm world, model::StepResult& r) {
-  const int total_micro = tcfg.micro_batches_per_step();
   double sums[2] = {counts ? tally.ce_sum : 0.0, counts ? tally.aux_sum : 0.0};
   std::vector<long long> moe = tally.expert_tokens;  // then the dropped, per expert
   moe.insert(moe.end(), tally.expert_dropped.begin(), tally.expert_dropped.end());
@@ -48,10 +47,7 @@ void finish_step_metrics(const StepTally& tally, bool counts, const model::Model
       r.routing.insert(r.routing.end(), all.begin() + static_cast<std::ptrdiff_t>(where.first),
                        all.begin() + static_cast<std::ptrdiff_t>(where.first + where.second));
   }
-  const double ce_scale = 1.0 / (static_cast<double>(tcfg.global_batch) * mcfg.seq_len);
-  r.lm_loss = sums[0] * ce_scale;
-  r.aux_loss = sums[1] / total_micro;
-  r.loss = r.lm_loss + mcfg.moe.aux_loss_coef * r.aux_loss;
+  model::set_losses(mcfg, tcfg, sums[0], sums[1], r);
   const int E = mcfg.moe.experts;
   if (E > 0) {
     r.moe = model::moe_step_stats(std::vector<long long>(moe.begin(), moe.begin() + E),
