@@ -207,7 +207,9 @@ template <class T>
 void register_family(const std::string& family,
                      std::initializer_list<std::pair<const char*, Fn>> kernels) {
   const std::string tag = std::is_same_v<T, bf16> ? "bf16/" : "";
-  for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536}}) {
+  // Two in-cache shapes and one past the cache (4x the last-level cache, bench_util.hpp).
+  for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536},
+                      std::pair{paraxis::bench::past_cache_rows<T>(512), 512}}) {
     const std::string s = tag + std::to_string(n) + "x" + std::to_string(h);
     for (const auto& [name, fn] : kernels)
       benchmark::RegisterBenchmark((family + "/" + name + s).c_str(), fn, n, h)->UseRealTime();
