@@ -66,15 +66,36 @@ inline A row_max(int n, const F& f) {
   return from_order_key<A>(mkey);
 }
 
-// sum_{j < n} exp(f(j) - mx) in fixed lanes (lane_sum), exp by math::vexp; each(j, e) as in
-// range_sum_exp.
+// sum_{j < n} exp(f(j) - mx), exp by math::vexp, each(j, e) as in range_sum_exp; the same
+// lanes and order as lane_sum (bitwise equal to lane_sum of the exponentials). Blocks of
+// kSumExpBlock exponentials go through a stack buffer: one plain loop of vexp (which the
+// compiler vectorizes whole), one of `each`, then the lane additions. Inlined into lane_sum's
+// unrolled lane loop instead, GCC 12 left vexp partly scalar: the softmax row 2.5x (fp32) to
+// 6x (bf16) slower per element (docs/perf-log/2026-12-05-kernels.md).
+template <class A>
+inline constexpr int kSumExpBlock = 16 * kLanes<A>;
 template <class A, class F, class Each = NoOp>
 inline A row_sum_exp(int n, A mx, const F& f, const Each& each = Each()) {
-  return lane_sum<A>(n, [&](int j) {
+  constexpr int L = kLanes<A>, B = kSumExpBlock<A>;
+  A acc[L] = {};
+  A buf[B];
+  const int nl = n - n % L;  // lane blocks; the rest is lane_sum's tail
+  for (int j0 = 0; j0 < nl; j0 += B) {
+    const int m = nl - j0 < B ? nl - j0 : B;
+    for (int k = 0; k < m; ++k) buf[k] = math::vexp(f(j0 + k) - mx);
+    for (int k = 0; k < m; ++k) each(j0 + k, buf[k]);
+    for (int k = 0; k < m; k += L) {
+      PARAXIS_UNROLL_LANES
+      for (int l = 0; l < L; ++l) acc[l] += buf[k + l];
+    }
+  }
+  A s = combine_lanes(acc);
+  for (int j = nl; j < n; ++j) {
     const A e = math::vexp(f(j) - mx);
     each(j, e);
-    return e;
-  });
+    s += e;
+  }
+  return s;
 }
 
 // A row of raw storage read as A: the f(j) of the host reductions above.

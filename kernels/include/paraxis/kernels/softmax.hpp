@@ -36,7 +36,8 @@ inline constexpr int kSoftmaxRowBuffer = 8192;
 // e_j = exp(x_j - max_k x_k), x_j = sc s[j] when Scaled (s[j] otherwise); p[j] = 0 for
 // len <= j < width (the causal mask). p may alias s.
 // A masked row (len < width) is processed up to len rounded up to a multiple of the lanes (at
-// most width), the masked elements in that stretch taking part as key 0 and exponential 0:
+// most width), the masked elements in that stretch taking part as the lowest finite value
+// (exponential 0):
 // whole lane blocks instead of a scalar tail per row (the causal rows have every length), and
 // those elements are zeros in P anyway. Their inputs are read but never used.
 template <class A>
@@ -46,14 +47,8 @@ inline int padded_length(int len, int width) {
   return len == width ? len : (n < width ? n : width);
 }
 
-template <bool Scaled, class A, class TS, class TP>
-void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
-  const int len = padded_length<A>(len_, width), valid = len_;
-  // Masked elements read as the lowest finite value: no part in the max, exponential 0.
-  auto x = [&](int j) {
-    const A v = Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]);
-    return j < valid ? v : math::lowest<A>();
-  };
+template <class A, class TP, class X>
+void softmax_row_host_exps(TP* p, int len, const X& x) {
   const A mx = row_max<A>(len, x);
   A inv;
   if constexpr (std::is_same_v<TP, A>) {
@@ -70,6 +65,18 @@ void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
     for (int j = 0; j < nb; ++j) p[j] = static_cast<TP>(buf[j] * inv);
     for (int j = nb; j < len; ++j) p[j] = static_cast<TP>(math::vexp(x(j) - mx) * inv);
   }
+}
+
+template <bool Scaled, class A, class TS, class TP>
+void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
+  const int len = padded_length<A>(len_, width), valid = len_;
+  auto x = [&](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
+  if (len == valid) {
+    softmax_row_host_exps<A>(p, len, x);
+  } else {
+    // Masked elements read as the lowest finite value: no part in the max, exponential 0.
+    softmax_row_host_exps<A>(p, len, [&](int j) { return j < valid ? x(j) : math::lowest<A>(); });
+  }
   for (int j = len; j < width; ++j) p[j] = static_cast<TP>(A(0));
 }
 
@@ -80,11 +87,17 @@ void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
 template <bool Scaled, class A, class TP, class TDP, class TS>
 void softmax_backward_row_host(const TP* p, const TDP* dp, TS* ds, int len_, int width, A sc) {
   const int len = padded_length<A>(len_, width), valid = len_;
-  const A dot = lane_sum<A>(
-      len, [&](int j) { return j < valid ? static_cast<A>(p[j]) * static_cast<A>(dp[j]) : A(0); });
-  for (int j = 0; j < len; ++j) {
+  auto pdp = [&](int j) { return static_cast<A>(p[j]) * static_cast<A>(dp[j]); };
+  auto grad = [&](int j, A dot) {
     const A pj = Scaled ? sc * static_cast<A>(p[j]) : static_cast<A>(p[j]);
-    ds[j] = j < valid ? static_cast<TS>(pj * (static_cast<A>(dp[j]) - dot)) : static_cast<TS>(A(0));
+    return pj * (static_cast<A>(dp[j]) - dot);
+  };
+  if (len == valid) {  // no mask: loops without a select (a third faster in bf16)
+    const A dot = lane_sum<A>(len, pdp);
+    for (int j = 0; j < len; ++j) ds[j] = static_cast<TS>(grad(j, dot));
+  } else {
+    const A dot = lane_sum<A>(len, [&](int j) { return j < valid ? pdp(j) : A(0); });
+    for (int j = 0; j < len; ++j) ds[j] = static_cast<TS>(j < valid ? grad(j, dot) : A(0));
   }
   for (int j = len; j < width; ++j) ds[j] = static_cast<TS>(A(0));
 }
