@@ -6,7 +6,7 @@
 //     over a TeamThreadRange (one team per row) or a ThreadVectorRange (one thread per row,
 //     lanes over the row: fused attention), in the manner of kokkos-kernels' team kernels.
 //     Deterministic for a fixed launch configuration (Kokkos' reduction order; no atomics).
-//   - row_max / lane_sum / row_sum_exp (host path, row_lanes.hpp for lane_sum): plain loops
+//   - row_max / lane_sum / row_sum_exp(_into) (host path, row_lanes.hpp for lane_sum): plain loops
 //     the compiler vectorizes: the max as an integer max of order-preserving keys (exact, so
 //     any order gives the same bits), sums in a fixed number of lanes combined in a fixed order.
 // The element is given as a function of the column, f(j) -> A, so a kernel supplies its own
@@ -66,36 +66,25 @@ inline A row_max(int n, const F& f) {
   return from_order_key<A>(mkey);
 }
 
-// sum_{j < n} exp(f(j) - mx), exp by math::vexp, each(j, e) as in range_sum_exp; the same
-// lanes and order as lane_sum (bitwise equal to lane_sum of the exponentials). Blocks of
-// kSumExpBlock exponentials go through a stack buffer: one plain loop of vexp (which the
-// compiler vectorizes whole), one of `each`, then the lane additions. Inlined into lane_sum's
-// unrolled lane loop instead, GCC 12 left vexp partly scalar: the softmax row 2.5x (fp32) to
-// 6x (bf16) slower per element (docs/perf-log/2026-12-05-kernels.md).
-template <class A>
-inline constexpr int kSumExpBlock = 16 * kLanes<A>;
-template <class A, class F, class Each = NoOp>
-inline A row_sum_exp(int n, A mx, const F& f, const Each& each = Each()) {
-  constexpr int L = kLanes<A>, B = kSumExpBlock<A>;
-  A acc[L] = {};
-  A buf[B];
-  const int nl = n - n % L;  // lane blocks; the rest is lane_sum's tail
-  for (int j0 = 0; j0 < nl; j0 += B) {
-    const int m = nl - j0 < B ? nl - j0 : B;
-    for (int k = 0; k < m; ++k) buf[k] = math::vexp(f(j0 + k) - mx);
-    for (int k = 0; k < m; ++k) each(j0 + k, buf[k]);
-    for (int k = 0; k < m; k += L) {
-      PARAXIS_UNROLL_LANES
-      for (int l = 0; l < L; ++l) acc[l] += buf[k + l];
-    }
-  }
-  A s = combine_lanes(acc);
-  for (int j = nl; j < n; ++j) {
-    const A e = math::vexp(f(j) - mx);
-    each(j, e);
-    s += e;
-  }
-  return s;
+// sum_{j < n} exp(f(j) - mx), exp by math::vexp, with the exponentials written to out[0, n)
+// and zeros to out[n, len) (len >= n: a masked row padded to whole lane blocks); the sum runs
+// over out[0, len) in lane_sum's order. out may be the storage f reads (element j read before it
+// is written). One plain vexp loop, which the compiler vectorizes whole; a mask inside it
+// instead (f(j) selecting a lowest value for j >= n) left GCC 12 a scalar loop.
+template <class A, class F>
+inline A row_sum_exp_into(int n, int len, A mx, const F& f, A* out) {
+  for (int j = 0; j < n; ++j) out[j] = math::vexp(f(j) - mx);
+  for (int j = n; j < len; ++j) out[j] = A(0);
+  return lane_sum<A>(len, [&](int j) { return out[j]; });
+}
+
+// sum_{j < n} exp(f(j) - mx) without keeping the exponentials, in lane_sum's lanes and order
+// (bitwise equal to row_sum_exp_into's sum). Nothing but the exponential inside the lane loop:
+// with a store there as well (an early version of row_sum_exp_into), GCC 12 left vexp partly
+// scalar, 2.6x (fp32) to 8x (bf16) slower per element (docs/perf-log/2026-12-05-kernels.md).
+template <class A, class F>
+inline A row_sum_exp(int n, A mx, const F& f) {
+  return lane_sum<A>(n, [&](int j) { return math::vexp(f(j) - mx); });
 }
 
 // A row of raw storage read as A: the f(j) of the host reductions above.

@@ -35,11 +35,10 @@ inline constexpr int kSoftmaxRowBuffer = 8192;
 // One row of the forward pass on the host: p[j] = e_j / sum_k e_k for j < len, where
 // e_j = exp(x_j - max_k x_k), x_j = sc s[j] when Scaled (s[j] otherwise); p[j] = 0 for
 // len <= j < width (the causal mask). p may alias s.
-// A masked row (len < width) is processed up to len rounded up to a multiple of the lanes (at
-// most width), the masked elements in that stretch taking part as the lowest finite value
-// (exponential 0):
-// whole lane blocks instead of a scalar tail per row (the causal rows have every length), and
-// those elements are zeros in P anyway. Their inputs are read but never used.
+// A masked row (len < width) is summed up to len rounded up to a multiple of the lanes (at most
+// width), the masked elements in that stretch taking part as exponential 0: whole lane blocks
+// instead of a scalar tail per row (the causal rows have every length), and those elements are
+// zeros in P anyway.
 template <class A>
 inline int padded_length(int len, int width) {
   constexpr int L = kLanes<A>;
@@ -47,40 +46,32 @@ inline int padded_length(int len, int width) {
   return len == width ? len : (n < width ? n : width);
 }
 
-template <class A, class TP, class X>
-void softmax_row_host_exps(TP* p, int len, const X& x) {
-  const A mx = row_max<A>(len, x);
+template <bool Scaled, class A, class TS, class TP>
+void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
+  const int len = padded_length<A>(len_, width), valid = len_;
+  auto x = [&](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
+  const A mx = row_max<A>(valid, x);
   A inv;
   if constexpr (std::is_same_v<TP, A>) {
     // P holds A exactly: keep the exponentials in P and rescale (one exp per element).
-    inv = static_cast<A>(1) / row_sum_exp<A>(len, mx, x, [&](int j, A e) { p[j] = e; });
+    inv = static_cast<A>(1) / row_sum_exp_into<A>(valid, len, mx, x, p);
     for (int j = 0; j < len; ++j) p[j] *= inv;
   } else {
     // Narrower P: round once, from the exponential in A (buffered, or recomputed).
     A buf[kSoftmaxRowBuffer];
     const int nb = len < kSoftmaxRowBuffer ? len : kSoftmaxRowBuffer;
-    A sum = row_sum_exp<A>(nb, mx, x, [&](int j, A e) { buf[j] = e; });
-    if (len > nb) sum += row_sum_exp<A>(len - nb, mx, [&](int j) { return x(nb + j); });
-    inv = static_cast<A>(1) / sum;
-    for (int j = 0; j < nb; ++j) p[j] = static_cast<TP>(buf[j] * inv);
-    for (int j = nb; j < len; ++j) p[j] = static_cast<TP>(math::vexp(x(j) - mx) * inv);
-  }
-}
-
-template <bool Scaled, class A, class TS, class TP>
-void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
-  const int len = padded_length<A>(len_, width), valid = len_;
-  auto x = [&](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
-  if (len == valid) {
-    softmax_row_host_exps<A>(p, len, x);
-  } else {
-    // Masked elements read as the lowest finite value: no part in the max, exponential 0.
-    // Their input is read all the same (inside the row): a conditional read through the
-    // captured pointer is a masked load GCC 12 does not vectorize (9x slower rows).
-    softmax_row_host_exps<A>(p, len, [&](int j) {
+    A sum = row_sum_exp_into<A>(valid < nb ? valid : nb, nb, mx, x, buf);
+    // Past the buffer (rows over kSoftmaxRowBuffer) masked elements read as the lowest finite
+    // value, exponential 0. Their input is read all the same (inside the row): a conditional
+    // read is a masked load GCC 12 does not vectorize.
+    auto xm = [&](int j) {
       const A v = x(j);
       return j < valid ? v : math::lowest<A>();
-    });
+    };
+    if (len > nb) sum += row_sum_exp<A>(len - nb, mx, [&](int j) { return xm(nb + j); });
+    inv = static_cast<A>(1) / sum;
+    for (int j = 0; j < nb; ++j) p[j] = static_cast<TP>(buf[j] * inv);
+    for (int j = nb; j < len; ++j) p[j] = static_cast<TP>(math::vexp(xm(j) - mx) * inv);
   }
   for (int j = len; j < width; ++j) p[j] = static_cast<TP>(A(0));
 }
