@@ -216,6 +216,7 @@ void register_family(const std::string& family,
   // Two in-cache shapes and one past the cache (4x the last-level cache, bench_util.hpp).
   for (auto [n, h] : {std::pair{4096, 512}, std::pair{1024, 1536},
                       std::pair{paraxis::bench::past_cache_rows<T>(512), 512}}) {
+    if (n == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s = tag + std::to_string(n) + "x" + std::to_string(h);
     for (const auto& [name, fn] : kernels)
       benchmark::RegisterBenchmark((family + "/" + name + s).c_str(), fn, n, h)->UseRealTime();

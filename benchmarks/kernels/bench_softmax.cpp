@@ -121,6 +121,7 @@ void register_type(const std::string& tag) {
   // Two in-cache shapes and one past the cache (4x the last-level cache, bench_util.hpp).
   for (auto [r, c] : {std::pair{4096, 512}, std::pair{256, 8192},
                       std::pair{paraxis::bench::past_cache_rows<T>(512), 512}}) {
+    if (r == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s = tag + std::to_string(r) + "x" + std::to_string(c);
     benchmark::RegisterBenchmark(("softmax/rows/fwd/" + s).c_str(), bench_rows<T>, r, c, false)
         ->UseRealTime();
@@ -132,6 +133,7 @@ void register_type(const std::string& tag) {
   }
   for (auto [b, t] : {std::pair{32, 256}, std::pair{8, 512},
                       std::pair{paraxis::bench::past_cache_rows<T>(512 * 512), 512}}) {
+    if (b == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s =
         tag + std::to_string(b) + "x" + std::to_string(t) + "x" + std::to_string(t);
     benchmark::RegisterBenchmark(("softmax/causal/fwd/" + s).c_str(), bench_causal<T>, b, t, false)
