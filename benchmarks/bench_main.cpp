@@ -14,6 +14,7 @@
 
 #include "bench_check.hpp"
 #include "error_count_reporter.hpp"
+#include "kernels/bench_util.hpp"
 #include "paraxis/build_info.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("blas_library", blas.library);
   benchmark::AddCustomContext("blas_core", blas.core);
   benchmark::AddCustomContext("cpu_model", paraxis::kernels::cpu_model_string(cpu));
+  // The past-cache shapes of the memory-bound families are sized from this (bench_util.hpp).
+  const auto& llc = paraxis::bench::last_level_cache();
+  benchmark::AddCustomContext("llc_bytes", std::to_string(llc.bytes));
+  benchmark::AddCustomContext("llc_source", llc.source);
   if (const auto warning = paraxis::kernels::blas_core_warning(blas.core, cpu.flags))
     std::cerr << "WARNING: " << *warning << "\n";
   paraxis::bench::ErrorCountReporter reporter;

@@ -9,7 +9,13 @@ one, the copy of the pass's own bytes (FAMILY/baseline_copy/PASS_bytes/[bf16/]SH
 also match bwd_bytes), with the ratios. With repetitions, the medians are used. The issue-20
 target is >= 0.5 of the copy, forward and backward, fp32 and bf16 (docs/performance.md).
 
-Usage: roofline_table.py BENCH.json [--families layernorm,softmax,...] [--target 0.5]
+With --cpu-time, each rate is rescaled from wall time to the process's CPU time (bytes/s x
+real_time / cpu_time): on a shared machine where other work time-slices the benchmark (load
+above the core count), the wall-time rates of a kernel and of its copy, measured seconds
+apart, see different shares of a core, and their ratio says more about the load than about the
+kernel. Single-threaded (Kokkos Serial) runs only: with threads, CPU time adds up over them.
+
+Usage: roofline_table.py BENCH.json [--families layernorm,softmax,...] [--target 0.5] [--cpu-time]
 Exit status: 0; 1 when --check is given and a kernel falls below the target; 2 on bad input.
 """
 import argparse
@@ -31,8 +37,9 @@ def parse_name(name):
     return parts[0], "/".join(middle), dtype, parts[-1]
 
 
-def rates(doc):
-    """{benchmark name: median bytes/s} over the iterations (or the median aggregates)."""
+def rates(doc, cpu_time=False):
+    """{benchmark name: median bytes/s} over the iterations (or the median aggregates); per
+    second of CPU time instead of wall time with cpu_time."""
     samples = {}
     for b in doc.get("benchmarks", []):
         if "bytes/s" not in b:
@@ -41,17 +48,20 @@ def rates(doc):
         if kind == "aggregate" and b.get("aggregate_name") != "median":
             continue
         name = b.get("run_name", b["name"])
-        samples.setdefault(name, []).append(float(b["bytes/s"]))
+        rate = float(b["bytes/s"])
+        if cpu_time and float(b.get("cpu_time", 0)) > 0:
+            rate *= float(b["real_time"]) / float(b["cpu_time"])
+        samples.setdefault(name, []).append(rate)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def table(doc, families=None):
+def table(doc, families=None, cpu_time=False):
     """Rows (kernel, dtype, shape, GB/s, copy GB/s, ratio, own-bytes copy GB/s, ratio).
 
     A copy FAM/baseline_copy/[OWN/][bf16/]SHAPE serves the kernels named FAM/.../SHAPE of the same
     storage type, FAM being one or more name parts ("layernorm", "softmax/rows"); the longest
     FAM with a copy wins."""
-    r = rates(doc)
+    r = rates(doc, cpu_time)
     parsed = {n: parse_name(n) for n in r}
     copies = {}
     for n, p in parsed.items():
@@ -93,6 +103,8 @@ def main(argv=None):
     ap.add_argument("json")
     ap.add_argument("--families", default="")
     ap.add_argument("--target", type=float, default=0.5)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="rates per second of CPU time (single-threaded runs on a loaded machine)")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a kernel's best ratio is below --target")
     a = ap.parse_args(argv)
@@ -103,7 +115,7 @@ def main(argv=None):
         print(f"roofline_table.py: cannot read {a.json}: {e}", file=sys.stderr)
         return 2
     fams = set(filter(None, a.families.split(",")))
-    rows = table(doc, fams or None)
+    rows = table(doc, fams or None, a.cpu_time)
     if not rows:
         print(f"roofline_table.py: {a.json} holds no kernel with a bytes/s counter and a "
               "baseline_copy of the same family, shape and storage type", file=sys.stderr)

@@ -100,7 +100,10 @@ void bench_bwd(benchmark::State& state, int n, int v) {
 const bool registered = [] {
   // 512 tokens (inputs/small.yaml's micro-batch) over its 4,096-word vocabulary and over GPT-2's
   // 50,304 (padded) words.
-  for (auto [n, v] : {std::pair{512, 4096}, std::pair{512, 50304}}) {
+  // And one shape past the cache: 4x the last-level cache in bf16 (bench_util.hpp) at 4,096 words.
+  for (auto [n, v] : {std::pair{512, 4096}, std::pair{512, 50304},
+                      std::pair{paraxis::bench::past_cache_rows<paraxis::bf16>(4096), 4096}}) {
+    if (n == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s = std::to_string(n) + "x" + std::to_string(v);
     const std::size_t elems = static_cast<std::size_t>(n) * v;
     benchmark::RegisterBenchmark(("cross_entropy/fwd/" + s).c_str(), bench_fwd<float>, n, v)

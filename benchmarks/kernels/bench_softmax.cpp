@@ -118,7 +118,10 @@ void bench_causal(benchmark::State& state, int b, int t, bool backward) {
 // Registers one storage type's kernels and copy baselines; `tag` is "" (fp32) or "bf16/".
 template <class T>
 void register_type(const std::string& tag) {
-  for (auto [r, c] : {std::pair{4096, 512}, std::pair{256, 8192}}) {
+  // Two in-cache shapes and one past the cache (4x the last-level cache, bench_util.hpp).
+  for (auto [r, c] : {std::pair{4096, 512}, std::pair{256, 8192},
+                      std::pair{paraxis::bench::past_cache_rows<T>(512), 512}}) {
+    if (r == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s = tag + std::to_string(r) + "x" + std::to_string(c);
     benchmark::RegisterBenchmark(("softmax/rows/fwd/" + s).c_str(), bench_rows<T>, r, c, false)
         ->UseRealTime();
@@ -128,7 +131,9 @@ void register_type(const std::string& tag) {
                                  static_cast<std::size_t>(r) * c)
         ->UseRealTime();
   }
-  for (auto [b, t] : {std::pair{32, 256}, std::pair{8, 512}}) {
+  for (auto [b, t] : {std::pair{32, 256}, std::pair{8, 512},
+                      std::pair{paraxis::bench::past_cache_rows<T>(512 * 512), 512}}) {
+    if (b == 0) continue;  // PARAXIS_BENCH_IN_CACHE_ONLY
     const std::string s =
         tag + std::to_string(b) + "x" + std::to_string(t) + "x" + std::to_string(t);
     benchmark::RegisterBenchmark(("softmax/causal/fwd/" + s).c_str(), bench_causal<T>, b, t, false)

@@ -4,12 +4,11 @@
 // loss as a host value through detail::fixed_order_sum, so it is bitwise reproducible.
 //
 // Two paths, chosen at compile time by where the execution space runs (as softmax.hpp):
-//   - host (Serial, OpenMP, Threads; row_lanes.hpp): a RangePolicy over rows, each row plain
-//     loops over raw pointers that the compiler vectorizes: the row max as an integer max of
-//     order keys (exact), the sum of exponentials in fixed lanes (lane_sum), math::vexp. A team
+//   - host (Serial, OpenMP, Threads): a RangePolicy over rows, each row plain loops over raw
+//     pointers that the compiler vectorizes: row_reduce.hpp's row_max and row_sum_exp. A team
 //     per row on a host space runs one element at a time (0.4 GB/s against a 26 GB/s copy).
-//   - device (and host Views whose rows are strided): a team per row for the forward pass (team
-//     reductions, a fixed order for a fixed team size), one thread per element backward.
+//   - device (and host Views whose rows are strided): a team per row for the forward pass
+//     (row_reduce.hpp's range_max and range_sum_exp), one thread per element backward.
 // Both deterministic; both use math::vexp. vocab_parallel_cross_entropy.hpp shares the rows.
 #pragma once
 
@@ -17,7 +16,7 @@
 
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
-#include "paraxis/kernels/row_lanes.hpp"
+#include "paraxis/kernels/row_reduce.hpp"
 
 namespace paraxis::kernels {
 
@@ -38,12 +37,7 @@ void check_targets(const ExecSpace& space, const char* kernel, const TV& targets
   }
 }
 
-// The rows of the host path. sum_{j < n} exp(x[j] - mx) in fixed lanes:
-template <class A, class T>
-inline A ce_row_sumexp(const T* x, int n, A mx) {
-  return lane_sum<A>(n, [&](int j) { return math::vexp(static_cast<A>(x[j]) - mx); });
-}
-// d[j] = sc (exp(x[j] - lse) - [j == target]) for j < n (target outside [0, n): no one-hot
+// The row of the host path's backward pass: d[j] = sc (exp(x[j] - lse) - [j == target]) for j < n (target outside [0, n): no one-hot
 // term), d[j] = 0 for n <= j < width.
 template <class A, class T, class D>
 inline void ce_row_backward(const T* x, D* d, int n, int width, A lse, A sc, int target) {
@@ -91,9 +85,9 @@ acc_t<value_t<LV>> cross_entropy_forward(const ExecSpace& space, const LV& logit
       Kokkos::parallel_for(
           "paraxis::cross_entropy_fwd", Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)),
           [=](const int i) {
-            const auto* x = detail::row_ptr(logits, i);
-            const A mx = detail::row_max<A>(x, vv);
-            lse(i) = static_cast<LT>(mx + math::log(detail::ce_row_sumexp<A>(x, vv, mx)));
+            const auto x = detail::row_as<A>(detail::row_ptr(logits, i));
+            const A mx = detail::row_max<A>(vv, x);
+            lse(i) = static_cast<LT>(mx + math::log(detail::row_sum_exp<A>(vv, mx, x)));
           });
       done = true;
     }
@@ -103,15 +97,10 @@ acc_t<value_t<LV>> cross_entropy_forward(const ExecSpace& space, const LV& logit
         "paraxis::cross_entropy_fwd", Policy(space, static_cast<int>(N), Kokkos::AUTO),
         KOKKOS_LAMBDA(const Member& team) {
           const int i = team.league_rank();
-          A mx;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, vv),
-              [&](const int j, A& m) { m = math::fmax(m, static_cast<A>(logits(i, j))); },
-              Kokkos::Max<A>(mx));
-          A sum = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, vv),
-              [&](const int j, A& s) { s += math::vexp(static_cast<A>(logits(i, j)) - mx); }, sum);
+          const auto range = Kokkos::TeamThreadRange(team, vv);
+          auto x = [&](const int j) { return static_cast<A>(logits(i, j)); };
+          const A mx = detail::range_max<A>(range, x);
+          const A sum = detail::range_sum_exp<A>(range, mx, x);
           Kokkos::single(Kokkos::PerTeam(team),
                          [&]() { lse(i) = static_cast<LT>(mx + math::log(sum)); });
         });

@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "paraxis/kernels/fused_attention_workspace.hpp"
+#include "paraxis/kernels/row_reduce.hpp"
 
 namespace paraxis::kernels {
 
@@ -91,21 +92,13 @@ void fused_forward_pass(const ExecSpace& space, const FusedAttentionWorkspace<T,
               Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, jn),
                                    [&](const int j) { s[j] += qd * kd[j]; });
             }
-            A tmax;
-            Kokkos::parallel_reduce(
-                Kokkos::ThreadVectorRange(team, jn),
-                [&](const int j, A& m) { m = math::fmax(m, s[j]); }, Kokkos::Max<A>(tmax));
+            const auto lanes = Kokkos::ThreadVectorRange(team, jn);
+            auto sj = [&](const int j) { return s[j]; };
+            const A tmax = detail::range_max<A>(lanes, sj);
             const A m_new = jt == 0 ? tmax : math::fmax(mx[r], tmax);
-            const A a = jt == 0 ? A(0) : math::exp(mx[r] - m_new);
-            A tsum = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::ThreadVectorRange(team, jn),
-                [&](const int j, A& acc) {
-                  const A p = math::exp(s[j] - m_new);
-                  s[j] = p;
-                  acc += p;
-                },
-                tsum);
+            const A a = jt == 0 ? A(0) : math::vexp(mx[r] - m_new);
+            const A tsum = detail::range_sum_exp<A>(lanes, m_new, sj,
+                                                    [&](const int j, const A p) { s[j] = p; });
             Kokkos::single(Kokkos::PerThread(team), [&]() {
               mx[r] = m_new;
               sum[r] = a * sum[r] + tsum;
@@ -244,7 +237,7 @@ void fused_dkv_pass(const ExecSpace& space, const FusedAttentionWorkspace<T, Spa
               });
             }
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, ni), [&](const int r) {
-              const A pr = r >= r0 ? math::exp(p[r] - L[r]) : A(0);
+              const A pr = r >= r0 ? math::vexp(p[r] - L[r]) : A(0);
               p[r] = pr;
               g[r] = pr * (g[r] - Dl[r]);
             });
@@ -354,7 +347,7 @@ void fused_dq_pass(const ExecSpace& space, const FusedAttentionWorkspace<T, Spac
               });
             }
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, jn), [&](const int j) {
-              g[j] = math::exp(p[j] - L[r]) * (g[j] - Dl[r]);
+              g[j] = math::vexp(p[j] - L[r]) * (g[j] - Dl[r]);
             });
           });
           team.team_barrier();

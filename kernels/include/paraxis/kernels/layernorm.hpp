@@ -1,9 +1,9 @@
 // LayerNorm over the hidden dimension: Y = (X - mean) * rstd * gamma + beta, with the biased
 // variance and rstd = 1/sqrt(var + eps). Two-pass statistics (mean, then sum of squared
 // deviations): no cancellation when |mean| >> std. Deterministic everywhere, no atomics:
-//   - device path: one team per row, statistics from team reductions (fixed order for a fixed
-//     team size); dgamma/dbeta one thread per column, rows in order (coalesced on a GPU).
-//   - host path (row_lanes.hpp): one row per iteration of a RangePolicy, statistics summed in
+//   - device path: one team per row, statistics from row_reduce.hpp's team reductions (fixed
+//     order for a fixed team size); dgamma/dbeta one thread per column, rows in order (coalesced on a GPU).
+//   - host path (row_lanes.hpp's lane_sum): one row per iteration of a RangePolicy, statistics summed in
 //     fixed lanes (vectorized); the backward pass fuses dgamma/dbeta into the dX pass: fixed
 //     blocks of kLnRowBlock rows each sum their rows in order into per-column partials, which
 //     are then added in block order. The blocks do not depend on the thread count, so every
@@ -12,7 +12,7 @@
 
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
-#include "paraxis/kernels/row_lanes.hpp"
+#include "paraxis/kernels/row_reduce.hpp"
 
 namespace paraxis::kernels {
 
@@ -149,20 +149,15 @@ void layernorm_forward(const ExecSpace& space, const XV& X, const GV& gamma, con
       "paraxis::layernorm_fwd", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
         const int i = team.league_rank();
-        A sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, h),
-            [&](const int j, A& s) { s += static_cast<A>(X(i, j)); }, sum);
-        const A mu = sum * inv_h;
+        const auto range = Kokkos::TeamThreadRange(team, h);
+        const A mu =
+            detail::range_sum<A>(range, [&](const int j) { return static_cast<A>(X(i, j)); }) *
+            inv_h;
         // Two-pass variance: no cancellation when |mean| >> std.
-        A sq = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, h),
-            [&](const int j, A& s) {
-              const A d = static_cast<A>(X(i, j)) - mu;
-              s += d * d;
-            },
-            sq);
+        const A sq = detail::range_sum<A>(range, [&](const int j) {
+          const A d = static_cast<A>(X(i, j)) - mu;
+          return d * d;
+        });
         const A r = static_cast<A>(1) / math::sqrt(sq * inv_h + e);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, h), [&](const int j) {
           Y(i, j) = static_cast<TY>((static_cast<A>(X(i, j)) - mu) * r * static_cast<A>(gamma(j)) +
@@ -276,18 +271,14 @@ void layernorm_backward(const ExecSpace& space, const DYV& dY, const XV& X, cons
       KOKKOS_LAMBDA(const Member& team) {
         const int i = team.league_rank();
         const A mu = static_cast<A>(mean(i)), r = static_cast<A>(rstd(i));
-        A sum_g = 0, sum_gx = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, h),
-            [&](const int j, A& s) { s += static_cast<A>(dY(i, j)) * static_cast<A>(gamma(j)); },
-            sum_g);
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, h),
-            [&](const int j, A& s) {
-              const A xhat = (static_cast<A>(X(i, j)) - mu) * r;
-              s += static_cast<A>(dY(i, j)) * static_cast<A>(gamma(j)) * xhat;
-            },
-            sum_gx);
+        const auto range = Kokkos::TeamThreadRange(team, h);
+        const A sum_g = detail::range_sum<A>(range, [&](const int j) {
+          return static_cast<A>(dY(i, j)) * static_cast<A>(gamma(j));
+        });
+        const A sum_gx = detail::range_sum<A>(range, [&](const int j) {
+          const A xhat = (static_cast<A>(X(i, j)) - mu) * r;
+          return static_cast<A>(dY(i, j)) * static_cast<A>(gamma(j)) * xhat;
+        });
         const A mg = sum_g * inv_h, mgx = sum_gx * inv_h;
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, h), [&](const int j) {
           const A xhat = (static_cast<A>(X(i, j)) - mu) * r;

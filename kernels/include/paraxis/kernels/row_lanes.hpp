@@ -124,17 +124,4 @@ inline A from_order_key(U k) {
       static_cast<U>(k ^ (static_cast<U>(0 - ((~k) >> (8 * sizeof(A) - 1))) | sign)));
 }
 
-// max_{j < n} x[j] as A (n >= 1; no NaN among the x[j]): an integer max of order keys, exact,
-// so the order of the comparisons does not matter and the loop vectorizes.
-template <class A, class T>
-inline A row_max(const T* x, int n) {
-  using U = typename math::detail::ExpConsts<A>::UInt;
-  U mkey = 0;  // below every non-NaN key
-  for (int j = 0; j < n; ++j) {
-    const U k = order_key(static_cast<A>(x[j]));
-    mkey = mkey > k ? mkey : k;
-  }
-  return from_order_key<A>(mkey);
-}
-
 }  // namespace paraxis::kernels::detail

@@ -12,8 +12,9 @@
 //   backward: vocab_parallel_ce_backward (no communication: lse is already global)
 // A shard may hold no valid column at all (a small vocabulary on many ranks): its local max is
 // the lowest finite value and its sums are 0, the identities of the reductions.
-// On host spaces each row runs cross_entropy.hpp's vectorized row loops (row_lanes.hpp); on
-// devices a team per row (one thread per element backward), as there.
+// The row max and sum of exponentials are row_reduce.hpp's, as in cross_entropy.hpp: on host
+// spaces its vectorized row loops, on devices a team per row (one thread per element
+// backward).
 #pragma once
 
 #include <sstream>
@@ -21,7 +22,7 @@
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/cross_entropy.hpp"
 #include "paraxis/kernels/math.hpp"
-#include "paraxis/kernels/row_lanes.hpp"
+#include "paraxis/kernels/row_reduce.hpp"
 
 namespace paraxis::kernels {
 
@@ -61,7 +62,8 @@ void vocab_parallel_ce_local_max(const ExecSpace& space, const LV& logits, int v
           "paraxis::vocab_parallel_ce_max", Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)),
           [=](const int i) {
             max_local(i) = static_cast<MT>(
-                vv > 0 ? detail::row_max<A>(detail::row_ptr(logits, i), vv) : math::lowest<A>());
+                vv > 0 ? detail::row_max<A>(vv, detail::row_as<A>(detail::row_ptr(logits, i)))
+                       : math::lowest<A>());
           });
       return;
     }
@@ -72,11 +74,8 @@ void vocab_parallel_ce_local_max(const ExecSpace& space, const LV& logits, int v
       "paraxis::vocab_parallel_ce_max", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
         const int i = team.league_rank();
-        A mx;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, vv),
-            [&](const int j, A& m) { m = math::fmax(m, static_cast<A>(logits(i, j))); },
-            Kokkos::Max<A>(mx));
+        const A mx = detail::range_max<A>(Kokkos::TeamThreadRange(team, vv),
+                                          [&](const int j) { return static_cast<A>(logits(i, j)); });
         Kokkos::single(Kokkos::PerTeam(team),
                        [&]() { max_local(i) = static_cast<MT>(vv > 0 ? mx : math::lowest<A>()); });
       });
@@ -113,8 +112,8 @@ void vocab_parallel_ce_local_sumexp(const ExecSpace& space, const LV& logits, co
       Kokkos::parallel_for("paraxis::vocab_parallel_ce_sumexp",
                            Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)), [=](const int i) {
                              const auto* x = detail::row_ptr(logits, i);
-                             sumexp_local(i) = static_cast<ST>(
-                                 detail::ce_row_sumexp<A>(x, vv, static_cast<A>(gmax(i))));
+                             sumexp_local(i) = static_cast<ST>(detail::row_sum_exp<A>(
+                                 vv, static_cast<A>(gmax(i)), detail::row_as<A>(x)));
                              const int t = targets(i) - off;
                              target_logit_local(i) =
                                  static_cast<ZT>((t >= 0 && t < vv) ? static_cast<A>(x[t]) : A(0));
@@ -128,11 +127,9 @@ void vocab_parallel_ce_local_sumexp(const ExecSpace& space, const LV& logits, co
       "paraxis::vocab_parallel_ce_sumexp", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
         const int i = team.league_rank();
-        const A mx = static_cast<A>(gmax(i));
-        A sum = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, vv),
-            [&](const int j, A& s) { s += math::vexp(static_cast<A>(logits(i, j)) - mx); }, sum);
+        const A sum =
+            detail::range_sum_exp<A>(Kokkos::TeamThreadRange(team, vv), static_cast<A>(gmax(i)),
+                                     [&](const int j) { return static_cast<A>(logits(i, j)); });
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           sumexp_local(i) = static_cast<ST>(sum);
           const int t = targets(i) - off;
