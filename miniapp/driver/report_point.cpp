@@ -11,6 +11,7 @@
 #include "driver/deck.hpp"
 #include "driver/diagnosis.hpp"
 #include "driver/report_checkpoint.hpp"
+#include "driver/report_noise.hpp"
 #include "driver/report_parts.hpp"
 #include "driver/statistics.hpp"
 #include "driver/summary_reader.hpp"
@@ -278,6 +279,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   terms.push_back(
       term("memory.activations", mm.value("activations_peak_bytes", 0.0), mem.activations, "B"));
   terms.push_back(term("memory.peak", mm.value("peak_bytes", 0.0), mem.peak, "B"));
+  // Beside each time term, the range the point's own steps took (docs/report.md, "Noise").
+  if (a.predicted) add_steps_ranges(p, c.comm.overlap, c.train.warmup_steps, terms);
   out["terms"] = terms;
   if (p.contains("calls")) {
     const CommCosts costs = p.contains("calibration")

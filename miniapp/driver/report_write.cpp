@@ -141,6 +141,12 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
         md << "; its ranks computed the same work unevenly, "
            << fmt(miss["uneven_ranks_excess_s"].get<double>() * 1e3, 3)
            << " ms a step more than calibrated";
+      if (miss.contains("within_steps_range"))
+        md << "; its own steps took " << fmt(miss["steps_range_s"][0].get<double>() * 1e3, 3)
+           << "-" << fmt(miss["steps_range_s"][1].get<double>() * 1e3, 3) << " ms, "
+           << (miss["within_steps_range"].get<bool>()
+                   ? "the prediction among them: the machine's noise"
+                   : "the prediction outside them: the model");
       md << '\n';
     }
     if (!misses.empty()) md << '\n';
@@ -225,13 +231,20 @@ int write_report(const std::vector<std::string>& dirs, const Loaded& in, const C
   md << "\n## Terms per point\n\n";
   for (const auto& p : points) {
     md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
-       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % |\n"
-       << "|---|---|---|---|\n";
-    for (const auto& t : p["terms"])
+       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % | "
+       << "steps' range | prediction in it |\n|---|---|---|---|---|---|\n";
+    for (const auto& t : p["terms"]) {
       md << "| " << t["name"].get<std::string>() << " | " << fmt(t["measured"].get<double>()) << ' '
          << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
          << t["unit"].get<std::string>() << " | "
-         << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3)) << " |\n";
+         << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3));
+      if (t.contains("steps_range_s"))  // the point's own steps (docs/report.md, "Noise")
+        md << " | " << fmt(t["steps_range_s"][0].get<double>()) << "-"
+           << fmt(t["steps_range_s"][1].get<double>()) << " s | "
+           << (t["within_steps_range"].get<bool>() ? "yes" : "no") << " |\n";
+      else
+        md << " | - | - |\n";
+    }
     if (p.contains("calls")) write_calls(md, p["calls"]);
     if (p.contains("pipeline")) {
       const auto& q = p["pipeline"];
