@@ -45,6 +45,12 @@ TEST(call_prediction, the_measured_curve_where_it_covers_the_call_then_the_fit) 
   EXPECT_DOUBLE_EQ(t(2, 4), pm::ring_all_gather_time(2, 4, own));
   EXPECT_DOUBLE_EQ(t(4, 65536), pm::ring_all_gather_time(4, 65536, own));
   EXPECT_FALSE(pm::measured_call_time(pm::OpCost(axis), 2, 65536).has_value());
+  // A transfer's curve (a ping-pong of two ranks) serves a pipeline communicator of any size.
+  pm::OpCost p2p{1e-6, 1e-9, 0};
+  p2p.curve = {{1024, 3e-6}, {4096, 5e-6}};
+  p2p.curve_ranks = 2;
+  const pm::OpLinks pp{{Collective::point_to_point, p2p}};
+  EXPECT_DOUBLE_EQ(pm::call_time(Collective::point_to_point, 4, 2560, axis, &pp), 4e-6);
 }
 
 TEST(call_prediction, engine_names_map_onto_the_model) {

@@ -31,8 +31,11 @@ double call_time(Collective op, int group, double bytes, const LinkCost& link,
                  const OpLinks* per_op, AllReduceAlgorithm all_reduce) {
   if (per_op) {
     const auto it = per_op->find(op);
-    if (it != per_op->end())
-      if (const auto t = measured_call_time(it->second, group, bytes)) return *t;
+    if (it != per_op->end()) {
+      // A transfer is between two ranks whatever its communicator's size.
+      const int ranks = op == Collective::point_to_point ? it->second.curve_ranks : group;
+      if (const auto t = measured_call_time(it->second, ranks, bytes)) return *t;
+    }
   }
   return collective_time(op, group, bytes, link_for(op, link, per_op), all_reduce);
 }
