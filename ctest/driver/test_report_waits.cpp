@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -135,6 +136,56 @@ TEST(report_uneven_ranks, a_spread_beyond_the_calibrated_one_is_measured_and_nam
                 100 * std::abs(measured - with) / with, 1e-9);
     EXPECT_NEAR(acc["max_abs_residual_pct"].get<double>(),
                 100 * std::abs(measured - predicted) / predicted, 1e-9);
+  }
+}
+
+
+// The machine's spread beside the model's residual (docs/report.md, "Noise"): a point whose
+// measured step misses its prediction by 30 %, with its own measured steps ranging around the
+// prediction (the machine's noise) or all above it (the model's miss). The warm-up step, far
+// outside, must not count; each time term with a per-step series gets its steps' range.
+TEST(report_noise, a_miss_names_whether_its_own_steps_reach_the_prediction) {
+  const json base = seed_summary("tp2.json", false);
+  const double predicted = report_json_of(base, "noise_base")["points"][0]["predicted_step_s"];
+  for (const bool noise : {true, false}) {
+    json s = base;
+    json& p = s["points"][0];
+    const int warmup = p["config"]["train"]["warmup_steps"].get<int>();
+    const double lo = (noise ? 0.9 : 1.2) * predicted, hi = 1.4 * predicted;
+    p["time"]["step_median_s"] = 1.3 * predicted;
+    json steps = json::array(), r0 = json::array(), r1 = json::array(), c0 = json::array();
+    for (int k = 0; k < warmup + 3; ++k) {
+      steps.push_back(k);
+      // Per measured step the ranks' mean is lo, hi, then between: rank 1 0.02 s above rank 0.
+      const double mean = k < warmup ? 10 * hi : k == warmup ? lo : k == warmup + 1 ? hi : 1.3 * predicted;
+      r0.push_back(mean - 0.01);
+      r1.push_back(mean + 0.01);
+      c0.push_back(0.5 * mean);
+    }
+    p["rank_series"] = {{"steps", steps},
+                        {"step_s", json::array({r0, r1})},
+                        {"compute_s", json::array({c0, c0})}};
+    const json report = report_json_of(s, noise ? "noise" : "model");
+    const json& st = report["points"][0]["terms"][0];
+    ASSERT_EQ(st["name"], "step_time");
+    EXPECT_NEAR(st["steps_range_s"][0].get<double>(), lo, 1e-12);
+    EXPECT_NEAR(st["steps_range_s"][1].get<double>(), hi, 1e-12);
+    EXPECT_NEAR(st["steps_spread_pct"].get<double>(), 100 * (hi - lo) / (1.3 * predicted), 1e-9);
+    EXPECT_EQ(st["within_steps_range"].get<bool>(), noise);
+    for (const auto& t : report["points"][0]["terms"])
+      if (t["name"] == "compute") {
+        EXPECT_NEAR(t["steps_range_s"][0].get<double>(), 0.5 * lo, 1e-12);
+        EXPECT_NEAR(t["steps_range_s"][1].get<double>(), 0.5 * hi, 1e-12);
+      }
+    const json& acc = report["accuracy"];
+    ASSERT_EQ(acc["misses"].size(), 1u);
+    EXPECT_EQ(acc["misses"][0]["within_steps_range"].get<bool>(), noise);
+    EXPECT_EQ(acc["misses_within_steps_range"].get<int>(), noise ? 1 : 0);
+    std::ifstream md(::testing::TempDir() + "paraxis_report_waits_" + (noise ? "noise" : "model") +
+                     "/report.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(noise ? "the machine's noise" : "outside them: the model"),
+              std::string::npos);
   }
 }
 

@@ -24,6 +24,35 @@ TEST(call_prediction, own_fit_first_then_the_axis_link) {
   EXPECT_DOUBLE_EQ(pm::call_time(Collective::point_to_point, 8, 1000, axis), 1e-6 + 1000 * 1e-9);
 }
 
+// The calibration's measured curve predicts the calls it covers (the same group size, S between
+// its smallest and largest size): a measured size its own median, a size between two measured
+// ones the straight line between them; outside the curve, or on another group size, the fit.
+TEST(call_prediction, the_measured_curve_where_it_covers_the_call_then_the_fit) {
+  const pm::LinkCost axis{1e-6, 1e-9, 0};
+  pm::OpCost own{2e-6, 1e-10, 0};
+  own.curve = {{8, 4e-6}, {65536, 20e-6}, {262144, 80e-6}};
+  own.curve_ranks = 2;
+  const pm::OpLinks per_op{{Collective::all_gather, own}};
+  auto t = [&](int group, double S) {
+    return pm::call_time(Collective::all_gather, group, S, axis, &per_op);
+  };
+  EXPECT_DOUBLE_EQ(t(2, 8), 4e-6);
+  EXPECT_DOUBLE_EQ(t(2, 65536), 20e-6);
+  EXPECT_DOUBLE_EQ(t(2, 262144), 80e-6);
+  EXPECT_DOUBLE_EQ(t(2, 0.5 * (65536 + 262144)), 50e-6);
+  // Outside the measured sizes, or on 4 ranks: the fit (ring all-gather, alpha-beta).
+  EXPECT_DOUBLE_EQ(t(2, 1 << 20), pm::ring_all_gather_time(2, 1 << 20, own));
+  EXPECT_DOUBLE_EQ(t(2, 4), pm::ring_all_gather_time(2, 4, own));
+  EXPECT_DOUBLE_EQ(t(4, 65536), pm::ring_all_gather_time(4, 65536, own));
+  EXPECT_FALSE(pm::measured_call_time(pm::OpCost(axis), 2, 65536).has_value());
+  // A transfer's curve (a ping-pong of two ranks) serves a pipeline communicator of any size.
+  pm::OpCost p2p{1e-6, 1e-9, 0};
+  p2p.curve = {{1024, 3e-6}, {4096, 5e-6}};
+  p2p.curve_ranks = 2;
+  const pm::OpLinks pp{{Collective::point_to_point, p2p}};
+  EXPECT_DOUBLE_EQ(pm::call_time(Collective::point_to_point, 4, 2560, axis, &pp), 4e-6);
+}
+
 TEST(call_prediction, engine_names_map_onto_the_model) {
   pm::LoggedOp o;
   ASSERT_TRUE(pm::logged_op("all_to_all_v", &o));

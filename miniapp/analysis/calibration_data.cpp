@@ -1,6 +1,8 @@
 // The calibration's JSON form and the collectives' costs from it (calibration_data.hpp).
 #include "analysis/calibration_data.hpp"
 
+#include <algorithm>
+
 #include "analysis/summary_reader.hpp"  // collective_named
 
 namespace paraxis::driver {
@@ -77,9 +79,14 @@ CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
     pm::LinkCost* axis = axis_slot(f.axis, l.tp, l.pp, l.dp, l.ep);
     if (!ops || !axis) continue;
     const pm::LinkCost link{f.alpha, f.beta, 0.0};
-    (*ops)[collective_named(f.op)] = link;
+    pm::OpCost measured = link;  // the operation's own: its fit and its measured curve
+    measured.curve = f.samples;
+    std::sort(measured.curve.begin(), measured.curve.end());
+    measured.curve_ranks = f.ranks;
+    (*ops)[collective_named(f.op)] = measured;
     if (f.axis == "dp" && f.async_progress >= 0) c.dp_overlap = f.async_progress;
-    if (axis->alpha == 0 && axis->beta == 0) *axis = link;  // operations not calibrated
+    // Operations not calibrated: the axis's first fit, never another operation's curve.
+    if (axis->alpha == 0 && axis->beta == 0) *axis = link;
   }
   return c;
 }

@@ -35,7 +35,7 @@ void rank_points(std::vector<Analysed>& all) {
 void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
   json& misses = cmp.misses;
   double max_abs = 0, sum_abs = 0, max_even = 0, sum_even = 0;
-  int n_pred = 0, n_uneven = 0;
+  int n_pred = 0, n_uneven = 0, n_noise = 0;
   for (const auto& a : all) {
     cmp.points.push_back(a.point);
     if (!a.predicted) continue;
@@ -54,6 +54,13 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
                 {"residual_pct", r},
                 {"term_most_off", a.point.value("term_most_off", "")}};
       if (a.uneven()) miss["uneven_ranks_excess_s"] = excess;
+      // The point's own steps beside the miss (docs/report.md, "Noise").
+      const json& st = a.point["terms"][0];
+      if (st.contains("within_steps_range")) {
+        miss["steps_range_s"] = st["steps_range_s"];
+        miss["within_steps_range"] = st["within_steps_range"];
+        n_noise += st["within_steps_range"].get<bool>() ? 1 : 0;
+      }
       misses.push_back(miss);
     }
   }
@@ -65,6 +72,7 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
     accuracy["every_point_within_target"] = max_abs <= kEveryPointPct;
     accuracy["mean_within_target"] = mean_abs <= kMeanPct;
     accuracy["misses"] = misses;
+    accuracy["misses_within_steps_range"] = n_noise;
     accuracy["uneven_ranks"] = {{"points", n_uneven},
                                 {"max_abs_residual_pct", max_even},
                                 {"mean_abs_residual_pct", sum_even / n_pred}};

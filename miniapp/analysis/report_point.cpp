@@ -10,6 +10,7 @@
 #include "deck/deck.hpp"
 #include "analysis/diagnosis.hpp"
 #include "analysis/report_checkpoint.hpp"
+#include "analysis/report_noise.hpp"
 #include "analysis/report_parts.hpp"
 #include "analysis/statistics.hpp"
 #include "analysis/summary_reader.hpp"
@@ -387,6 +388,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
     pred.terms.push_back(term("step_time", a.measured_step, 0, "s"));
   }
   traffic_and_memory_terms(p, traffic, mem, pred.terms);
+  // Beside each time term, the range the point's own steps took (docs/report.md, "Noise").
+  if (a.predicted) add_steps_ranges(p, c.comm.overlap, c.train.warmup_steps, pred.terms);
   out["terms"] = pred.terms;
   costliest_axis(m, out);
   if (pc.pp > 1) out["pipeline"] = pipeline_entry(t, c, pc, a, pred.br);

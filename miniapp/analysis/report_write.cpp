@@ -99,6 +99,12 @@ void md_accuracy(std::ostream& md, const Comparison& cmp) {
       md << "; its ranks computed the same work unevenly, "
          << fmt(miss["uneven_ranks_excess_s"].get<double>() * 1e3, 3)
          << " ms a step more than calibrated";
+    if (miss.contains("within_steps_range"))
+      md << "; its own steps took " << fmt(miss["steps_range_s"][0].get<double>() * 1e3, 3)
+         << "-" << fmt(miss["steps_range_s"][1].get<double>() * 1e3, 3) << " ms, "
+         << (miss["within_steps_range"].get<bool>()
+                 ? "the prediction among them: the machine's noise"
+                 : "the prediction outside them: the model");
     md << '\n';
   }
   if (!cmp.misses.empty()) md << '\n';
@@ -194,17 +200,27 @@ void md_diagnosis(std::ostream& md, const json& diagnosis) {
   }
 }
 
+// One row of a point's terms table, with the range its own steps took (docs/report.md, "Noise").
+void md_term_row(std::ostream& md, const json& t) {
+  md << "| " << t["name"].get<std::string>() << " | " << fmt(t["measured"].get<double>()) << ' '
+     << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
+     << t["unit"].get<std::string>() << " | "
+     << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3));
+  if (t.contains("steps_range_s"))
+    md << " | " << fmt(t["steps_range_s"][0].get<double>()) << "-"
+       << fmt(t["steps_range_s"][1].get<double>()) << " s | "
+       << (t["within_steps_range"].get<bool>() ? "yes" : "no") << " |\n";
+  else
+    md << " | - | - |\n";
+}
+
 void md_terms(std::ostream& md, const json& points) {
   md << "\n## Terms per point\n\n";
   for (const auto& p : points) {
     md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
-       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % |\n"
-       << "|---|---|---|---|\n";
-    for (const auto& t : p["terms"])
-      md << "| " << t["name"].get<std::string>() << " | " << fmt(t["measured"].get<double>()) << ' '
-         << t["unit"].get<std::string>() << " | " << fmt(t["predicted"].get<double>()) << ' '
-         << t["unit"].get<std::string>() << " | "
-         << (t["residual_pct"].is_null() ? "-" : fmt(t["residual_pct"].get<double>(), 3)) << " |\n";
+       << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % | "
+       << "steps' range | prediction in it |\n|---|---|---|---|---|---|\n";
+    for (const auto& t : p["terms"]) md_term_row(md, t);
     if (p.contains("calls")) write_calls(md, p["calls"]);
     if (p.contains("pipeline")) {
       const auto& q = p["pipeline"];

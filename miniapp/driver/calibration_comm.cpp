@@ -22,11 +22,31 @@ double now() {
   return model::steady_seconds();
 }
 
+// What a step calls on each axis: pp's point-to-point transfers and the gradient norm's
+// all-reduce over the stages (8 B), which a step of pp > 1 makes every step.
 std::vector<perfmodel::Collective> ops_of(const std::string& axis) {
   using C = perfmodel::Collective;
   if (axis == "tp" || axis == "dp") return {C::all_reduce, C::reduce_scatter, C::all_gather};
   if (axis == "ep") return {C::all_to_all};
-  return {C::point_to_point};
+  return {C::point_to_point, C::all_reduce};
+}
+
+// The sizes measured (nccl-tests S): 8 B (the gradient norm's all-reduce), 64-512 B (a step's
+// smallest calls: the loss's all-reduces, the expert counts), then every power of two from
+// 1 KiB to 4 MiB, so that the curve a call is predicted from (perfmodel/call_prediction.hpp)
+// is measured within a factor 2 of every size a step's calls have.
+std::vector<std::size_t> sweep_sizes() {
+  std::vector<std::size_t> s{8, 64, 256, 512};
+  for (std::size_t S = 1 << 10; S <= (1u << 22); S <<= 1) s.push_back(S);
+  return s;
+}
+
+// fp32 elements of a call of about S bytes; reduce-scatter / all-gather / all-to-all need a
+// multiple of p.
+std::size_t elements_for(std::size_t S, int ranks) {
+  const auto p = static_cast<std::size_t>(ranks);
+  const std::size_t n = std::max<std::size_t>(S / 4, p);
+  return (n + p - 1) / p * p;
 }
 
 // Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
@@ -34,10 +54,7 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
                        perfmodel::Collective op, std::size_t S) {
   using C = perfmodel::Collective;
   const int p = c.size();
-  // fp32 elements; reduce-scatter / all-gather / all-to-all need a multiple of p.
-  std::size_t n = std::max<std::size_t>(S / 4, static_cast<std::size_t>(p));
-  n = (n + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p) *
-      static_cast<std::size_t>(p);
+  const std::size_t n = elements_for(S, p);
   Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("paraxis::calib_a", n),
       b("paraxis::calib_b", n);
   std::vector<int> counts(p, static_cast<int>(n / p)), displs(p);
@@ -130,9 +147,10 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
     cc.axis = axis;
     cc.op = perfmodel::to_string(op);
     cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
-    for (std::size_t S = 1 << 10; S <= (1u << 22); S <<= 2)
-      cc.samples.push_back(
-          {static_cast<double>(S), time_collective(*c, comm, axis.c_str(), op, S)});
+    // Each sample records the bytes the call moved (elements_for rounds S up).
+    for (std::size_t S : sweep_sizes())
+      cc.samples.push_back({static_cast<double>(4 * elements_for(S, c->size())),
+                            time_collective(*c, comm, axis.c_str(), op, S)});
     const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
     cc.alpha = fit.alpha;
     cc.beta = fit.beta;

@@ -1,6 +1,7 @@
 // One call's predicted time, the engine's operation names, the size buckets (call_prediction.hpp).
 #include "perfmodel/call_prediction.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace paraxis::perfmodel {
@@ -13,8 +14,29 @@ const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per
   return link;
 }
 
+std::optional<double> measured_call_time(const OpCost& cost, int group, double bytes) {
+  const auto& c = cost.curve;
+  if (c.size() < 2 || group != cost.curve_ranks || !(bytes >= c.front().first) ||
+      !(bytes <= c.back().first))
+    return std::nullopt;
+  const auto hi = std::lower_bound(c.begin(), c.end(), bytes,
+                                   [](const auto& sample, double s) { return sample.first < s; });
+  if (hi->first == bytes || hi == c.begin()) return hi->second;
+  const auto lo = hi - 1;
+  const double f = (bytes - lo->first) / (hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
 double call_time(Collective op, int group, double bytes, const LinkCost& link,
                  const OpLinks* per_op, AllReduceAlgorithm all_reduce) {
+  if (per_op) {
+    const auto it = per_op->find(op);
+    if (it != per_op->end()) {
+      // A transfer is between two ranks whatever its communicator's size.
+      const int ranks = op == Collective::point_to_point ? it->second.curve_ranks : group;
+      if (const auto t = measured_call_time(it->second, ranks, bytes)) return *t;
+    }
+  }
   return collective_time(op, group, bytes, link_for(op, link, per_op), all_reduce);
 }
 

@@ -4,8 +4,12 @@
 // from the point's calibration) use, so that the model's communication terms are the sums of
 // the same per-call predictions the run's calls get (docs/perfmodel.md, "Per-call predictions").
 //
-// A call is (operation, group size, nccl-tests S); its time is collective_time with the
-// operation's own alpha-beta fit when the calibration has one, else its axis's link. The
+// A call is (operation, group size, nccl-tests S). Its time is the calibration's measured curve
+// of that operation where the curve covers it (the same group size, S between the smallest and
+// the largest size measured: linear between the two measured sizes around S), else
+// collective_time with the operation's own alpha-beta fit when the calibration has one, else its
+// axis's link. A single alpha-beta line through 8 B - 4 MiB misses the mid sizes a step's calls
+// have by 25-50 % where MPI switches protocol or algorithm (docs/perf-log/2026-12-05-dp-bubble.md). The
 // engine's operation names (parallel/comm_log.hpp) map onto the model's collectives here:
 // all_to_all_v is the all-to-all; send, isend, recv and irecv are point-to-point (a receive is
 // predicted the same transfer time as its send; its bytes are the sender's, counted once).
@@ -13,18 +17,34 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "perfmodel/collectives.hpp"
 
 namespace paraxis::perfmodel {
 
-// Costs fitted per operation (in-run calibration): an operation listed here uses its own fit
-// instead of its axis's link (MPI implements each collective its own way, so one alpha-beta
-// pair per axis is a coarser model).
-using OpLinks = std::map<Collective, LinkCost>;
+// One operation's calibrated cost: its alpha-beta fit and the measured curve the fit was made
+// from, (S, seconds) on `curve_ranks` ranks sorted by S (empty: a fit alone).
+struct OpCost : LinkCost {
+  std::vector<std::pair<double, double>> curve;
+  int curve_ranks = 0;
+  OpCost() = default;
+  OpCost(const LinkCost& fit) : LinkCost(fit) {}  // NOLINT: a fit without a curve
+  OpCost(double alpha, double beta, double gamma) : LinkCost{alpha, beta, gamma} {}
+};
+// Costs calibrated per operation (in-run calibration): an operation listed here uses its own
+// cost instead of its axis's link (MPI implements each collective its own way, so one
+// alpha-beta pair per axis is a coarser model).
+using OpLinks = std::map<Collective, OpCost>;
 // The cost `op` uses: its own fit when `per_op` has one, else `link`.
 const LinkCost& link_for(Collective op, const LinkCost& link, const OpLinks* per_op);
+
+// The curve's time for S = `bytes` on `group` ranks (linear between the measured sizes around
+// it), or nullopt when `cost` has no curve for that group size or S lies outside it.
+std::optional<double> measured_call_time(const OpCost& cost, int group, double bytes);
 
 // Seconds of one call of `op` on `group` ranks, S = `bytes`.
 double call_time(Collective op, int group, double bytes, const LinkCost& link,

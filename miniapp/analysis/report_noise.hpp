@@ -1,0 +1,27 @@
+// The machine's own spread beside the model's residual (docs/report.md, "Noise"): per time term
+// of a point, the range its measured steps took, so that a reader sees whether a miss is the
+// model's or the machine's without a second run. A term whose prediction lies inside the range
+// of its own steps missed by no more than the point varied from one step to the next.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace paraxis::driver::report {
+
+// The per-step series (summary.json `rank_series`) a time term is measured from, or nullptr
+// when none is recorded per step (bubble; dp with comm.overlap, measured as exposed time).
+const char* term_series(const std::string& term, bool overlap);
+
+// [lo, hi] over the measured steps (step >= warmup) of the per-step mean over ranks of
+// rank_series[name]; nullopt without that series or without a measured step.
+std::optional<std::pair<double, double>> steps_range(const nlohmann::json& point,
+                                                     const std::string& name, int warmup);
+
+// Adds to every time term of `terms` that has a series: steps_range_s [lo, hi], steps_spread_pct
+// (100 (hi - lo) / measured) and within_steps_range (lo <= predicted <= hi).
+void add_steps_ranges(const nlohmann::json& point, bool overlap, int warmup, nlohmann::json& terms);
+
+}  // namespace paraxis::driver::report
