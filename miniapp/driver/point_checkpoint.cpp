@@ -6,16 +6,20 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <numeric>
+#include <tuple>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "checkpoint/posix_file.hpp"
+#include "checkpoint/read_once.hpp"
 #include "checkpoint/reader.hpp"
 #include "checkpoint/root_layout.hpp"
 #include "checkpoint/writer.hpp"
@@ -56,16 +60,28 @@ class ReaderSource final : public model::StateSource {
  public:
   explicit ReaderSource(const checkpoint::Reader& r) : r_(r) {}
   void read(const model::StatePiece& p, void* out, std::size_t bytes) const override {
-    const auto data = r_.read(shard_of(p));
-    if (data.size() != bytes)
-      throw std::runtime_error("checkpoint " + r_.folder() + ": tensor " + p.tensor + " gave " +
-                               std::to_string(data.size()) + " bytes, expected " +
-                               std::to_string(bytes));
-    std::memcpy(out, data.data(), bytes);
+    r_.read_into(shard_of(p), out, bytes);
   }
 
  private:
   const checkpoint::Reader& r_;
+};
+
+// The first of a resume's two passes over the trainer's pieces (read once, docs/checkpoint.md):
+// it records which saved shards this rank's pieces need and fills nothing (the second pass,
+// with a ReaderSource, sets every element the first one left).
+class NeedsSource final : public model::StateSource {
+ public:
+  explicit NeedsSource(const checkpoint::Reader& r) : r_(r) {}
+  void read(const model::StatePiece& p, void*, std::size_t) const override {
+    for (const std::size_t s : r_.shards_of(shard_of(p))) needed_.insert(s);
+  }
+  bool fills() const override { return false; }
+  std::vector<std::size_t> needed() const { return {needed_.begin(), needed_.end()}; }
+
+ private:
+  const checkpoint::Reader& r_;
+  mutable std::set<std::size_t> needed_;
 };
 
 // {min, mean, max} of x over MPI_COMM_WORLD.
@@ -348,6 +364,54 @@ json auto_cadence(const RunConfig& cfg, const json& save, double step_s, int wor
           {"every", every}};
 }
 
+namespace {
+
+// Read once (docs/checkpoint.md): on several ranks, which saved shards each rank's pieces need
+// (a first pass over the trainer's pieces), each read by one rank and sent to the others
+// (checkpoint/read_once.hpp); {received_bytes, sent_bytes} per rank. On one rank, the kernel
+// reads ahead of the verification. Throws CheckpointError on every rank when a read fails.
+json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<std::size_t> all(reader.shard_count());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  std::sort(all.begin(), all.end(), [&](std::size_t a, std::size_t b) {
+    const auto &x = reader.shard(a), &y = reader.shard(b);
+    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
+  });
+  if (world == 1) {
+    reader.prefetch(all);
+    return json();
+  }
+  std::string error;
+  NeedsSource needs(reader);
+  const double t0 = model::steady_seconds();
+  try {
+    trainer.load_state(needs, static_cast<int>(reader.step()));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(error, "agree on the checkpoint's pieces");
+  const double needs_s = model::steady_seconds() - t0;
+  checkpoint::ReadOnceStats st;
+  try {
+    st = checkpoint::read_once(MPI_COMM_WORLD, reader, needs.needed(),
+                               [](int n, MPI_Request* r, const char* what, MPI_Comm comm) {
+                                 parallel::watchdog::wait_all(n, r, what, "world", comm);
+                               });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(error, "agree on the checkpoint's reads");
+  return {{"received_bytes", spread(static_cast<double>(st.received_bytes))},
+          {"sent_bytes", spread(static_cast<double>(st.sent_bytes))},
+          {"needs_s", spread(needs_s)},
+          {"read_s", spread(st.read_s)},
+          {"exchange_s", spread(st.exchange_s)}};
+}
+
+}  // namespace
+
 json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::string& where,
                      const std::string& root) {
   const double t0 = model::steady_seconds();
@@ -369,6 +433,7 @@ json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::s
     error = e.what();
   }
   agree(error, "agree on the checkpoint");
+  const json shared = read_shared(*reader, trainer);
   try {
     ReaderSource source(*reader);
     trainer.load_state(source, static_cast<int>(reader->step()));
@@ -381,6 +446,9 @@ json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::s
   out["step"] = reader->step();
   out["read_s"] = spread(read_s);
   out["bytes"] = spread(static_cast<double>(reader->bytes_read()));
+  out["storage_s"] = spread(reader->times().storage_s);
+  out["verify_s"] = spread(reader->times().verify_s);
+  if (!shared.empty()) out["read_once"] = shared;
   out["saved_grid"] = reader->meta().value("grid", json());
   return out;
 }
