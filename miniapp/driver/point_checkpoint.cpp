@@ -412,6 +412,19 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
 
 }  // namespace
 
+json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer) {
+  const json shared = read_shared(reader, trainer);
+  std::string error;
+  try {
+    ReaderSource source(reader);
+    trainer.load_state(source, static_cast<int>(reader.step()));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree(error, "agree on the checkpoint's contents");
+  return shared;
+}
+
 json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::string& where,
                      const std::string& root) {
   const double t0 = model::steady_seconds();
@@ -433,14 +446,7 @@ json load_checkpoint(const RunConfig& cfg, model::Trainer& trainer, const std::s
     error = e.what();
   }
   agree(error, "agree on the checkpoint");
-  const json shared = read_shared(*reader, trainer);
-  try {
-    ReaderSource source(*reader);
-    trainer.load_state(source, static_cast<int>(reader->step()));
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  agree(error, "agree on the checkpoint's contents");
+  const json shared = load_pieces(*reader, trainer);
   const double read_s = model::steady_seconds() - t0;
   out["folder"] = folder;
   out["step"] = reader->step();

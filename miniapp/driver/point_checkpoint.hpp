@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "checkpoint/reader.hpp"
 #include "driver/checkpoint_claim.hpp"
 #include "driver/run_config.hpp"
 #include "model/trainer.hpp"
@@ -64,6 +65,13 @@ class CheckpointSave {
 // every}, every = Daly's interval in steps, rounded, at least 1.
 nlohmann::json auto_cadence(const RunConfig& cfg, const nlohmann::json& save, double step_s,
                             int world);
+
+// Collective over MPI_COMM_WORLD: loads this rank's pieces of an open checkpoint into the
+// trainer (its step count set to the checkpoint's) under the read-once rule (docs/checkpoint.md):
+// on several ranks each saved shard is read from storage by one rank that needs it and sent to
+// the others. Returns {received_bytes, sent_bytes, needs_s, read_s, exchange_s} per rank
+// {min, mean, max} (null on one rank). Throws CheckpointError (exit code 2) on every rank.
+nlohmann::json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer);
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint whose configuration
