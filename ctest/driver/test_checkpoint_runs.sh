@@ -9,8 +9,8 @@
 #             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
 #             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
 #   auto      checkpoint.every: auto with a device MTBF of 1.8 s: a save after the first step, then
-#             every N steps, N = Daly's interval (recomputed here from the recorded cost, step and
-#             MTBF) over the step time.
+#             every N steps counted from it (steps 1, 1 + N, 1 + 2N, ...), N = Daly's interval
+#             (recomputed here from the recorded cost, step and MTBF) over the step time.
 #   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
 #             complete, latest names it, the unfinished folder is ignored; --resume latest
 #             continues from step 2 bitwise like the uninterrupted run.
@@ -132,7 +132,7 @@ tau = math.sqrt(2 * c * m) * (1 + math.sqrt(x) / 3 + x / 9) - c if c < 2 * m els
 assert abs(a["daly_interval_s"] - tau) < 1e-9 * tau, (a, tau)
 n = max(1, round(tau / a["step_s"]))
 assert a["every"] == n, (a, n)
-want = [1] + [s for s in range(1, 13) if s % n == 0 and s > 1]
+want = list(range(1, 13, n))  # counted from the first save, not from step 0
 got = [s["step"] for s in p["checkpoints"]]
 assert got == want, (got, want)
 print("auto: C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %s" %
