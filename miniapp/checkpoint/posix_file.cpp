@@ -72,6 +72,13 @@ void read_at(const std::string& path, std::int64_t offset, std::size_t bytes, vo
   ::close(fd);
 }
 
+void drop_cached(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
 std::int64_t file_size(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {

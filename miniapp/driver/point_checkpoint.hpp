@@ -38,8 +38,7 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
 // stalled for: a synchronous save's whole time; an asynchronous one's staging, wait for the
 // thread and commit) {min, mean, max} per rank, total_bytes, aggregate_bytes_per_s, total_s},
 // for an asynchronous save also staged_bytes (the extra host memory), staging_s and
-// join_wait_s; with_baseline (a point's first save) adds `baseline`: the same bytes per rank
-// written (with fsync) and read back with plain file I/O, and the ratio of the two write times.
+// join_wait_s.
 // Throws CheckpointError (exit code 4, on every rank) when the save fails; the previous
 // checkpoint and `latest` are then untouched. A state that is not finite on any rank is not
 // committed (checkpoint::WriterOptions::refuse_non_finite): finish() then returns only {step,
@@ -52,12 +51,20 @@ class CheckpointSave {
   ~CheckpointSave();
   CheckpointSave(const CheckpointSave&) = delete;
   CheckpointSave& operator=(const CheckpointSave&) = delete;
-  nlohmann::json finish(bool with_baseline);
+  nlohmann::json finish();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Collective: the plain-I/O baseline of a save (docs/checkpoint.md, "Cost"), taken away from
+// the save (at the end of the point): `trials` times, every rank writes the save's largest
+// per-rank byte count to a fresh file in `root` (8 MiB writes, fsync), drops its pages, reads it
+// back and removes it. The median trial's {write_s, read_s {min, mean, max}}, trials,
+// write_s_trials (each trial's slowest write), write_bytes_per_s and
+// checkpoint_to_baseline_write (the baseline's slowest write over the save's).
+nlohmann::json io_baseline(const std::string& root, const nlohmann::json& save, int trials);
 
 // checkpoint.every: auto, collective: from a save's figures (its stalled time, the cost C), this
 // rank's step time (the slowest rank's is used) and the failure rate (checkpoint.device_mtbf_h,

@@ -116,7 +116,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   r.lineage = lineage_json(ctx.lineage);
   const auto commit = [&] {
     if (!pending) return;
-    nlohmann::json saved = pending->finish(r.checkpoints.empty());
+    nlohmann::json saved = pending->finish();
     pending.reset();
     if (saved.contains("refused")) {
       r.checkpoints_refused.push_back(saved);
@@ -160,6 +160,9 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   };
   std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
   commit();
+  // The plain-I/O baseline, away from the saves (docs/checkpoint.md, "Cost").
+  if (!r.checkpoints.empty())
+    r.checkpoints.front()["baseline"] = io_baseline(root, r.checkpoints.front(), 3);
   // A state that was not finite diverged, even when no later loss showed it.
   if (diverged.empty() && !r.checkpoints_refused.empty())
     diverged = "the state after step " + r.checkpoints_refused.front()["step"].dump() +
