@@ -253,6 +253,7 @@ struct CheckpointSave::Impl {
   std::thread thread;
   std::string thread_error;
   std::string error;  // from the construction (a Writer that could not be opened)
+  bool cores_busy = false;  // async: the ranks on this host use all its cores
 };
 
 namespace {
@@ -304,7 +305,23 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
     return;
   }
   // Asynchronous: the state into host buffers now (training changes it next step), the file
-  // written by a thread; the collective commit waits for finish() on the main thread.
+  // written by a thread; the collective commit waits for finish() on the main thread. Where
+  // the ranks use every core of their host, the thread takes its time from them: said once.
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int on_host = 1;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  const int cores = parallel::watchdog::usable_cores();
+  m.cores_busy = on_host >= cores;
+  static bool said = false;
+  if (m.cores_busy && !said && world_rank() == 0)
+    std::fprintf(stderr,
+                 "paraxis: note: checkpoint.async: the %d rank(s) on this host use all of its %d "
+                 "core(s); the writing thread takes its time from them, so an asynchronous save "
+                 "cannot hide its cost here\n",
+                 on_host, cores);
+  said = true;
   trainer.save_state(m.staged);
   m.staged_bytes = m.staged.bytes_;
   m.staged_s = model::steady_seconds() - m.begin_s;
@@ -369,6 +386,7 @@ json CheckpointSave::finish() {
     out["exposed_s"] = spread(m.staged_s + (end - t0));
     out["join_wait_s"] = spread(joined - t0);
     out["total_s"] = end - m.begin_s;
+    out["async_can_hide"] = !m.cores_busy;
   } else {
     out["exposed_s"] = spread(end - m.begin_s);
     out["total_s"] = end - m.begin_s;
