@@ -14,6 +14,8 @@
 #   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
 #             complete, latest names it, the unfinished folder is ignored; --resume latest
 #             continues from step 2 bitwise like the uninterrupted run.
+#   dead_save_async  the same with checkpoint.async: rank 1 dies after its writing thread wrote
+#             and fsynced step-4's data file, before the commit
 #   integrity a checkpoint's data file corrupted, truncated or removed, its index removed, or a
 #             deck with another model: --resume refused (exit 2) naming the file, tensor or key,
 #             and nothing trained; checkpoint.every beyond train.steps is a deck error.
@@ -139,10 +141,12 @@ print("auto: C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %
       (c, a["step_s"], tau, n, got))
 PY
     ;;
-  dead_save)
+  dead_save|dead_save_async)
+    async=()  # asynchronous: killed between staging (its thread wrote and synced) and commit
+    [ "$case" = dead_save_async ] && async=(--set checkpoint.async=true)
     set +e
     "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
-      --set parallel.zero=1 --set checkpoint.every=2 --set "checkpoint.dir=$out/dead" \
+      --set parallel.zero=1 --set checkpoint.every=2 --set "checkpoint.dir=$out/dead" "${async[@]}" \
       --set fault.dead_rank.rank=1 --set fault.dead_rank.step=3 --set fault.dead_rank.at=checkpoint \
       --out "$out/died" > "$out/died.log" 2>&1
     rc=$?
@@ -156,7 +160,7 @@ PY
       > "$out/after.log" 2>&1 || { cat "$out/after.log"; fail "resume after the failed save"; }
     losses "$out/after/summary.json" > "$out/after.txt"
     tail -n 4 "$out/full.txt" | diff - "$out/after.txt" || fail "steps 3-6 after the failed save differ"
-    echo "dead_save: step-2 kept, the unfinished step-4 ignored, steps 3-6 bitwise" ;;
+    echo "$case: step-2 kept, the unfinished step-4 ignored, steps 3-6 bitwise" ;;
   integrity)
     refused() {  # a resume of folder $1 must exit 2 and say $2
       set +e
