@@ -20,7 +20,8 @@ deck="$here/inputs/checkpoint-bench.yaml"
 command -v fio > /dev/null || { echo "fio is needed (apt-get install -y fio)" >&2; exit 2; }
 mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1
-for np in 1 2; do
+# ONLY=resume or ONLY=async runs one part.
+[ "${ONLY:-resume}" = resume ] && for np in 1 2; do
   save="$work/save-np$np"
   rm -rf "$save"
   mpiexec -n $np "$paraxis" run "$deck" --set parallel.dp=$np --out "$save" > "$save.log" 2>&1
@@ -71,3 +72,29 @@ print(f"np={np_} {b} bytes: fio median {statistics.median(f)/1e9:.3f} GB/s "
       f"[{min(p)/1e9:.3f}, {max(p)/1e9:.3f}], ratio of medians {statistics.median(p)/statistics.median(f):.2f}")
 PY
 done
+
+# Asynchronous against synchronous saves on 1 rank (a core left free on a 2-core machine): 7
+# steps, a save after steps 2, 4 and 6; RUNS alternating pairs. Stall: a save's exposed_s (the
+# first save, which pays for fresh staging pages, left out); step time during a save: steps 3, 5
+# and 7 (an asynchronous save's writes run behind them) against steps 2, 4 and 6.
+[ "${ONLY:-async}" = async ] && for i in $(seq 1 "$runs"); do
+  for mode in false true; do
+    out="$work/async-$mode-$i"
+    rm -rf "$out"
+    mpiexec -n 1 "$paraxis" run "$deck" --set parallel.dp=1 --set train.steps=7 \
+      --set checkpoint.every=2 --set checkpoint.async=$mode --set checkpoint.keep=1 \
+      --out "$out" > "$out.log" 2>&1
+    python3 - "$out/summary.json" "$mode" "$i" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, statistics, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+st = [c["exposed_s"]["max"] for c in p["checkpoints"][1:]]
+t = {s["step"]: s["time_s"] for s in p["steps"]}
+during = statistics.median([t[s] for s in (3, 5, 7) if s in t])
+without = statistics.median([t[s] for s in (2, 4, 6) if s in t])
+print(f"run {sys.argv[3]} async={sys.argv[2]}: stall median {statistics.median(st):.3f} s "
+      f"(saves 2-3: {', '.join(f'{x:.3f}' for x in st)}), step during a save {during:.3f} s, "
+      f"without {without:.3f} s, ratio {during / without:.2f}  load {sys.argv[4]}")
+PY
+  done
+done
+exit 0
