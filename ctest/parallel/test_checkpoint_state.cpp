@@ -71,8 +71,12 @@ void expect_same_tensors(const StateStore& a, const StateStore& b, const std::st
   }
 }
 
-// Same layout: save after k steps, resume in a new trainer, continue n steps.
-void expect_bitwise_resume(const std::vector<std::string>& set, const std::string& what) {
+// Same layout: save after k = 2 steps, resume in a new trainer through `transfer(saved, resumed)`
+// (which saves the first and loads the second), continue n = 2 steps: bitwise the uninterrupted
+// run, losses and final parameters.
+template <class Transfer>
+void expect_resume(const std::vector<std::string>& set, const std::string& what,
+                   Transfer transfer) {
   const auto c = ptest::tiny(set);
   const int k = 2, n = 2;
   auto whole = make(c);
@@ -80,14 +84,21 @@ void expect_bitwise_resume(const std::vector<std::string>& set, const std::strin
   const auto final_params = whole->parameters();
   auto first = make(c);
   losses(*first, k);
-  const StateStore store = save(*first);
-  EXPECT_EQ(store.coverage_problem(), "") << what;
   auto resumed = make(c);
-  resumed->load_state(store, k);
+  transfer(*first, *resumed, k);
   EXPECT_EQ(resumed->steps_done(), k) << what;
   const auto rest = losses(*resumed, n);
   EXPECT_EQ(rest, std::vector<double>(uninterrupted.begin() + k, uninterrupted.end())) << what;
   EXPECT_EQ(resumed->parameters(), final_params) << what;
+}
+
+// Through the in-memory store.
+void expect_bitwise_resume(const std::vector<std::string>& set, const std::string& what) {
+  expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
+    const StateStore store = save(saved);
+    EXPECT_EQ(store.coverage_problem(), "") << what;
+    resumed.load_state(store, k);
+  });
 }
 
 // Layout a saves after k steps; layout b (same world size) loads: its global tensors are the
@@ -221,38 +232,28 @@ std::vector<std::pair<std::string, std::vector<std::string>>> matrix_layouts(int
 // resumed run is bitwise the uninterrupted one, and the ranks together read every saved byte
 // from storage exactly once.
 void expect_read_once_resume(const std::vector<std::string>& set, const std::string& what) {
-  const auto c = ptest::tiny(set);
-  const int k = 2, n = 2;
-  auto whole = make(c);
-  const auto uninterrupted = losses(*whole, k + n);
-  const auto final_params = whole->parameters();
-  auto first = make(c);
-  losses(*first, k);
-  long id = ::getpid();
-  MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  const auto root = std::filesystem::temp_directory_path() /
-                    ("paraxis-read-once-" + std::to_string(id));
-  std::string folder;
-  {
-    checkpoint::Writer w(MPI_COMM_WORLD, root.string(), k, nlohmann::json::object());
-    FileSink sink(w);
-    first->save_state(sink);
-    folder = w.commit().folder;
-  }
-  auto resumed = make(c);
-  {
-    const checkpoint::Reader reader(folder);
-    driver::load_pieces(reader, *resumed);
-    unsigned long long read = reader.bytes_read();
-    MPI_Allreduce(MPI_IN_PLACE, &read, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    EXPECT_EQ(read, reader.bytes()) << what << ": bytes read from storage by all ranks together";
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (ptest::world_rank() == 0) std::filesystem::remove_all(root);
-  EXPECT_EQ(resumed->steps_done(), k) << what;
-  const auto rest = losses(*resumed, n);
-  EXPECT_EQ(rest, std::vector<double>(uninterrupted.begin() + k, uninterrupted.end())) << what;
-  EXPECT_EQ(resumed->parameters(), final_params) << what;
+  expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
+    long id = ::getpid();
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const auto root =
+        std::filesystem::temp_directory_path() / ("paraxis-read-once-" + std::to_string(id));
+    std::string folder;
+    {
+      checkpoint::Writer w(MPI_COMM_WORLD, root.string(), k, nlohmann::json::object());
+      FileSink sink(w);
+      saved.save_state(sink);
+      folder = w.commit().folder;
+    }
+    {
+      const checkpoint::Reader reader(folder);
+      driver::load_pieces(reader, resumed);
+      unsigned long long read = reader.bytes_read();
+      MPI_Allreduce(MPI_IN_PLACE, &read, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      EXPECT_EQ(read, reader.bytes()) << what << ": bytes read from storage by all ranks together";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (ptest::world_rank() == 0) std::filesystem::remove_all(root);
+  });
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <numeric>
 #include <stdexcept>
-#include <tuple>
 
 namespace paraxis::checkpoint {
 
@@ -56,6 +55,18 @@ int first_failure(MPI_Comm comm, bool failed, const WaitFunction& wait) {
   MPI_Iallreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, comm, &r);
   wait(1, &r, "checkpoint read-once: agreeing on the reads", comm);
   return lowest == size ? -1 : lowest;
+}
+
+// `error` of rank `from`, on every rank.
+std::string message_of(MPI_Comm comm, int from, std::string error, const WaitFunction& wait) {
+  long long n = static_cast<long long>(error.size());
+  MPI_Request r;
+  MPI_Ibcast(&n, 1, MPI_LONG_LONG, from, comm, &r);
+  wait(1, &r, "checkpoint read-once: the failed read's message", comm);
+  error.resize(static_cast<std::size_t>(n));
+  MPI_Ibcast(error.data(), static_cast<int>(n), MPI_CHAR, from, comm, &r);
+  wait(1, &r, "checkpoint read-once: the failed read's message", comm);
+  return error;
 }
 
 // Posts the transfers of `bytes` bytes at `data` to (send) or from (receive) `peer`.
@@ -114,10 +125,7 @@ ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<s
   std::vector<std::size_t> mine;
   for (std::size_t s = 0; s < shards; ++s)
     if (plan[s] == rank) mine.push_back(s);
-  std::sort(mine.begin(), mine.end(), [&](std::size_t a, std::size_t b) {
-    const auto &x = reader.shard(a), &y = reader.shard(b);
-    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
-  });
+  mine = reader.in_file_order(std::move(mine));
   const double t0 = MPI_Wtime();
   reader.prefetch(mine);
   std::vector<std::vector<std::byte>> data(shards);
@@ -132,12 +140,9 @@ ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<s
   }
   stats.read_s = MPI_Wtime() - t0;
   const int failed = first_failure(comm, !error.empty(), wait);
+  if (failed >= 0)  // every rank throws the reading rank's own message (the file, the tensor)
+    throw std::runtime_error(message_of(comm, failed, error, wait));
   const double t1 = MPI_Wtime();
-  if (failed >= 0)
-    throw std::runtime_error(failed == rank ? error
-                                            : "checkpoint: rank " + std::to_string(failed) +
-                                                  " could not read its shards of '" +
-                                                  reader.folder() + "'");
   std::vector<MPI_Request> requests;
   for (std::size_t s = 0; s < shards; ++s) {
     const auto& who = needers[s];

@@ -34,8 +34,8 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
 
 // Collective over `comm` (every rank of it calls, with the same checkpoint folder open): see the
 // top of this file. `needed` are this rank's shard numbers (Reader::shards_of). A shard that
-// cannot be read or fails its checksum makes every rank throw std::runtime_error: the reading
-// rank with the Reader's message naming the file and the tensor, the others naming that rank.
+// cannot be read or fails its checksum makes every rank throw the same std::runtime_error: the
+// Reader's message on the (lowest) failing rank, naming the file and the tensor.
 // `wait` completes the requests it starts (the driver's watchdog; writer.hpp).
 ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
                         const WaitFunction& wait);

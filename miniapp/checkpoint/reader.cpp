@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/root_layout.hpp"
@@ -148,6 +149,14 @@ void Reader::read_verified(std::size_t s, std::byte* out) const {
   if (sum != r.checksum)
     throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
                              ", the index records " + r.checksum + " (corrupted data)");
+}
+
+std::vector<std::size_t> Reader::in_file_order(std::vector<std::size_t> shards) const {
+  std::sort(shards.begin(), shards.end(), [&](std::size_t a, std::size_t b) {
+    const auto &x = *shards_.at(a), &y = *shards_.at(b);
+    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
+  });
+  return shards;
 }
 
 std::vector<std::byte> Reader::read_shard(std::size_t s) const {

@@ -64,6 +64,8 @@ class Reader {
   const ShardRecord& shard(std::size_t s) const { return *shards_[s]; }
   // The saved shards a region overlaps (the ones read() of it reads), increasing.
   std::vector<std::size_t> shards_of(const Shard& region) const;
+  // The shards sorted by data file and offset (the order a sequential read takes).
+  std::vector<std::size_t> in_file_order(std::vector<std::size_t> shards) const;
   // Shard s read from storage and verified (throws naming the file and the tensor).
   std::vector<std::byte> read_shard(std::size_t s) const;
   // Holds shard s's bytes (verified by whoever read them: read_once.hpp) for every later read,

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <tuple>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -421,14 +420,10 @@ namespace {
 json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  std::vector<std::size_t> all(reader.shard_count());
-  std::iota(all.begin(), all.end(), std::size_t{0});
-  std::sort(all.begin(), all.end(), [&](std::size_t a, std::size_t b) {
-    const auto &x = reader.shard(a), &y = reader.shard(b);
-    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
-  });
   if (world == 1) {
-    reader.prefetch(all);
+    std::vector<std::size_t> all(reader.shard_count());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    reader.prefetch(reader.in_file_order(std::move(all)));
     return json();
   }
   std::string error;
