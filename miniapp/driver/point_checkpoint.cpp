@@ -270,6 +270,30 @@ std::string what_is_kept(const std::string& root) {
 
 }  // namespace
 
+namespace {
+
+// Collective: whether the ranks on this host use every core it lets this process run on; then an
+// asynchronous save's writing thread takes its time from them, which the run says once.
+bool every_core_busy() {
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int on_host = 1;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  const int cores = parallel::watchdog::usable_cores();
+  static bool said = false;
+  if (on_host >= cores && !said && world_rank() == 0)
+    std::fprintf(stderr,
+                 "paraxis: note: checkpoint.async: the %d rank(s) on this host use all of its %d "
+                 "core(s); the writing thread takes its time from them, so an asynchronous save "
+                 "cannot hide its cost here\n",
+                 on_host, cores);
+  said = true;
+  return on_host >= cores;
+}
+
+}  // namespace
+
 CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer,
                                const std::string& root, const PointLineage& lineage, int steps,
                                bool async)
@@ -304,23 +328,8 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
     return;
   }
   // Asynchronous: the state into host buffers now (training changes it next step), the file
-  // written by a thread; the collective commit waits for finish() on the main thread. Where
-  // the ranks use every core of their host, the thread takes its time from them: said once.
-  MPI_Comm host = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  int on_host = 1;
-  MPI_Comm_size(host, &on_host);
-  MPI_Comm_free(&host);
-  const int cores = parallel::watchdog::usable_cores();
-  m.cores_busy = on_host >= cores;
-  static bool said = false;
-  if (m.cores_busy && !said && world_rank() == 0)
-    std::fprintf(stderr,
-                 "paraxis: note: checkpoint.async: the %d rank(s) on this host use all of its %d "
-                 "core(s); the writing thread takes its time from them, so an asynchronous save "
-                 "cannot hide its cost here\n",
-                 on_host, cores);
-  said = true;
+  // written by a thread; the collective commit waits for finish() on the main thread.
+  m.cores_busy = every_core_busy();
   trainer.save_state(m.staged);
   m.staged_bytes = m.staged.bytes_;
   m.staged_s = model::steady_seconds() - m.begin_s;
