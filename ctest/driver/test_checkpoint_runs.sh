@@ -9,11 +9,13 @@
 #             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
 #             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
 #   auto      checkpoint.every: auto with a device MTBF of 1.8 s: a save after the first step, then
-#             every N steps, N = Daly's interval (recomputed here from the recorded cost, step and
-#             MTBF) over the step time.
+#             every N steps counted from it (steps 1, 1 + N, 1 + 2N, ...), N = Daly's interval
+#             (recomputed here from the recorded cost, step and MTBF) over the step time.
 #   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
 #             complete, latest names it, the unfinished folder is ignored; --resume latest
 #             continues from step 2 bitwise like the uninterrupted run.
+#   dead_save_async  the same with checkpoint.async: rank 1 dies after its writing thread wrote
+#             and fsynced step-4's data file, before the commit
 #   integrity a checkpoint's data file corrupted, truncated or removed, its index removed, or a
 #             deck with another model: --resume refused (exit 2) naming the file, tensor or key,
 #             and nothing trained; checkpoint.every beyond train.steps is a deck error.
@@ -132,17 +134,19 @@ tau = math.sqrt(2 * c * m) * (1 + math.sqrt(x) / 3 + x / 9) - c if c < 2 * m els
 assert abs(a["daly_interval_s"] - tau) < 1e-9 * tau, (a, tau)
 n = max(1, round(tau / a["step_s"]))
 assert a["every"] == n, (a, n)
-want = [1] + [s for s in range(1, 13) if s % n == 0 and s > 1]
+want = list(range(1, 13, n))  # counted from the first save, not from step 0
 got = [s["step"] for s in p["checkpoints"]]
 assert got == want, (got, want)
 print("auto: C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %s" %
       (c, a["step_s"], tau, n, got))
 PY
     ;;
-  dead_save)
+  dead_save|dead_save_async)
+    async=()  # asynchronous: killed between staging (its thread wrote and synced) and commit
+    [ "$case" = dead_save_async ] && async=(--set checkpoint.async=true)
     set +e
     "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set parallel.dp=2 \
-      --set parallel.zero=1 --set checkpoint.every=2 --set "checkpoint.dir=$out/dead" \
+      --set parallel.zero=1 --set checkpoint.every=2 --set "checkpoint.dir=$out/dead" "${async[@]}" \
       --set fault.dead_rank.rank=1 --set fault.dead_rank.step=3 --set fault.dead_rank.at=checkpoint \
       --out "$out/died" > "$out/died.log" 2>&1
     rc=$?
@@ -156,7 +160,7 @@ PY
       > "$out/after.log" 2>&1 || { cat "$out/after.log"; fail "resume after the failed save"; }
     losses "$out/after/summary.json" > "$out/after.txt"
     tail -n 4 "$out/full.txt" | diff - "$out/after.txt" || fail "steps 3-6 after the failed save differ"
-    echo "dead_save: step-2 kept, the unfinished step-4 ignored, steps 3-6 bitwise" ;;
+    echo "$case: step-2 kept, the unfinished step-4 ignored, steps 3-6 bitwise" ;;
   integrity)
     refused() {  # a resume of folder $1 must exit 2 and say $2
       set +e

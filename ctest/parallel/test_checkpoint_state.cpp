@@ -10,9 +10,16 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "checkpoint/reader.hpp"
+#include "checkpoint/writer.hpp"
+#include "driver/point_checkpoint.hpp"
 
 #include "state_store.hpp"
 #include "training_run.hpp"
@@ -64,8 +71,12 @@ void expect_same_tensors(const StateStore& a, const StateStore& b, const std::st
   }
 }
 
-// Same layout: save after k steps, resume in a new trainer, continue n steps.
-void expect_bitwise_resume(const std::vector<std::string>& set, const std::string& what) {
+// Same layout: save after k = 2 steps, resume in a new trainer through `transfer(saved, resumed)`
+// (which saves the first and loads the second), continue n = 2 steps: bitwise the uninterrupted
+// run, losses and final parameters.
+template <class Transfer>
+void expect_resume(const std::vector<std::string>& set, const std::string& what,
+                   Transfer transfer) {
   const auto c = ptest::tiny(set);
   const int k = 2, n = 2;
   auto whole = make(c);
@@ -73,14 +84,21 @@ void expect_bitwise_resume(const std::vector<std::string>& set, const std::strin
   const auto final_params = whole->parameters();
   auto first = make(c);
   losses(*first, k);
-  const StateStore store = save(*first);
-  EXPECT_EQ(store.coverage_problem(), "") << what;
   auto resumed = make(c);
-  resumed->load_state(store, k);
+  transfer(*first, *resumed, k);
   EXPECT_EQ(resumed->steps_done(), k) << what;
   const auto rest = losses(*resumed, n);
   EXPECT_EQ(rest, std::vector<double>(uninterrupted.begin() + k, uninterrupted.end())) << what;
   EXPECT_EQ(resumed->parameters(), final_params) << what;
+}
+
+// Through the in-memory store.
+void expect_bitwise_resume(const std::vector<std::string>& set, const std::string& what) {
+  expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
+    const StateStore store = save(saved);
+    EXPECT_EQ(store.coverage_problem(), "") << what;
+    resumed.load_state(store, k);
+  });
 }
 
 // Layout a saves after k steps; layout b (same world size) loads: its global tensors are the
@@ -194,12 +212,81 @@ TEST(checkpoint_state, another_layout_loads_the_same_tensors_and_continues) {
   }
 }
 
+namespace {
+
+class FileSink final : public model::StateSink {  // pieces into a checkpoint::Writer
+ public:
+  explicit FileSink(checkpoint::Writer& w) : w_(w) {}
+  void add(const model::StatePiece& p, const void* data, std::size_t bytes) override {
+    w_.add(checkpoint::Shard{{p.tensor, p.shape, p.dtype}, p.offset, p.extent}, data, bytes);
+  }
+
+ private:
+  checkpoint::Writer& w_;
+};
+
+// The layouts of the full matrix (checkpoint_matrix below) for this world size.
+std::vector<std::pair<std::string, std::vector<std::string>>> matrix_layouts(int w);
+
+// Same layout, through the checkpoint files and the read-once rule (driver::load_pieces): the
+// resumed run is bitwise the uninterrupted one, and the ranks together read every saved byte
+// from storage exactly once.
+void expect_read_once_resume(const std::vector<std::string>& set, const std::string& what) {
+  expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
+    long id = ::getpid();
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const auto root =
+        std::filesystem::temp_directory_path() / ("paraxis-read-once-" + std::to_string(id));
+    std::string folder;
+    {
+      checkpoint::Writer w(MPI_COMM_WORLD, root.string(), k, nlohmann::json::object());
+      FileSink sink(w);
+      saved.save_state(sink);
+      folder = w.commit().folder;
+    }
+    {
+      const checkpoint::Reader reader(folder);
+      driver::load_pieces(reader, resumed);
+      unsigned long long read = reader.bytes_read();
+      MPI_Allreduce(MPI_IN_PLACE, &read, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      EXPECT_EQ(read, reader.bytes()) << what << ": bytes read from storage by all ranks together";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (ptest::world_rank() == 0) std::filesystem::remove_all(root);
+  });
+}
+
+}  // namespace
+
+// The read-once rule on every layout of the matrix (label checkpoint: 2 and 4 ranks, fp64).
+TEST(checkpoint_read_once, every_layout_resumes_bitwise_through_files) {
+  const int w = ptest::world_size();
+  if (w != 2 && w != 4) GTEST_SKIP() << "the matrix has layouts for 2 and 4 ranks";
+  for (const auto& [name, set] : matrix_layouts(w)) expect_read_once_resume(with(set), name);
+}
+
 // The full matrix (label slow): every layout of the world size resumed bitwise in fp64 and bf16,
 // and each resharded to the next one of the list (every axis, ZeRO stage and schedule changes
 // somewhere in the ring).
 TEST(checkpoint_matrix, every_layout_resumes_and_reshards) {
   const int w = ptest::world_size();
   if (w != 2 && w != 4) GTEST_SKIP() << "the matrix has layouts for 2 and 4 ranks";
+  const auto layouts = matrix_layouts(w);
+  for (const char* prec : {"fp64", "bf16"}) {
+    const std::vector<std::string> base = {"train.steps=4", std::string("train.precision=") + prec,
+                                           "train.micro_batch=2", "model.layers=4"};
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+      const auto& [name, set] = layouts[i];
+      const auto& [next_name, next_set] = layouts[(i + 1) % layouts.size()];
+      expect_bitwise_resume(with(set, base), name + " " + prec);
+      expect_reshard(with(set, base), with(next_set, base), name + " -> " + next_name + " " + prec);
+    }
+  }
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::vector<std::string>>> matrix_layouts(int w) {
   std::vector<std::pair<std::string, std::vector<std::string>>> layouts;
   if (w == 2)
     layouts = {{"dp2 zero0", {"parallel.dp=2"}},
@@ -221,14 +308,7 @@ TEST(checkpoint_matrix, every_layout_resumes_and_reshards) {
                {"dp4 ep2 zero3", {"parallel.dp=4", "parallel.ep=2", "parallel.zero=3"}},
                {"dp4 ep4", {"parallel.dp=4", "parallel.ep=4"}},
                {"tp2 dp2 ep2", {"parallel.tp=2", "parallel.dp=2", "parallel.ep=2"}}};
-  for (const char* prec : {"fp64", "bf16"}) {
-    const std::vector<std::string> base = {"train.steps=4", std::string("train.precision=") + prec,
-                                           "train.micro_batch=2", "model.layers=4"};
-    for (std::size_t i = 0; i < layouts.size(); ++i) {
-      const auto& [name, set] = layouts[i];
-      const auto& [next_name, next_set] = layouts[(i + 1) % layouts.size()];
-      expect_bitwise_resume(with(set, base), name + " " + prec);
-      expect_reshard(with(set, base), with(next_set, base), name + " -> " + next_name + " " + prec);
-    }
-  }
+  return layouts;
 }
+
+}  // namespace

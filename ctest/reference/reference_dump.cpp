@@ -206,7 +206,7 @@ void save(const RunConfig& cfg, const paraxis::model::Trainer& trainer, const st
   paraxis::driver::PointLineage lineage;
   lineage.lineage.id = lineage.lineage.run = run;
   paraxis::driver::CheckpointSave(cfg, trainer, root, lineage, steps, /*async=*/false)
-      .finish(/*with_baseline=*/false);
+      .finish();
 }
 
 void dump(const Args& a) {

@@ -489,10 +489,13 @@ int evaluate_plan(const PlanOptions& opt) {
       job.restart_s = r;
       job.mtbf_s = mtbf;
       job.interval_s = daly;
+      const pm::WasteEstimate w = pm::waste_estimate(job);
       std::printf(
           "checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.3g s checkpoint (%s): "
-          "%.2f %% of the machine's time lost to checkpoints, rework and restarts\n",
-          young, daly, c, how.c_str(), 100 * pm::daly_expected_waste(job));
+          "%.2f %% of the machine's time lost to checkpoints, rework and restarts (Monte Carlo: "
+          "%.2f %%, 95 %% CI [%.2f, %.2f], %d trials)\n",
+          young, daly, c, how.c_str(), 100 * w.daly, 100 * w.simulated, 100 * w.ci_low,
+          100 * w.ci_high, w.trials);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", opt.machine.c_str(), e.what());

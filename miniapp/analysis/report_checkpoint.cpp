@@ -22,6 +22,24 @@ std::string g(double x, int digits = 3) {
   return buf;
 }
 
+// The Monte Carlo's waste at the job's interval (perfmodel::waste_estimate): {waste, ci95 [lo,
+// hi], trials}, beside Daly's.
+json simulated_waste(const pm::CadenceJob& job) {
+  const pm::WasteEstimate w = pm::waste_estimate(job);
+  return {{"waste", w.simulated}, {"ci95", {w.ci_low, w.ci_high}}, {"trials", w.trials}};
+}
+
+// "0.52 % (MC 0.51 % [0.49, 0.53], 2000 trials)": Daly's waste and the simulation's.
+std::string waste_cell(const json& c, const char* daly, const char* simulated) {
+  if (!c.contains(daly)) return "-";
+  std::string s = g(100 * c.at(daly).get<double>(), 2) + " %";
+  if (!c.contains(simulated)) return s;
+  const json& m = c.at(simulated);
+  return s + " (MC " + g(100 * m.at("waste").get<double>(), 2) + " % [" +
+         g(100 * m.at("ci95")[0].get<double>(), 2) + ", " +
+         g(100 * m.at("ci95")[1].get<double>(), 2) + "], " + m.at("trials").dump() + " trials)";
+}
+
 }  // namespace
 
 json checkpoint_figures(const json& p, double failures_per_device_s) {
@@ -73,6 +91,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   job.mtbf_s = mtbf;
   job.interval_s = daly;
   out["waste_at_daly"] = pm::daly_expected_waste(job);
+  out["simulated_waste_at_daly"] = simulated_waste(job);
   // The run's cadence: its checkpoint.every, or the one `auto` chose.
   const json& ev = p.at("config").at("checkpoint").value("every", json(0));
   const int every = ev.is_number_integer()          ? ev.get<int>()
@@ -81,6 +100,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
   if (every > 0 && step > 0) {
     job.interval_s = every * step;
     out["waste_at_run_cadence"] = pm::daly_expected_waste(job);
+    out["simulated_waste_at_run_cadence"] = simulated_waste(job);
   }
   return out;
 }
@@ -96,8 +116,9 @@ std::string checkpoint_markdown(const json& points) {
         "file I/O of the same bytes (write and fsync; above 1: the checkpoint was faster), the "
         "restart to the first step when the point resumed (R), and the intervals between "
         "checkpoints that minimise the time lost at the system MTBF of the point's ranks "
-        "(Young: sqrt(2 C M); Daly's higher order), with the expected waste (Daly's model) at "
-        "Daly's interval and at the run's own checkpoint.every.\n\n"
+        "(Young: sqrt(2 C M); Daly's higher order), with the expected waste (Daly's model, and "
+        "beside it the Monte Carlo simulation's with its 95 % confidence interval and trial "
+        "count) at Daly's interval and at the run's own checkpoint.every.\n\n"
         "| point | saves | bytes/rank | write s | C s | vs plain I/O | R s | MTBF h | Young s "
         "(steps) | Daly s (steps) | waste at Daly | waste at the run's cadence |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -118,11 +139,8 @@ std::string checkpoint_markdown(const json& points) {
        << g(c.at("system_mtbf_s").get<double>() / 3600) << " | "
        << g(c.at("young_interval_s").get<double>()) << steps("young_interval_steps") << " | "
        << g(c.at("daly_interval_s").get<double>()) << steps("daly_interval_steps") << " | "
-       << g(100 * c.at("waste_at_daly").get<double>(), 2) << " % | "
-       << (c.contains("waste_at_run_cadence")
-               ? g(100 * c.at("waste_at_run_cadence").get<double>(), 2) + " %"
-               : "-")
-       << " |\n";
+       << waste_cell(c, "waste_at_daly", "simulated_waste_at_daly") << " | "
+       << waste_cell(c, "waste_at_run_cadence", "simulated_waste_at_run_cadence") << " |\n";
   }
   md << "\nThe failure rate per rank is the deck's `checkpoint.device_mtbf_h`, else Llama 3's "
         "(419 interruptions in 54 days on 16,384 GPUs, the planner's default); `paraxis plan` "

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "io/checked_file.hpp"
+
 namespace paraxis::checkpoint::posix {
 
 namespace {
@@ -31,18 +33,8 @@ OutFile::~OutFile() {
 
 void OutFile::append(const void* data, std::size_t bytes) {
   if (fd_ < 0) throw std::runtime_error("checkpoint: '" + path_ + "' is already closed");
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd_, p, bytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write", path_, errno);
-    }
-    if (n == 0) fail("write", path_, ENOSPC);
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-    size_ += n;
-  }
+  if (const int err = io::write_all(fd_, data, bytes)) fail("write", path_, err);
+  size_ += static_cast<std::int64_t>(bytes);
 }
 
 void OutFile::sync_and_close() {
@@ -80,6 +72,13 @@ void read_at(const std::string& path, std::int64_t offset, std::size_t bytes, vo
   ::close(fd);
 }
 
+void drop_cached(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
 std::int64_t file_size(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -90,14 +89,7 @@ std::int64_t file_size(const std::string& path) {
 }
 
 void sync_folder(const std::string& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("open folder", folder, errno);
-  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    const int err = errno;
-    ::close(fd);
-    fail("fsync folder", folder, err);
-  }
-  ::close(fd);
+  if (const int err = io::sync_folder(folder)) fail("fsync folder", folder, err);
 }
 
 void rename_path(const std::string& from, const std::string& to) {

@@ -32,6 +32,8 @@ class OutFile {
 // be opened or ends before offset + bytes (`what` says whose bytes, for the message).
 void read_at(const std::string& path, std::int64_t offset, std::size_t bytes, void* out,
              const std::string& what);
+// Drops the page cache of a file's pages (posix_fadvise DONTNEED; advice: never an error).
+void drop_cached(const std::string& path);
 // The size of a file, or -1 when it does not exist (other errors throw).
 std::int64_t file_size(const std::string& path);
 

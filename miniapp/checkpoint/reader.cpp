@@ -1,13 +1,18 @@
 // Opening, checking and reading a checkpoint folder (reader.hpp).
 #include "checkpoint/reader.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "checkpoint/posix_file.hpp"
 #include "checkpoint/root_layout.hpp"
@@ -60,6 +65,11 @@ Reader::Reader(std::string folder) : folder_(std::move(folder)) {
     throw std::runtime_error("checkpoint index '" + index_path + "': step " +
                              std::to_string(index_.step) + " in a folder named for step " +
                              std::to_string(*named));
+  for (std::size_t t = 0; t < index_.tensors.size(); ++t) {
+    tensor_[index_.tensors[t].info.name] = t;
+    first_shard_.push_back(shards_.size());
+    for (const auto& r : index_.tensors[t].shards) shards_.push_back(&r);
+  }
   for (const auto& f : index_.files) {
     const std::string path = (fs::path(folder_) / f.name).string();
     const std::int64_t size = posix::file_size(path);
@@ -74,6 +84,8 @@ Reader::Reader(std::string folder) : folder_(std::move(folder)) {
   }
 }
 
+Reader::~Reader() { stop_prefetch(); }
+
 std::string Reader::resolve(const std::string& given) {
   return resolve_checkpoint(given);
 }
@@ -84,22 +96,20 @@ std::vector<TensorInfo> Reader::tensors() const {
   return v;
 }
 
-bool Reader::has(const std::string& tensor) const {
-  for (const auto& t : index_.tensors)
-    if (t.info.name == tensor) return true;
-  return false;
+bool Reader::has(const std::string& tensor) const { return tensor_.count(tensor) > 0; }
+
+const TensorRecord& Reader::record(const std::string& tensor) const {
+  const auto it = tensor_.find(tensor);
+  if (it == tensor_.end())
+    throw std::runtime_error("checkpoint '" + folder_ + "' has no tensor '" + tensor + "'");
+  return index_.tensors[it->second];
 }
 
-const TensorInfo& Reader::info(const std::string& tensor) const {
-  for (const auto& t : index_.tensors)
-    if (t.info.name == tensor) return t.info;
-  throw std::runtime_error("checkpoint '" + folder_ + "' has no tensor '" + tensor + "'");
-}
+const TensorInfo& Reader::info(const std::string& tensor) const { return record(tensor).info; }
 
 std::size_t Reader::bytes() const {
   std::size_t n = 0;
-  for (const auto& t : index_.tensors)
-    for (const auto& r : t.shards) n += static_cast<std::size_t>(r.bytes);
+  for (const auto* r : shards_) n += static_cast<std::size_t>(r->bytes);
   return n;
 }
 
@@ -111,68 +121,142 @@ void Reader::set_cache_limit(std::size_t bytes) {
   }
 }
 
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// "tensor 'x' (shard of rank R, bytes [a, b))": whose bytes, for messages.
+std::string shard_label(const std::string& tensor, const ShardRecord& r) {
+  return "tensor '" + tensor + "' (shard of rank " + std::to_string(r.rank) + ", bytes [" +
+         std::to_string(r.byte_offset) + ", " + std::to_string(r.byte_offset + r.bytes) + "))";
+}
+
+}  // namespace
+
+void Reader::read_verified(std::size_t s, std::byte* out) const {
+  const ShardRecord& r = *shards_[s];
+  const std::string path = (fs::path(folder_) / r.file).string();
+  const std::string what = shard_label(r.shard.tensor.name, r);
+  const double t0 = now_s();
+  posix::read_at(path, r.byte_offset, static_cast<std::size_t>(r.bytes), out, what);
+  const double t1 = now_s();
+  bytes_read_ += static_cast<std::size_t>(r.bytes);
+  const std::string sum = checksum(out, static_cast<std::size_t>(r.bytes));
+  times_.storage_s += t1 - t0;
+  times_.verify_s += now_s() - t1;
+  if (sum != r.checksum)
+    throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
+                             ", the index records " + r.checksum + " (corrupted data)");
+}
+
+std::vector<std::size_t> Reader::in_file_order(std::vector<std::size_t> shards) const {
+  std::sort(shards.begin(), shards.end(), [&](std::size_t a, std::size_t b) {
+    const auto &x = *shards_.at(a), &y = *shards_.at(b);
+    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
+  });
+  return shards;
+}
+
+std::vector<std::byte> Reader::read_shard(std::size_t s) const {
+  std::vector<std::byte> buf(static_cast<std::size_t>(shards_.at(s)->bytes));
+  read_verified(s, buf.data());
+  return buf;
+}
+
+void Reader::keep(std::size_t s, std::vector<std::byte> bytes) const {
+  if (bytes.size() != static_cast<std::size_t>(shards_.at(s)->bytes))
+    throw std::logic_error("checkpoint::Reader::keep: shard " + std::to_string(s) + " has " +
+                           std::to_string(shards_[s]->bytes) + " bytes, given " +
+                           std::to_string(bytes.size()));
+  kept_[s] = std::move(bytes);
+}
+
+const std::vector<std::byte>* Reader::held(std::size_t s) const {
+  const auto k = kept_.find(s);
+  if (k != kept_.end()) return &k->second;
+  const auto hit =
+      std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == s; });
+  if (hit == cache_.end()) return nullptr;
+  cache_.splice(cache_.begin(), cache_, hit);
+  return &cache_.front().second;
+}
+
+// Shard s's verified bytes: held, else read (into the cache when it fits, else into buf).
+const std::vector<std::byte>& Reader::fetch(std::size_t s, std::vector<std::byte>& buf) const {
+  if (const auto* h = held(s)) return *h;
+  buf = read_shard(s);
+  if (buf.size() > cache_limit_) return buf;
+  cache_bytes_ += buf.size();
+  cache_.emplace_front(s, std::move(buf));
+  buf = {};
+  while (cache_bytes_ > cache_limit_ && cache_.size() > 1) {
+    cache_bytes_ -= cache_.back().second.size();
+    cache_.pop_back();
+  }
+  return cache_.front().second;
+}
+
+std::vector<std::size_t> Reader::shards_of(const Shard& region_in) const {
+  const TensorRecord& rec = record(region_in.tensor.name);
+  const std::vector<Run> want = runs_of(normalized(region_in));
+  std::vector<std::size_t> out;
+  const std::size_t first = first_shard_[tensor_.at(rec.info.name)];
+  for (std::size_t i = 0; i < rec.shards.size(); ++i)
+    if (!overlap(want, runs_of(rec.shards[i].shard)).empty()) out.push_back(first + i);
+  return out;
+}
+
 std::vector<std::byte> Reader::read(const std::string& tensor) const {
   Shard whole;
   whole.tensor = info(tensor);
   return read(whole);
 }
 
-std::vector<std::byte> Reader::read(const Shard& region_in) const {
-  const TensorInfo& saved = info(region_in.tensor.name);
+std::vector<std::byte> Reader::read(const Shard& region) const {
+  const Shard n = normalized(region);
+  std::vector<std::byte> out(static_cast<std::size_t>(n.end - n.begin) *
+                             dtype_size(n.tensor.dtype));
+  read_into(region, out.data(), out.size());
+  return out;
+}
+
+void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) const {
+  const TensorRecord& rec = record(region_in.tensor.name);
+  const TensorInfo& saved = rec.info;
   if (!(saved == region_in.tensor))
     throw std::runtime_error("checkpoint '" + folder_ + "': tensor '" + saved.name +
-                             "' was saved "
-                             "with shape " +
-                             to_string(saved.shape) + " " + saved.dtype + ", asked for as " +
-                             to_string(region_in.tensor.shape) + " " + region_in.tensor.dtype);
+                             "' was saved with shape " + to_string(saved.shape) + " " +
+                             saved.dtype + ", asked for as " + to_string(region_in.tensor.shape) +
+                             " " + region_in.tensor.dtype);
   const Shard region = normalized(region_in);
   const std::size_t es = dtype_size(saved.dtype);
-  std::vector<std::byte> out(static_cast<std::size_t>(region.end - region.begin) * es);
+  if (bytes != static_cast<std::size_t>(region.end - region.begin) * es)
+    throw std::logic_error("checkpoint: tensor '" + saved.name + "': " + std::to_string(bytes) +
+                           " bytes asked for a region of " +
+                           std::to_string(region.end - region.begin) + " elements");
+  auto* out = static_cast<std::byte*>(out_v);
+  const std::size_t first = first_shard_[tensor_.at(saved.name)];
+  // The common case of a resume in the layout that saved: the region is one saved shard.
+  for (std::size_t i = 0; i < rec.shards.size(); ++i) {
+    const Shard& sh = rec.shards[i].shard;
+    if (sh.offset == region.offset && sh.extent == region.extent && sh.begin == region.begin &&
+        sh.end == region.end && !held(first + i)) {
+      read_verified(first + i, out);
+      return;
+    }
+  }
   const std::vector<Run> want = runs_of(region);
   std::int64_t filled = 0;
-  const TensorRecord* record = nullptr;
-  for (const auto& t : index_.tensors)
-    if (t.info.name == saved.name) record = &t;
   std::vector<std::byte> buf;
-  for (const auto& r : record->shards) {
-    const std::vector<Piece> pieces = overlap(want, runs_of(r.shard));
+  for (std::size_t i = 0; i < rec.shards.size(); ++i) {
+    const std::vector<Piece> pieces = overlap(want, runs_of(rec.shards[i].shard));
     if (pieces.empty()) continue;
-    const std::string path = (fs::path(folder_) / r.file).string();
-    const std::string what = "tensor '" + saved.name + "' (shard of rank " +
-                             std::to_string(r.rank) + ", bytes [" + std::to_string(r.byte_offset) +
-                             ", " + std::to_string(r.byte_offset + r.bytes) + "))";
-    // The whole shard is read: its checksum covers all of it. A shard verified before comes
-    // from the cache.
-    const std::string key = r.file + ":" + std::to_string(r.byte_offset);
-    auto hit =
-        std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
-    const std::vector<std::byte>* data = nullptr;
-    if (hit != cache_.end()) {
-      cache_.splice(cache_.begin(), cache_, hit);
-      data = &cache_.front().second;
-    } else {
-      buf.resize(static_cast<std::size_t>(r.bytes));
-      posix::read_at(path, r.byte_offset, buf.size(), buf.data(), what);
-      bytes_read_ += buf.size();
-      const std::string sum = checksum(buf.data(), buf.size());
-      if (sum != r.checksum)
-        throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
-                                 ", the index records " + r.checksum + " (corrupted data)");
-      if (buf.size() <= cache_limit_) {
-        cache_bytes_ += buf.size();
-        cache_.emplace_front(key, std::move(buf));
-        buf = {};
-        while (cache_bytes_ > cache_limit_ && cache_.size() > 1) {
-          cache_bytes_ -= cache_.back().second.size();
-          cache_.pop_back();
-        }
-        data = &cache_.front().second;
-      } else {
-        data = &buf;
-      }
-    }
+    // The whole shard is read: its checksum covers all of it.
+    const std::vector<std::byte>& data = fetch(first + i, buf);
     for (const auto& p : pieces) {
-      std::memcpy(out.data() + p.to_local * es, data->data() + p.from_local * es,
+      std::memcpy(out + p.to_local * es, data.data() + p.from_local * es,
                   static_cast<std::size_t>(p.count) * es);
       filled += p.count;
     }
@@ -182,7 +266,37 @@ std::vector<std::byte> Reader::read(const Shard& region_in) const {
     throw std::logic_error("checkpoint: tensor '" + saved.name + "': assembled " +
                            std::to_string(filled) + " of " +
                            std::to_string(region.end - region.begin) + " elements");
-  return out;
+}
+
+void Reader::prefetch(std::vector<std::size_t> shards) const {
+  stop_prefetch();
+  stop_ = false;
+  std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> ranges;
+  for (const std::size_t s : shards)
+    ranges.push_back({(fs::path(folder_) / shards_.at(s)->file).string(),
+                      {shards_[s]->byte_offset, shards_[s]->bytes}});
+  prefetcher_ = std::thread([this, ranges = std::move(ranges)] {
+    constexpr std::int64_t kStep = std::int64_t{16} << 20;
+    std::string open_path;
+    int fd = -1;
+    for (const auto& [path, range] : ranges) {
+      if (path != open_path) {
+        if (fd >= 0) ::close(fd);
+        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        open_path = path;
+      }
+      if (fd < 0) continue;  // the reads themselves say what is wrong
+      for (std::int64_t at = 0; at < range.second && !stop_; at += kStep)
+        ::posix_fadvise(fd, range.first + at, std::min(kStep, range.second - at),
+                        POSIX_FADV_WILLNEED);
+    }
+    if (fd >= 0) ::close(fd);
+  });
+}
+
+void Reader::stop_prefetch() const {
+  stop_ = true;
+  if (prefetcher_.joinable()) prefetcher_.join();
 }
 
 }  // namespace paraxis::checkpoint

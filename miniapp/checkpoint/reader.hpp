@@ -7,9 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <list>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,10 +21,19 @@
 
 namespace paraxis::checkpoint {
 
+// Where a Reader's time went (seconds, this rank): reading shards from storage (pread) and
+// verifying their checksums. The rest of a resume is assembling the pieces.
+struct ReadTimes {
+  double storage_s = 0, verify_s = 0;
+};
+
 class Reader {
  public:
   // A step-<N> folder (resolve() finds one from a root or `latest`). Throws std::runtime_error.
   explicit Reader(std::string folder);
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   // The folder a resume reads: given a step folder, itself (an error when it has no
   // index.json); given a root (or its `latest` file), the folder `latest` names when it is
@@ -42,6 +54,28 @@ class Reader {
   // A region (box and flat range, as a Shard; its tensor must match the saved one's shape and
   // dtype) in the region's own flat order: reads only the shards that overlap it.
   std::vector<std::byte> read(const Shard& region) const;
+  // The same into `out` (`bytes`: the region's elements times the dtype's size, else throws). A
+  // region that is one whole saved shard not held in memory is read straight into `out` and
+  // verified there: no copy, nothing kept.
+  void read_into(const Shard& region, void* out, std::size_t bytes) const;
+
+  // The saved shards, numbered 0 .. shard_count() - 1 in the index's order (tensor by tensor).
+  std::size_t shard_count() const { return shards_.size(); }
+  const ShardRecord& shard(std::size_t s) const { return *shards_[s]; }
+  // The saved shards a region overlaps (the ones read() of it reads), increasing.
+  std::vector<std::size_t> shards_of(const Shard& region) const;
+  // The shards sorted by data file and offset (the order a sequential read takes).
+  std::vector<std::size_t> in_file_order(std::vector<std::size_t> shards) const;
+  // Shard s read from storage and verified (throws naming the file and the tensor).
+  std::vector<std::byte> read_shard(std::size_t s) const;
+  // Holds shard s's bytes (verified by whoever read them: read_once.hpp) for every later read,
+  // until the Reader is destroyed, outside the cache's limit.
+  void keep(std::size_t s, std::vector<std::byte> bytes) const;
+  // Asks the kernel to read these shards' bytes ahead (posix_fadvise WILLNEED, in order, from a
+  // thread of its own that makes no MPI call), so that storage works while this rank verifies
+  // and assembles what came before. Advice only: the reads stay checked as ever.
+  void prefetch(std::vector<std::size_t> shards) const;
+  const ReadTimes& times() const { return times_; }
 
   std::size_t bytes() const;  // data bytes of every shard
   // Data bytes this Reader has read so far (shards are read whole, to verify them).
@@ -52,10 +86,23 @@ class Reader {
   void set_cache_limit(std::size_t bytes);
 
  private:
+  const TensorRecord& record(const std::string& tensor) const;
+  const std::vector<std::byte>* held(std::size_t s) const;  // kept or cached, else null
+  const std::vector<std::byte>& fetch(std::size_t s, std::vector<std::byte>& buf) const;
+  void read_verified(std::size_t s, std::byte* out) const;
+  void stop_prefetch() const;
+
   std::string folder_;
   Index index_;
+  std::vector<const ShardRecord*> shards_;                // by shard number
+  std::vector<std::size_t> first_shard_;                  // per tensor: its first shard number
+  std::unordered_map<std::string, std::size_t> tensor_;  // name -> position in the index
   mutable std::size_t bytes_read_ = 0;
-  mutable std::list<std::pair<std::string, std::vector<std::byte>>> cache_;
+  mutable ReadTimes times_;
+  mutable std::unordered_map<std::size_t, std::vector<std::byte>> kept_;
+  mutable std::list<std::pair<std::size_t, std::vector<std::byte>>> cache_;
+  mutable std::thread prefetcher_;
+  mutable std::atomic<bool> stop_{false};
   mutable std::size_t cache_bytes_ = 0;
   std::size_t cache_limit_ = std::size_t{256} << 20;
 };

@@ -165,7 +165,8 @@ std::string Writer::broadcast_string(std::string s, const char* what) {
 }
 
 void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
-  if (committed_) throw std::logic_error("checkpoint::Writer::add after commit");
+  if (committed_ || synced_)
+    throw std::logic_error("checkpoint::Writer::add after sync or commit");
   const Shard n = normalized(shard);
   const std::size_t need = static_cast<std::size_t>(n.end - n.begin) * dtype_size(n.tensor.dtype);
   if (bytes != need)
@@ -205,10 +206,10 @@ void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
   write_s_ += seconds_now() - t0;
 }
 
-SaveStats Writer::commit() {
-  if (committed_) throw std::logic_error("checkpoint::Writer::commit called twice");
-  committed_ = true;
-  const double commit_start = seconds_now();
+void Writer::sync() {
+  if (committed_ || synced_) throw std::logic_error("checkpoint::Writer::sync after sync or commit");
+  synced_ = true;
+  const double t0 = seconds_now();
   if (error_.empty() && file_) {
     try {
       file_->out.sync_and_close();
@@ -216,7 +217,14 @@ SaveStats Writer::commit() {
       error_ = e.what();
     }
   }
-  write_s_ += seconds_now() - commit_start;
+  write_s_ += seconds_now() - t0;
+}
+
+SaveStats Writer::commit() {
+  if (committed_) throw std::logic_error("checkpoint::Writer::commit called twice");
+  const double commit_start = seconds_now();
+  if (!synced_) sync();
+  committed_ = true;
   const std::int64_t my_bytes = file_ ? file_->out.size() : 0;
   json recs = json::array();
   for (const auto& r : records_) recs.push_back(to_json(r));

@@ -83,6 +83,11 @@ class Writer {
   // are collective and stay on the owner's thread.
   void add(const Shard& shard, const void* data, std::size_t bytes);
 
+  // Fsyncs and closes this rank's data file (what commit() would do first). No MPI call: an
+  // asynchronous save calls it on its writing thread, so that the training thread's commit is
+  // only the agreement. A failure is reported by commit(), on every rank. Optional; once.
+  void sync();
+
   // Collective: see the top of this file. Call once.
   SaveStats commit();
 
@@ -105,6 +110,7 @@ class Writer {
   std::string non_finite_tensor_;  // the first tensor that had one
   double write_s_ = 0, start_s_ = 0;
   bool committed_ = false;
+  bool synced_ = false;
 };
 
 }  // namespace paraxis::checkpoint

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "checkpoint/reader.hpp"
 #include "driver/checkpoint_claim.hpp"
 #include "deck/run_config.hpp"
 #include "model/trainer.hpp"
@@ -37,8 +38,7 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
 // stalled for: a synchronous save's whole time; an asynchronous one's staging, wait for the
 // thread and commit) {min, mean, max} per rank, total_bytes, aggregate_bytes_per_s, total_s},
 // for an asynchronous save also staged_bytes (the extra host memory), staging_s and
-// join_wait_s; with_baseline (a point's first save) adds `baseline`: the same bytes per rank
-// written (with fsync) and read back with plain file I/O, and the ratio of the two write times.
+// join_wait_s.
 // Throws CheckpointError (exit code 4, on every rank) when the save fails; the previous
 // checkpoint and `latest` are then untouched. A state that is not finite on any rank is not
 // committed (checkpoint::WriterOptions::refuse_non_finite): finish() then returns only {step,
@@ -51,12 +51,20 @@ class CheckpointSave {
   ~CheckpointSave();
   CheckpointSave(const CheckpointSave&) = delete;
   CheckpointSave& operator=(const CheckpointSave&) = delete;
-  nlohmann::json finish(bool with_baseline);
+  nlohmann::json finish();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Collective: the plain-I/O baseline of a save (docs/checkpoint.md, "Cost"), taken away from
+// the save (at the end of the point): `trials` times, every rank writes the save's largest
+// per-rank byte count to a fresh file in `root` (8 MiB writes, fsync), drops its pages, reads it
+// back and removes it. The median trial's {write_s, read_s {min, mean, max}}, trials,
+// write_s_trials (each trial's slowest write), write_bytes_per_s and
+// checkpoint_to_baseline_write (the baseline's slowest write over the save's).
+nlohmann::json io_baseline(const std::string& root, const nlohmann::json& save, int trials);
 
 // checkpoint.every: auto, collective: from a save's figures (its stalled time, the cost C), this
 // rank's step time (the slowest rank's is used) and the failure rate (checkpoint.device_mtbf_h,
@@ -64,6 +72,13 @@ class CheckpointSave {
 // every}, every = Daly's interval in steps, rounded, at least 1.
 nlohmann::json auto_cadence(const RunConfig& cfg, const nlohmann::json& save, double step_s,
                             int world);
+
+// Collective over MPI_COMM_WORLD: loads this rank's pieces of an open checkpoint into the
+// trainer (its step count set to the checkpoint's) under the read-once rule (docs/checkpoint.md):
+// on several ranks each saved shard is read from storage by one rank that needs it and sent to
+// the others. Returns {received_bytes, sent_bytes, needs_s, read_s, exchange_s} per rank
+// {min, mean, max} (null on one rank). Throws CheckpointError (exit code 2) on every rank.
+nlohmann::json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer);
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint whose configuration

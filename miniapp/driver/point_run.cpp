@@ -116,7 +116,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   r.lineage = lineage_json(ctx.lineage);
   const auto commit = [&] {
     if (!pending) return;
-    nlohmann::json saved = pending->finish(r.checkpoints.empty());
+    nlohmann::json saved = pending->finish();
     pending.reset();
     if (saved.contains("refused")) {
       r.checkpoints_refused.push_back(saved);
@@ -131,6 +131,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
                   c["exposed_s"]["max"].get<double>(), c["total_s"].get<double>());
   };
   int every = cfg.checkpoint.every;
+  int auto_from = 0;  // every: auto counts its interval from its first (measuring) save
   const auto save = [&](int done) {
     commit();
     if (every == kCheckpointAuto) {
@@ -141,6 +142,7 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
       if (r.checkpoints.empty()) return;  // not committed (not finite): measured at the next
       r.checkpoint_auto = auto_cadence(cfg, r.checkpoints.back(), r.steps.back().time_s, world);
       every = r.checkpoint_auto["every"].get<int>();
+      auto_from = done;
       if (rank == 0)
         std::printf(
             "  checkpoint.every auto: C = %.3g s, step %.3g s, MTBF %.3g h: every %d "
@@ -151,13 +153,16 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
             r.checkpoint_auto["daly_interval_s"].get<double>());
       return;
     }
-    if (every <= 0 || done % every != 0) return;
+    if (every <= 0 || (done - auto_from) % every != 0) return;
     pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done,
                                                cfg.checkpoint.async);
     if (!cfg.checkpoint.async) commit();
   };
   std::string diverged = train_steps(cfg, rank, *trainer, r.steps, save);
   commit();
+  // The plain-I/O baseline, away from the saves (docs/checkpoint.md, "Cost").
+  if (!r.checkpoints.empty())
+    r.checkpoints.front()["baseline"] = io_baseline(root, r.checkpoints.front(), 3);
   // A state that was not finite diverged, even when no later loss showed it.
   if (diverged.empty() && !r.checkpoints_refused.empty())
     diverged = "the state after step " + r.checkpoints_refused.front()["step"].dump() +

@@ -30,32 +30,31 @@ std::string temporary_name(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-void write_all(int fd, const char* data, std::size_t size, const std::string& path) {
+}  // namespace
+
+int write_all(int fd, const void* data, std::size_t size) noexcept {
+  const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
+    const ssize_t n = ::write(fd, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("write", path, errno);
+      return errno;
     }
-    if (n == 0) fail("write", path, ENOSPC);
-    data += n;
+    if (n == 0) return ENOSPC;
+    p += n;
     size -= static_cast<std::size_t>(n);
   }
+  return 0;
 }
 
-void sync_dir(const std::string& dir, const std::string& path) {
+int sync_folder(const std::string& dir) noexcept {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("open folder", path, errno);
-  // Some filesystems (e.g. some network mounts) do not sync folders: EINVAL is not a failure.
-  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    const int err = errno;
-    ::close(fd);
-    fail("fsync folder", path, err);
-  }
+  if (fd < 0) return errno;
+  int err = 0;
+  if (::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;
   ::close(fd);
+  return err;
 }
-
-}  // namespace
 
 void write_file_checked(const std::string& path, const std::string& content,
                         const std::function<void()>& before_rename) {
@@ -63,7 +62,7 @@ void write_file_checked(const std::string& path, const std::string& content,
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create " + tmp, path, errno);
   try {
-    write_all(fd, content.data(), content.size(), path);
+    if (const int err = write_all(fd, content.data(), content.size())) fail("write", path, err);
     if (::fsync(fd) != 0) fail("fsync", path, errno);
   } catch (...) {
     ::close(fd);
@@ -88,7 +87,7 @@ void write_file_checked(const std::string& path, const std::string& content,
     ::unlink(tmp.c_str());
     fail("rename " + tmp, path, err);
   }
-  sync_dir(parent_of(path), path);
+  if (const int err = sync_folder(parent_of(path))) fail("fsync folder", path, err);
 }
 
 void check_writable_dir(const std::string& dir) {

@@ -7,6 +7,7 @@
 // C++ (no Kokkos): part of paraxis_model_core.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -67,25 +68,28 @@ class StateSource {
  public:
   virtual ~StateSource() = default;
   virtual void read(const StatePiece& piece, void* out, std::size_t bytes) const = 0;
+  // false: a source that only records which pieces a load asks for (read once's first pass,
+  // docs/checkpoint.md); read() then gets out = nullptr, and a trainer that honours it skips
+  // the rest of its load (the state is left as it was).
+  virtual bool fills() const { return true; }
 };
 
 // Host helpers: the box's elements out of / into a flat host array (row by row, `stride`
-// apart).
+// apart; each row is contiguous in both).
 template <class V>
 std::vector<V> gather_box(const V* flat, const LogicalBox& b) {
   std::vector<V> out(b.size());
-  for (std::int64_t r = 0; r < b.rows; ++r)
-    for (std::int64_t c = 0; c < b.cols; ++c)
-      out[static_cast<std::size_t>(r * b.cols + c)] =
-          flat[b.flat + static_cast<std::size_t>(r) * b.stride + static_cast<std::size_t>(c)];
+  for (std::int64_t r = 0; r < b.rows; ++r) {
+    const V* row = flat + b.flat + static_cast<std::size_t>(r) * b.stride;
+    std::copy(row, row + b.cols, out.begin() + r * b.cols);
+  }
   return out;
 }
 template <class V>
 void scatter_box(V* flat, const LogicalBox& b, const std::vector<V>& in) {
   for (std::int64_t r = 0; r < b.rows; ++r)
-    for (std::int64_t c = 0; c < b.cols; ++c)
-      flat[b.flat + static_cast<std::size_t>(r) * b.stride + static_cast<std::size_t>(c)] =
-          in[static_cast<std::size_t>(r * b.cols + c)];
+    std::copy(in.begin() + r * b.cols, in.begin() + (r + 1) * b.cols,
+              flat + b.flat + static_cast<std::size_t>(r) * b.stride);
 }
 
 }  // namespace paraxis::model

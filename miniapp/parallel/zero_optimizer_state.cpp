@@ -73,14 +73,20 @@ template <class T>
 void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   const auto& ps = model_.params();
   const char* dt = model::state_dtype<G>();
-  auto read = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box) {
+  // A source that only records the pieces (read once's first pass) gets no buffers, and the
+  // state is left as it was.
+  const bool fill = source.fills();
+  auto load = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
+                  std::vector<G>& dst, const model::LogicalBox& at) {
+    const auto piece = model::state_piece(kind, s, box, dt);
+    if (!fill) return source.read(piece, nullptr, box.size() * sizeof(G));
     std::vector<G> data(box.size());
-    source.read(model::state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
-    return data;
+    source.read(piece, data.data(), data.size() * sizeof(G));
+    model::scatter_box(dst.data(), at, data);
   };
   // The owned shard: master (where it is kept apart from the parameters) and the moments.
-  std::vector<G> master_compact(compact_total_, G(0)), m(compact_total_, G(0)),
-      v(compact_total_, G(0));
+  const std::size_t n = fill ? compact_total_ : 0;
+  std::vector<G> master_compact(n, G(0)), m(n, G(0)), v(n, G(0));
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     const std::size_t ob = own_[u], oe = own_[u] + shard_[u], c0 = compact_[u];
@@ -90,12 +96,20 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        model::scatter_box(master_compact.data(), cb, read("master", s, box));
-        model::scatter_box(m.data(), cb, read("adam_m", s, box));
-        model::scatter_box(v.data(), cb, read("adam_v", s, box));
+        load("master", s, box, master_compact, cb);
+        load("adam_m", s, box, m, cb);
+        load("adam_v", s, box, v, cb);
       }
     }
   }
+  // Every tensor this rank holds, whole (its replicas' shards included), unless ZeRO-3's
+  // parameters are the owned shard.
+  std::vector<G> flat(fill && opt_.zero != 3 ? ps.elements() : 0, G(0));
+  if (opt_.zero != 3)
+    for (const auto& s : ps.specs())
+      for (const auto& box : model::logical_boxes(s, s.offset, s.offset + s.size()))
+        load("master", s, box, flat, box);
+  if (!fill) return;
   auto to_device = [](const std::vector<G>& host, const GView& dst) {
     Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(host.data(), host.size());
     Kokkos::deep_copy(dst, h);
@@ -103,21 +117,11 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   to_device(m, m_c_);
   to_device(v, v_c_);
   if constexpr (kHasMaster<T>) to_device(master_compact, master_c_);
-  if (opt_.zero == 3) {
-    // The parameters are the owned shard: the master copy, in the training precision.
-    GView tmp("paraxis::load_master", compact_total_);
-    to_device(master_compact, tmp);
-    kernels::convert(Space(), tmp, param_c_);
-  } else {
-    // Every tensor this rank holds, whole (its replicas' shards included).
-    std::vector<G> flat(ps.elements(), G(0));
-    for (const auto& s : ps.specs())
-      for (const auto& box : model::logical_boxes(s, s.offset, s.offset + s.size()))
-        model::scatter_box(flat.data(), box, read("master", s, box));
-    GView tmp("paraxis::load_master", flat.size());
-    to_device(flat, tmp);
-    kernels::convert(Space(), tmp, ps.param);
-  }
+  // The parameters, in the training precision: ZeRO-3's owned shard, else every tensor whole.
+  const std::vector<G>& master = opt_.zero == 3 ? master_compact : flat;
+  GView tmp("paraxis::load_master", master.size());
+  to_device(master, tmp);
+  kernels::convert(Space(), tmp, opt_.zero == 3 ? param_c_ : ps.param);
   Kokkos::fence();
 }
 

@@ -164,4 +164,16 @@ CadenceScan optimal_interval_by_simulation(CadenceJob job, double lo, double hi,
   return scan;
 }
 
+WasteEstimate waste_estimate(CadenceJob job, int trials, int pieces, std::uint64_t seed) {
+  job.work_s = pieces * job.interval_s;
+  WasteEstimate w;
+  w.daly = daly_expected_waste(job);
+  const CadenceSimulation sim = simulate_cadence(job, trials, seed);
+  w.simulated = sim.waste;
+  w.ci_low = sim.waste - 1.96 * sim.stderr_waste;
+  w.ci_high = sim.waste + 1.96 * sim.stderr_waste;
+  w.trials = trials;
+  return w;
+}
+
 }  // namespace paraxis::perfmodel

@@ -54,6 +54,16 @@ struct CadenceSimulation {
 // daly_expected_wall does, and unless trials >= 2.
 CadenceSimulation simulate_cadence(const CadenceJob& job, int trials, std::uint64_t seed);
 
+// Daly's expected waste of `job` at its interval beside the Monte Carlo's (simulate_cadence
+// over `trials` runs of `pieces` intervals of work, job.work_s ignored), with the simulation's
+// 95 % confidence interval (waste +- 1.96 standard errors): what `report` and `plan` show.
+struct WasteEstimate {
+  double daly = 0, simulated = 0, ci_low = 0, ci_high = 0;
+  int trials = 0;
+};
+WasteEstimate waste_estimate(CadenceJob job, int trials = 2000, int pieces = 100,
+                             std::uint64_t seed = 1);
+
 // The simulated waste over a log-spaced scan of `points` intervals from lo_s to hi_s (every
 // interval with the same seed: common random numbers make neighbours comparable), and the
 // interval with the least waste.
