@@ -40,6 +40,29 @@ std::string waste_cell(const json& c, const char* daly, const char* simulated) {
          g(100 * m.at("ci95")[1].get<double>(), 2) + "], " + m.at("trials").dump() + " trials)";
 }
 
+// The expected waste, Daly's and the Monte Carlo's, at Daly's interval and at the run's own
+// cadence (its checkpoint.every, or the one `auto` chose).
+void cadence_waste(const json& p, double c, double restart, double mtbf, double daly, double step,
+                   json& out) {
+  pm::CadenceJob job;
+  job.work_s = 1;  // the waste fraction does not depend on the amount of work
+  job.checkpoint_s = c;
+  job.restart_s = restart;
+  job.mtbf_s = mtbf;
+  job.interval_s = daly;
+  out["waste_at_daly"] = pm::daly_expected_waste(job);
+  out["simulated_waste_at_daly"] = simulated_waste(job);
+  const json& ev = p.at("config").at("checkpoint").value("every", json(0));
+  const int every = ev.is_number_integer()          ? ev.get<int>()
+                    : p.contains("checkpoint_auto") ? p.at("checkpoint_auto").value("every", 0)
+                                                    : 0;
+  if (every > 0 && step > 0) {
+    job.interval_s = every * step;
+    out["waste_at_run_cadence"] = pm::daly_expected_waste(job);
+    out["simulated_waste_at_run_cadence"] = simulated_waste(job);
+  }
+}
+
 }  // namespace
 
 json checkpoint_figures(const json& p, double failures_per_device_s) {
@@ -62,8 +85,9 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
               {"checkpoint_s", c},
               {"aggregate_bytes_per_s", saves.front().value("aggregate_bytes_per_s", 0.0)},
               {"step_s", step}};
-  // Plain file I/O of the same bytes (measured once, after the first save) against the median
-  // save's slowest write: one save alone is at the mercy of a shared disk.
+  // Plain file I/O of the same bytes (the median of a few trials at the end of the point, kept
+  // with the first save) against the median save's slowest write: one save alone is at the
+  // mercy of a shared disk.
   if (saves.front().contains("baseline")) {
     const double base = saves.front().at("baseline").at("write_s").at("max").get<double>();
     const double mid = median(write);
@@ -84,24 +108,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
     out["young_interval_steps"] = young / step;
     out["daly_interval_steps"] = daly / step;
   }
-  pm::CadenceJob job;
-  job.work_s = 1;  // the waste fraction does not depend on the amount of work
-  job.checkpoint_s = c;
-  job.restart_s = restart;
-  job.mtbf_s = mtbf;
-  job.interval_s = daly;
-  out["waste_at_daly"] = pm::daly_expected_waste(job);
-  out["simulated_waste_at_daly"] = simulated_waste(job);
-  // The run's cadence: its checkpoint.every, or the one `auto` chose.
-  const json& ev = p.at("config").at("checkpoint").value("every", json(0));
-  const int every = ev.is_number_integer()          ? ev.get<int>()
-                    : p.contains("checkpoint_auto") ? p.at("checkpoint_auto").value("every", 0)
-                                                    : 0;
-  if (every > 0 && step > 0) {
-    job.interval_s = every * step;
-    out["waste_at_run_cadence"] = pm::daly_expected_waste(job);
-    out["simulated_waste_at_run_cadence"] = simulated_waste(job);
-  }
+  cadence_waste(p, c, restart, mtbf, daly, step, out);
   return out;
 }
 

@@ -55,12 +55,12 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
                 {"term_most_off", a.point.value("term_most_off", "")}};
       if (a.uneven()) miss["uneven_ranks_excess_s"] = excess;
       // The point's own steps beside the miss (docs/report.md, "Noise").
-      const json& st = a.point["terms"][0];
-      if (st.contains("within_steps_range")) {
-        miss["steps_range_s"] = st["steps_range_s"];
-        miss["within_steps_range"] = st["within_steps_range"];
-        n_noise += st["within_steps_range"].get<bool>() ? 1 : 0;
-      }
+      for (const json& st : a.point.value("terms", json::array()))
+        if (st.value("name", "") == "step_time" && st.contains("within_steps_range")) {
+          miss["steps_range_s"] = st["steps_range_s"];
+          miss["within_steps_range"] = st["within_steps_range"];
+          n_noise += st["within_steps_range"].get<bool>() ? 1 : 0;
+        }
       misses.push_back(miss);
     }
   }
