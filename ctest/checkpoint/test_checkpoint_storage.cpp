@@ -498,10 +498,10 @@ TEST(checkpoint_storage, every_wait_goes_through_the_wait_hook) {
 TEST(checkpoint_deadline, a_rank_that_never_commits_ends_the_job) {
   const std::string root = root_for("deadline");
   WriterOptions o = options();
-  o.timeout_s = 1;
+  o.timeout_s = 3;
   // Both ranks enter the writer together: its constructor's own wait (duplicating the
-  // communicator) is under the same 1 s deadline, and a rank that a busy machine delayed by a
-  // second there would end the job in the wrong wait.
+  // communicator) is under the same deadline, and a rank that a busy machine delayed by that
+  // long there would end the job in the wrong wait (with 1 s, a loaded -j2 suite did once).
   barrier();
   Writer w(MPI_COMM_WORLD, root, 1, {}, o);
   if (rank() == 0) {
