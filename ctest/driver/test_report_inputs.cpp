@@ -129,6 +129,9 @@ class HostileResults : public ::testing::Test {
     p["config"]["parallel"]["dp"] = dp;
     p["grid"]["dp"] = dp;
     p["grid"]["world"] = dp;
+    // Every rank's series, one per rank of the new grid (the validator checks their count).
+    for (auto& [name, per_rank] : p["rank_series"].items())
+      if (name != "steps") per_rank = json::array_t(static_cast<std::size_t>(dp), per_rank[0]);
     return s;
   }
   // The report of `s` must fail with status 2 and name the file and `field`.
@@ -232,6 +235,25 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                   "a measured time that is not a number");
   expect_rejected(with("/points/0/calls/rows", json::object()), "points[0].calls.rows",
                   "rows not an array");
+  // rank_series (the diagnosis and the report's "Noise" index it by rank and step): its shape.
+  ASSERT_TRUE(summary["points"][0].contains("rank_series"));
+  const json rs = summary["points"][0]["rank_series"];
+  const std::size_t n_steps = rs["steps"].size(), world = rs["step_s"].size();
+  EXPECT_NO_THROW(paraxis::driver::validate_summary(with("/points/0/rank_series", rs), "f"));
+  expect_rejected(with("/points/0/rank_series/step_s", json::array()),
+                  "points[0].rank_series.step_s", "no rank's series");
+  expect_rejected(with("/points/0/rank_series/step_s/0", json::array()),
+                  "points[0].rank_series.step_s[0]", "a rank with fewer values than steps");
+  expect_rejected(with("/points/0/rank_series/compute_s/0/0", -1.0),
+                  "points[0].rank_series.compute_s[0][0]", "a negative compute time");
+  expect_rejected(with("/points/0/rank_series/step_s/0/0", "slow"),
+                  "points[0].rank_series.step_s[0][0]", "a step time that is not a number");
+  expect_rejected(with("/points/0/rank_series/steps", json::array({"one"})),
+                  "points[0].rank_series.steps[0]", "a step number that is not an integer");
+  expect_rejected(with("/points/0/rank_series/speed", json::array()),
+                  "points[0].rank_series.speed", "a series paraxis does not write");
+  EXPECT_GT(n_steps, 0u);
+  EXPECT_GT(world, 0u);
   // Checkpoint figures (issue 16): the field named.
   const json save = {{"step", 2},         {"bytes", {{"min", 1.0}, {"mean", 1.0}, {"max", 1.0}}},
                      {"write_s", "fast"}, {"total_bytes", 2.0},

@@ -376,6 +376,34 @@ void check_calls(const Checker& c, const json& calls, const std::string& path) {
   }
 }
 
+// The per-rank, per-step series (docs/results.md, `rank_series`; driver/point_json.cpp): `steps`
+// the step numbers, then per metric one array per rank of one finite value per step. The
+// diagnosis and the report's "Noise" index them by rank and step, so their shape is checked.
+void check_rank_series(const Checker& c, const json& rs, const std::string& path,
+                       long long world) {
+  c.object(rs, path);
+  const std::string sp = Checker::at(path, "steps");
+  const json& steps = c.array(c.need(rs, path, "steps"), sp);
+  for (std::size_t k = 0; k < steps.size(); ++k) c.integer(steps[k], Checker::at(sp, k), 0, kMaxInt);
+  for (const auto& [name, per_rank] : rs.items()) {
+    if (name == "steps") continue;
+    const bool comm = name.rfind("comm.", 0) == 0;
+    if (!comm && name != "step_s" && name != "compute_s" && name != "bubble_fraction")
+      c.fail(Checker::at(path, name), "not a per-rank series paraxis writes");
+    const std::string np = Checker::at(path, name);
+    if (c.array(per_rank, np).size() != static_cast<std::size_t>(world))
+      c.fail(np, num(static_cast<long long>(per_rank.size())) + " ranks, the grid has " + num(world));
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      const std::string rp = Checker::at(np, r);
+      if (c.array(per_rank[r], rp).size() != steps.size())
+        c.fail(rp, num(static_cast<long long>(per_rank[r].size())) + " values for " +
+                       num(static_cast<long long>(steps.size())) + " steps");
+      for (std::size_t k = 0; k < steps.size(); ++k)
+        c.number(per_rank[r][k], Checker::at(rp, k), name == "bubble_fraction" ? -kInf : 0);
+    }
+  }
+}
+
 void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   const std::string cp = Checker::at(path, "config");
   const Shape s = check_config(c, c.child(p, path, "config"), cp);
@@ -429,6 +457,8 @@ void check_ok_point(const Checker& c, const json& p, const std::string& path) {
   if (const json* calls = Checker::maybe(p, "calls"))
     check_calls(c, *calls, Checker::at(path, "calls"));
   check_checkpoints(c, p, path);
+  if (const json* rs = Checker::maybe(p, "rank_series"))
+    check_rank_series(c, *rs, Checker::at(path, "rank_series"), world);
   // fault.slow_axis's record (docs/results.md), which the sensitivity section reads.
   if (const json* sa = Checker::maybe(p, "slow_axis")) {
     const std::string sp = Checker::at(path, "slow_axis");
