@@ -65,8 +65,8 @@ inline LastLevelCache read_last_level_cache() {
   int best_level = 0;
   std::size_t best = 0;
   for (int i = 0; i < 16; ++i) {
-    std::ifstream level(dir + std::to_string(i) + "/level"), type(dir + std::to_string(i) + "/type"),
-        size(dir + std::to_string(i) + "/size");
+    std::ifstream level(dir + std::to_string(i) + "/level"),
+        type(dir + std::to_string(i) + "/type"), size(dir + std::to_string(i) + "/size");
     int l = 0;
     std::string t, sz;
     if (!(level >> l) || !(type >> t) || !(size >> sz) || t == "Instruction" || l < best_level)

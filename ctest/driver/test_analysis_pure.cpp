@@ -62,10 +62,13 @@ TEST(analysis_compare, ranks_accuracy_and_misses) {
 
 TEST(analysis_compare, strong_and_weak_scaling_like_with_like) {
   // Another model's point never joins the tables.
-  std::vector<report::Analysed> all{
-      analysed(1, 1, 8, 4.0, 0), analysed(2, 1, 8, 2.5, 0), analysed(4, 1, 8, 1.6, 0),
-      analysed(2, 2, 8, 1.25, 0), analysed(1, 1, 4, 2.0, 0), analysed(1, 2, 8, 2.2, 0),
-      analysed(2, 1, 8, 0.1, 0, "m1", "other")};
+  std::vector<report::Analysed> all{analysed(1, 1, 8, 4.0, 0),
+                                    analysed(2, 1, 8, 2.5, 0),
+                                    analysed(4, 1, 8, 1.6, 0),
+                                    analysed(2, 2, 8, 1.25, 0),
+                                    analysed(1, 1, 4, 2.0, 0),
+                                    analysed(1, 2, 8, 2.2, 0),
+                                    analysed(2, 1, 8, 0.1, 0, "m1", "other")};
   const report::Comparison cmp = report::compare_points(all);
   // Strong, gb 8: worlds 1 (4.0 s), 2 (the faster of 2.5 and 2.2) and 4 (of 1.6 and 1.25); gb 4
   // has one world only.

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/diagnosis.hpp"
 #include "cli_harness.hpp"
 #include "deck/deck.hpp"
-#include "analysis/diagnosis.hpp"
 #include "parallel/watchdog.hpp"
 
 extern char** environ;

@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "driver/provenance.hpp"
 #include "analysis/summary_reader.hpp"
+#include "driver/provenance.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
 using nlohmann::json;

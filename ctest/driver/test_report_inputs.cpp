@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "deck/machine_file.hpp"
 #include "analysis/summary_reader.hpp"
+#include "deck/machine_file.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -250,8 +250,8 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
                   "points[0].rank_series.step_s[0][0]", "a step time that is not a number");
   expect_rejected(with("/points/0/rank_series/steps", json::array({"one"})),
                   "points[0].rank_series.steps[0]", "a step number that is not an integer");
-  expect_rejected(with("/points/0/rank_series/speed", json::array()),
-                  "points[0].rank_series.speed", "a series paraxis does not write");
+  expect_rejected(with("/points/0/rank_series/speed", json::array()), "points[0].rank_series.speed",
+                  "a series paraxis does not write");
   EXPECT_GT(n_steps, 0u);
   EXPECT_GT(world, 0u);
   // Checkpoint figures (issue 16): the field named.

@@ -139,7 +139,6 @@ TEST(report_uneven_ranks, a_spread_beyond_the_calibrated_one_is_measured_and_nam
   }
 }
 
-
 // The machine's spread beside the model's residual (docs/report.md, "Noise"): a point whose
 // measured step misses its prediction by 30 %, with its own measured steps ranging around the
 // prediction (the machine's noise) or all above it (the model's miss). The warm-up step, far
@@ -157,14 +156,16 @@ TEST(report_noise, a_miss_names_whether_its_own_steps_reach_the_prediction) {
     for (int k = 0; k < warmup + 3; ++k) {
       steps.push_back(k);
       // Per measured step the ranks' mean is lo, hi, then between: rank 1 0.02 s above rank 0.
-      const double mean = k < warmup ? 10 * hi : k == warmup ? lo : k == warmup + 1 ? hi : 1.3 * predicted;
+      const double mean = k < warmup        ? 10 * hi
+                          : k == warmup     ? lo
+                          : k == warmup + 1 ? hi
+                                            : 1.3 * predicted;
       r0.push_back(mean - 0.01);
       r1.push_back(mean + 0.01);
       c0.push_back(0.5 * mean);
     }
-    p["rank_series"] = {{"steps", steps},
-                        {"step_s", json::array({r0, r1})},
-                        {"compute_s", json::array({c0, c0})}};
+    p["rank_series"] = {
+        {"steps", steps}, {"step_s", json::array({r0, r1})}, {"compute_s", json::array({c0, c0})}};
     const json report = report_json_of(s, noise ? "noise" : "model");
     const json& st = report["points"][0]["terms"][0];
     ASSERT_EQ(st["name"], "step_time");

@@ -52,7 +52,8 @@ TEST(row_reduce, host_max_exact_and_sum_exp_within_bound_fp32) {
       const float mx = pd::row_max<float>(n, pd::row_as<float>(x.data()));
       EXPECT_EQ(mx, static_cast<float>(ref.max)) << "n " << n << " lo " << lo;
       const float s = pd::row_sum_exp<float>(n, mx, pd::row_as<float>(x.data()));
-      EXPECT_LE(std::fabs(s - ref.sum_exp), sum_bound(n) * ref.sum_exp) << "n " << n << " lo " << lo;
+      EXPECT_LE(std::fabs(s - ref.sum_exp), sum_bound(n) * ref.sum_exp)
+          << "n " << n << " lo " << lo;
     }
   }
 }

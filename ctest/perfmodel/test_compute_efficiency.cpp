@@ -145,7 +145,7 @@ TEST(compute_efficiency, fused_attention_keeps_no_scores_and_skips_the_masked_ha
   LayerShape s = small_layer(false);
   s.fused_attention = true;
   const LayerBytes b = dense_layer_bytes(s);
-  EXPECT_DOUBLE_EQ(b.forward, 1024 - 128);   // layer_memory_bytes_by_hand less the softmax
+  EXPECT_DOUBLE_EQ(b.forward, 1024 - 128);  // layer_memory_bytes_by_hand less the softmax
   EXPECT_DOUBLE_EQ(b.backward, 1472 - 192);
   EXPECT_DOUBLE_EQ(b.softmax, 0);
   // Per block of gpt() at tp 2, micro-batch 2: q k^T is 2 * 2 heads of (256 x 256 x 128),

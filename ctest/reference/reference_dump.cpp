@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "checkpoint/lineage.hpp"
-#include "driver/checkpoint_claim.hpp"
 #include "deck/deck.hpp"
+#include "driver/checkpoint_claim.hpp"
 #include "driver/point_checkpoint.hpp"
 #include "model/gpt_model.hpp"
 #include "model/param_layout.hpp"
@@ -205,8 +205,7 @@ void save(const RunConfig& cfg, const paraxis::model::Trainer& trainer, const st
   static const std::string run = paraxis::checkpoint::new_run_id();
   paraxis::driver::PointLineage lineage;
   lineage.lineage.id = lineage.lineage.run = run;
-  paraxis::driver::CheckpointSave(cfg, trainer, root, lineage, steps, /*async=*/false)
-      .finish();
+  paraxis::driver::CheckpointSave(cfg, trainer, root, lineage, steps, /*async=*/false).finish();
 }
 
 void dump(const Args& a) {

@@ -4,10 +4,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "deck/deck.hpp"
 #include "analysis/diagnosis.hpp"
 #include "analysis/statistics.hpp"
 #include "config/grid_coords.hpp"
+#include "deck/deck.hpp"
 
 namespace paraxis::driver::diagnosis::detail {
 

@@ -5,11 +5,16 @@ namespace paraxis::driver {
 
 const char* to_string(PointStatus::Kind kind) {
   switch (kind) {
-    case PointStatus::Kind::ok: return "ok";
-    case PointStatus::Kind::diverged: return "diverged";
-    case PointStatus::Kind::failed: return "failed";
-    case PointStatus::Kind::skipped: return "skipped";
-    case PointStatus::Kind::pending: break;
+    case PointStatus::Kind::ok:
+      return "ok";
+    case PointStatus::Kind::diverged:
+      return "diverged";
+    case PointStatus::Kind::failed:
+      return "failed";
+    case PointStatus::Kind::skipped:
+      return "skipped";
+    case PointStatus::Kind::pending:
+      break;
   }
   return "pending";
 }
@@ -21,8 +26,8 @@ std::string PointStatus::text() const {
 
 std::optional<PointStatus> parse_point_status(const std::string& text) {
   if (text == "ok") return PointStatus::ok();
-  for (const auto kind : {PointStatus::Kind::diverged, PointStatus::Kind::failed,
-                          PointStatus::Kind::skipped}) {
+  for (const auto kind :
+       {PointStatus::Kind::diverged, PointStatus::Kind::failed, PointStatus::Kind::skipped}) {
     const std::string head = std::string(to_string(kind)) + ": ";
     if (text.compare(0, head.size(), head) == 0) return PointStatus{kind, text.substr(head.size())};
   }

@@ -152,7 +152,8 @@ void side_by_side(const std::vector<Analysed>& all, json& side) {
     const auto& first = v.front()->point;
     json row{{"configuration", first["label"].get<std::string>() + " " + v.front()->model_label +
                                    " gb" + std::to_string(first["global_batch"].get<int>())}};
-    for (const auto* a : v) row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
+    for (const auto* a : v)
+      row["step_s"][a->point["machine"].get<std::string>()] = a->measured_step;
     side.push_back(row);
   }
 }

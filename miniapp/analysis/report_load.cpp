@@ -9,10 +9,10 @@
 #include <set>
 
 #include "analysis/point_status.hpp"
-#include "config/exit_codes.hpp"
-#include "deck/deck.hpp"
 #include "analysis/report_parts.hpp"
 #include "analysis/summary_reader.hpp"
+#include "config/exit_codes.hpp"
+#include "deck/deck.hpp"
 #include "perfmodel/collectives.hpp"
 
 namespace paraxis::driver::report {
@@ -50,12 +50,13 @@ int load_failures(const std::string& dir, Loaded& in) {
       f["dir"] = dir;
       f["index"] = index;
       // The point ended the job before summary.json could list it: listed from its record.
-      in.not_analysed.push_back({{"dir", dir},
-                                 {"index", index},
-                                 {"settings", records.front().value("settings", json::object())},
-                                 {"status", PointStatus::failed(f.at("kind").get<std::string>() +
-                                                                ": " + f.at("text").get<std::string>())
-                                                .text()}});
+      in.not_analysed.push_back(
+          {{"dir", dir},
+           {"index", index},
+           {"settings", records.front().value("settings", json::object())},
+           {"status", PointStatus::failed(f.at("kind").get<std::string>() + ": " +
+                                          f.at("text").get<std::string>())
+                          .text()}});
       in.failures.push_back(f);
     }
   } catch (const std::exception& e) {
@@ -155,7 +156,7 @@ int load_folder(const std::string& dir, const ProvenanceWarning& provenance_warn
   const std::string machine = add_machine(dir, prov, provenance_warning, in);
   std::set<std::string> seen_fits;
   for (const auto& p : s.at("points")) {
-    const std::string status = p.at("status");  // validated by read_summary
+    const std::string status = p.at("status");   // validated by read_summary
     if (!parse_point_status(status)->is_ok()) {  // diverged, failed, skipped: figures mean nothing
       in.not_analysed.push_back({{"dir", dir},
                                  {"index", p.at("index")},

@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "analysis/calibration_data.hpp"
-#include "deck/deck.hpp"
 #include "analysis/diagnosis.hpp"
 #include "analysis/report_checkpoint.hpp"
 #include "analysis/report_noise.hpp"
@@ -15,6 +14,7 @@
 #include "analysis/statistics.hpp"
 #include "analysis/summary_reader.hpp"
 #include "config/grid_coords.hpp"
+#include "deck/deck.hpp"
 #include "perfmodel/checkpoint.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/memory.hpp"

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <sstream>
 
-#include "config/exit_codes.hpp"
 #include "analysis/report_checkpoint.hpp"
 #include "analysis/report_parts.hpp"
 #include "analysis/report_plots.hpp"
 #include "analysis/report_sensitivity.hpp"
+#include "config/exit_codes.hpp"
 #include "io/checked_file.hpp"
 
 namespace paraxis::driver::report {
@@ -100,8 +100,8 @@ void md_accuracy(std::ostream& md, const Comparison& cmp) {
          << fmt(miss["uneven_ranks_excess_s"].get<double>() * 1e3, 3)
          << " ms a step more than calibrated";
     if (miss.contains("within_steps_range"))
-      md << "; its own steps took " << fmt(miss["steps_range_s"][0].get<double>() * 1e3, 3)
-         << "-" << fmt(miss["steps_range_s"][1].get<double>() * 1e3, 3) << " ms, "
+      md << "; its own steps took " << fmt(miss["steps_range_s"][0].get<double>() * 1e3, 3) << "-"
+         << fmt(miss["steps_range_s"][1].get<double>() * 1e3, 3) << " ms, "
          << (miss["within_steps_range"].get<bool>()
                  ? "the prediction among them: the machine's noise"
                  : "the prediction outside them: the model");
@@ -171,8 +171,8 @@ void md_nodes(std::ostream& md, const json& points) {
               std::to_string(g.value("groups", 0));
     }
     md << "| " << p["label"].get<std::string>() << " | " << t.value("nodes", 0)
-       << (t.value("emulated", false) ? " (emulated)" : "") << " | "
-       << (axes.empty() ? "-" : axes) << " |\n";
+       << (t.value("emulated", false) ? " (emulated)" : "") << " | " << (axes.empty() ? "-" : axes)
+       << " |\n";
   }
 }
 
@@ -194,9 +194,8 @@ void md_diagnosis(std::ostream& md, const json& diagnosis) {
     md << "| " << f["point"].get<std::string>() << " | " << f["kind"].get<std::string>() << " | "
        << f["axis"].get<std::string>() << " | " << ranks << " | " << f["from_step"] << " | "
        << (f["cost_s"].is_null() ? std::string("job ended") : fmt(f["cost_s"].get<double>(), 3))
-       << " | " << f.value("evidence", json::object()).value("reference", std::string("-"))
-       << " | " << f["text"].get<std::string>() << " | " << f["advice"].get<std::string>()
-       << " |\n";
+       << " | " << f.value("evidence", json::object()).value("reference", std::string("-")) << " | "
+       << f["text"].get<std::string>() << " | " << f["advice"].get<std::string>() << " |\n";
   }
 }
 
@@ -238,8 +237,8 @@ void md_calibration(std::ostream& md, const json& calibration) {
         "1/beta (GB/s) |\n|---|---|---|---|---|---|\n";
   for (const auto& c : calibration) {
     const double beta = c["beta_s_per_byte"];
-    md << "| " << c["machine"].get<std::string>() << " | " << c["axis"].get<std::string>()
-       << " | " << c["op"].get<std::string>() << " | " << c["ranks"] << " | "
+    md << "| " << c["machine"].get<std::string>() << " | " << c["axis"].get<std::string>() << " | "
+       << c["op"].get<std::string>() << " | " << c["ranks"] << " | "
        << fmt(c["alpha_s"].get<double>() * 1e6, 3) << " | "
        << (beta > 0 ? fmt(1e-9 / beta, 3) : std::string("-")) << " |\n";
   }
@@ -309,8 +308,7 @@ bool write_or_say(const std::string& file, const std::string& text) {
 void print_summary_line(const std::vector<std::string>& dirs, const Loaded& in,
                         const Comparison& cmp) {
   std::printf("report: %zu point(s) from %zu folder(s)", in.all.size(), dirs.size());
-  if (!in.not_analysed.empty())
-    std::printf(" (%zu more not ok, listed)", in.not_analysed.size());
+  if (!in.not_analysed.empty()) std::printf(" (%zu more not ok, listed)", in.not_analysed.size());
   if (cmp.n_pred > 0)
     std::printf(", step time predicted within %.1f %% (max) / %.1f %% (mean)", cmp.max_abs,
                 cmp.accuracy["mean_abs_residual_pct"].get<double>());

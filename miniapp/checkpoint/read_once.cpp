@@ -15,7 +15,9 @@ namespace {
 constexpr std::size_t kMessage = std::size_t{1} << 30;
 // Tags cycle below 32767, the smallest MPI_TAG_UB the standard allows; messages between two
 // ranks with the same tag arrive in the order they were sent, which the receives follow.
-int tag_of(std::size_t shard) { return static_cast<int>(shard % 32767); }
+int tag_of(std::size_t shard) {
+  return static_cast<int>(shard % 32767);
+}
 
 // needers[s]: the ranks that named shard s, from every rank's list (allgathered).
 std::vector<std::vector<int>> gather_needers(MPI_Comm comm, std::size_t shards,
@@ -90,9 +92,8 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
                                 const std::vector<std::size_t>& shard_bytes) {
   std::vector<std::size_t> order(needers.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return shard_bytes[a] > shard_bytes[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return shard_bytes[a] > shard_bytes[b]; });
   std::vector<std::size_t> load;  // bytes assigned per rank
   std::vector<int> reader(needers.size(), -1);
   for (const std::size_t s : order) {

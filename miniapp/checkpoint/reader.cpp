@@ -84,7 +84,9 @@ Reader::Reader(std::string folder) : folder_(std::move(folder)) {
   }
 }
 
-Reader::~Reader() { stop_prefetch(); }
+Reader::~Reader() {
+  stop_prefetch();
+}
 
 std::string Reader::resolve(const std::string& given) {
   return resolve_checkpoint(given);
@@ -96,7 +98,9 @@ std::vector<TensorInfo> Reader::tensors() const {
   return v;
 }
 
-bool Reader::has(const std::string& tensor) const { return tensor_.count(tensor) > 0; }
+bool Reader::has(const std::string& tensor) const {
+  return tensor_.count(tensor) > 0;
+}
 
 const TensorRecord& Reader::record(const std::string& tensor) const {
   const auto it = tensor_.find(tensor);
@@ -105,7 +109,9 @@ const TensorRecord& Reader::record(const std::string& tensor) const {
   return index_.tensors[it->second];
 }
 
-const TensorInfo& Reader::info(const std::string& tensor) const { return record(tensor).info; }
+const TensorInfo& Reader::info(const std::string& tensor) const {
+  return record(tensor).info;
+}
 
 std::size_t Reader::bytes() const {
   std::size_t n = 0;

@@ -94,8 +94,8 @@ class Reader {
 
   std::string folder_;
   Index index_;
-  std::vector<const ShardRecord*> shards_;                // by shard number
-  std::vector<std::size_t> first_shard_;                  // per tensor: its first shard number
+  std::vector<const ShardRecord*> shards_;               // by shard number
+  std::vector<std::size_t> first_shard_;                 // per tensor: its first shard number
   std::unordered_map<std::string, std::size_t> tensor_;  // name -> position in the index
   mutable std::size_t bytes_read_ = 0;
   mutable ReadTimes times_;

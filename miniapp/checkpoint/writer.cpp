@@ -165,8 +165,7 @@ std::string Writer::broadcast_string(std::string s, const char* what) {
 }
 
 void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
-  if (committed_ || synced_)
-    throw std::logic_error("checkpoint::Writer::add after sync or commit");
+  if (committed_ || synced_) throw std::logic_error("checkpoint::Writer::add after sync or commit");
   const Shard n = normalized(shard);
   const std::size_t need = static_cast<std::size_t>(n.end - n.begin) * dtype_size(n.tensor.dtype);
   if (bytes != need)
@@ -207,7 +206,8 @@ void Writer::add(const Shard& shard, const void* data, std::size_t bytes) {
 }
 
 void Writer::sync() {
-  if (committed_ || synced_) throw std::logic_error("checkpoint::Writer::sync after sync or commit");
+  if (committed_ || synced_)
+    throw std::logic_error("checkpoint::Writer::sync after sync or commit");
   synced_ = true;
   const double t0 = seconds_now();
   if (error_.empty() && file_) {

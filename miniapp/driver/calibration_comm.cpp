@@ -6,8 +6,8 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 
-#include "driver/calibration_detail.hpp"
 #include "analysis/statistics.hpp"
+#include "driver/calibration_detail.hpp"
 #include "model/collectives.hpp"
 #include "model/trainer.hpp"
 #include "parallel/communicator.hpp"

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <memory>
 #include <sstream>
-#include <vector>
 #include <string>
+#include <vector>
 
-#include "driver/calibration_detail.hpp"
 #include "analysis/statistics.hpp"
+#include "driver/calibration_detail.hpp"
 #include "model/trainer.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/process_grid.hpp"

@@ -12,8 +12,8 @@
 
 #include "checkpoint/folder_lock.hpp"
 #include "checkpoint/lineage.hpp"
-#include "driver/commands.hpp"
 #include "deck/deck.hpp"
+#include "driver/commands.hpp"
 
 namespace paraxis::driver {
 

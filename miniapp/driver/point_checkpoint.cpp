@@ -6,11 +6,11 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -194,8 +194,8 @@ json io_baseline(const std::string& root, const json& save, int trials) {
   std::vector<double> slowest;  // per trial: the slowest rank's write time
   std::string error;
   for (int t = 0; t < trials; ++t) {
-    const std::string path = root + "/baseline-rank" + std::to_string(world_rank()) + "-" +
-                             std::to_string(t) + ".tmp";
+    const std::string path =
+        root + "/baseline-rank" + std::to_string(world_rank()) + "-" + std::to_string(t) + ".tmp";
     parallel::watchdog::barrier(MPI_COMM_WORLD, "checkpoint baseline");
     const auto [w, r] = baseline_trial(path, total, error);
     runs.push_back({{"write_s", spread(w)}, {"read_s", spread(r)}});
@@ -251,7 +251,7 @@ struct CheckpointSave::Impl {
   StagingSink staged;
   std::thread thread;
   std::string thread_error;
-  std::string error;  // from the construction (a Writer that could not be opened)
+  std::string error;        // from the construction (a Writer that could not be opened)
   bool cores_busy = false;  // async: the ranks on this host use all its cores
 };
 

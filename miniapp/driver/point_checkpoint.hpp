@@ -9,8 +9,8 @@
 #include <string>
 
 #include "checkpoint/reader.hpp"
-#include "driver/checkpoint_claim.hpp"
 #include "deck/run_config.hpp"
+#include "driver/checkpoint_claim.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {

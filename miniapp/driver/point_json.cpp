@@ -4,9 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "analysis/statistics.hpp"
 #include "driver/call_accounting.hpp"
 #include "driver/results.hpp"
-#include "analysis/statistics.hpp"
 #include "parallel/topology.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -126,18 +126,18 @@ json comm_json(const PointResult& r) {
 void time_json(const PointResult& r, json& j) {
   const auto& c = r.point.config;
   auto med = [&](double (*get)(const model::StepResult&)) { return measured_median(r, get); };
-  j["time"] = {{"step_median_s", med([](const model::StepResult& s) { return s.time_s; })},
-               {"forward_s", med([](const model::StepResult& s) { return s.forward_s; })},
-               {"backward_s", med([](const model::StepResult& s) { return s.backward_s; })},
-               {"backward_weight_s",
-                med([](const model::StepResult& s) { return s.backward_weight_s; })},
-               {"optimizer_s", med([](const model::StepResult& s) { return s.optimizer_s; })},
-               {"compute_s", med([](const model::StepResult& s) { return s.compute_s; })},
-               {"bubble_fraction", 0.0},
-               {"bubble_fraction_model", 0.0},
-               {"bubble_fraction_formula", 0.0},
-               {"bubble_fraction_ideal", 0.0},
-               {"comm", comm_json(r)}};
+  j["time"] = {
+      {"step_median_s", med([](const model::StepResult& s) { return s.time_s; })},
+      {"forward_s", med([](const model::StepResult& s) { return s.forward_s; })},
+      {"backward_s", med([](const model::StepResult& s) { return s.backward_s; })},
+      {"backward_weight_s", med([](const model::StepResult& s) { return s.backward_weight_s; })},
+      {"optimizer_s", med([](const model::StepResult& s) { return s.optimizer_s; })},
+      {"compute_s", med([](const model::StepResult& s) { return s.compute_s; })},
+      {"bubble_fraction", 0.0},
+      {"bubble_fraction_model", 0.0},
+      {"bubble_fraction_formula", 0.0},
+      {"bubble_fraction_ideal", 0.0},
+      {"comm", comm_json(r)}};
   if (c.parallel.pp == 1) return;
   const PipelineFigures pf = pipeline_figures(r);
   j["time"]["bubble_fraction"] = pf.measured_mean;

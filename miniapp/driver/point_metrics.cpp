@@ -3,8 +3,8 @@
 // schedule replayed by the schedule layer (schedule/stage_time_replay.hpp).
 #include <algorithm>
 
-#include "driver/results.hpp"
 #include "analysis/statistics.hpp"
+#include "driver/results.hpp"
 #include "parallel/process_grid.hpp"
 #include "schedule/pipeline_schedule.hpp"
 #include "schedule/stage_time_replay.hpp"

@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <string>
 
+#include "deck/run_config.hpp"
 #include "driver/calibration.hpp"
 #include "driver/checkpoint_claim.hpp"
 #include "driver/results.hpp"
-#include "deck/run_config.hpp"
 
 namespace paraxis::driver {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/results.hpp"
 #include "deck/run_config.hpp"
+#include "driver/results.hpp"
 #include "model/trainer.hpp"
 
 namespace paraxis::driver {

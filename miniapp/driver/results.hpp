@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "analysis/point_status.hpp"
-#include "driver/calibration.hpp"
 #include "deck/deck.hpp"
+#include "driver/calibration.hpp"
 #include "driver/verify.hpp"
 #include "model/trainer.hpp"
 

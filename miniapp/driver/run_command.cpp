@@ -10,13 +10,13 @@
 #include <ctime>
 #include <thread>
 
-#include "checkpoint/folder_lock.hpp"
-#include "config/exit_codes.hpp"
-#include "driver/checkpoint_claim.hpp"
-#include "driver/commands.hpp"
-#include "deck/deck.hpp"
 #include "analysis/diagnosis.hpp"
 #include "analysis/point_status.hpp"
+#include "checkpoint/folder_lock.hpp"
+#include "config/exit_codes.hpp"
+#include "deck/deck.hpp"
+#include "driver/checkpoint_claim.hpp"
+#include "driver/commands.hpp"
 #include "driver/last_words.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/point_checkpoint.hpp"
@@ -313,8 +313,8 @@ int train_point(RunState& s, std::size_t i, PointResult& r) {
     parallel::set_mpi_gpu_aware(r.point.config.comm.mpi_gpu_aware);
     const PointLineage& lineage = s.setup.claim.points[i];
     run_point(r.point.config,
-              PointContext{s.world, rank, s.opt.verify, i, s.deck.points.size(), &s.calibrator,
-                           dir, lineage.resume, lineage},
+              PointContext{s.world, rank, s.opt.verify, i, s.deck.points.size(), &s.calibrator, dir,
+                           lineage.resume, lineage},
               r);
     parallel::watchdog::set_expiry_handler({});
   } catch (const CheckpointError& ex) {

@@ -42,9 +42,8 @@ class LocalCommunicator final : public Communicator {
     for (int k = 0; k < size(); ++k)
       copy_bytes(s, static_cast<char*>(r) + static_cast<std::size_t>(k) * b, b);
   }
-  void do_all_to_all_v(const void* send, const int* send_counts, const int* send_displs,
-                       void* recv, const int* recv_counts, const int* recv_displs,
-                       DType t) override {
+  void do_all_to_all_v(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                       const int* recv_counts, const int* recv_displs, DType t) override {
     const std::size_t e = size_of(t);
     const char* own =
         static_cast<const char*>(send) + static_cast<std::size_t>(send_displs[rank()]) * e;
@@ -68,8 +67,7 @@ class LocalCommunicator final : public Communicator {
     do_all_reduce(s, r, n, t, op);
     return Request();
   }
-  Request do_ireduce_scatter(const void* s, void* r, std::size_t n, DType t,
-                             ReduceOp op) override {
+  Request do_ireduce_scatter(const void* s, void* r, std::size_t n, DType t, ReduceOp op) override {
     do_reduce_scatter(s, r, n, t, op);
     return Request();
   }

@@ -511,8 +511,7 @@ class ParallelTrainer final : public model::Trainer, private model::UnitHooks {
     wait_recv(t_in);
     // The activation send of this pair reads the output that backward frees.
     for (auto& s : sends_)
-      if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active())
-        pp_->wait(s.request);
+      if (s.key == tag(a.micro_batch, a.chunk + 1, 0) && s.request.active()) pp_->wait(s.request);
     Act dy, dx;
     int in_buf = -1;
     if (!ch.head) {
@@ -632,9 +631,8 @@ namespace {
 std::unique_ptr<model::Trainer> make_engine(const model::ModelConfig& m,
                                             const model::TrainConfig& t,
                                             const config::ParallelConfig& p,
-                                            const config::CommConfig& comm,
-                                            const ProcessGrid& grid, const config::SlowRank& slow,
-                                            bool compute_only) {
+                                            const config::CommConfig& comm, const ProcessGrid& grid,
+                                            const config::SlowRank& slow, bool compute_only) {
   switch (t.precision) {
     case model::Precision::fp64:
       return std::make_unique<ParallelTrainer<double>>(m, t, p, comm, grid, slow, compute_only);

@@ -17,9 +17,9 @@ namespace paraxis::parallel {
 
 // A rank's coordinates and its world rank: config/grid_coords.hpp (MPI-free, shared with the
 // analysis).
-using config::GridCoords;
 using config::grid_coords_of;
 using config::grid_rank_of;
+using config::GridCoords;
 
 class ProcessGrid {
  public:

@@ -9,8 +9,8 @@
 // the largest size measured: linear between the two measured sizes around S), else
 // collective_time with the operation's own alpha-beta fit when the calibration has one, else its
 // axis's link. A single alpha-beta line through 8 B - 4 MiB misses the mid sizes a step's calls
-// have by 25-50 % where MPI switches protocol or algorithm (docs/perf-log/2026-12-05-dp-bubble.md). The
-// engine's operation names (parallel/comm_log.hpp) map onto the model's collectives here:
+// have by 25-50 % where MPI switches protocol or algorithm (docs/perf-log/2026-12-05-dp-bubble.md).
+// The engine's operation names (parallel/comm_log.hpp) map onto the model's collectives here:
 // all_to_all_v is the all-to-all; send, isend, recv and irecv are point-to-point (a receive is
 // predicted the same transfer time as its send; its bytes are the sender's, counted once).
 #pragma once

@@ -64,9 +64,9 @@ LayerBytes dense_layer_bytes(const LayerShape& s) {
   const double e = s.element_bytes;
   const double N = static_cast<double>(s.micro_batch) * s.seq;
   const double Nl = s.sp ? N / s.tp : N;
-  const double scores = s.fused_attention ? 0.0
-                                          : static_cast<double>(s.micro_batch) * (s.heads / s.tp) *
-                                                s.seq * s.seq;
+  const double scores = s.fused_attention
+                            ? 0.0
+                            : static_cast<double>(s.micro_batch) * (s.heads / s.tp) * s.seq * s.seq;
   const double hidden = Nl * s.hidden * e;
   const double mlp = N * (static_cast<double>(s.ffn) / s.tp) * e;
   LayerBytes b;

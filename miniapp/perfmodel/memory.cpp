@@ -15,7 +15,9 @@ namespace paraxis::perfmodel {
 
 namespace {
 
-void check_zero(int zero) { config::require_zero_stage(zero); }
+void check_zero(int zero) {
+  config::require_zero_stage(zero);
+}
 
 // Rows of a grow-only buffer: paraxis allocates at least one.
 double rows_at_least_one(double r) {

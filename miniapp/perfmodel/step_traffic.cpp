@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <stdexcept>
 
-#include "perfmodel/shard_params.hpp"
 #include "config/parallel_config.hpp"
+#include "perfmodel/shard_params.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::perfmodel {

@@ -37,8 +37,8 @@ void check_targets(const ExecSpace& space, const char* kernel, const TV& targets
   }
 }
 
-// The row of the host path's backward pass: d[j] = sc (exp(x[j] - lse) - [j == target]) for j < n (target outside [0, n): no one-hot
-// term), d[j] = 0 for n <= j < width.
+// The row of the host path's backward pass: d[j] = sc (exp(x[j] - lse) - [j == target]) for j < n
+// (target outside [0, n): no one-hot term), d[j] = 0 for n <= j < width.
 template <class A, class T, class D>
 inline void ce_row_backward(const T* x, D* d, int n, int width, A lse, A sc, int target) {
   for (int j = 0; j < n; ++j) d[j] = static_cast<D>(sc * math::vexp(static_cast<A>(x[j]) - lse));
@@ -82,13 +82,13 @@ acc_t<value_t<LV>> cross_entropy_forward(const ExecSpace& space, const LV& logit
   bool done = false;
   if constexpr (detail::host_exec_v<ExecSpace>) {
     if (detail::rows_contiguous(logits)) {
-      Kokkos::parallel_for(
-          "paraxis::cross_entropy_fwd", Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)),
-          [=](const int i) {
-            const auto x = detail::row_as<A>(detail::row_ptr(logits, i));
-            const A mx = detail::row_max<A>(vv, x);
-            lse(i) = static_cast<LT>(mx + math::log(detail::row_sum_exp<A>(vv, mx, x)));
-          });
+      Kokkos::parallel_for("paraxis::cross_entropy_fwd",
+                           Kokkos::RangePolicy<ExecSpace>(space, 0, int(N)), [=](const int i) {
+                             const auto x = detail::row_as<A>(detail::row_ptr(logits, i));
+                             const A mx = detail::row_max<A>(vv, x);
+                             lse(i) =
+                                 static_cast<LT>(mx + math::log(detail::row_sum_exp<A>(vv, mx, x)));
+                           });
       done = true;
     }
   }

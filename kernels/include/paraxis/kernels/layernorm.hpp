@@ -2,8 +2,10 @@
 // variance and rstd = 1/sqrt(var + eps). Two-pass statistics (mean, then sum of squared
 // deviations): no cancellation when |mean| >> std. Deterministic everywhere, no atomics:
 //   - device path: one team per row, statistics from row_reduce.hpp's team reductions (fixed
-//     order for a fixed team size); dgamma/dbeta one thread per column, rows in order (coalesced on a GPU).
-//   - host path (row_lanes.hpp's lane_sum): one row per iteration of a RangePolicy, statistics summed in
+//     order for a fixed team size); dgamma/dbeta one thread per column, rows in order (coalesced on
+//     a GPU).
+//   - host path (row_lanes.hpp's lane_sum): one row per iteration of a RangePolicy, statistics
+//   summed in
 //     fixed lanes (vectorized); the backward pass fuses dgamma/dbeta into the dX pass: fixed
 //     blocks of kLnRowBlock rows each sum their rows in order into per-column partials, which
 //     are then added in block order. The blocks do not depend on the thread count, so every

@@ -74,8 +74,9 @@ void vocab_parallel_ce_local_max(const ExecSpace& space, const LV& logits, int v
       "paraxis::vocab_parallel_ce_max", Policy(space, static_cast<int>(N), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team) {
         const int i = team.league_rank();
-        const A mx = detail::range_max<A>(Kokkos::TeamThreadRange(team, vv),
-                                          [&](const int j) { return static_cast<A>(logits(i, j)); });
+        const A mx = detail::range_max<A>(Kokkos::TeamThreadRange(team, vv), [&](const int j) {
+          return static_cast<A>(logits(i, j));
+        });
         Kokkos::single(Kokkos::PerTeam(team),
                        [&]() { max_local(i) = static_cast<MT>(vv > 0 ? mx : math::lowest<A>()); });
       });
