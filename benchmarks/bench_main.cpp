@@ -1,7 +1,8 @@
 // Entry point of the paraxis benchmark executables: Kokkos for the whole run, provenance in
-// the benchmark context (so it lands in --benchmark_format=json output), including the BLAS
-// library, the core it chose and the CPU model, with a warning on stderr when that BLAS runs
-// generic kernels on a CPU with wider vector units (every BLAS figure would be misleading).
+// the benchmark context (so it lands in --benchmark_format=json output; the keys of summary.json's
+// provenance, driver/provenance_common.hpp), including the BLAS library, the core it chose and
+// the CPU model, with a warning on stderr when that BLAS runs generic kernels on a CPU with wider
+// vector units (every BLAS figure would be misleading).
 // Exits 1 when any row failed (a wrong result: bench_check.hpp), naming the rows on stderr;
 // --corrupt-for-test makes every check see a wrong element (the test of that path).
 #include <benchmark/benchmark.h>
@@ -14,8 +15,8 @@
 
 #include "bench_check.hpp"
 #include "error_count_reporter.hpp"
+#include "driver/provenance_common.hpp"
 #include "kernels/bench_util.hpp"
-#include "paraxis/build_info.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 
 namespace {
@@ -33,26 +34,21 @@ bool take_corrupt_flag(int& argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string command_line = paraxis::driver::command_line_of(argc, argv);
   if (take_corrupt_flag(argc, argv)) paraxis::bench::corrupt_checks_for_test();
   Kokkos::ScopeGuard kokkos(argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("paraxis_version", paraxis::build_info::version);
-  benchmark::AddCustomContext("paraxis_git", paraxis::build_info::git_hash);
-  benchmark::AddCustomContext("paraxis_cxx", paraxis::build_info::cxx_compiler);
-  benchmark::AddCustomContext("paraxis_cxx_flags", paraxis::build_info::cxx_flags);
-  benchmark::AddCustomContext("paraxis_native_arch",
-                              paraxis::build_info::native_arch ? "on" : "off");
-  benchmark::AddCustomContext("kokkos_version", paraxis::build_info::kokkos_version);
-  benchmark::AddCustomContext("kokkos_execution_space", Kokkos::DefaultExecutionSpace::name());
-  benchmark::AddCustomContext("kokkos_concurrency",
-                              std::to_string(Kokkos::DefaultExecutionSpace().concurrency()));
-  benchmark::AddCustomContext("kokkos_kernels", paraxis::build_info::kokkos_kernels ? "yes" : "no");
+  // The provenance every paraxis program records, under the same keys as summary.json's
+  // (driver/provenance_common.hpp); the context takes strings: others as JSON text. `date` is
+  // Google Benchmark's own context key already.
+  const auto provenance =
+      paraxis::driver::provenance_common(command_line, paraxis::driver::ProvenanceScope::process);
+  for (const auto& [key, value] : provenance.items())
+    if (key != "date")
+      benchmark::AddCustomContext(key, value.is_string() ? value.get<std::string>() : value.dump());
   const auto blas = paraxis::kernels::detect_blas();
   const auto cpu = paraxis::kernels::detect_cpu();
-  benchmark::AddCustomContext("blas_library", blas.library);
-  benchmark::AddCustomContext("blas_core", blas.core);
-  benchmark::AddCustomContext("cpu_model", paraxis::kernels::cpu_model_string(cpu));
   // The past-cache shapes of the memory-bound families are sized from this (bench_util.hpp).
   const auto& llc = paraxis::bench::last_level_cache();
   benchmark::AddCustomContext("llc_bytes", std::to_string(llc.bytes));

@@ -273,9 +273,7 @@ ctx = k["context"] or m["context"]
 if not ctx:  # no benchmark ran: the run's provenance names the same things
     try:
         prov = json.load(open(sys.argv[3]))["provenance"]
-        ctx = {"kokkos_execution_space": prov["execution_space"], "kokkos_concurrency": prov["threads"],
-               "blas_library": prov["blas_library"], "blas_core": prov["blas_core"],
-               "cpu_model": prov["cpu_model"]}
+        ctx = prov  # the same keys (driver/provenance_common.hpp)
     except (OSError, ValueError, KeyError, TypeError):
         pass
 def rate(doc, name, key="FLOP/s"):
@@ -285,8 +283,8 @@ def rate(doc, name, key="FLOP/s"):
     return None
 def g(x, unit=1e9):
     return "-" if x is None else f"{x / unit:.{0 if unit == 1 else 1}f}"
-if ctx.get("kokkos_execution_space"):
-    print(f"space={ctx['kokkos_execution_space']} (concurrency {ctx.get('kokkos_concurrency', '?')}),"
+if ctx.get("execution_space"):
+    print(f"space={ctx['execution_space']} (concurrency {ctx.get('threads', '?')}),"
           f" BLAS {ctx.get('blas_library', '?')} core {ctx.get('blas_core', '?')}")
 if ctx.get("cpu_model"):
     print(f"cpu={ctx['cpu_model']}")

@@ -37,6 +37,7 @@
 #include "analysis/statistics.hpp"  // the one median
 #include "collective_table.hpp"
 #include "config/exit_codes.hpp"
+#include "driver/provenance_common.hpp"
 #include "parallel/comm_log.hpp"
 #include "parallel/communicator.hpp"
 #include "parallel/mpi_staging.hpp"
@@ -357,57 +358,14 @@ class Bench {
   std::vector<int> counts_, displs_;
 };
 
-json provenance(int world, const std::string& cmdline, const std::string& load) {
-  char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(lib, &len);
-  // The first line (name and version) and, for MPICH, the device line ("ch4:ucx"), with
-  // whitespace runs collapsed: "MPICH Version: 4.0.2, MPICH Device: ch4:ucx".
-  std::string mpi;
-  {
-    std::istringstream lines(std::string(lib, static_cast<std::size_t>(len)));
-    std::string line;
-    for (int i = 0; std::getline(lines, line); ++i) {
-      if (i > 0 && line.find("Device") == std::string::npos) continue;
-      std::istringstream words(line);
-      std::string w, joined;
-      while (words >> w) joined += (joined.empty() ? "" : " ") + w;
-      if (!joined.empty()) mpi += (mpi.empty() ? "" : ", ") + joined;
-    }
-  }
-  int major = 0, minor = 0;
-  MPI_Get_version(&major, &minor);
-
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int nlen = 0;
-  MPI_Get_processor_name(name, &nlen);
-  std::vector<char> all(static_cast<std::size_t>(world) * MPI_MAX_PROCESSOR_NAME, '\0');
-  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                MPI_CHAR, MPI_COMM_WORLD);
-  std::vector<std::string> rank_hosts;
-  std::set<std::string> hosts;
-  for (int r = 0; r < world; ++r) {
-    rank_hosts.emplace_back(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
-    hosts.insert(rank_hosts.back());
-  }
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  char date[32];
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return json{{"paraxis_version", paraxis::build_info::version},
-              {"git_hash", paraxis::build_info::git_hash},
-              {"compiler", paraxis::build_info::cxx_compiler},
-              {"cxx_flags", paraxis::build_info::cxx_flags},
-              {"build_type", paraxis::build_info::build_type},
-              {"kokkos_version", paraxis::build_info::kokkos_version},
-              {"execution_space", Kokkos::DefaultExecutionSpace::name()},
-              {"mpi_library", mpi},
-              {"mpi_version", std::to_string(major) + "." + std::to_string(minor)},
-              {"ranks", world},
-              {"hosts", hosts},
-              {"rank_hosts", rank_hosts},
-              {"date", date},
-              {"load_average_start", load},
-              {"command", cmdline}};
+// What every paraxis program records (driver/provenance_common.hpp: the same keys as
+// summary.json's provenance), and this benchmark's load average at the start.
+json provenance(int /*world: provenance_common asks MPI_COMM_WORLD*/, const std::string& cmdline,
+                const std::string& load) {
+  json p = paraxis::driver::provenance_common(cmdline,
+                                              paraxis::driver::ProvenanceScope::mpi_world);
+  p["load_average_start"] = load;
+  return p;
 }
 
 void print_header(const char* type, int ranks) {
@@ -488,7 +446,7 @@ int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communic
     std::fflush(stdout);
 
     if (!o.json_path.empty()) {
-      json j{{"schema", "paraxis.bench_comm/1"}, {"provenance", prov}};
+      json j{{"schema", "paraxis.bench_comm/2"}, {"provenance", prov}};
       j["provenance"]["load_average_end"] = load_average();
       j["options"] = {{"min_bytes", o.min_bytes},     {"max_bytes", o.max_bytes},
                       {"step_factor", o.step_factor}, {"iters", o.iters},
@@ -611,8 +569,7 @@ int main(int argc, char** argv) {
             "device memory, and the raw side would hand it device buffers; use an MPI that "
             "does (--mpi-gpu-aware yes), or paraxis run with comm.mpi_gpu_aware: no to measure "
             "staging in training");
-      prov["mpi_gpu_aware"] = gpu_aware;
-      prov["mpi_staging"] = staging;
+      prov["mpi_staging"] = staging ? "on" : "off";  // as summary.json's (--mpi-gpu-aware)
 
       px::CommLog log;
       auto comm = px::make_communicator(paraxis::config::CommBackend::mpi, MPI_COMM_WORLD,

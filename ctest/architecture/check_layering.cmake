@@ -78,7 +78,7 @@ set(_analysis_deny "${_no_kokkos}|${_no_mpi}")
 set(_driver_dir "miniapp/driver")
 set(_driver_files ".*")
 set(_driver_skip "^report\\.cpp$")
-set(_driver_allow "^(driver|deck|config|schedule|perfmodel|io|checkpoint|parallel|model)/|^paraxis/(kernels/|build_info)|^analysis/(statistics|calibration_data|diagnosis|summary_reader|point_status|plan)\\.hpp$")
+set(_driver_allow "^(driver|deck|config|schedule|perfmodel|io|checkpoint|parallel|model)/|^paraxis/(kernels/|build_info)|^analysis/(statistics|calibration_data|diagnosis|summary_reader|point_status|plan|results_schema)\\.hpp$")
 set(_driver_deny "^$")
 # The report command: MPI only to find rank 0, then the analysis.
 set(_report_command_dir "miniapp/driver")

@@ -25,7 +25,7 @@ namespace {
 
 json summary_with(const json& provenance) {
   return json{
-      {"schema", "paraxis.summary/1"}, {"provenance", provenance}, {"points", json::array()}};
+      {"schema", "paraxis.summary/2"}, {"provenance", provenance}, {"points", json::array()}};
 }
 
 std::string validation_error(const json& summary) {

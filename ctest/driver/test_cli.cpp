@@ -77,7 +77,7 @@ TEST(cli, run_tiny_writes_summary_per_schema) {
   std::ifstream in(out + "/summary.json");
   ASSERT_TRUE(in.good());
   const auto j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["schema"], "paraxis.summary/1");
+  EXPECT_EQ(j["schema"], "paraxis.summary/2");
   ASSERT_EQ(j["points"].size(), 1u);
   const auto& p = j["points"][0];
   EXPECT_EQ(p["status"], "ok");

@@ -251,7 +251,7 @@ if [ "$case_name" = ok ]; then
 import json, sys
 path, ranks = sys.argv[1], int(sys.argv[2])
 s = json.load(open(path))
-assert s.get("schema") == "paraxis.summary/1", s.get("schema")
+assert s.get("schema") == "paraxis.summary/2", s.get("schema")
 p = s["points"][0]
 assert p["status"] == "ok", p["status"]
 world = p.get("grid", {}).get("world")

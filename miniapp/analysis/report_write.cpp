@@ -10,6 +10,7 @@
 #include "analysis/report_parts.hpp"
 #include "analysis/report_plots.hpp"
 #include "analysis/report_sensitivity.hpp"
+#include "analysis/results_schema.hpp"
 #include "config/exit_codes.hpp"
 #include "io/checked_file.hpp"
 
@@ -319,7 +320,7 @@ void print_summary_line(const std::vector<std::string>& dirs, const Loaded& in,
 }  // namespace
 
 json report_json(const std::vector<std::string>& dirs, const Loaded& in, const Comparison& cmp) {
-  json report{{"schema", "paraxis.report/1"},
+  json report{{"schema", results_schema::kReportVersion},
               {"sources", dirs},
               {"target", {{"every_point_pct", kEveryPointPct}, {"mean_pct", kMeanPct}}}};
   report["machines"] = in.machines;

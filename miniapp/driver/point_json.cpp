@@ -1,6 +1,7 @@
-// The JSON of one sweep point in summary.json (docs/results.md, schema paraxis.summary/1): its
-// configuration, steps, medians over measured steps, per-axis communication, pipeline figures,
-// per-rank statistics, memory, throughput and --verify figures.
+// The JSON of one sweep point in summary.json (docs/results.md; every field declared in
+// analysis/results_schema_table.cpp): its configuration, steps, medians over measured steps,
+// per-axis communication, pipeline figures, per-rank statistics, memory, throughput and --verify
+// figures.
 #include <cmath>
 #include <utility>
 

@@ -1,11 +1,14 @@
 // Result writers: summary.json, points.csv and a point's Chrome trace, each written atomically
 // (io/checked_file.hpp). What goes into them: point_json.cpp (a point), provenance.cpp,
-// trace_events.cpp, point_metrics.cpp (per-rank metrics, pipeline figures).
+// trace_events.cpp, point_metrics.cpp (per-rank metrics, pipeline figures). Every field is
+// declared once in analysis/results_schema_table.cpp: docs/results.md's tables come from it, and
+// CTest results_schema_run checks this writer's output against it.
 #include "driver/results.hpp"
 
 #include <algorithm>
 #include <sstream>
 
+#include "analysis/results_schema.hpp"
 #include "io/checked_file.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -16,7 +19,9 @@ using nlohmann::json;
 void write_summary(const std::string& dir, const std::string& deck_path, const json& provenance,
                    const std::vector<PointResult>& points,
                    const std::function<void()>& before_rename) {
-  json j{{"schema", "paraxis.summary/1"}, {"deck", deck_path}, {"provenance", provenance}};
+  json j{{"schema", results_schema::kSummaryVersion},
+         {"deck", deck_path},
+         {"provenance", provenance}};
   j["points"] = json::array();
   for (const auto& p : points) j["points"].push_back(point_to_json(p));
   io::write_file_checked(dir + "/summary.json", j.dump(2) + '\n', before_rename);
@@ -24,11 +29,7 @@ void write_summary(const std::string& dir, const std::string& deck_path, const j
 
 void write_points_csv(const std::string& dir, const std::vector<PointResult>& points) {
   std::ostringstream out;
-  out << "index,status,world,tp,pp,dp,ep,zero,schedule,precision,global_batch,micro_batch,"
-         "step_median_s,tokens_per_s,model_flops_per_s,final_loss,peak_bytes,"
-         "checkpoints,checkpoint_bytes_per_rank_max,checkpoint_write_s_max,checkpoint_exposed_s_"
-         "max,"
-         "resumed_step,restart_s\n";
+  out << results_schema::csv_header() << '\n';  // the columns below, in declaration order
   for (const auto& r : points) {
     const auto& c = r.point.config;
     std::string status = r.status.text();

@@ -1,0 +1,415 @@
+// The declaration of every results field (results_schema.hpp): one line per field of
+// summary.json, report.json and points.csv. docs/results.md's field tables are generated from
+// these lines (paraxis-results-schema markdown); the writer's output is checked against them
+// (CTest results_schema_run) and the reader checks types and ranges with them. A new field:
+// one line here, its computation in the writer (docs/architecture.md, "Adding a result field").
+#include <climits>
+#include <cmath>
+
+#include "analysis/results_schema.hpp"
+
+namespace paraxis::driver::results_schema {
+
+namespace {
+
+constexpr double kInf = HUGE_VAL;
+constexpr double kMaxInt = INT_MAX;
+// Ranges, named once.
+constexpr Range kAny{-kInf, kInf, false};
+constexpr Range kNonNeg{0, kInf, false};
+constexpr Range kPos{0, kInf, true};
+constexpr Range kFrac{0, 1, false};
+constexpr Range kIndex{0, kMaxInt, false};
+constexpr Range kCount1{1, kMaxInt, false};
+constexpr Range kBig{0, kInf, false};  // integers up to 2^63 - 1 (bytes, calls)
+constexpr Range kNone{0, 0, false};    // not a number: no range
+
+constexpr Kind obj = Kind::object, map = Kind::map, arr = Kind::array, integer = Kind::integer,
+               num = Kind::number, str = Kind::string, boolean = Kind::boolean,
+               int_or_null = Kind::integer_or_null, num_or_null = Kind::number_or_null,
+               str_or_null = Kind::string_or_null, obj_or_null = Kind::object_or_null;
+constexpr Presence need = Presence::need, always = Presence::always, when = Presence::when;
+
+// The provenance every program records (driver/provenance_common.hpp): summary.json's
+// `provenance`, paraxis-bench-comm's JSON `provenance`, the benchmarks' Google Benchmark context.
+// P: the prefix ("provenance." in summary.json). The process's keys:
+#define PARAXIS_PROCESS_PROVENANCE(P)                                                            \
+  {P "paraxis_version", str, "", kNone, always, "paraxis's version (CMake project version)"},    \
+  {P "git_hash", str, "", kNone, always, "the source tree's git commit"},                         \
+  {P "command_line", str, "", kNone, always, "the command line, arguments joined by spaces"},    \
+  {P "compiler", str, "", kNone, always, "C++ compiler and version"},                            \
+  {P "cxx_flags", str, "", kNone, always, "C++ flags of the build"},                             \
+  {P "build_type", str, "", kNone, always, "CMake build type"},                                  \
+  {P "native_arch", boolean, "", kNone, always, "built with -march=native"},                     \
+  {P "kokkos_version", str, "", kNone, always, "Kokkos version"},                                \
+  {P "kokkos_devices", str, "", kNone, always, "Kokkos backends compiled in"},                   \
+  {P "kokkos_kernels", boolean, "", kNone, always, "built with Kokkos Kernels (vendor GEMM)"},   \
+  {P "execution_space", str, "", kNone, always, "Kokkos default execution space"},               \
+  {P "threads", integer, "", kIndex, always, "concurrency of the default execution space"},      \
+  {P "blas_library", str, "", kNone, always, "the loaded BLAS as it names itself"},              \
+  {P "blas_core", str, "", kNone, always, "the kernel set the BLAS chose (OpenBLAS's core)"},    \
+  {P "cpu_model", str, "", kNone, always, "CPU model name with family and model numbers"},       \
+  {P "cpu_vector_flags", arr, "", kNone, always, "which of avx .. avx512vl the CPU has"},         \
+  {P "cpu_vector_flags[]", str, "", kNone, always, "a flag"},                                    \
+  {P "cores_per_host", integer, "", kIndex, always, "rank 0's hardware threads"},                \
+  {P "date", str, "", kNone, always, "start, UTC, ISO 8601"}
+// The MPI job's keys (programs that run under MPI); PRESENCE: always where every writer has them.
+#define PARAXIS_MPI_PROVENANCE(P, PRESENCE)                                                      \
+  {P "mpi_library", str, "", kNone, PRESENCE, "MPI library: first line, MPICH's device line"},  \
+  {P "mpi_version", str, "", kNone, PRESENCE, "MPI standard version (MPI_Get_version)"},        \
+  {P "mpi_gpu_aware", str, "", kNone, PRESENCE, "yes, no, unknown or n/a: the library reads device memory"}, \
+  {P "mpi_gpu_query", str, "", kNone, PRESENCE, "the call that answered mpi_gpu_aware, or why none could"}, \
+  {P "mpi_staging", str, "", kNone, PRESENCE, "on, off or per point: MPI buffers staged through host memory"}, \
+  {P "world", integer, "", kIndex, PRESENCE, "MPI ranks"},                                      \
+  {P "hosts", arr, "", kNone, PRESENCE, "the ranks' host names, each once, sorted"},            \
+  {P "hosts[]", str, "", kNone, always, "a host name"},                                         \
+  {P "max_ranks_per_host", integer, "", kIndex, PRESENCE, "the most ranks on one host"}
+
+const std::vector<Field> kSummary = {
+    {"schema", str, "", kNone, need, "\"paraxis.summary/2\": the reader refuses any other"},
+    {"deck", str, "", kNone, always, "the deck file as given"},
+    {"provenance", obj, "", kNone, always, "what produced the results (driver/provenance_common.hpp)"},
+    PARAXIS_PROCESS_PROVENANCE("provenance."),
+    PARAXIS_MPI_PROVENANCE("provenance.", always),
+    {"provenance.run_id", str, "", kNone, always, "the run's id (the checkpoint lineage's run)"},
+    {"provenance.blas_threads", integer, "", {-1, kMaxInt, false}, always, "the BLAS's worker threads (-1: it cannot say)"},
+    {"provenance.blas_threads_from", str, "", kNone, always, "who chose blas_threads"},
+    {"points", arr, "", kNone, need, "one entry per sweep point, in sweep order"},
+    {"points[]", obj, "", kNone, need, "a point (its status says whether the rest is there)"},
+    {"points[].index", integer, "", kIndex, need, "the point's index in the sweep"},
+    {"points[].config", map, "", kNone, need, "the point's configuration: the deck's keys (docs/deck.md)"},
+    {"points[].settings", map, "", kNone, always, "the swept keys and their values at this point"},
+    {"points[].grid", obj, "", kNone, need, "the rank grid"},
+    {"points[].grid.world", integer, "", kCount1, need, "ranks: tp * pp * dp"},
+    {"points[].grid.<tp|pp|dp|ep>", integer, "", kCount1, need, "the axis's degree (config.parallel's)"},
+    {"points[].topology", obj, "", kNone, when, "the nodes of the ranks (when the host names are known)"},
+    {"points[].topology.nodes", integer, "", kCount1, always, "nodes the ranks sit on"},
+    {"points[].topology.ranks_per_node", int_or_null, "", kCount1, always, "hardware.ranks_per_node (null: the hosts)"},
+    {"points[].topology.emulated", boolean, "", kNone, always, "nodes emulated (ranks_per_node > 0)"},
+    {"points[].topology.node_of", arr, "", kNone, always, "the node of every rank"},
+    {"points[].topology.node_of[]", integer, "", kIndex, always, "a rank's node"},
+    {"points[].topology.axes", obj, "", kNone, always, "per axis, its groups"},
+    {"points[].topology.axes.<tp|pp|dp|ep>", obj, "", kNone, always, "an axis's groups"},
+    {"points[].topology.axes.<tp|pp|dp|ep>.groups", integer, "", kCount1, always, "groups of the axis"},
+    {"points[].topology.axes.<tp|pp|dp|ep>.groups_spanning_nodes", integer, "", kIndex, always, "groups whose ranks sit on several nodes"},
+    {"points[].slow_axis", obj, "", kNone, when, "fault.slow_axis as injected (axis not none)"},
+    {"points[].slow_axis.axis", str, "", kNone, need, "the slowed axis: none, tp, pp, dp or ep"},
+    {"points[].slow_axis.factor", num, "", {1, 1e6, false}, need, "how many times its link's cost"},
+    {"points[].slow_axis.links", obj, "", kNone, need, "per slowed communicator of rank 0, its link"},
+    {"points[].slow_axis.links.<axis>", obj, "", kNone, when, "a communicator's measured link"},
+    {"points[].slow_axis.links.<axis>.alpha_s", num, "s", kNonNeg, need, "latency"},
+    {"points[].slow_axis.links.<axis>.bytes_per_s", num, "B/s", kNonNeg, need, "speed"},
+    {"points[].status", str, "", kNone, need, "ok, diverged: why, skipped: why or failed: why"},
+    {"points[].steps", arr, "", kNone, always, "every step, warm-up included"},
+    {"points[].steps[]", obj, "", kNone, always, "a step"},
+    {"points[].steps[].step", integer, "", kIndex, always, "step number from 0"},
+    {"points[].steps[].loss", num, "", kAny, always, "training loss (lm_loss + aux_loss)"},
+    {"points[].steps[].lm_loss", num, "", kAny, always, "language-model loss"},
+    {"points[].steps[].aux_loss", num, "", kAny, always, "MoE load-balancing loss"},
+    {"points[].steps[].grad_norm", num, "", kNonNeg, always, "global gradient norm before clipping"},
+    {"points[].steps[].time_s", num, "s", kNonNeg, always, "the step's fenced time (rank 0)"},
+    {"points[].steps[].measured", boolean, "", kNone, always, "after warmup_steps: counted in the medians"},
+    {"points[].steps[].moe", obj, "", kNone, when, "MoE models: expert load of the step"},
+    {"points[].steps[].moe.tokens_per_expert_min", integer, "", kBig, always, "fewest tokens an expert got"},
+    {"points[].steps[].moe.tokens_per_expert_mean", num, "", kNonNeg, always, "mean tokens per expert"},
+    {"points[].steps[].moe.tokens_per_expert_max", integer, "", kBig, always, "most tokens an expert got"},
+    {"points[].steps[].moe.load_imbalance", num, "", kNonNeg, always, "max / mean"},
+    {"points[].steps[].moe.tokens_dropped", integer, "", kBig, always, "tokens over capacity"},
+    {"points[].steps[].moe.tokens_per_expert", arr, "", kNone, always, "per expert"},
+    {"points[].steps[].moe.tokens_per_expert[]", integer, "", kBig, always, "an expert's tokens"},
+    {"points[].steps[].moe.dropped_per_expert", arr, "", kNone, always, "per expert"},
+    {"points[].steps[].moe.dropped_per_expert[]", integer, "", kBig, always, "an expert's dropped tokens"},
+    {"points[].time", obj, "", kNone, need, "medians over measured steps (rank 0)"},
+    {"points[].time.step_median_s", num, "s", kPos, need, "step time"},
+    {"points[].time.<forward_s|backward_s|backward_weight_s|optimizer_s>", num, "s", kNonNeg, always, "the phase's fenced time (backward_weight_s: W of a split backward)"},
+    {"points[].time.compute_s", num, "s", kNonNeg, always, "forward + backward + optimizer less blocking communication"},
+    {"points[].time.bubble_fraction", num, "", kAny, always, "measured bubble, mean over ranks (0 without pp)"},
+    {"points[].time.bubble_fraction_model", num, "", kAny, always, "the schedule replayed with the measured action times"},
+    {"points[].time.bubble_fraction_formula", num, "", kAny, always, "the schedule's closed form with the stages' mean times"},
+    {"points[].time.bubble_fraction_ideal", num, "", kAny, always, "the textbook formula (equal stages)"},
+    {"points[].time.bubble_fraction_per_rank", arr, "", kNone, when, "pp > 1: each rank's measured bubble"},
+    {"points[].time.bubble_fraction_per_rank[]", num, "", kAny, always, "a rank's bubble"},
+    {"points[].time.comm", obj, "", kNone, need, "per axis, communication per step"},
+    {"points[].time.comm.<tp|pp|dp|ep>", obj, "", kNone, need, "an axis's communication (docs/parallel.md)"},
+    {"points[].time.comm.<tp|pp|dp|ep>.time_s", num, "s", kNonNeg, always, "time in the axis's calls"},
+    {"points[].time.comm.<tp|pp|dp|ep>.exposed_s", num, "s", kNonNeg, always, "of it, not hidden behind compute"},
+    {"points[].time.comm.<tp|pp|dp|ep>.bytes", num, "B", kNonNeg, always, "bytes the rank's calls moved (nccl-tests' size)"},
+    {"points[].time.comm.<tp|pp|dp|ep>.calls", num, "", kNonNeg, always, "calls"},
+    {"points[].time.ranks", obj, "", kNone, when, "across ranks: per metric of rank_metric_names"},
+    {"points[].time.ranks.<metric>", obj, "", kNone, always, "a per-rank metric (step_s, comm.<axis>.wait_s, injected_s, ...)"},
+    {"points[].time.ranks.<metric>.<min|mean|max>", num, "", kAny, always, "min / mean / max over ranks, median over steps"},
+    {"points[].pipeline", obj, "", kNone, when, "pp > 1: the pipeline's figures"},
+    {"points[].pipeline.<stages|micro_batches|virtual_stages>", integer, "", kCount1, always, "the pipeline's shape"},
+    {"points[].pipeline.schedule", str, "", kNone, always, "gpipe, 1f1b, interleaved or zb-h1"},
+    {"points[].pipeline.<forward_action_s_per_stage|backward_action_s_per_stage|backward_weight_action_s_per_stage>", arr, "s", kNone, always, "per stage, the mean time of one action"},
+    {"points[].pipeline.<forward_action_s_per_stage|backward_action_s_per_stage|backward_weight_action_s_per_stage>[]", num, "s", kNonNeg, always, "a stage's"},
+    {"points[].pipeline.bubble_fraction_model_per_stage", arr, "", kNone, always, "per stage, the replay's bubble"},
+    {"points[].pipeline.bubble_fraction_model_per_stage[]", num, "", kAny, always, "a stage's"},
+    {"points[].pipeline.peak_live_activations_per_stage", arr, "", kNone, always, "per stage, the most activation sets alive"},
+    {"points[].pipeline.peak_live_activations_per_stage[]", integer, "", kIndex, always, "a stage's"},
+    {"points[].rank_series", obj, "", kNone, when, "every rank's own value of each step (docs/diagnosis.md)"},
+    {"points[].rank_series.steps", arr, "", kNone, need, "the step numbers"},
+    {"points[].rank_series.steps[]", integer, "", kIndex, always, "a step number"},
+    {"points[].rank_series.<step_s|compute_s|comm.*.time_s|comm.*.wait_s>", arr, "s", kNone, always, "one array per rank"},
+    {"points[].rank_series.<step_s|compute_s|comm.*.time_s|comm.*.wait_s>[]", arr, "s", kNone, always, "one value per step"},
+    {"points[].rank_series.<step_s|compute_s|comm.*.time_s|comm.*.wait_s>[][]", num, "s", kNonNeg, always, "a rank's value of a step"},
+    {"points[].rank_series.bubble_fraction", arr, "", kNone, always, "one array per rank"},
+    {"points[].rank_series.bubble_fraction[]", arr, "", kNone, always, "one value per step"},
+    {"points[].rank_series.bubble_fraction[][]", num, "", kAny, always, "a rank's bubble of a step"},
+    {"points[].calibration", obj, "", kNone, when, "hardware.calibrate: the fitted costs (docs/report.md)"},
+    {"points[].calibration.seconds", num, "s", kNonNeg, always, "time the calibration took"},
+    {"points[].calibration.comm", obj, "", kNone, need, "per axis and operation, alpha-beta fits"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>", obj, "", kNone, when, "an axis with more than one rank"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>", obj, "", kNone, always, "an operation (perfmodel::to_string spelling)"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.ranks", integer, "", kCount1, need, "the communicator's size"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.alpha_s", num, "s", kNonNeg, need, "fitted latency"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.beta_s_per_byte", num, "s/B", kNonNeg, need, "fitted inverse bandwidth"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.latency_s", num, "s", kAny, always, "the smallest sample's time"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.beta_eff_s_per_byte", num, "s/B", kAny, always, "the largest sample's time per byte"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.rms_residual_s", num, "s", kAny, always, "the fit's RMS residual"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.async_progress", num, "", kFrac, when, "dp all_reduce: share of a non-blocking call progressed behind compute"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples", arr, "", kNone, need, "the timed sizes"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[]", arr, "", kNone, always, "[bytes, seconds]"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[][]", num, "", kNonNeg, always, "bytes or seconds"},
+    {"points[].calibration.compute", obj, "", kNone, need, "the shard's compute, timed"},
+    {"points[].calibration.compute.<forward_s_per_chunk|backward_s_per_chunk>", arr, "s", kNone, need, "per model chunk (pp * virtual_stages), the median time"},
+    {"points[].calibration.compute.<forward_s_per_chunk|backward_s_per_chunk>[]", num, "s", kPos, always, "a chunk's time"},
+    {"points[].calibration.compute.<forward_mean_s_per_chunk|backward_mean_s_per_chunk>", arr, "s", kNone, always, "per model chunk, the mean time"},
+    {"points[].calibration.compute.<forward_mean_s_per_chunk|backward_mean_s_per_chunk>[]", num, "s", kPos, always, "a chunk's time"},
+    {"points[].calibration.compute.<backward_weight_s_per_chunk|backward_weight_mean_s_per_chunk>", arr, "s", kNone, always, "per chunk, W of a split backward (0: not split)"},
+    {"points[].calibration.compute.<backward_weight_s_per_chunk|backward_weight_mean_s_per_chunk>[]", num, "s", kNonNeg, always, "a chunk's W"},
+    {"points[].calibration.compute.optimizer_s", num, "s", kNonNeg, need, "the optimizer step"},
+    {"points[].calibration.compute.flops_per_s", num, "FLOP/s", kNonNeg, need, "achieved model FLOP rate"},
+    {"points[].calibration.compute.peak_bytes", integer, "B", kBig, always, "memory peak while timing"},
+    {"points[].calls", obj, "", kNone, always, "per-call accounting of rank 0 (driver/call_accounting.hpp)"},
+    {"points[].calls.rank", integer, "", kIndex, need, "the rank (0)"},
+    {"points[].calls.steps", integer, "", kIndex, need, "measured steps counted"},
+    {"points[].calls.rows", arr, "", kNone, need, "one row per (axis, op, bucket_bytes), sorted"},
+    {"points[].calls.rows[]", obj, "", kNone, always, "a row"},
+    {"points[].calls.rows[].axis", str, "", kNone, need, "tp, pp, dp, ep or world"},
+    {"points[].calls.rows[].op", str, "", kNone, need, "the operation"},
+    {"points[].calls.rows[].bucket_bytes", integer, "B", kBig, need, "largest power of two <= the call's size"},
+    {"points[].calls.rows[].calls", integer, "", {1, kInf, false}, need, "calls in the row"},
+    {"points[].calls.rows[].bytes", num, "B", kNonNeg, need, "sum of the calls' sizes"},
+    {"points[].calls.rows[].measured_s", num, "s", kNonNeg, need, "sum of the calls' durations"},
+    {"points[].calls.rows[].measured_median_s", num, "s", kNonNeg, need, "median duration of one call"},
+    {"points[].calls.rows[].predicted_s", num_or_null, "s", kNonNeg, need, "sum of the calls' predictions (null: no calibration or model)"},
+    {"points[].calls.rows[].wait_s", num, "s", kNonNeg, need, "sum of the waits for the group's last rank"},
+    {"points[].checkpoints", arr, "", kNone, when, "one entry per checkpoint saved (docs/checkpoint.md)"},
+    {"points[].checkpoints[]", obj, "", kNone, always, "a save"},
+    {"points[].checkpoints[].step", integer, "", kIndex, need, "steps completed at the save"},
+    {"points[].checkpoints[].folder", str, "", kNone, always, "the checkpoint folder"},
+    {"points[].checkpoints[].async", boolean, "", kNone, always, "written behind training"},
+    {"points[].checkpoints[].<bytes|write_s>", obj, "", kNone, need, "per rank: bytes written, write time"},
+    {"points[].checkpoints[].<bytes|write_s>.<min|mean|max>", num, "", kNonNeg, need, "over ranks"},
+    {"points[].checkpoints[].<exposed_s|staged_bytes|staging_s|join_wait_s>", obj, "", kNone, when, "per rank: stalled time; async: staged bytes, staging, join wait"},
+    {"points[].checkpoints[].<exposed_s|staged_bytes|staging_s|join_wait_s>.<min|mean|max>", num, "", kNonNeg, need, "over ranks"},
+    {"points[].checkpoints[].<total_bytes|total_s|aggregate_bytes_per_s>", num, "", kNonNeg, need, "all ranks: bytes, seconds, bytes per second"},
+    {"points[].checkpoints[].baseline", obj, "", kNone, when, "the storage's plain write speed beside it"},
+    {"points[].checkpoints[].baseline.write_s", obj, "s", kNone, need, "per rank: the plain write's time"},
+    {"points[].checkpoints[].baseline.write_s.<min|mean|max>", num, "s", kNonNeg, need, "over ranks"},
+    {"points[].checkpoints[].baseline.read_s", obj, "s", kNone, when, "per rank: the plain read's time"},
+    {"points[].checkpoints[].baseline.read_s.<min|mean|max>", num, "s", kNonNeg, need, "over ranks"},
+    {"points[].checkpoints[].baseline.<checkpoint_to_baseline_write|write_bytes_per_s>", num, "", kNonNeg, when, "the checkpoint's write time over the baseline's; its speed"},
+    {"points[].checkpoints[].baseline.trials", integer, "", kIndex, when, "baseline trials"},
+    {"points[].checkpoints[].baseline.write_s_trials", arr, "s", kNone, when, "each trial's write time"},
+    {"points[].checkpoints[].baseline.write_s_trials[]", num, "s", kNonNeg, always, "a trial's"},
+    {"points[].resumed", obj, "", kNone, when, "--resume: the checkpoint resumed from"},
+    {"points[].resumed.folder", str, "", kNone, always, "its folder"},
+    {"points[].resumed.step", integer, "", kIndex, need, "its step"},
+    {"points[].resumed.<read_s|bytes>", obj, "", kNone, need, "per rank: read time, bytes"},
+    {"points[].resumed.<read_s|bytes>.<min|mean|max>", num, "", kNonNeg, need, "over ranks"},
+    {"points[].resumed.<storage_s|verify_s>", obj, "s", kNone, always, "per rank: storage time, checksum time"},
+    {"points[].resumed.<storage_s|verify_s>.<min|mean|max>", num, "s", kNonNeg, need, "over ranks"},
+    {"points[].resumed.read_once", obj, "", kNone, when, "several ranks: each file read once, then exchanged"},
+    {"points[].resumed.read_once.<received_bytes|sent_bytes|needs_s|read_s|exchange_s>", obj, "", kNone, always, "per rank"},
+    {"points[].resumed.read_once.<received_bytes|sent_bytes|needs_s|read_s|exchange_s>.<min|mean|max>", num, "", kNonNeg, always, "over ranks"},
+    {"points[].resumed.saved_grid", obj, "", kNone, always, "the grid the checkpoint was saved on"},
+    {"points[].resumed.saved_grid.world", integer, "", kCount1, always, "its ranks"},
+    {"points[].resumed.saved_grid.parallel", map, "", kNone, always, "its parallel.* keys (docs/deck.md)"},
+    {"points[].resumed.restart_to_first_step_s", num, "s", kNonNeg, always, "from the resume to the first step's end"},
+    {"points[].resumed.changed", map, "", kNone, when, "keys that differ from the checkpoint's (docs/checkpoint.md)"},
+    {"points[].checkpoints_refused", arr, "", kNone, when, "saves not committed: the state was not finite"},
+    {"points[].checkpoints_refused[]", map, "", kNone, always, "{step, refused}"},
+    {"points[].lineage", obj, "", kNone, when, "the lineage its checkpoints record"},
+    {"points[].lineage.<id|run>", str, "", kNone, always, "lineage id, run id"},
+    {"points[].lineage.parent", obj_or_null, "", kNone, always, "the run and step it came from (null: none)"},
+    {"points[].lineage.parent.run", str, "", kNone, always, "parent run"},
+    {"points[].lineage.parent.step", integer, "", kIndex, always, "parent step"},
+    {"points[].checkpoint_auto", obj, "", kNone, when, "checkpoint.every: auto: the cadence chosen"},
+    {"points[].checkpoint_auto.<checkpoint_s|step_s|system_mtbf_s|daly_interval_s>", num, "s", kNonNeg, need, "save cost, step, system MTBF, Daly's interval"},
+    {"points[].checkpoint_auto.every", integer, "", kCount1, need, "steps between saves"},
+    {"points[].memory", obj, "", kNone, need, "the rank with the largest peak"},
+    {"points[].memory.<params_bytes|grads_bytes|optimizer_bytes|activations_peak_bytes|peak_bytes|params_peak_bytes|grads_peak_bytes|optimizer_peak_bytes>", num, "B", kNonNeg, always, "resident between steps (params, grads, optimizer); peaks"},
+    {"points[].memory_per_rank", arr, "", kNone, always, "every rank's memory"},
+    {"points[].memory_per_rank[]", obj, "", kNone, always, "a rank's"},
+    {"points[].memory_per_rank[].<params_bytes|grads_bytes|optimizer_bytes|activations_peak_bytes|peak_bytes|params_peak_bytes|grads_peak_bytes|optimizer_peak_bytes>", num, "B", kNonNeg, always, "as in memory"},
+    {"points[].throughput", obj, "", kNone, always, "rates of the median step"},
+    {"points[].throughput.tokens_per_s", num, "1/s", kNonNeg, always, "tokens per second"},
+    {"points[].throughput.<model_flops_per_s|hardware_flops_per_s>", num, "FLOP/s", kNonNeg, always, "model FLOPs (3 x forward), hardware FLOPs (+ recompute)"},
+    {"points[].throughput.<model_flops_per_step|hardware_flops_per_step>", num, "FLOP", kNonNeg, always, "per step"},
+    {"points[].throughput.<mfu|hfu>", num_or_null, "", kNonNeg, always, "over hardware.peak_flops x ranks (null if 0)"},
+    {"points[].model", obj, "", kNone, always, "the model's size"},
+    {"points[].model.parameters", integer, "", kBig, always, "parameters"},
+    {"points[].model.forward_flops_per_token", num, "FLOP", kNonNeg, always, "forward FLOPs per token"},
+    {"points[].corpus", obj, "", kNone, always, "the synthetic corpus"},
+    {"points[].corpus.<entropy_floor|uniform_loss>", num, "", kNonNeg, always, "the lowest reachable loss; ln(vocab)"},
+    {"points[].corpus.branching", integer, "", kCount1, always, "train.corpus_branching"},
+    {"points[].verify", obj, "", kNone, when, "--verify: against the single-rank run"},
+    {"points[].verify.<max_loss_rel_diff|max_param_abs_diff|max_param_abs|loss_tolerance|param_tolerance|replica_divergence>", num, "", kAny, always, "differences and their tolerances"},
+    {"points[].verify.routing_flips", integer, "", kBig, always, "tokens routed differently"},
+    {"points[].verify.first_flip_step", int_or_null, "", kIndex, always, "first step with a flip (null: none)"},
+    {"points[].verify.steps_compared", integer, "", kIndex, always, "steps compared"},
+    {"points[].verify.<routing_replayed|passed>", boolean, "", kNone, always, "routing replayed; the verdict"},
+    {"points[].verify.reason", str_or_null, "", kNone, always, "why it failed (null: passed)"},
+    {"points[].final", obj, "", kNone, always, "the last step"},
+    {"points[].final.<loss|lm_loss|lm_loss_above_floor>", num, "", kAny, always, "losses; lm_loss - corpus.entropy_floor"},
+};
+
+const std::vector<Field> kReport = {
+    {"schema", str, "", kNone, need, "\"paraxis.report/1\""},
+    {"sources", arr, "", kNone, always, "the results folders read"},
+    {"sources[]", str, "", kNone, always, "a folder"},
+    {"target", obj, "", kNone, always, "the accuracy target"},
+    {"target.<every_point_pct|mean_pct>", num, "%", kNonNeg, always, "every point within, the mean within"},
+    {"machines", arr, "", kNone, always, "one entry per folder"},
+    {"machines[]", obj, "", kNone, always, "a folder's provenance"},
+    {"machines[].<dir|machine|execution_space|mpi_library|git_hash|date>", str, "", kNone, always, "folder, machine label, and its provenance"},
+    {"machines[].world", integer, "", kIndex, always, "ranks"},
+    {"points", arr, "", kNone, always, "each ok point against the model (docs/report.md)"},
+    {"points[]", obj, "", kNone, always, "a point"},
+    {"points[].<dir|machine|label|precision>", str, "", kNone, always, "its folder, machine, label, precision"},
+    {"points[].index", integer, "", kIndex, always, "its index in its summary"},
+    {"points[].<mfu|hfu>", num_or_null, "", kNonNeg, always, "from summary.json's throughput"},
+    {"points[].settings", map, "", kNone, always, "its swept keys"},
+    {"points[].grid", map, "", kNone, always, "summary.json's grid"},
+    {"points[].topology", map, "", kNone, when, "summary.json's topology"},
+    {"points[].<global_batch|micro_batch>", integer, "", kCount1, always, "batch sizes"},
+    {"points[].terms", arr, "", kNone, always, "measured against predicted, term by term"},
+    {"points[].terms[]", obj, "", kNone, always, "a term"},
+    {"points[].terms[].<name|unit>", str, "", kNone, always, "its name and unit"},
+    {"points[].terms[].<measured|predicted>", num, "", kAny, always, "measured, predicted"},
+    {"points[].terms[].residual_pct", num_or_null, "%", kAny, always, "100 (measured - predicted) / predicted (null: predicted 0)"},
+    {"points[].terms[].steps_range_s", arr, "s", kNone, when, "the measured steps' range of the term"},
+    {"points[].terms[].steps_range_s[]", num, "s", kAny, always, "low, high"},
+    {"points[].terms[].steps_spread_pct", num, "%", kAny, when, "the range's width over the median"},
+    {"points[].terms[].within_steps_range", boolean, "", kNone, when, "the prediction lies in the range"},
+    {"points[].costliest_axis", str, "", kNone, always, "the axis whose communication costs most"},
+    {"points[].costliest_axis_s", num, "s", kAny, always, "its seconds"},
+    {"points[].term_most_off", str, "", kNone, when, "with a prediction: the term furthest off"},
+    {"points[].term_most_off_s", num, "s", kAny, when, "its gap"},
+    {"points[].rank_spread", obj, "", kNone, when, "the ranks' step spread"},
+    {"points[].rank_spread.<measured_s|calibrated_s|excess_s>", num, "s", kAny, always, "measured, explained by the calibration, excess"},
+    {"points[].rank_spread.uneven", boolean, "", kNone, always, "the ranks are uneven"},
+    {"points[].pipeline", obj, "", kNone, when, "pp > 1"},
+    {"points[].pipeline.<stages|micro_batches|virtual_stages>", integer, "", kCount1, always, "shape"},
+    {"points[].pipeline.schedule", str, "", kNone, always, "schedule"},
+    {"points[].pipeline.<bubble_measured|bubble_model|bubble_ideal>", num, "", kAny, always, "bubbles"},
+    {"points[].pipeline.bubble_predicted", num_or_null, "", kAny, always, "the model's (null: no calibration)"},
+    {"points[].measured_step_s", num, "s", kNonNeg, always, "median step"},
+    {"points[].predicted_step_s", num_or_null, "s", kAny, always, "the model's (null: no calibration)"},
+    {"points[].<rank_measured|rank_predicted>", integer, "", kIndex, when, "rank among the points, measured and predicted"},
+    {"points[].calls", obj, "", kNone, when, "summary.json's calls with residuals"},
+    {"points[].calls.<rank|steps>", integer, "", kIndex, always, "as in summary.json"},
+    {"points[].calls.per_step", obj, "", kNone, always, "per axis"},
+    {"points[].calls.per_step.<tp|pp|dp|ep>", obj, "", kNone, when, "an axis with calls"},
+    {"points[].calls.per_step.<tp|pp|dp|ep>.<calls_predicted_s|model_s>", num, "s", kAny, always, "the calls' predictions per step; the step model's"},
+    {"points[].calls.rows", arr, "", kNone, always, "summary.json's rows"},
+    {"points[].calls.rows[]", obj, "", kNone, always, "a row"},
+    {"points[].calls.rows[].<axis|op>", str, "", kNone, always, "as in summary.json"},
+    {"points[].calls.rows[].<bucket_bytes|calls>", integer, "", kBig, always, "as in summary.json"},
+    {"points[].calls.rows[].<bytes|measured_s|measured_median_s|wait_s>", num, "", kNonNeg, always, "as in summary.json"},
+    {"points[].calls.rows[].predicted_s", num_or_null, "s", kNonNeg, always, "as in summary.json"},
+    {"points[].calls.rows[].residual_pct", num_or_null, "%", kAny, always, "measured against predicted"},
+    {"points[].checkpoint", map, "", kNone, when, "the checkpoint table's figures (docs/checkpoint.md)"},
+    {"points[].diagnosis", arr, "", kNone, when, "the point's findings"},
+    {"points[].diagnosis[]", map, "", kNone, always, "a finding (as diagnosis[])"},
+    {"calibration", arr, "", kNone, always, "every fitted operation"},
+    {"calibration[]", obj, "", kNone, always, "one"},
+    {"calibration[].<dir|machine|axis|op>", str, "", kNone, always, "where, which"},
+    {"calibration[].ranks", integer, "", kCount1, always, "communicator size"},
+    {"calibration[].<alpha_s|beta_s_per_byte|busbw_factor>", num, "", kAny, always, "the fit"},
+    {"calibration[].samples", arr, "", kNone, always, "[bytes, seconds]"},
+    {"calibration[].samples[]", arr, "", kNone, always, "a sample"},
+    {"calibration[].samples[][]", num, "", kNonNeg, always, "bytes or seconds"},
+    {"accuracy", obj, "", kNone, always, "the model's accuracy over the points"},
+    {"accuracy.<points_predicted|misses_within_steps_range>", integer, "", kIndex, when, "points predicted; misses inside their steps' range"},
+    {"accuracy.<max_abs_residual_pct|mean_abs_residual_pct>", num, "%", kNonNeg, when, "residuals"},
+    {"accuracy.<every_point_within_target|mean_within_target>", boolean, "", kNone, when, "the verdicts"},
+    {"accuracy.misses", arr, "", kNone, when, "points off target"},
+    {"accuracy.misses[]", obj, "", kNone, always, "one"},
+    {"accuracy.misses[].<label|term_most_off>", str, "", kNone, always, "which, and its worst term"},
+    {"accuracy.misses[].residual_pct", num, "%", kAny, always, "its residual"},
+    {"accuracy.misses[].steps_range_s", arr, "s", kNone, when, "its steps' range"},
+    {"accuracy.misses[].steps_range_s[]", num, "s", kAny, always, "low, high"},
+    {"accuracy.misses[].within_steps_range", boolean, "", kNone, when, "prediction inside the range"},
+    {"accuracy.uneven_ranks", obj, "", kNone, when, "points whose ranks are uneven"},
+    {"accuracy.uneven_ranks.points", integer, "", kIndex, always, "how many"},
+    {"accuracy.uneven_ranks.<max_abs_residual_pct|mean_abs_residual_pct>", num, "%", kNonNeg, always, "residuals without them"},
+    {"scaling", obj, "", kNone, always, "strong and weak scaling"},
+    {"scaling.<strong|weak>", arr, "", kNone, always, "rows"},
+    {"scaling.<strong|weak>[]", map, "", kNone, always, "a row (docs/report.md)"},
+    {"machines_side_by_side", arr, "", kNone, always, "one row per configuration run on several machines"},
+    {"machines_side_by_side[]", map, "", kNone, always, "{configuration, step_s {machine: s}}"},
+    {"warnings", arr, "", kNone, always, "warnings (also in report.md)"},
+    {"warnings[]", str, "", kNone, always, "one"},
+    {"points_not_analysed", arr, "", kNone, always, "points whose status is not ok"},
+    {"points_not_analysed[]", map, "", kNone, always, "{dir, index, settings, status}"},
+    {"diagnosis", arr, "", kNone, always, "findings, most costly first (docs/diagnosis.md)"},
+    {"diagnosis[]", map, "", kNone, always, "a finding: kind, text, advice, evidence, ..."},
+    {"sensitivity", arr, "", kNone, always, "slow-axis sweeps (docs/sensitivity.md)"},
+    {"sensitivity[]", map, "", kNone, always, "one sweep's table"},
+};
+
+// The provenance alone, as the benchmark programs record it (their other output is Google
+// Benchmark's, or paraxis-bench-comm's own rows).
+const std::vector<Field> kProvenance = {
+    PARAXIS_PROCESS_PROVENANCE(""),
+    PARAXIS_MPI_PROVENANCE("", when),
+    {"load_average_start", str, "", kNone, when, "paraxis-bench-comm: the load average at the start"},
+    {"load_average_end", str, "", kNone, when, "paraxis-bench-comm: and at the end"},
+};
+
+const std::vector<Field> kPointsCsv = {
+    {"index", integer, "", kIndex, need, "the point's index"},
+    {"status", str, "", kNone, need, "its status (quoted; ',' as ';')"},
+    {"world", integer, "", kCount1, need, "ranks"},
+    {"tp", integer, "", kCount1, need, "tensor-parallel degree"},
+    {"pp", integer, "", kCount1, need, "pipeline stages"},
+    {"dp", integer, "", kCount1, need, "data-parallel degree"},
+    {"ep", integer, "", kCount1, need, "expert-parallel degree"},
+    {"zero", integer, "", kIndex, need, "ZeRO stage"},
+    {"schedule", str, "", kNone, need, "pipeline schedule"},
+    {"precision", str, "", kNone, need, "train.precision"},
+    {"global_batch", integer, "", kCount1, need, "sequences per step"},
+    {"micro_batch", integer, "", kCount1, need, "sequences per micro-batch"},
+    {"step_median_s", num, "s", kNonNeg, need, "median step time (0: no measured step)"},
+    {"tokens_per_s", num, "1/s", kNonNeg, need, "tokens per second"},
+    {"model_flops_per_s", num, "FLOP/s", kNonNeg, need, "model FLOP rate"},
+    {"final_loss", num, "", kAny, need, "the last step's loss (0: no step)"},
+    {"peak_bytes", num, "B", kNonNeg, need, "memory peak of the largest rank"},
+    {"checkpoints", integer, "", kIndex, need, "checkpoints written"},
+    {"checkpoint_bytes_per_rank_max", num, "B", kNonNeg, need, "the last one's bytes, slowest rank (0: none)"},
+    {"checkpoint_write_s_max", num, "s", kNonNeg, need, "its write time, slowest rank"},
+    {"checkpoint_exposed_s_max", num, "s", kNonNeg, need, "its stalled time, slowest rank"},
+    {"resumed_step", integer, "", {-1, kMaxInt, false}, need, "the step resumed from (-1: not resumed)"},
+    {"restart_s", num, "s", kNonNeg, need, "restart to the first step (0: not resumed)"},
+};
+
+}  // namespace
+
+const std::vector<Field>& fields(File f) {
+  switch (f) {
+    case File::summary:
+      return kSummary;
+    case File::report:
+      return kReport;
+    case File::provenance:
+      return kProvenance;
+    case File::points_csv:
+      break;
+  }
+  return kPointsCsv;
+}
+
+}  // namespace paraxis::driver::results_schema
