@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "bench_check.hpp"
-#include "error_count_reporter.hpp"
 #include "driver/provenance_common.hpp"
+#include "error_count_reporter.hpp"
 #include "kernels/bench_util.hpp"
 #include "paraxis/kernels/blas_info.hpp"
 

@@ -362,8 +362,7 @@ class Bench {
 // summary.json's provenance), and this benchmark's load average at the start.
 json provenance(int /*world: provenance_common asks MPI_COMM_WORLD*/, const std::string& cmdline,
                 const std::string& load) {
-  json p = paraxis::driver::provenance_common(cmdline,
-                                              paraxis::driver::ProvenanceScope::mpi_world);
+  json p = paraxis::driver::provenance_common(cmdline, paraxis::driver::ProvenanceScope::mpi_world);
   p["load_average_start"] = load;
   return p;
 }

@@ -123,7 +123,9 @@ TEST(results_schema, worked_example_adding_a_result_field) {
       if (x.path.find("tokens_per_s_per_rank") != std::string::npos) s += x.path + ": " + x.what;
     return s;
   };
-  json point{{"index", 0}, {"status", "ok"}, {"steps", json::array()},
+  json point{{"index", 0},
+             {"status", "ok"},
+             {"steps", json::array()},
              {"throughput", {{"tokens_per_s", 8.0}, {"tokens_per_s_per_rank", 4.0}}}};
   const json doc{{"schema", rs::kSummaryVersion}, {"points", {point}}};
   // Written, not declared: the writer's check fails.

@@ -73,7 +73,7 @@ if [ "$bench_comm" = none ]; then echo "results schema: output conforms; /1 refu
 "$mpiexec" -n 2 "$bench_comm" --min-bytes 8 --max-bytes 8 --op all_reduce --iters 1 --warmup 1 \
   --blocks 1 --json "$out/comm.json" > "$out/comm.log" 2>&1 || { cat "$out/comm.log"; fail "bench_comm"; }
 "$tool" check-provenance "$out/comm.json" || fail "paraxis-bench-comm's provenance"
-"$bench_kernels" '--benchmark_filter=^layernorm/fwd/4096x512$' --benchmark_min_time=0.01 \
+"$bench_kernels" '--benchmark_filter=^layernorm/fwd/4096x512/' --benchmark_min_time=0.01 \
   --benchmark_format=json > "$out/kernels.json" 2> "$out/kernels.log" ||
   { cat "$out/kernels.log"; fail "paraxis-bench-kernels"; }
 "$tool" check-provenance "$out/kernels.json" || fail "paraxis-bench-kernels' context"

@@ -101,7 +101,6 @@ std::vector<Node> build_tree(const std::vector<Field>& fields) {
   return tree;
 }
 
-
 }  // namespace
 
 std::string shown(const json& v) {
@@ -162,7 +161,7 @@ std::string kind_error(const Field& f, const json& v) {
   if (!v.is_number()) return bad;
   const double x = v.get<double>();
   return !std::isfinite(x) || x < r.lo || (r.lo_open && x == r.lo) || x > r.hi ? bad
-                                                                              : std::string();
+                                                                               : std::string();
 }
 
 class Walker {
@@ -214,8 +213,8 @@ class Walker {
   // settings read; in strict mode its values are not checked (NaN is written as null), and a
   // point without steps (failed, skipped: only its head is written) is not asked for any key.
   bool is_point(const std::string& path) const {
-    return summary_ && path.rfind("points[", 0) == 0 &&
-           path.find('.') == std::string::npos && path.back() == ']';
+    return summary_ && path.rfind("points[", 0) == 0 && path.find('.') == std::string::npos &&
+           path.back() == ']';
   }
 
   void object(int node, const json& v, const std::string& path, bool values) {
@@ -244,7 +243,8 @@ class Walker {
       if (seg == "[]" || is_free(seg) || !wanted(f)) continue;
       if (!ask_always) continue;
       for (const auto& name : is_pattern(seg) ? alternatives(seg) : std::vector<std::string>{seg})
-        if (name.find('*') == std::string::npos && !v.contains(name)) add(at(path, name), "missing");
+        if (name.find('*') == std::string::npos && !v.contains(name))
+          add(at(path, name), "missing");
     }
   }
 
@@ -305,11 +305,13 @@ std::string cell_error(const Field& f, const std::string& cell) {
   char* end = nullptr;
   if (f.kind == Kind::integer) {
     const long long x = std::strtoll(cell.c_str(), &end, 10);
-    if (cell.empty() || *end != '\0') return "expected " + range_text(f.kind, f.range) + ", got '" + cell + "'";
+    if (cell.empty() || *end != '\0')
+      return "expected " + range_text(f.kind, f.range) + ", got '" + cell + "'";
     return kind_error(f, json(x));
   }
   const double x = std::strtod(cell.c_str(), &end);
-  if (cell.empty() || *end != '\0') return "expected " + range_text(f.kind, f.range) + ", got '" + cell + "'";
+  if (cell.empty() || *end != '\0')
+    return "expected " + range_text(f.kind, f.range) + ", got '" + cell + "'";
   return kind_error(f, json(x));
 }
 

@@ -74,8 +74,8 @@ int check_provenance(const std::string& path) {
     return 1;
   }
   if (j.contains("provenance"))
-    return report(path + ": provenance", rs::check(j["provenance"], rs::File::provenance,
-                                                   rs::Mode::strict, 50));
+    return report(path + ": provenance",
+                  rs::check(j["provenance"], rs::File::provenance, rs::Mode::strict, 50));
   std::vector<rs::Violation> v;
   const nlohmann::json ctx = j.value("context", nlohmann::json::object());
   for (const auto& f : rs::fields(rs::File::provenance)) {

@@ -251,9 +251,9 @@ void check_calibration(const Checker& c, const json& cal, const std::string& pat
   const long long chunks = s.pp * s.v;
   for (const auto& [key, a] : k.items())
     if (key.find("_per_chunk") != std::string::npos && static_cast<long long>(a.size()) != chunks)
-      c.fail(Checker::at(kp, key),
-             "expected " + num(chunks) + " entries (one per model chunk: pp * virtual_stages), got " +
-                 num(static_cast<long long>(a.size())));
+      c.fail(Checker::at(kp, key), "expected " + num(chunks) +
+                                       " entries (one per model chunk: pp * virtual_stages), got " +
+                                       num(static_cast<long long>(a.size())));
 }
 
 // The per-call accounting's axis (docs/results.md, `calls`; driver/call_accounting.hpp).
@@ -271,8 +271,7 @@ void check_calls(const Checker& c, const json& calls, const std::string& path) {
 // The per-rank, per-step series (docs/results.md, `rank_series`; driver/point_json.cpp): only the
 // series paraxis writes, one array per rank of the grid, one value per step. The diagnosis and
 // the report's "Noise" index them by rank and step, so their shape is checked.
-void check_rank_series(const Checker& c, const json& rs, const std::string& path,
-                       long long world) {
+void check_rank_series(const Checker& c, const json& rs, const std::string& path, long long world) {
   const json& steps = rs.at("steps");
   for (const auto& [name, per_rank] : rs.items()) {
     if (name == "steps") continue;
@@ -281,7 +280,8 @@ void check_rank_series(const Checker& c, const json& rs, const std::string& path
     if (!comm && name != "step_s" && name != "compute_s" && name != "bubble_fraction")
       c.fail(np, "not a per-rank series paraxis writes");
     if (c.array(per_rank, np).size() != static_cast<std::size_t>(world))
-      c.fail(np, num(static_cast<long long>(per_rank.size())) + " ranks, the grid has " + num(world));
+      c.fail(np,
+             num(static_cast<long long>(per_rank.size())) + " ranks, the grid has " + num(world));
     for (std::size_t r = 0; r < per_rank.size(); ++r) {
       const std::string rp = Checker::at(np, r);
       if (c.array(per_rank[r], rp).size() != steps.size())
@@ -336,8 +336,8 @@ void check_version(const Checker& c, const json& j) {
 // Every declared field's type and range, and the fields the report needs (results_schema.hpp,
 // reader mode: of a point that is not ok only its index, status and settings).
 void check_declared(const Checker& c, const json& j) {
-  const auto v = results_schema::check(j, results_schema::File::summary,
-                                       results_schema::Mode::reader, 1);
+  const auto v =
+      results_schema::check(j, results_schema::File::summary, results_schema::Mode::reader, 1);
   if (!v.empty()) c.fail(v.front().path, v.front().what);
 }
 
@@ -363,8 +363,9 @@ void validate_summary(const json& j, const std::string& name) {
     const auto parsed = parse_point_status(status);
     if (!parsed)
       c.fail(Checker::at(path, "status"),
-             shown(json(status)) + ", expected \"ok\", \"diverged: ...\", \"failed: ...\" or "
-             "\"skipped: ...\"");
+             shown(json(status)) +
+                 ", expected \"ok\", \"diverged: ...\", \"failed: ...\" or "
+                 "\"skipped: ...\"");
     if (parsed->is_ok()) check_ok_point(c, points[i], path);
   }
 }

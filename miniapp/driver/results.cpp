@@ -19,9 +19,8 @@ using nlohmann::json;
 void write_summary(const std::string& dir, const std::string& deck_path, const json& provenance,
                    const std::vector<PointResult>& points,
                    const std::function<void()>& before_rename) {
-  json j{{"schema", results_schema::kSummaryVersion},
-         {"deck", deck_path},
-         {"provenance", provenance}};
+  json j{
+      {"schema", results_schema::kSummaryVersion}, {"deck", deck_path}, {"provenance", provenance}};
   j["points"] = json::array();
   for (const auto& p : points) j["points"].push_back(point_to_json(p));
   io::write_file_checked(dir + "/summary.json", j.dump(2) + '\n', before_rename);

@@ -1,8 +1,8 @@
-// What a run leaves behind (--out DIR): summary.json (schema analysis/results_schema.hpp's kSummaryVersion), points.csv
-// and one Chrome trace per point. Written by rank 0 after every point, so an interrupted
-// sweep keeps the points it finished. Defined in results.cpp (the writers), point_json.cpp (a
-// point's JSON), point_metrics.cpp (per-rank metrics, pipeline figures), trace_events.cpp and
-// provenance.cpp.
+// What a run leaves behind (--out DIR): summary.json (schema analysis/results_schema.hpp's
+// kSummaryVersion), points.csv and one Chrome trace per point. Written by rank 0 after every point,
+// so an interrupted sweep keeps the points it finished. Defined in results.cpp (the writers),
+// point_json.cpp (a point's JSON), point_metrics.cpp (per-rank metrics, pipeline figures),
+// trace_events.cpp and provenance.cpp.
 #pragma once
 
 #include <functional>
