@@ -192,7 +192,11 @@ TEST_F(HostileResults, wrong_types_missing_fields_and_invalid_json_name_file_and
   expect_rejected(with("/provenance/hosts", json::array({1})), "provenance.hosts[0]",
                   "host not a string");
   expect_rejected(with("/points", json::object()), "points: expected an array", "points a map");
-  expect_rejected(with("/schema", "paraxis.summary/2"), "schema", "other schema");
+  expect_rejected(with("/schema", "paraxis.summary/1"),
+                  "schema: this summary is \"paraxis.summary/1\"; this paraxis reads "
+                  "\"paraxis.summary/2\"",
+                  "an older schema, both versions named");
+  expect_rejected(with("/schema", "paraxis.summary/3"), "schema", "a newer schema");
   // Calibration arrays: one entry per model chunk, each mean beside its slowest.
   ASSERT_TRUE(summary["points"][0].contains("calibration"));
   expect_rejected(with("/points/0/calibration/compute/forward_s_per_chunk", json::array()),

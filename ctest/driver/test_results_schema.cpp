@@ -75,11 +75,19 @@ TEST(results_schema, strict_names_undeclared_missing_and_out_of_range) {
 TEST(results_schema, points_that_are_not_ok) {
   // The reader reads only index, status and settings of a point that is not ok; strict mode
   // still refuses an undeclared key, but not its values (NaN is written as null).
-  json p{{"status", "diverged: loss is nan at step 1"}, {"steps", {nullptr}}, {"bogus", 1}};
+  json p{{"status", "diverged: loss is nan at step 1"},
+         {"steps", {nullptr}},
+         {"comm", {{"tp", nullptr}, {"dp", 1}}},
+         {"bogus", 1}};
   const json doc{{"schema", "s"}, {"points", {p}}};
   EXPECT_EQ(joined(rs::check(doc, kSmall, true, rs::Mode::reader)), "");
   EXPECT_EQ(joined(rs::check(doc, kSmall, true, rs::Mode::strict)),
             "points[0].bogus: not declared in the results schema\n");
+  // Its head is read: a point without a status is refused, whatever else it holds.
+  p.erase("status");
+  EXPECT_EQ(
+      joined(rs::check(json{{"schema", "s"}, {"points", {p}}}, kSmall, true, rs::Mode::reader)),
+      "points[0].status: missing\n");
 }
 
 TEST(results_schema, reader_refuses_another_version_naming_both) {

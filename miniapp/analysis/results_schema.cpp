@@ -209,39 +209,40 @@ class Walker {
            (mode_ == Mode::strict && f->presence == Presence::always);
   }
 
-  // A summary point: in reader mode a point that is not ok has only index, status and
-  // settings read; in strict mode its values are not checked (NaN is written as null), and a
-  // point without steps (failed, skipped: only its head is written) is not asked for any key.
+  // A summary point: in reader mode a point that is not ok has only its head (index, status,
+  // settings) read; in strict mode only its head's values are checked (a diverged point's NaN is
+  // written as null), and a point without steps (failed, skipped: the writer writes its head and
+  // configuration only) is asked for its head's keys alone.
   bool is_point(const std::string& path) const {
     return summary_ && path.rfind("points[", 0) == 0 && path.find('.') == std::string::npos &&
            path.back() == ']';
   }
+  static bool head_key(const std::string& k) {
+    return k == "index" || k == "status" || k == "settings";
+  }
 
   void object(int node, const json& v, const std::string& path, bool values) {
-    bool check_values = values, ask_always = true;
-    bool only_head = false;
-    if (is_point(path)) {
+    const bool point = is_point(path);
+    bool ok = true;
+    if (point) {
       const auto st = v.find("status");
-      const bool ok = st != v.end() && st->is_string() && *st == "ok";
-      only_head = mode_ == Mode::reader && !ok;
-      check_values = values && ok;
-      ask_always = v.contains("steps");
+      ok = st != v.end() && st->is_string() && *st == "ok";
     }
+    const bool only_head = point && mode_ == Mode::reader && !ok;
+    const bool head_only_asked = point && (only_head || !v.contains("steps"));
     for (const auto& [key, x] : v.items()) {
-      if (only_head && key != "index" && key != "status" && key != "settings") continue;
+      if (only_head && !head_key(key)) continue;
       const int c = child(node, key);
       if (c < 0) {
         if (mode_ == Mode::strict) add(at(path, key), "not declared in the results schema");
         continue;
       }
-      // The head of a point that is not ok is read whatever its status says about the rest.
-      value(c, x, at(path, key), only_head ? values : check_values);
+      value(c, x, at(path, key), values && (ok || (point && head_key(key))));
     }
-    if (only_head) return;
     for (const auto& [seg, n] : tree_[static_cast<std::size_t>(node)].children) {
       const Field* f = tree_[static_cast<std::size_t>(n)].field;
-      if (seg == "[]" || is_free(seg) || !wanted(f)) continue;
-      if (!ask_always) continue;
+      if (seg == "[]" || is_free(seg) || !wanted(f) || (head_only_asked && !head_key(seg)))
+        continue;
       for (const auto& name : is_pattern(seg) ? alternatives(seg) : std::vector<std::string>{seg})
         if (name.find('*') == std::string::npos && !v.contains(name))
           add(at(path, name), "missing");
