@@ -4,10 +4,11 @@
 # always written is there, every value of its kind and range — for summary.json, points.csv and
 # report.json, over runs that write every optional part a tiny run can: 2 ranks, pp2 with MoE,
 # calibration, a slowed axis, checkpoints, --verify (A); a resume with checkpoint.every: auto (B);
-# one rank with a sweep whose points are skipped (C). `paraxis report` accepts A and C (the
+# dp2 x ep2 with ZeRO-1 and dp slowed (D); one rank with a sweep whose points are skipped (C);
+# one rank whose point fails (F). `paraxis report` accepts A and C (the
 # reader); a summary of schema version 1 is refused, naming both versions, with exit 2 (bad
 # input). The benchmark programs' provenance keys are the declared ones (paraxis-bench-comm's
-# JSON, the kernel benchmarks' Google Benchmark context). About 20 s on 2 cores.
+# JSON, the kernel benchmarks' Google Benchmark context). About 30 s on 2 cores.
 # Usage: test_results_schema_run.sh PARAXIS SCHEMA_TOOL MPIEXEC BENCH_COMM BENCH_KERNELS
 set -euo pipefail
 paraxis=$1 tool=$2 mpiexec=$3 bench_comm=$4 bench_kernels=$5
@@ -39,13 +40,22 @@ YAML
   { cat "$out/A.log"; fail "run A"; }
 "$mpiexec" -n 2 "$paraxis" run "$out/cover.yaml" --out "$out/B" --resume "$out/A/checkpoints/step-2" \
   --set checkpoint.every=auto > "$out/B.log" 2>&1 || { cat "$out/B.log"; fail "run B (resume)"; }
+"$mpiexec" -n 2 "$paraxis" run "$out/cover.yaml" --out "$out/D" --set parallel.pp=1 --set parallel.dp=2 \
+  --set parallel.ep=2 --set parallel.zero=1 --set fault.slow_axis.axis=dp --set checkpoint.every=0 \
+  > "$out/D.log" 2>&1 || { cat "$out/D.log"; fail "run D"; }
 "$paraxis" run "$out/sweep.yaml" --out "$out/C" > "$out/C.log" 2>&1 || { cat "$out/C.log"; fail "run C"; }
+set +e  # a rank that fails: exit 3, the point recorded as failed
+"$paraxis" run "$out/sweep.yaml" --out "$out/F" --set fault.dead_rank.rank=0 --set fault.dead_rank.step=1 \
+  > "$out/F.log" 2>&1
+rc=$?
+set -e
+[ "$rc" = 3 ] || { cat "$out/F.log"; fail "run F: exit $rc, expected 3"; }
 grep -q '"skipped: ' "$out/C/summary.json" || fail "run C has no skipped point"
 for d in A C; do
   "$paraxis" report "$out/$d" > "$out/report-$d.log" 2>&1 ||
     { cat "$out/report-$d.log"; fail "paraxis report $d (the reader refused the writer's output)"; }
 done
-for d in A B C; do "$tool" check "$out/$d" || fail "$d does not conform to the results schema"; done
+for d in A B C D F; do "$tool" check "$out/$d" || fail "$d does not conform to the results schema"; done
 
 # A summary of schema version 1: refused, naming the version found and the one expected, exit 2.
 mkdir "$out/old"
@@ -77,4 +87,4 @@ if [ "$bench_comm" = none ]; then echo "results schema: output conforms; /1 refu
   --benchmark_format=json > "$out/kernels.json" 2> "$out/kernels.log" ||
   { cat "$out/kernels.log"; fail "paraxis-bench-kernels"; }
 "$tool" check-provenance "$out/kernels.json" || fail "paraxis-bench-kernels' context"
-echo "results schema: A, B, C, report.json and both benchmarks' provenance conform; /1 refused"
+echo "results schema: A, B, C, D, F, report.json and both benchmarks' provenance conform; /1 refused"

@@ -1,6 +1,8 @@
-// Reading a results folder's summary.json for `paraxis report`: every field the report uses is
-// checked (schema, types, ranges, array lengths, the shape rules the performance models divide
-// by) before anything reads it, so a hostile or damaged file gives one error naming the file
+// Reading a results folder's summary.json for `paraxis report`: the schema version
+// (results_schema::kSummaryVersion only), every declared field's type and range (the results
+// declaration, analysis/results_schema.hpp), then the rules between fields (array lengths, the
+// grid against the config, the shape rules the performance models divide by) before anything
+// reads it, so a hostile or damaged file gives one error naming the file
 // and the JSON path of the field, never a crash or a silent default. Points whose status is
 // not "ok" are checked only for index and status: the report lists them and analyses nothing
 // else of theirs (a diverged point's steps may hold NaN).
