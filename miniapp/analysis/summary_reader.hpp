@@ -2,10 +2,10 @@
 // (results_schema::kSummaryVersion only), every declared field's type and range (the results
 // declaration, analysis/results_schema.hpp), then the rules between fields (array lengths, the
 // grid against the config, the shape rules the performance models divide by) before anything
-// reads it, so a hostile or damaged file gives one error naming the file
-// and the JSON path of the field, never a crash or a silent default. Points whose status is
-// not "ok" are checked only for index and status: the report lists them and analyses nothing
-// else of theirs (a diverged point's steps may hold NaN).
+// reads it, so a hostile or damaged file gives one error naming the file and the JSON path of
+// the field, never a crash or a silent default. Points whose status is not "ok" are checked only
+// for index, status and settings: the report lists them and analyses nothing else of theirs (a
+// diverged point's steps may hold NaN).
 #pragma once
 
 #include <nlohmann/json.hpp>
