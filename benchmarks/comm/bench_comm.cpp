@@ -529,14 +529,14 @@ int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communic
       out << j.dump(2) << "\n";
     }
   }
-  return (wrong == 0 && log_errors == 0) ? 0 : 1;
+  return (wrong == 0 && log_errors == 0) ? paraxis::exit_code::ok : paraxis::exit_code::not_ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rc = 0;
+  int rc = paraxis::exit_code::ok;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     int rank = 0, world = 1;

@@ -332,7 +332,7 @@ int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const Layout
               e.model_flops_per_s / c.world() / 1e12);
   std::printf("MFU %.4f (model FLOPs), HFU %.4f (hardware FLOPs, recomputation included)\n", e.mfu,
               e.hfu);
-  return ev.reason.empty() ? 0 : 1;
+  return ev.reason.empty() ? exit_code::ok : exit_code::not_ok;
 }
 
 // Progress on stderr once the search has run ~2 s: a line per ~2 s, then the total.
@@ -384,7 +384,7 @@ int write_json(const pm::Plan& plan, const std::string& model_deck, const std::s
     return exit_code::write_failed;
   }
   std::printf("whole plan: %s\n", json_out.c_str());
-  return 0;
+  return exit_code::ok;
 }
 
 }  // namespace
