@@ -28,6 +28,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -381,6 +382,88 @@ void print_header(const char* type, int ranks) {
               "(GB/s)", "", "", "");
 }
 
+// One row of the table (rank 0), as nccl-tests prints it, then the ratio columns.
+template <class T>
+void print_row(const Row& row, const Entry& op, int n) {
+  const double f = busbw_factor(op, n);
+  const double alg_p = row.bytes / row.paraxis.time_s / 1e9;
+  const double alg_r = row.bytes / row.raw.time_s / 1e9;
+  std::printf(
+      "  %14zu %12zu %7s %15s %6s %5d %9.2f %7.3f %7.3f %6ld %9.2f %7.3f %7.3f %6ld %6.3f "
+      "%6.3f\n",
+      row.bytes, row.count, TypeTraits<T>::name, op.name, op.redop, op.root,
+      row.paraxis.time_s * 1e6, alg_p, alg_p * f, row.paraxis.wrong, row.raw.time_s * 1e6, alg_r,
+      alg_r * f, row.raw.wrong, row.ratio(), row.pair_ratio());
+  if (row.log_errors)
+    std::printf("# %s %zu B: %ld CommLog events with a wrong op, count or byte total\n", op.name,
+                row.bytes, row.log_errors);
+  std::fflush(stdout);
+}
+
+// The figure: all-reduce through the layer vs the raw loop at >= 1 MiB.
+void print_all_reduce_ratios(const std::vector<Row>& rows) {
+  std::vector<double> big, big_pairs;
+  for (const auto& r : rows)
+    if (r.op->collective == paraxis::perfmodel::Collective::all_reduce &&
+        r.bytes >= (std::size_t(1) << 20)) {
+      big.push_back(r.ratio());
+      big_pairs.push_back(r.pair_ratio());
+    }
+  if (!big.empty()) {
+    std::printf("#\n# all_reduce paraxis/raw at >= 1 MiB, %zu sizes:\n", big.size());
+    std::printf("#   ratio: min %.3f, median %.3f, max %.3f\n",
+                *std::min_element(big.begin(), big.end()), median(big),
+                *std::max_element(big.begin(), big.end()));
+    std::printf("#   pairs: min %.3f, median %.3f, max %.3f\n",
+                *std::min_element(big_pairs.begin(), big_pairs.end()), median(big_pairs),
+                *std::max_element(big_pairs.begin(), big_pairs.end()));
+  }
+}
+
+// --json: the options, the provenance and every row, both sides.
+template <class T>
+void write_json(const Options& o, const std::vector<Row>& rows, const json& prov, int n) {
+  json j{{"schema", "paraxis.bench_comm/2"}, {"provenance", prov}};
+  j["provenance"]["load_average_end"] = load_average();
+  j["options"] = {{"min_bytes", o.min_bytes},     {"max_bytes", o.max_bytes},
+                  {"step_factor", o.step_factor}, {"iters", o.iters},
+                  {"warmup", o.warmup},           {"blocks", o.blocks},
+                  {"dtype", TypeTraits<T>::name}, {"ops", o.ops}};
+  j["results"] = json::array();
+  for (const auto& r : rows) {
+    const double f = busbw_factor(*r.op, n);
+    auto side = [&](const SideResult& s) {
+      std::vector<double> us;
+      for (double b : s.block_s) us.push_back(b / (r.iters / r.blocks) * 1e6);
+      const double alg = r.bytes / s.time_s / 1e9;
+      return json{{"time_us", s.time_s * 1e6},
+                  {"algbw_GBps", alg},
+                  {"busbw_GBps", alg * f},
+                  {"wrong", s.wrong},
+                  {"block_time_us", us}};
+    };
+    j["results"].push_back({{"op", r.op->name},
+                            {"raw_call", r.op->raw_call},
+                            {"dtype", TypeTraits<T>::name},
+                            {"redop", r.op->redop},
+                            {"root", r.op->root},
+                            {"bytes", r.bytes},
+                            {"count", r.count},
+                            {"iters", r.iters},
+                            {"warmup", r.warmup},
+                            {"blocks", r.blocks},
+                            {"busbw_factor", f},
+                            {"paraxis", side(r.paraxis)},
+                            {"raw", side(r.raw)},
+                            {"ratio", r.ratio()},
+                            {"ratio_median_of_block_pairs", r.pair_ratio()},
+                            {"log_errors", r.log_errors}});
+  }
+  std::ofstream out(o.json_path);
+  if (!out) throw std::runtime_error("--json: cannot write '" + o.json_path + "'");
+  out << j.dump(2) << "\n";
+}
+
 template <class T>
 int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communicator& comm,
             px::CommLog& log, const json& prov) {
@@ -395,21 +478,7 @@ int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communic
       const int iters = o.iters > 0 ? o.iters : default_iters(bytes);
       const int warmup = o.warmup >= 0 ? o.warmup : default_warmup(iters);
       Row row = bench.run(*op, bytes, iters, warmup, o.blocks);
-      if (rank == 0) {
-        const double f = busbw_factor(*op, n);
-        const double alg_p = row.bytes / row.paraxis.time_s / 1e9;
-        const double alg_r = row.bytes / row.raw.time_s / 1e9;
-        std::printf(
-            "  %14zu %12zu %7s %15s %6s %5d %9.2f %7.3f %7.3f %6ld %9.2f %7.3f %7.3f %6ld %6.3f "
-            "%6.3f\n",
-            row.bytes, row.count, TypeTraits<T>::name, op->name, op->redop, op->root,
-            row.paraxis.time_s * 1e6, alg_p, alg_p * f, row.paraxis.wrong, row.raw.time_s * 1e6,
-            alg_r, alg_r * f, row.raw.wrong, row.ratio(), row.pair_ratio());
-        if (row.log_errors)
-          std::printf("# %s %zu B: %ld CommLog events with a wrong op, count or byte total\n",
-                      op->name, row.bytes, row.log_errors);
-        std::fflush(stdout);
-      }
+      if (rank == 0) print_row<T>(row, *op, n);
       rows.push_back(std::move(row));
     }
   }
@@ -420,80 +489,95 @@ int run_all(const Options& o, const std::vector<const Entry*>& ops, px::Communic
     log_errors += r.log_errors;
   }
   if (rank == 0) {
-    // The figure: all-reduce through the layer vs the raw loop at >= 1 MiB.
-    std::vector<double> big, big_pairs;
-    for (const auto& r : rows)
-      if (r.op->collective == paraxis::perfmodel::Collective::all_reduce &&
-          r.bytes >= (std::size_t(1) << 20)) {
-        big.push_back(r.ratio());
-        big_pairs.push_back(r.pair_ratio());
-      }
-    if (!big.empty()) {
-      std::printf("#\n# all_reduce paraxis/raw at >= 1 MiB, %zu sizes:\n", big.size());
-      std::printf("#   ratio: min %.3f, median %.3f, max %.3f\n",
-                  *std::min_element(big.begin(), big.end()), median(big),
-                  *std::max_element(big.begin(), big.end()));
-      std::printf("#   pairs: min %.3f, median %.3f, max %.3f\n",
-                  *std::min_element(big_pairs.begin(), big_pairs.end()), median(big_pairs),
-                  *std::max_element(big_pairs.begin(), big_pairs.end()));
-    }
+    print_all_reduce_ratios(rows);
     std::printf("# load average (1/5/15 min) at the end: %s\n", load_average().c_str());
     if (wrong == 0 && log_errors == 0)
       std::printf("# #wrong: 0 in %zu rows (paraxis and raw) OK\n", rows.size());
     else
       std::printf("# FAILED: %ld wrong result(s), %ld wrong CommLog event(s)\n", wrong, log_errors);
     std::fflush(stdout);
-
-    if (!o.json_path.empty()) {
-      json j{{"schema", "paraxis.bench_comm/2"}, {"provenance", prov}};
-      j["provenance"]["load_average_end"] = load_average();
-      j["options"] = {{"min_bytes", o.min_bytes},     {"max_bytes", o.max_bytes},
-                      {"step_factor", o.step_factor}, {"iters", o.iters},
-                      {"warmup", o.warmup},           {"blocks", o.blocks},
-                      {"dtype", TypeTraits<T>::name}, {"ops", o.ops}};
-      j["results"] = json::array();
-      for (const auto& r : rows) {
-        const double f = busbw_factor(*r.op, n);
-        auto side = [&](const SideResult& s) {
-          std::vector<double> us;
-          for (double b : s.block_s) us.push_back(b / (r.iters / r.blocks) * 1e6);
-          const double alg = r.bytes / s.time_s / 1e9;
-          return json{{"time_us", s.time_s * 1e6},
-                      {"algbw_GBps", alg},
-                      {"busbw_GBps", alg * f},
-                      {"wrong", s.wrong},
-                      {"block_time_us", us}};
-        };
-        j["results"].push_back({{"op", r.op->name},
-                                {"raw_call", r.op->raw_call},
-                                {"dtype", TypeTraits<T>::name},
-                                {"redop", r.op->redop},
-                                {"root", r.op->root},
-                                {"bytes", r.bytes},
-                                {"count", r.count},
-                                {"iters", r.iters},
-                                {"warmup", r.warmup},
-                                {"blocks", r.blocks},
-                                {"busbw_factor", f},
-                                {"paraxis", side(r.paraxis)},
-                                {"raw", side(r.raw)},
-                                {"ratio", r.ratio()},
-                                {"ratio_median_of_block_pairs", r.pair_ratio()},
-                                {"log_errors", r.log_errors}});
-      }
-      std::ofstream out(o.json_path);
-      if (!out) throw std::runtime_error("--json: cannot write '" + o.json_path + "'");
-      out << j.dump(2) << "\n";
-    }
+    if (!o.json_path.empty()) write_json<T>(o, rows, prov, n);
   }
-  return (wrong == 0 && log_errors == 0) ? 0 : 1;
+  return (wrong == 0 && log_errors == 0) ? paraxis::exit_code::ok : paraxis::exit_code::not_ok;
+}
+
+// The command line into o, and --mpi-gpu-aware into gpu_aware. A parse error or --help: the
+// code CLI11 ends the program with (it has printed why); an impossible size range throws.
+std::optional<int> parse_options(int argc, char** argv, Options& o, std::string& gpu_aware) {
+  std::string min_b = "8", max_b = "64M";
+  CLI::App app{"paraxis-bench-comm: collectives through parallel::Communicator vs raw MPI"};
+  app.add_option("--min-bytes,-b", min_b, "smallest size S (nccl-tests definition; K/M/G)");
+  app.add_option("--max-bytes,-e", max_b, "largest size S");
+  app.add_option("--step-factor,-f", o.step_factor, "size multiplier between rows")
+      ->check(CLI::Range(2, 1024));
+  app.add_option("--iters,-n", o.iters,
+                 "timed iterations per side and size (0: 512 MiB / S, clamped to 8..1000)")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--warmup,-w", o.warmup,
+                 "warm-up iterations per side and size (-1: iters/8 in 1..5)")
+      ->check(CLI::Range(-1, 1000000));
+  app.add_option("--blocks", o.blocks, "timed blocks per side, alternating paraxis and raw")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--op", o.ops, "all, or a comma-separated list of operations");
+  app.add_option("--dtype,-d", o.dtype, "element type")
+      ->check(CLI::IsMember({"float", "double", "bf16"}));
+  app.add_option("--json", o.json_path, "write results and provenance as JSON (rank 0)");
+  gpu_aware = "auto";
+  app.add_option("--mpi-gpu-aware", gpu_aware,
+                 "comm.mpi_gpu_aware of the paraxis side (no: staged through host memory)")
+      ->check(CLI::IsMember(paraxis::config::mpi_gpu_aware_names()));
+  app.add_flag("--corrupt-for-test", o.corrupt_for_test,
+               "poison one paraxis output element on the last rank (tests the check)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  o.min_bytes = parse_bytes(min_b);
+  o.max_bytes = parse_bytes(max_b);
+  if (o.min_bytes > o.max_bytes)
+    throw std::invalid_argument("--min-bytes " + min_b + " exceeds --max-bytes " + max_b);
+  return std::nullopt;
+}
+
+// Iteration counts decide who waits for whom: make sure every rank uses rank 0's.
+void share_schedule(Options& o) {
+  long sched[6] = {static_cast<long>(o.min_bytes),
+                   static_cast<long>(o.max_bytes),
+                   o.step_factor,
+                   o.iters,
+                   o.warmup,
+                   o.blocks};
+  MPI_Bcast(sched, 6, MPI_LONG, 0, MPI_COMM_WORLD);
+  o.min_bytes = static_cast<std::size_t>(sched[0]);
+  o.max_bytes = static_cast<std::size_t>(sched[1]);
+  o.step_factor = static_cast<int>(sched[2]);
+  o.iters = static_cast<int>(sched[3]);
+  o.warmup = static_cast<int>(sched[4]);
+  o.blocks = static_cast<int>(sched[5]);
+}
+
+// The table's banner (rank 0): the build, the MPI, the ranks, the sweep and the load.
+void print_banner(const Options& o, const json& prov, int world, const std::string& load,
+                  bool staging, const std::string& gpu_aware) {
+  std::printf("# paraxis-bench-comm  paraxis %s (%s), %s\n", paraxis::build_info::version,
+              paraxis::build_info::git_hash, prov.at("mpi_library").get<std::string>().c_str());
+  std::printf("# ranks %d on %s; sizes %s..%s x%d; iters %s, warmup %s, blocks %d (ABBA)\n", world,
+              prov.at("hosts").dump().c_str(), human_bytes(o.min_bytes).c_str(),
+              human_bytes(o.max_bytes).c_str(), o.step_factor,
+              o.iters > 0 ? std::to_string(o.iters).c_str() : "512 MiB/S in [8,1000]",
+              o.warmup >= 0 ? std::to_string(o.warmup).c_str() : "iters/8 in [1,5]", o.blocks);
+  std::printf("# load average (1/5/15 min) at the start: %s\n", load.c_str());
+  if (staging)
+    std::printf("# paraxis side staged through host memory (--mpi-gpu-aware %s)\n",
+                gpu_aware.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  int rc = 0;
+  int rc = paraxis::exit_code::ok;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     int rank = 0, world = 1;
@@ -501,57 +585,14 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     try {
       Options o;
-      std::string min_b = "8", max_b = "64M";
-      CLI::App app{"paraxis-bench-comm: collectives through parallel::Communicator vs raw MPI"};
-      app.add_option("--min-bytes,-b", min_b, "smallest size S (nccl-tests definition; K/M/G)");
-      app.add_option("--max-bytes,-e", max_b, "largest size S");
-      app.add_option("--step-factor,-f", o.step_factor, "size multiplier between rows")
-          ->check(CLI::Range(2, 1024));
-      app.add_option("--iters,-n", o.iters,
-                     "timed iterations per side and size (0: 512 MiB / S, clamped to 8..1000)")
-          ->check(CLI::Range(0, 1000000));
-      app.add_option("--warmup,-w", o.warmup,
-                     "warm-up iterations per side and size (-1: iters/8 in 1..5)")
-          ->check(CLI::Range(-1, 1000000));
-      app.add_option("--blocks", o.blocks, "timed blocks per side, alternating paraxis and raw")
-          ->check(CLI::Range(1, 1000));
-      app.add_option("--op", o.ops, "all, or a comma-separated list of operations");
-      app.add_option("--dtype,-d", o.dtype, "element type")
-          ->check(CLI::IsMember({"float", "double", "bf16"}));
-      app.add_option("--json", o.json_path, "write results and provenance as JSON (rank 0)");
-      std::string gpu_aware = "auto";
-      app.add_option("--mpi-gpu-aware", gpu_aware,
-                     "comm.mpi_gpu_aware of the paraxis side (no: staged through host memory)")
-          ->check(CLI::IsMember(paraxis::config::mpi_gpu_aware_names()));
-      app.add_flag("--corrupt-for-test", o.corrupt_for_test,
-                   "poison one paraxis output element on the last rank (tests the check)");
-      try {
-        app.parse(argc, argv);
-      } catch (const CLI::ParseError& e) {
-        const int code = app.exit(e);
+      std::string gpu_aware;
+      if (const auto code = parse_options(argc, argv, o, gpu_aware)) {
         MPI_Finalize();
-        return code;
+        return *code;
       }
-      o.min_bytes = parse_bytes(min_b);
-      o.max_bytes = parse_bytes(max_b);
-      if (o.min_bytes > o.max_bytes)
-        throw std::invalid_argument("--min-bytes " + min_b + " exceeds --max-bytes " + max_b);
       const std::vector<const Entry*> ops = bc::select_collectives(o.ops);
 
-      // Iteration counts decide who waits for whom: make sure every rank uses rank 0's.
-      long sched[6] = {static_cast<long>(o.min_bytes),
-                       static_cast<long>(o.max_bytes),
-                       o.step_factor,
-                       o.iters,
-                       o.warmup,
-                       o.blocks};
-      MPI_Bcast(sched, 6, MPI_LONG, 0, MPI_COMM_WORLD);
-      o.min_bytes = static_cast<std::size_t>(sched[0]);
-      o.max_bytes = static_cast<std::size_t>(sched[1]);
-      o.step_factor = static_cast<int>(sched[2]);
-      o.iters = static_cast<int>(sched[3]);
-      o.warmup = static_cast<int>(sched[4]);
-      o.blocks = static_cast<int>(sched[5]);
+      share_schedule(o);
 
       std::string cmdline;
       for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
@@ -573,20 +614,7 @@ int main(int argc, char** argv) {
       px::CommLog log;
       auto comm = px::make_communicator(paraxis::config::CommBackend::mpi, MPI_COMM_WORLD,
                                         px::Axis::world, &log);
-      if (rank == 0) {
-        std::printf("# paraxis-bench-comm  paraxis %s (%s), %s\n", paraxis::build_info::version,
-                    paraxis::build_info::git_hash, prov["mpi_library"].get<std::string>().c_str());
-        std::printf("# ranks %d on %s; sizes %s..%s x%d; iters %s, warmup %s, blocks %d (ABBA)\n",
-                    world, prov["hosts"].dump().c_str(), human_bytes(o.min_bytes).c_str(),
-                    human_bytes(o.max_bytes).c_str(), o.step_factor,
-                    o.iters > 0 ? std::to_string(o.iters).c_str() : "512 MiB/S in [8,1000]",
-                    o.warmup >= 0 ? std::to_string(o.warmup).c_str() : "iters/8 in [1,5]",
-                    o.blocks);
-        std::printf("# load average (1/5/15 min) at the start: %s\n", load.c_str());
-        if (staging)
-          std::printf("# paraxis side staged through host memory (--mpi-gpu-aware %s)\n",
-                      gpu_aware.c_str());
-      }
+      if (rank == 0) print_banner(o, prov, world, load, staging, gpu_aware);
       if (o.dtype == "float")
         rc = run_all<float>(o, ops, *comm, log, prov);
       else if (o.dtype == "double")

@@ -83,7 +83,7 @@ set(_driver_deny "^$")
 # The report command: MPI only to find rank 0, then the analysis.
 set(_report_command_dir "miniapp/driver")
 set(_report_command_files "^report\\.cpp$")
-set(_report_command_allow "^driver/|^analysis/")
+set(_report_command_allow "^driver/|^analysis/|^config/exit_codes\\.hpp$")
 set(_report_command_deny "${_no_kokkos}")
 
 set(_violations "")

@@ -8,12 +8,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "config/parallel_config.hpp"
-#include "deck/deck.hpp"
 #include "analysis/diagnosis_model.hpp"
 #include "analysis/diagnosis_series.hpp"
 #include "analysis/statistics.hpp"
 #include "config/grid_coords.hpp"
+#include "config/parallel_config.hpp"
+#include "deck/deck.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver::diagnosis {
@@ -22,6 +22,51 @@ using nlohmann::json;
 using namespace detail;
 
 namespace {
+
+// Rank r's compute against the median of its peers' (the other ranks of `ranks`), per measured
+// step where that median is positive: the columns, the ratios and the differences.
+struct PeerComparison {
+  std::vector<int> cols;
+  std::vector<double> ratio, extra;
+};
+
+PeerComparison compute_against_peers(const Point& pt, const Series& compute,
+                                     const std::vector<int>& ranks, int r) {
+  PeerComparison c;
+  for (int k : pt.measured) {
+    std::vector<double> peers;
+    for (int q : ranks)
+      if (q != r) peers.push_back(compute[q][k]);
+    const double ref = median_of(peers);
+    if (ref <= 0) continue;
+    c.cols.push_back(k);
+    c.ratio.push_back(compute[r][k] / ref);
+    c.extra.push_back(compute[r][k] - ref);
+  }
+  return c;
+}
+
+// Who waits for rank r: the other ranks' mean wait in each axis's collectives, the median over
+// the slowed columns, per axis; `wait_text` names the axes where it exceeds a tenth of `cost`.
+json waits_for_rank(const Point& pt, int r, const std::vector<int>& slowed, double cost,
+                    std::string& wait_text) {
+  json waits = json::object();
+  for (const char* axis : {"tp", "pp", "dp", "ep"}) {
+    const Series w = series(pt.rs, std::string("comm.") + axis + ".wait_s");
+    if (w.empty()) continue;
+    std::vector<double> per_step;
+    for (int k : slowed) {
+      double sum = 0;
+      for (int q = 0; q < pt.world; ++q)
+        if (q != r) sum += w[q][k];
+      per_step.push_back(sum / std::max(1, pt.world - 1));
+    }
+    const double m = median_of(per_step);
+    waits[axis] = m;
+    if (m > 0.1 * cost) wait_text += std::string(wait_text.empty() ? "" : " and ") + axis;
+  }
+  return waits;
+}
 
 // Slow ranks: compute against the median of the ranks of the same pipeline stage.
 void slow_ranks(const Point& pt, double oversubscription, json& out) {
@@ -32,50 +77,21 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
     const int st = key.first;
     if (ranks.size() < 2) continue;  // no peer doing the same work
     for (int r : ranks) {
-      // Per measured step: the rank's compute over its peers' median, and the difference.
-      std::vector<int> cols;
-      std::vector<double> all_ratio, all_extra;
-      for (int k : pt.measured) {
-        std::vector<double> peers;
-        for (int q : ranks)
-          if (q != r) peers.push_back(compute[q][k]);
-        const double ref = median_of(peers);
-        if (ref <= 0) continue;
-        cols.push_back(k);
-        all_ratio.push_back(compute[r][k] / ref);
-        all_extra.push_back(compute[r][k] - ref);
-      }
-      const Onset o = persistent_onset(all_ratio, threshold);
+      const PeerComparison c = compute_against_peers(pt, compute, ranks, r);
+      const Onset o = persistent_onset(c.ratio, threshold);
       if (o.first < 0) continue;
       std::vector<int> slowed;  // columns from the onset on that cross the threshold
-      std::vector<double> ratios, extra;
+      std::vector<double> ratios, extra, own;
       for (int j : o.slowed) {
-        slowed.push_back(cols[j]);
-        ratios.push_back(all_ratio[j]);
-        extra.push_back(all_extra[j]);
+        slowed.push_back(c.cols[j]);
+        ratios.push_back(c.ratio[j]);
+        extra.push_back(c.extra[j]);
+        own.push_back(compute[r][c.cols[j]]);
       }
-      const int onset = o.first;
-      const int from = pt.steps[cols[onset]];
+      const int from = pt.steps[c.cols[o.first]];
       const double ratio = median_of(ratios), cost = median_of(extra);
-      std::vector<double> own;
-      for (int k : slowed) own.push_back(compute[r][k]);
-      // Who waits: the other ranks' wait in each axis's collectives over the slowed steps.
-      json waits = json::object();
       std::string wait_text;
-      for (const char* axis : {"tp", "pp", "dp", "ep"}) {
-        const Series w = series(pt.rs, std::string("comm.") + axis + ".wait_s");
-        if (w.empty()) continue;
-        std::vector<double> per_step;
-        for (int k : slowed) {
-          double sum = 0;
-          for (int q = 0; q < pt.world; ++q)
-            if (q != r) sum += w[q][k];
-          per_step.push_back(sum / std::max(1, pt.world - 1));
-        }
-        const double m = median_of(per_step);
-        waits[axis] = m;
-        if (m > 0.1 * cost) wait_text += std::string(wait_text.empty() ? "" : " and ") + axis;
-      }
+      const json waits = waits_for_rank(pt, r, slowed, cost, wait_text);
       json f;
       f["kind"] = "slow_rank";
       f["axis"] = "compute";
@@ -103,6 +119,98 @@ void slow_ranks(const Point& pt, double oversubscription, json& out) {
   }
 }
 
+// Each group's wire time against the median of the axis's other groups, per measured step: the
+// median ratio and difference, and whether the ratio persists at or above `threshold`.
+struct GroupComparison {
+  std::vector<bool> slow;
+  std::vector<double> ratio, extra;
+};
+
+GroupComparison compare_groups(const Point& pt, const std::vector<std::vector<double>>& wire,
+                               double threshold) {
+  const std::size_t n = wire.size();
+  GroupComparison c{std::vector<bool>(n, false), std::vector<double>(n, 0),
+                    std::vector<double>(n, 0)};
+  for (std::size_t g = 0; g < n; ++g) {
+    std::vector<double> ratios, extras;
+    for (std::size_t i = 0; i < pt.measured.size(); ++i) {
+      std::vector<double> others;
+      for (std::size_t h = 0; h < n; ++h)
+        if (h != g) others.push_back(wire[h][i]);
+      const double ref = median_of(others);
+      if (ref <= 0) continue;
+      ratios.push_back(wire[g][i] / ref);
+      extras.push_back(wire[g][i] - ref);
+    }
+    c.ratio[g] = median_of(ratios);
+    c.extra[g] = median_of(extras);
+    // Persistent: at or above the threshold on kPersistence of the measured steps.
+    const auto above = std::count_if(ratios.begin(), ratios.end(),
+                                     [threshold](double x) { return x >= threshold; });
+    c.slow[g] = static_cast<int>(ratios.size()) >= kMinSteps &&
+                static_cast<double>(above) >= kPersistence * static_cast<double>(ratios.size());
+  }
+  return c;
+}
+
+// The nodes slow group g spans (node_of: each rank's node), into the finding's evidence and text.
+void slow_group_nodes(const std::vector<std::vector<int>>& groups, std::size_t g,
+                      const std::vector<bool>& slow, const std::vector<int>& node_of, json& f,
+                      std::ostringstream& t) {
+  std::vector<int> mine, normal;
+  for (int r : groups[g]) mine.push_back(node_of.at(r));
+  for (std::size_t h = 0; h < groups.size(); ++h)
+    if (!slow[h])
+      for (int r : groups[h]) normal.push_back(node_of.at(r));
+  std::sort(mine.begin(), mine.end());
+  mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  f["evidence"]["nodes"] = mine;
+  if (mine.size() > 1) {
+    t << "; it spans nodes";
+    for (int n : mine) t << ' ' << n;
+  }
+}
+
+// The finding of slow group g of `axis`.
+json slow_link_finding(const Point& pt, const char* axis, const Series& time,
+                       const std::vector<std::vector<int>>& groups, std::size_t g,
+                       const GroupComparison& c, const std::vector<int>& node_of) {
+  const bool p2p = std::string(axis) == "pp";
+  json f;
+  f["kind"] = "slow_link";
+  f["axis"] = axis;
+  f["group"] = static_cast<int>(g);
+  f["ranks"] = groups[g];
+  f["from_step"] = pt.steps[pt.measured.front()];
+  f["cost_s"] = c.extra[g];
+  std::vector<double> group_time;
+  for (int k : pt.measured) {
+    double sum = 0;
+    for (int r : groups[g]) sum += time[r][k];
+    group_time.push_back(sum / static_cast<double>(groups[g].size()));
+  }
+  f["evidence"] = {{"reference", "peers"},
+                   {"wire_ratio_to_other_groups", c.ratio[g]},
+                   {"group_time_s", median_of(group_time)},
+                   {"groups", groups.size()},
+                   {"threshold", kSlowLinkRatio}};
+  std::ostringstream t;
+  t << axis << " group " << g << " (ranks";
+  for (int r : groups[g]) t << ' ' << r;
+  t << ") spends " << fixed(c.ratio[g], 1) << "x the "
+    << (p2p ? "transfer time of the other pipelines"
+            : "collective time of the other " + std::string(axis) +
+                  " groups, net of waiting for late ranks")
+    << ": " << fixed(c.extra[g], 3) << " s per step";
+  // The nodes only this group spans.
+  if (!node_of.empty()) slow_group_nodes(groups, g, c.slow, node_of, f, t);
+  f["text"] = t.str();
+  f["advice"] =
+      "test the links between these ranks' nodes (a collective benchmark on the group); "
+      "a slow or degraded link, or a group placed across a slower boundary";
+  return f;
+}
+
 // Slow links: a group's collective time net of waiting against the axis's other groups.
 // Groups holding a slow rank are left out: the rank explains their time (it makes its peers
 // wait, and a time-shared rank's own collectives stretch too).
@@ -112,7 +220,6 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
   // slices (milliseconds, additive), which the persistence rule and the cost floor take out,
   // while a degraded link multiplies it (docs/diagnosis.md, "How the thresholds were chosen").
   (void)oversubscription;
-  const double threshold = kSlowLinkRatio;
   std::vector<int> node_of;
   if (topology.is_object() && topology.contains("node_of"))
     node_of = topology.at("node_of").get<std::vector<int>>();
@@ -128,80 +235,14 @@ void slow_links(const Point& pt, const json& topology, const std::vector<int>& s
     // wire[g][column]: mean over the group's ranks of time - wait.
     std::vector<std::vector<double>> wire(groups.size());
     for (std::size_t g = 0; g < groups.size(); ++g) wire[g] = group_wire(pt, time, wait, groups[g]);
-    std::vector<bool> slow(groups.size(), false);
-    std::vector<double> ratio(groups.size(), 0), extra(groups.size(), 0);
+    const GroupComparison c = compare_groups(pt, wire, kSlowLinkRatio);
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      std::vector<double> ratios, extras;
-      for (std::size_t i = 0; i < pt.measured.size(); ++i) {
-        std::vector<double> others;
-        for (std::size_t h = 0; h < groups.size(); ++h)
-          if (h != g) others.push_back(wire[h][i]);
-        const double ref = median_of(others);
-        if (ref <= 0) continue;
-        ratios.push_back(wire[g][i] / ref);
-        extras.push_back(wire[g][i] - ref);
-      }
-      ratio[g] = median_of(ratios);
-      extra[g] = median_of(extras);
-      // Persistent: at or above the threshold on kPersistence of the measured steps.
-      const auto above = std::count_if(ratios.begin(), ratios.end(),
-                                       [threshold](double x) { return x >= threshold; });
-      slow[g] = static_cast<int>(ratios.size()) >= kMinSteps &&
-                static_cast<double>(above) >= kPersistence * static_cast<double>(ratios.size());
-    }
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      if (!slow[g]) continue;
+      if (!c.slow[g]) continue;
       bool explained = false;
       for (int r : groups[g])
         explained =
             explained || std::find(slow_ranks.begin(), slow_ranks.end(), r) != slow_ranks.end();
-      if (explained) continue;
-      json f;
-      f["kind"] = "slow_link";
-      f["axis"] = axis;
-      f["group"] = static_cast<int>(g);
-      f["ranks"] = groups[g];
-      f["from_step"] = pt.steps[pt.measured.front()];
-      f["cost_s"] = extra[g];
-      std::vector<double> group_time;
-      for (int k : pt.measured) {
-        double sum = 0;
-        for (int r : groups[g]) sum += time[r][k];
-        group_time.push_back(sum / static_cast<double>(groups[g].size()));
-      }
-      f["evidence"] = {{"reference", "peers"},
-                       {"wire_ratio_to_other_groups", ratio[g]},
-                       {"group_time_s", median_of(group_time)},
-                       {"groups", groups.size()},
-                       {"threshold", threshold}};
-      std::ostringstream t;
-      t << axis << " group " << g << " (ranks";
-      for (int r : groups[g]) t << ' ' << r;
-      t << ") spends " << fixed(ratio[g], 1) << "x the "
-        << (p2p ? "transfer time of the other pipelines"
-                : "collective time of the other " + std::string(axis) +
-                      " groups, net of waiting for late ranks")
-        << ": " << fixed(extra[g], 3) << " s per step";
-      // The nodes only this group spans.
-      if (!node_of.empty()) {
-        std::vector<int> mine, normal;
-        for (int r : groups[g]) mine.push_back(node_of.at(r));
-        for (std::size_t h = 0; h < groups.size(); ++h)
-          if (!slow[h])
-            for (int r : groups[h]) normal.push_back(node_of.at(r));
-        std::sort(mine.begin(), mine.end());
-        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-        f["evidence"]["nodes"] = mine;
-        if (mine.size() > 1) {
-          t << "; it spans nodes";
-          for (int n : mine) t << ' ' << n;
-        }
-      }
-      f["text"] = t.str();
-      f["advice"] =
-          "test the links between these ranks' nodes (a collective benchmark on the group); "
-          "a slow or degraded link, or a group placed across a slower boundary";
-      out.push_back(f);
+      if (!explained) out.push_back(slow_link_finding(pt, axis, time, groups, g, c, node_of));
     }
   }
 }
@@ -281,15 +322,12 @@ void placement(const json& p, json& out) {
   out.push_back(f);
 }
 
-// Expert imbalance: the share of the routed tokens each ep rank's experts receive, step by
-// step (summary.json steps[].moe.tokens_per_expert, over every replica), against 1/ep.
-void expert_imbalance(const json& p, const Point& pt, json& out) {
-  const int ep = pt.par.ep;
-  const int E = p.at("config").at("model").at("moe").value("experts", 0);
-  if (ep < 2 || E < ep || E % ep != 0 || !p.contains("steps")) return;
+// The share of the routed tokens each of the ep shards' experts receive (E / ep experts each),
+// per measured step that recorded them: [shard][step].
+std::vector<std::vector<double>> token_shares(const json& steps, int E, int ep) {
   const int per = E / ep;
-  std::vector<std::vector<double>> share(ep);  // [shard][measured step]
-  for (const auto& st : p.at("steps")) {
+  std::vector<std::vector<double>> share(ep);
+  for (const auto& st : steps) {
     if (!st.value("measured", true) || !st.contains("moe")) continue;
     const auto tokens = st.at("moe").at("tokens_per_expert").get<std::vector<double>>();
     if (static_cast<int>(tokens.size()) != E) continue;
@@ -302,6 +340,30 @@ void expert_imbalance(const json& p, const Point& pt, json& out) {
       share[j].push_back(mine / total);
     }
   }
+  return share;
+}
+
+// The ranks' mean wait in ep collectives, the median over the measured steps (0: none recorded).
+double median_ep_wait(const Point& pt, const std::vector<int>& ranks) {
+  const Series wait = series(pt.rs, "comm.ep.wait_s");
+  std::vector<double> per_step;
+  if (!wait.empty() && !ranks.empty())
+    for (int k : pt.measured) {
+      double sum = 0;
+      for (int r : ranks) sum += wait[r][k];
+      per_step.push_back(sum / static_cast<double>(ranks.size()));
+    }
+  return median_of(per_step);
+}
+
+// Expert imbalance: the share of the routed tokens each ep rank's experts receive, step by
+// step (summary.json steps[].moe.tokens_per_expert, over every replica), against 1/ep.
+void expert_imbalance(const json& p, const Point& pt, json& out) {
+  const int ep = pt.par.ep;
+  const int E = p.at("config").at("model").at("moe").value("experts", 0);
+  if (ep < 2 || E < ep || E % ep != 0 || !p.contains("steps")) return;
+  const int per = E / ep;
+  const std::vector<std::vector<double>> share = token_shares(p.at("steps"), E, ep);
   if (share[0].empty()) return;
   int heavy = 0;
   std::vector<double> ratio(ep);
@@ -314,15 +376,7 @@ void expert_imbalance(const json& p, const Point& pt, json& out) {
   for (int r = 0; r < pt.world; ++r)
     (config::grid_coords_of(pt.par, r).ep == heavy ? ranks : others).push_back(r);
   // What the others lose: their wait for the heavy shard's ranks in ep collectives.
-  const Series wait = series(pt.rs, "comm.ep.wait_s");
-  std::vector<double> per_step;
-  if (!wait.empty() && !others.empty())
-    for (int k : pt.measured) {
-      double sum = 0;
-      for (int r : others) sum += wait[r][k];
-      per_step.push_back(sum / static_cast<double>(others.size()));
-    }
-  const double cost = median_of(per_step);
+  const double cost = median_ep_wait(pt, others);
   json f;
   f["kind"] = "expert_imbalance";
   f["axis"] = "ep";

@@ -136,94 +136,66 @@ int layout_int(const std::string& field, const std::string& value, int lo, int h
   return static_cast<int>(n);
 }
 
-LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int devices) {
-  // Canonical field names and their aliases.
-  static const std::map<std::string, std::string> names{{"tp", "tp"},
-                                                        {"pp", "pp"},
-                                                        {"dp", "dp"},
-                                                        {"ep", "ep"},
-                                                        {"mb", "mb"},
-                                                        {"micro_batch", "mb"},
-                                                        {"zero", "zero"},
-                                                        {"schedule", "schedule"},
-                                                        {"v", "v"},
-                                                        {"virtual_stages", "v"},
-                                                        {"sp", "sp"},
-                                                        {"sequence_parallel", "sp"},
-                                                        {"recompute", "recompute"}};
-  const int kMax = 1 << 30;
-  LayoutChoice out;
-  pm::Scenario& c = out.config;
-  c = deck;
-  std::map<std::string, std::string> given;  // canonical name -> the spelling used
-  std::stringstream items(text);
-  std::string item;
-  int position = 0;
-  if (text.empty() || text.back() == ',') layout_error("'" + text + "': an empty field");
-  while (std::getline(items, item, ',')) {
-    ++position;
-    const auto eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    const bool has_value = eq != std::string::npos;
-    const std::string value = has_value ? item.substr(eq + 1) : "";
-    if (name.empty())
-      layout_error("field " + std::to_string(position) + " ('" + item + "') has no name");
-    const auto it = names.find(name);
-    if (it == names.end())
-      layout_error("'" + name +
-                   "': unknown field (expected one of tp, pp, dp, ep, mb, zero, "
-                   "schedule, v, sp, recompute)");
-    const std::string& key = it->second;
-    if (const auto seen = given.find(key); seen != given.end())
-      layout_error("'" + name + "': given twice" +
-                   (seen->second != name ? " (also as '" + seen->second + "')" : std::string()));
-    given[key] = name;
-    if (key != "sp" && (!has_value || value.empty()))
-      layout_error("'" + name + "': expected " + name + "=VALUE");
-    if (key == "tp")
-      c.tp = layout_int(name, value, 1, kMax);
-    else if (key == "pp")
-      c.pp = layout_int(name, value, 1, kMax);
-    else if (key == "dp")
-      c.dp = layout_int(name, value, 1, kMax);
-    else if (key == "ep")
-      c.ep = layout_int(name, value, 1, kMax);
-    else if (key == "mb")
-      c.micro_batch = layout_int(name, value, 1, kMax);
-    else if (key == "zero")
-      c.zero = layout_int(name, value, 0, config::kMaxZeroStage);
-    else if (key == "v")
-      c.virtual_stages = layout_int(name, value, 1, kMax);
-    else if (key == "schedule") {
-      try {
-        c.schedule = schedule::parse_schedule(value);
-      } catch (const std::exception& e) {
-        layout_error("'" + name + "=" + value + "': " + e.what());
-      }
-    } else if (key == "sp") {
-      if (!has_value || value == "true" || value == "1")
-        c.sequence_parallel = true;
-      else if (value == "false" || value == "0")
-        c.sequence_parallel = false;
-      else
-        layout_error("'" + name + "=" + value + "': expected " + name + ", " + name + "=true or " +
-                     name + "=false");
-    } else if (key == "recompute") {
-      const auto colon = value.find(':');
-      const std::string mode = value.substr(0, colon);
-      const auto& modes = model::recompute_names();
-      const auto m = std::find(modes.begin(), modes.end(), mode);
-      if (m == modes.end())
-        layout_error("'" + name + "=" + value + "': expected none, selective, full or full:N");
-      c.recompute = static_cast<model::Recompute>(m - modes.begin());
-      c.recompute_layers = 0;  // full: every block of a chunk
-      if (colon != std::string::npos) {
-        if (c.recompute != model::Recompute::full)
-          layout_error("'" + name + "=" + value + "': only full takes a layer count (full:N)");
-        c.recompute_layers = layout_int(name, value.substr(colon + 1), 1, kMax);
-      }
-    }
+// recompute=none|selective|full|full:N into c.
+void set_recompute(pm::Scenario& c, const std::string& name, const std::string& value, int max) {
+  const auto colon = value.find(':');
+  const std::string mode = value.substr(0, colon);
+  const auto& modes = model::recompute_names();
+  const auto m = std::find(modes.begin(), modes.end(), mode);
+  if (m == modes.end())
+    layout_error("'" + name + "=" + value + "': expected none, selective, full or full:N");
+  c.recompute = static_cast<model::Recompute>(m - modes.begin());
+  c.recompute_layers = 0;  // full: every block of a chunk
+  if (colon != std::string::npos) {
+    if (c.recompute != model::Recompute::full)
+      layout_error("'" + name + "=" + value + "': only full takes a layer count (full:N)");
+    c.recompute_layers = layout_int(name, value.substr(colon + 1), 1, max);
   }
+}
+
+// One field of a layout (key: its canonical name, name: as spelled) into c.
+void set_layout_field(pm::Scenario& c, const std::string& key, const std::string& name,
+                      bool has_value, const std::string& value) {
+  const int kMax = 1 << 30;
+  if (key == "tp")
+    c.tp = layout_int(name, value, 1, kMax);
+  else if (key == "pp")
+    c.pp = layout_int(name, value, 1, kMax);
+  else if (key == "dp")
+    c.dp = layout_int(name, value, 1, kMax);
+  else if (key == "ep")
+    c.ep = layout_int(name, value, 1, kMax);
+  else if (key == "mb")
+    c.micro_batch = layout_int(name, value, 1, kMax);
+  else if (key == "zero")
+    c.zero = layout_int(name, value, 0, config::kMaxZeroStage);
+  else if (key == "v")
+    c.virtual_stages = layout_int(name, value, 1, kMax);
+  else if (key == "schedule") {
+    try {
+      c.schedule = schedule::parse_schedule(value);
+    } catch (const std::exception& e) {
+      layout_error("'" + name + "=" + value + "': " + e.what());
+    }
+  } else if (key == "sp") {
+    if (!has_value || value == "true" || value == "1")
+      c.sequence_parallel = true;
+    else if (value == "false" || value == "0")
+      c.sequence_parallel = false;
+    else
+      layout_error("'" + name + "=" + value + "': expected " + name + ", " + name + "=true or " +
+                   name + "=false");
+  } else if (key == "recompute") {
+    set_recompute(c, name, value, kMax);
+  }
+}
+
+// What the layout did not give: named as from the deck, dp from the machine's devices when
+// tp * pp divides them; notes on a rank count that is not the machine's and on stage_layers
+// that no longer fit.
+void complete_layout(LayoutChoice& out, const std::map<std::string, std::string>& given,
+                     int devices) {
+  pm::Scenario& c = out.config;
   std::string from_deck;
   for (const char* k : {"tp", "pp", "ep", "mb", "zero", "schedule", "v", "sp", "recompute"})
     if (!given.count(k)) from_deck += std::string(from_deck.empty() ? "" : ", ") + k;
@@ -255,6 +227,53 @@ LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int
                         std::to_string(c.chunks()) + ": layers balanced by modelled cost");
     c.stage_layers.clear();
   }
+}
+
+LayoutChoice parse_layout(const std::string& text, const pm::Scenario& deck, int devices) {
+  // Canonical field names and their aliases.
+  static const std::map<std::string, std::string> names{{"tp", "tp"},
+                                                        {"pp", "pp"},
+                                                        {"dp", "dp"},
+                                                        {"ep", "ep"},
+                                                        {"mb", "mb"},
+                                                        {"micro_batch", "mb"},
+                                                        {"zero", "zero"},
+                                                        {"schedule", "schedule"},
+                                                        {"v", "v"},
+                                                        {"virtual_stages", "v"},
+                                                        {"sp", "sp"},
+                                                        {"sequence_parallel", "sp"},
+                                                        {"recompute", "recompute"}};
+  LayoutChoice out;
+  out.config = deck;
+  std::map<std::string, std::string> given;  // canonical name -> the spelling used
+  std::stringstream items(text);
+  std::string item;
+  int position = 0;
+  if (text.empty() || text.back() == ',') layout_error("'" + text + "': an empty field");
+  while (std::getline(items, item, ',')) {
+    ++position;
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const bool has_value = eq != std::string::npos;
+    const std::string value = has_value ? item.substr(eq + 1) : "";
+    if (name.empty())
+      layout_error("field " + std::to_string(position) + " ('" + item + "') has no name");
+    const auto it = names.find(name);
+    if (it == names.end())
+      layout_error("'" + name +
+                   "': unknown field (expected one of tp, pp, dp, ep, mb, zero, "
+                   "schedule, v, sp, recompute)");
+    const std::string& key = it->second;
+    if (const auto seen = given.find(key); seen != given.end())
+      layout_error("'" + name + "': given twice" +
+                   (seen->second != name ? " (also as '" + seen->second + "')" : std::string()));
+    given[key] = name;
+    if (key != "sp" && (!has_value || value.empty()))
+      layout_error("'" + name + "': expected " + name + "=VALUE");
+    set_layout_field(out.config, key, name, has_value, value);
+  }
+  complete_layout(out, given, devices);
   return out;
 }
 
@@ -264,8 +283,63 @@ std::string gb(double bytes) {
   return buf;
 }
 
-// Every term of one layout's prediction. Returns 0 when it would be ranked, 1 when it breaks a
-// rule or does not fit in memory (with why).
+// The memory of a rank of the largest stage, by part, against the device's.
+void print_memory(const pm::PlanEntry& e, const pm::Machine& mc) {
+  const auto& mem = e.memory;
+  std::printf("\nmemory per rank, pipeline stage %d (the largest of %d):\n", e.memory_stage,
+              e.config.pp);
+  std::printf("  %-22s %14s\n", "parameters", gb(mem.params).c_str());
+  std::printf("  %-22s %14s\n", "gradients", gb(mem.grads).c_str());
+  std::printf("  %-22s %14s\n", "optimizer state", gb(mem.optimizer).c_str());
+  std::printf("  %-22s %14s\n", "ZeRO step buffers", gb(mem.step_buffers).c_str());
+  std::printf("  %-22s %14s\n", "activations (peak)", gb(mem.activations).c_str());
+  std::printf("  %-22s %14s   device: %s\n", "peak", gb(mem.peak).c_str(),
+              gb(mc.memory_bytes).c_str());
+}
+
+// The step time by term, of the stage that finishes last.
+void print_time_terms(const pm::PlanEntry& e) {
+  const auto& t = e.time;
+  std::printf("\ntime per step, by term (pipeline stage %d, the one that finishes last):\n",
+              t.stage);
+  const std::pair<const char*, double> terms[] = {
+      {"compute", t.compute},    {"bubble", t.bubble},       {"tp (exposed)", t.tp},
+      {"ep (exposed)", t.ep},    {"pp (fill, drain)", t.pp}, {"dp (exposed)", t.dp},
+      {"optimizer", t.optimizer}};
+  for (const auto& [name, s] : terms)
+    std::printf("  %-22s %14.6g s  %5.1f %%\n", name, s,
+                t.step_time > 0 ? 100 * s / t.step_time : 0.0);
+  std::printf("  %-22s %14.6g s\n", "step time", t.step_time);
+  std::printf("  %-22s %14.6g s   bubble fraction %.4f (mean over stages)\n", "pipeline span",
+              t.pipeline_span, t.bubble_fraction);
+}
+
+// The bytes and calls a rank of that stage sends per step, per axis, and over which tier.
+void print_traffic(const pm::PlanRequest& req, const pm::PlanEntry& e) {
+  const pm::Scenario& c = e.config;
+  const int stage = e.time.stage;
+  const pm::StepTraffic traffic = pm::step_traffic(req.model, c, stage);
+  const auto tiers = e.intra_node;
+  std::printf("\ntraffic per step, a rank of pipeline stage %d:\n", stage);
+  const struct {
+    const char* axis;
+    int group;
+    bool intra;
+    const pm::AxisTraffic& traffic;
+  } axes[] = {{"tp", c.tp, tiers.tp, traffic.tp},
+              {"pp", c.pp, tiers.pp, traffic.pp},
+              {"dp", c.dp, tiers.dp, traffic.dp},
+              {"ep", c.ep, tiers.ep, traffic.ep}};
+  for (const auto& a : axes)
+    std::printf("  %-3s %6d ranks  %-10s  %14s sent  %8ld calls\n", a.axis, a.group,
+                a.group <= 1 ? "-"
+                : a.intra    ? "intra-node"
+                             : "inter-node",
+                gb(a.traffic.bytes()).c_str(), a.traffic.calls());
+}
+
+// Every term of one layout's prediction. Returns exit_code::ok when it would be ranked, not_ok when
+// it breaks a rule or does not fit in memory (with why).
 int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const LayoutChoice& choice) {
   const pm::Evaluation ev = pm::evaluate(req, mc, choice.config);
   const pm::PlanEntry& e = ev.entry;
@@ -288,51 +362,14 @@ int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const Layout
   else
     std::printf("does not fit: %s (pipeline stage %d); the figures below are what it would take\n",
                 ev.reason.c_str(), e.memory_stage);
-  const auto& mem = e.memory;
-  std::printf("\nmemory per rank, pipeline stage %d (the largest of %d):\n", e.memory_stage, c.pp);
-  std::printf("  %-22s %14s\n", "parameters", gb(mem.params).c_str());
-  std::printf("  %-22s %14s\n", "gradients", gb(mem.grads).c_str());
-  std::printf("  %-22s %14s\n", "optimizer state", gb(mem.optimizer).c_str());
-  std::printf("  %-22s %14s\n", "ZeRO step buffers", gb(mem.step_buffers).c_str());
-  std::printf("  %-22s %14s\n", "activations (peak)", gb(mem.activations).c_str());
-  std::printf("  %-22s %14s   device: %s\n", "peak", gb(mem.peak).c_str(),
-              gb(mc.memory_bytes).c_str());
-  const auto& t = e.time;
-  std::printf("\ntime per step, by term (pipeline stage %d, the one that finishes last):\n",
-              t.stage);
-  const std::pair<const char*, double> terms[] = {
-      {"compute", t.compute},    {"bubble", t.bubble},       {"tp (exposed)", t.tp},
-      {"ep (exposed)", t.ep},    {"pp (fill, drain)", t.pp}, {"dp (exposed)", t.dp},
-      {"optimizer", t.optimizer}};
-  for (const auto& [name, s] : terms)
-    std::printf("  %-22s %14.6g s  %5.1f %%\n", name, s,
-                t.step_time > 0 ? 100 * s / t.step_time : 0.0);
-  std::printf("  %-22s %14.6g s\n", "step time", t.step_time);
-  std::printf("  %-22s %14.6g s   bubble fraction %.4f (mean over stages)\n", "pipeline span",
-              t.pipeline_span, t.bubble_fraction);
-  const pm::StepTraffic traffic = pm::step_traffic(req.model, c, t.stage);
-  const auto tiers = e.intra_node;
-  std::printf("\ntraffic per step, a rank of pipeline stage %d:\n", t.stage);
-  const struct {
-    const char* axis;
-    int group;
-    bool intra;
-    const pm::AxisTraffic& traffic;
-  } axes[] = {{"tp", c.tp, tiers.tp, traffic.tp},
-              {"pp", c.pp, tiers.pp, traffic.pp},
-              {"dp", c.dp, tiers.dp, traffic.dp},
-              {"ep", c.ep, tiers.ep, traffic.ep}};
-  for (const auto& a : axes)
-    std::printf("  %-3s %6d ranks  %-10s  %14s sent  %8ld calls\n", a.axis, a.group,
-                a.group <= 1 ? "-"
-                : a.intra    ? "intra-node"
-                             : "inter-node",
-                gb(a.traffic.bytes()).c_str(), a.traffic.calls());
+  print_memory(e, mc);
+  print_time_terms(e);
+  print_traffic(req, e);
   std::printf("\nthroughput: %.6g tokens/s, %.4g model TFLOP/s per device\n", e.tokens_per_s,
               e.model_flops_per_s / c.world() / 1e12);
   std::printf("MFU %.4f (model FLOPs), HFU %.4f (hardware FLOPs, recomputation included)\n", e.mfu,
               e.hfu);
-  return ev.reason.empty() ? 0 : 1;
+  return ev.reason.empty() ? exit_code::ok : exit_code::not_ok;
 }
 
 // Progress on stderr once the search has run ~2 s: a line per ~2 s, then the total.
@@ -384,7 +421,7 @@ int write_json(const pm::Plan& plan, const std::string& model_deck, const std::s
     return exit_code::write_failed;
   }
   std::printf("whole plan: %s\n", json_out.c_str());
-  return 0;
+  return exit_code::ok;
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "deck/deck.hpp"
 #include "analysis/statistics.hpp"
 #include "analysis/summary_reader.hpp"
+#include "deck/deck.hpp"
 #include "perfmodel/collectives.hpp"
 #include "perfmodel/step_time.hpp"
 #include "schedule/pipeline_schedule.hpp"
@@ -181,12 +181,21 @@ struct Member {
   double factor = 1;
 };
 
-}  // namespace
+// A point's settings but fault.slow_axis.*: what the points of one sensitivity curve share.
+json base_settings_of(const json& point) {
+  json base = json::object();
+  const json settings = point.value("settings", json::object());  // items() needs a live object
+  for (const auto& [k, v] : settings.items())
+    if (k.rfind("fault.slow_axis.", 0) != 0) base[k] = v;
+  return base;
+}
 
-json sensitivity_json(const json& points) {
+// The points that ran fault.slow_axis, grouped by folder and base configuration; `order`: the
+// groups' keys in the order of their first point.
+std::map<std::string, std::vector<Member>> sensitivity_groups(const json& points,
+                                                              std::vector<std::string>& order) {
   std::map<std::string, json> summaries;  // per folder
   std::map<std::string, std::vector<Member>> groups;
-  std::vector<std::string> order;
   for (const auto& p : points) {
     const std::string dir = p.at("dir");
     if (!summaries.count(dir)) summaries[dir] = read_summary(dir + "/summary.json");
@@ -196,86 +205,97 @@ json sensitivity_json(const json& points) {
     if (!sp || !sp->contains("slow_axis")) continue;
     check_slow_axis(sp->at("slow_axis"),
                     dir + "/summary.json: points[index " + p.at("index").dump() + "]");
-    // The base configuration: the folder and every setting but fault.slow_axis.*.
-    json base = json::object();
-    const json settings = p.value("settings", json::object());  // items() needs a live object
-    for (const auto& [k, v] : settings.items())
-      if (k.rfind("fault.slow_axis.", 0) != 0) base[k] = v;
-    const std::string key = dir + "\n" + base.dump();
+    const std::string key = dir + "\n" + base_settings_of(p).dump();
     if (!groups.count(key)) order.push_back(key);
     groups[key].push_back(
         {p, *sp, sp->at("slow_axis").at("axis"), sp->at("slow_axis").at("factor").get<double>()});
   }
-  json out = json::array();
-  for (const auto& key : order) {
-    const auto& members = groups[key];
-    // The baseline: the median of the group's points at factor 1 (every axis's factor-1 point
-    // is the same configuration); its measured figures feed the model's compute.
-    std::vector<double> base_steps;
-    const Member* base = nullptr;
-    for (const auto& m : members)
-      if (m.factor == 1) {
-        base_steps.push_back(m.entry.at("measured_step_s").get<double>());
-        if (!base) base = &m;
-      }
-    if (!base) continue;  // no baseline: nothing to anchor the model at
-    const double baseline = median(base_steps);
-    json g{{"dir", members.front().entry.at("dir")},
-           {"label", members.front().entry.value("label", "")},
-           {"baseline_step_s", baseline},
-           {"target_pct", kSensitivityPct}};
-    json base_settings = json::object();
-    const json settings = members.front().entry.value("settings", json::object());
-    for (const auto& [k, v] : settings.items())
-      if (k.rfind("fault.slow_axis.", 0) != 0) base_settings[k] = v;
-    g["settings"] = base_settings;
-    json axes = json::object();
-    std::string least;
-    double steepest = -1;
-    for (const char* axis : kAxes) {
-      std::vector<const Member*> curve;
-      for (const auto& m : members)
-        if (m.axis == axis) curve.push_back(&m);
-      bool slowed = false;
-      for (const auto* m : curve) slowed = slowed || m->factor > 1;
-      if (!slowed) continue;
-      std::stable_sort(curve.begin(), curve.end(),
-                       [](const Member* a, const Member* b) { return a->factor < b->factor; });
-      json pts = json::array();
-      std::vector<double> xs, ys, ps;
-      for (const auto* m : curve) {
-        const double measured = m->entry.at("measured_step_s");
-        const json inc = modelled_increment(m->summary, base->summary, axis, m->factor);
-        json e{{"factor", m->factor}, {"measured_step_s", measured}};
-        if (inc.is_null()) {
-          e["predicted_step_s"] = nullptr;
-          e["error_pct"] = nullptr;
-        } else {
-          const double predicted = baseline + inc.get<double>();
-          e["increment_model_s"] = inc;
-          e["predicted_step_s"] = predicted;
-          e["error_pct"] = 100.0 * (predicted - measured) / measured;
-          ps.push_back(predicted);
-        }
-        xs.push_back(m->factor);
-        ys.push_back(measured);
-        pts.push_back(e);
-      }
-      const double s = slope(xs, ys);
-      axes[axis] = {{"points", pts},
-                    {"slope_s_per_factor", s},
-                    {"model_slope_s_per_factor",
-                     ps.size() == xs.size() ? json(slope(xs, ps)) : json(nullptr)}};
-      if (s > steepest) {
-        steepest = s;
-        least = axis;
-      }
+  return groups;
+}
+
+// One axis's curve of a group: each factor's measured and predicted step time, and both slopes.
+// Null when the group did not slow that axis.
+json axis_curve(const std::vector<Member>& members, const Member& base, double baseline,
+                const char* axis) {
+  std::vector<const Member*> curve;
+  for (const auto& m : members)
+    if (m.axis == axis) curve.push_back(&m);
+  bool slowed = false;
+  for (const auto* m : curve) slowed = slowed || m->factor > 1;
+  if (!slowed) return nullptr;
+  std::stable_sort(curve.begin(), curve.end(),
+                   [](const Member* a, const Member* b) { return a->factor < b->factor; });
+  json pts = json::array();
+  std::vector<double> xs, ys, ps;
+  for (const auto* m : curve) {
+    const double measured = m->entry.at("measured_step_s");
+    const json inc = modelled_increment(m->summary, base.summary, axis, m->factor);
+    json e{{"factor", m->factor}, {"measured_step_s", measured}};
+    if (inc.is_null()) {
+      e["predicted_step_s"] = nullptr;
+      e["error_pct"] = nullptr;
+    } else {
+      const double predicted = baseline + inc.get<double>();
+      e["increment_model_s"] = inc;
+      e["predicted_step_s"] = predicted;
+      e["error_pct"] = 100.0 * (predicted - measured) / measured;
+      ps.push_back(predicted);
     }
-    if (axes.empty()) continue;
-    g["axes"] = axes;
-    g["least_tolerant_axis"] = least;
-    out.push_back(g);
+    xs.push_back(m->factor);
+    ys.push_back(measured);
+    pts.push_back(e);
   }
+  return {
+      {"points", pts},
+      {"slope_s_per_factor", slope(xs, ys)},
+      {"model_slope_s_per_factor", ps.size() == xs.size() ? json(slope(xs, ps)) : json(nullptr)}};
+}
+
+// One group's entry: its baseline (the median of its factor-1 points: every axis's factor-1
+// point is the same configuration; its measured figures feed the model's compute) and each
+// slowed axis's curve. Null without a baseline or a slowed axis.
+json sensitivity_group(const std::vector<Member>& members) {
+  std::vector<double> base_steps;
+  const Member* base = nullptr;
+  for (const auto& m : members)
+    if (m.factor == 1) {
+      base_steps.push_back(m.entry.at("measured_step_s").get<double>());
+      if (!base) base = &m;
+    }
+  if (!base) return nullptr;  // no baseline: nothing to anchor the model at
+  const double baseline = median(base_steps);
+  json g{{"dir", members.front().entry.at("dir")},
+         {"label", members.front().entry.value("label", "")},
+         {"baseline_step_s", baseline},
+         {"target_pct", kSensitivityPct}};
+  g["settings"] = base_settings_of(members.front().entry);
+  json axes = json::object();
+  std::string least;
+  double steepest = -1;
+  for (const char* axis : kAxes) {
+    json curve = axis_curve(members, *base, baseline, axis);
+    if (curve.is_null()) continue;
+    const double s = curve.at("slope_s_per_factor").get<double>();
+    axes[axis] = std::move(curve);
+    if (s > steepest) {
+      steepest = s;
+      least = axis;
+    }
+  }
+  if (axes.empty()) return nullptr;
+  g["axes"] = axes;
+  g["least_tolerant_axis"] = least;
+  return g;
+}
+
+}  // namespace
+
+json sensitivity_json(const json& points) {
+  std::vector<std::string> order;
+  const auto groups = sensitivity_groups(points, order);
+  json out = json::array();
+  for (const auto& key : order)
+    if (json g = sensitivity_group(groups.at(key)); !g.is_null()) out.push_back(std::move(g));
   return out;
 }
 

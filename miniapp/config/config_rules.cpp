@@ -64,11 +64,12 @@ void require_valid(const std::vector<RuleViolation>& violations) {
   throw std::invalid_argument(text);
 }
 
-std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const model::TrainConfig& t,
-                                           const ParallelConfig& p, int world) {
-  Rules rule;
-  // The ranges of single keys, which the deck checks key by key: restated for callers that build
-  // a configuration themselves (the planner, tests), because every division below needs them.
+namespace {
+
+// The ranges of single keys, which the deck checks key by key: restated for callers that build
+// a configuration themselves (the planner, tests), because every division after them needs them.
+void range_rules(Rules& rule, const model::ModelConfig& m, const model::TrainConfig& t,
+                 const ParallelConfig& p) {
   for (auto [key, value] :
        {std::pair{"parallel.tp", p.tp}, std::pair{"parallel.pp", p.pp},
         std::pair{"parallel.dp", p.dp}, std::pair{"parallel.ep", p.ep},
@@ -79,7 +80,10 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
         std::pair{"parallel.virtual_stages", p.virtual_stages}})
     rule({key}, value < 1, std::string(key) + " = " + num(value) + ", expected >= 1");
   rule({"parallel.zero"}, !zero_stage_error(p.zero).empty(), zero_stage_error(p.zero));
-  if (!rule.found.empty()) return rule.found;  // the divisions below need every value >= 1
+}
+
+// The model's and the batch's own rules (heads, experts, micro-batches, warm-up, index widths).
+void model_batch_rules(Rules& rule, const model::ModelConfig& m, const model::TrainConfig& t) {
   rule({"model.heads", "model.hidden"}, m.hidden % m.heads != 0,
        "heads = " + num(m.heads) + " does not divide model.hidden = " + num(m.hidden));
   rule({"model.moe.top_k", "model.moe.experts"}, m.moe.experts > 0 && m.moe.top_k > m.moe.experts,
@@ -100,49 +104,50 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
            !checked_product({tokens, m.moe.top_k}, INT_MAX / 4),
        "micro_batch * seq_len * top_k = " + num(tokens) + " * " + num(m.moe.top_k) +
            " overflows the routing index (at most " + num(INT_MAX / 4) + ")");
-  grid_rules(rule, p, world);
-  const long long replica_batch = static_cast<long long>(p.dp) * t.micro_batch;  // < 2^62
-  rule({"train.global_batch", "parallel.dp", "train.micro_batch"},
-       t.global_batch % replica_batch != 0,
-       "global_batch = " + num(t.global_batch) +
-           " is not a multiple of parallel.dp * train.micro_batch = " + num(p.dp) + " * " +
-           num(t.micro_batch));
-  // What each axis needs of the model and the batch (checked even for axes not built yet, so
-  // a deck learns everything that is wrong with it at once).
-  if (p.tp > 1) {
-    rule({"parallel.tp", "model.heads"}, m.heads % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
-    rule({"parallel.tp", "model.ffn"}, m.ffn % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
-    rule({"parallel.sequence_parallel", "parallel.tp", "model.seq_len"},
-         p.sequence_parallel && m.seq_len % p.tp != 0,
-         "tp = " + num(p.tp) + " does not divide model.seq_len = " + num(m.seq_len) +
-             " (sequence parallelism shards it)");
-  }
-  if (p.pp > 1) {
-    const long long micro = t.global_batch / replica_batch;
-    const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;  // < 2^62
-    rule({"parallel.pp", "parallel.virtual_stages", "model.layers"}, m.layers < chunks,
-         "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
-    rule({"train.micro_batch", "parallel.schedule", "parallel.pp", "train.global_batch",
-          "parallel.dp"},
-         p.schedule == schedule::ScheduleKind::interleaved && micro % p.pp != 0,
-         "the interleaved schedule needs micro-batches per replica (" + num(micro) +
-             " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
-    if (!p.stage_layers.empty()) {
-      long long sum = 0;  // entries <= INT_MAX: no overflow below 2^32 entries
-      int smallest = 1;
-      for (int l : p.stage_layers) {
-        sum += l;
-        smallest = std::min(smallest, l);
-      }
-      rule({"parallel.stage_layers", "parallel.pp", "parallel.virtual_stages", "model.layers"},
-           static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers ||
-               smallest < 1,
-           "needs pp * virtual_stages = " + num(chunks) +
-               " entries >= 1 summing to model.layers = " + num(m.layers));
+}
+
+// What tensor parallelism needs of the model (tp > 1).
+void tp_rules(Rules& rule, const model::ModelConfig& m, const ParallelConfig& p) {
+  rule({"parallel.tp", "model.heads"}, m.heads % p.tp != 0,
+       "tp = " + num(p.tp) + " does not divide model.heads = " + num(m.heads));
+  rule({"parallel.tp", "model.ffn"}, m.ffn % p.tp != 0,
+       "tp = " + num(p.tp) + " does not divide model.ffn = " + num(m.ffn));
+  rule({"parallel.sequence_parallel", "parallel.tp", "model.seq_len"},
+       p.sequence_parallel && m.seq_len % p.tp != 0,
+       "tp = " + num(p.tp) + " does not divide model.seq_len = " + num(m.seq_len) +
+           " (sequence parallelism shards it)");
+}
+
+// What the pipeline needs of the model and the batch (pp > 1): layers for every chunk, the
+// interleaved schedule's micro-batches, parallel.stage_layers.
+void pp_rules(Rules& rule, const model::ModelConfig& m, const model::TrainConfig& t,
+              const ParallelConfig& p, long long replica_batch) {
+  const long long micro = t.global_batch / replica_batch;
+  const long long chunks = static_cast<long long>(p.pp) * p.virtual_stages;  // < 2^62
+  rule({"parallel.pp", "parallel.virtual_stages", "model.layers"}, m.layers < chunks,
+       "pp * virtual_stages = " + num(chunks) + " exceeds model.layers = " + num(m.layers));
+  rule({"train.micro_batch", "parallel.schedule", "parallel.pp", "train.global_batch",
+        "parallel.dp"},
+       p.schedule == schedule::ScheduleKind::interleaved && micro % p.pp != 0,
+       "the interleaved schedule needs micro-batches per replica (" + num(micro) +
+           " = global_batch / (dp * micro_batch)) divisible by parallel.pp = " + num(p.pp));
+  if (!p.stage_layers.empty()) {
+    long long sum = 0;  // entries <= INT_MAX: no overflow below 2^32 entries
+    int smallest = 1;
+    for (int l : p.stage_layers) {
+      sum += l;
+      smallest = std::min(smallest, l);
     }
+    rule({"parallel.stage_layers", "parallel.pp", "parallel.virtual_stages", "model.layers"},
+         static_cast<long long>(p.stage_layers.size()) != chunks || sum != m.layers || smallest < 1,
+         "needs pp * virtual_stages = " + num(chunks) +
+             " entries >= 1 summing to model.layers = " + num(m.layers));
   }
+}
+
+// The schedule's, the experts' and recomputation's rules.
+void schedule_expert_recompute_rules(Rules& rule, const model::ModelConfig& m,
+                                     const model::TrainConfig& t, const ParallelConfig& p) {
   rule({"parallel.virtual_stages", "parallel.schedule"},
        p.schedule != schedule::ScheduleKind::interleaved && p.virtual_stages != 1,
        "virtual_stages = " + num(p.virtual_stages) + " needs parallel.schedule: interleaved");
@@ -172,6 +177,28 @@ std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const mo
        t.recompute_layers < 0 || t.recompute_layers > m.layers,
        "recompute_layers = " + num(t.recompute_layers) + ", expected 0 (every block) to " +
            "model.layers = " + num(m.layers));
+}
+
+}  // namespace
+
+std::vector<RuleViolation> rule_violations(const model::ModelConfig& m, const model::TrainConfig& t,
+                                           const ParallelConfig& p, int world) {
+  Rules rule;
+  range_rules(rule, m, t, p);
+  if (!rule.found.empty()) return rule.found;  // the divisions below need every value >= 1
+  model_batch_rules(rule, m, t);
+  grid_rules(rule, p, world);
+  const long long replica_batch = static_cast<long long>(p.dp) * t.micro_batch;  // < 2^62
+  rule({"train.global_batch", "parallel.dp", "train.micro_batch"},
+       t.global_batch % replica_batch != 0,
+       "global_batch = " + num(t.global_batch) +
+           " is not a multiple of parallel.dp * train.micro_batch = " + num(p.dp) + " * " +
+           num(t.micro_batch));
+  // What each axis needs of the model and the batch (checked even for axes not built yet, so
+  // a deck learns everything that is wrong with it at once).
+  if (p.tp > 1) tp_rules(rule, m, p);
+  if (p.pp > 1) pp_rules(rule, m, t, p, replica_batch);
+  schedule_expert_recompute_rules(rule, m, t, p);
   return rule.found;
 }
 

@@ -468,6 +468,56 @@ void expand(const Sweep& sweep, const std::vector<std::vector<std::size_t>>& com
   }
 }
 
+// --set key=value, each into the deck's tree (a value parsed as YAML); a malformed one, a value
+// that does not parse or an unknown key is an error naming it, and the rest still apply.
+void apply_overrides(const std::vector<std::string>& overrides, YAML::Node& root, Source& src,
+                     std::vector<DeckError>& errors) {
+  for (const auto& ov : overrides) {
+    const auto eq = ov.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      errors.push_back({ov, "--set", "expected key=value"});
+      continue;
+    }
+    const std::string key = ov.substr(0, eq);
+    YAML::Node value;
+    try {
+      value = YAML::Load(ov.substr(eq + 1));
+    } catch (const YAML::Exception& ex) {
+      errors.push_back({key, "--set", "cannot parse value: " + yaml_error_text(ex)});
+      continue;
+    }
+    if (!find_key(key) && key.rfind("sweep.", 0) != 0) {
+      errors.push_back({key, "--set", unknown_key_message(key)});
+      continue;
+    }
+    set_path(root, key, value);
+    src.overridden.insert(key);
+  }
+}
+
+// Where the sweep is: the line of `sweep:`, or of its first entry (auto, --set); else the deck.
+std::string sweep_location(const YAML::Node& root, const Source& src, const std::string& name) {
+  std::string sweep_where = name;
+  for (const auto& kv : root)
+    if (kv.first.Scalar() == "sweep") {
+      sweep_where = src.where("sweep", kv.first);
+      if (kv.second.IsMap())
+        for (const auto& e : kv.second)
+          if (sweep_where == name && e.first.Scalar() != "max_points")
+            sweep_where = src.where("sweep." + e.first.Scalar(), e.second);
+    }
+  return sweep_where;
+}
+
+// The errors, each message once, in their first order.
+std::vector<DeckError> unique_errors(const std::vector<DeckError>& errors) {
+  std::vector<DeckError> unique;
+  std::set<std::string> seen;
+  for (const auto& e : errors)
+    if (seen.insert(e.to_string()).second) unique.push_back(e);
+  return unique;
+}
+
 }  // namespace
 
 Deck load_deck_text(const std::string& text, const std::string& name,
@@ -491,27 +541,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
     deck.errors.push_back({"", name, "a deck is a map of sections (model, train, ...)"});
     return deck;
   }
-  for (const auto& ov : overrides) {
-    const auto eq = ov.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      deck.errors.push_back({ov, "--set", "expected key=value"});
-      continue;
-    }
-    const std::string key = ov.substr(0, eq);
-    YAML::Node value;
-    try {
-      value = YAML::Load(ov.substr(eq + 1));
-    } catch (const YAML::Exception& ex) {
-      deck.errors.push_back({key, "--set", "cannot parse value: " + yaml_error_text(ex)});
-      continue;
-    }
-    if (!find_key(key) && key.rfind("sweep.", 0) != 0) {
-      deck.errors.push_back({key, "--set", unknown_key_message(key)});
-      continue;
-    }
-    set_path(root, key, value);
-    src.overridden.insert(key);
-  }
+  apply_overrides(overrides, root, src, deck.errors);
   move_auto_degrees_to_sweep(root);
   const long long max_points = read_max_points(root, src, deck.errors);
   std::set<std::string> auto_keys;
@@ -524,15 +554,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
   // only the rules that read a key in error.
   for (const auto& e : deck.errors) loc.mark_bad(e.key);
 
-  std::string sweep_where = name;  // the line of `sweep:`, or of its first entry (auto, --set)
-  for (const auto& kv : root)
-    if (kv.first.Scalar() == "sweep") {
-      sweep_where = src.where("sweep", kv.first);
-      if (kv.second.IsMap())
-        for (const auto& e : kv.second)
-          if (sweep_where == name && e.first.Scalar() != "max_points")
-            sweep_where = src.where("sweep." + e.first.Scalar(), e.second);
-    }
+  const std::string sweep_where = sweep_location(root, src, name);
   const SweepCombinations combinations = combinations_of(sweep, base, world, auto_keys);
   if (const long long n = combinations.count(); n > max_points) {
     std::string lists;
@@ -549,11 +571,7 @@ Deck load_deck_text(const std::string& text, const std::string& name,
     expand(sweep, combinations.list(), base, loc, src, world, deck);
   }
   // Duplicate messages (the same bad swept value in several points) are reported once.
-  std::vector<DeckError> unique;
-  std::set<std::string> seen;
-  for (auto& e : deck.errors)
-    if (seen.insert(e.to_string()).second) unique.push_back(e);
-  deck.errors = unique;
+  deck.errors = unique_errors(deck.errors);
   return deck;
 }
 

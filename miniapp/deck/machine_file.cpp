@@ -145,21 +145,8 @@ std::string joined(const std::vector<std::string>& lines) {
   return s;
 }
 
-}  // namespace
-
-MachineFile load_machine_text(const std::string& text, const std::string& name) {
-  YAML::Node root;
-  try {
-    root = single_yaml_document(text, name, "machine description");
-  } catch (const YamlDocumentError& e) {
-    throw std::invalid_argument(e.where + ": not valid YAML: " + e.what());
-  }
-  Loader ld(name);
-  if (!root.IsMap())
-    throw std::invalid_argument(name + ": expected a map of keys (" + list_of(kTopKeys) + ")");
-  ld.check_keys(root, "", kTopKeys);
-  MachineFile m;
-  m.name = name;
+// name (default: the file's), devices_per_node and nodes (their product within an int).
+void read_name_and_size(Loader& ld, const YAML::Node& root, MachineFile& m) {
   if (auto v = ld.find(root, "", "name", false)) {
     if (v->IsScalar() && !v->Scalar().empty())
       m.name = v->Scalar();
@@ -179,14 +166,10 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     m.machine.devices_per_node = static_cast<int>(*per_node);
     m.machine.nodes = static_cast<int>(*nodes);
   }
-  if (auto v = ld.find(root, "", "peak_flops", true))
-    if (auto x = ld.real(*v, "peak_flops", 0, HUGE_VAL, false)) m.machine.peak_flops = *x;
-  // 1e30 GB bounds the bytes well inside a double.
-  if (auto v = ld.find(root, "", "memory_gb", true))
-    if (auto x = ld.real(*v, "memory_gb", 0, 1e30, false)) m.machine.memory_bytes = *x * 1e9;
-  if (auto v = ld.find(root, "", "achievable_fraction", false))
-    if (auto x = ld.real(*v, "achievable_fraction", 0, 1, false))
-      m.machine.achievable_fraction = *x;
+}
+
+// intra_node and inter_node: {latency_us, bandwidth_gbs} each.
+void read_links(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
   for (const char* key : {"intra_node", "inter_node"}) {
     auto link = ld.find(root, "", key, true);
     if (!link) continue;
@@ -195,8 +178,7 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
       continue;
     }
     ld.check_keys(*link, key, kLinkKeys);
-    pm::LinkCost& c =
-        std::strcmp(key, "intra_node") == 0 ? m.machine.intra_node : m.machine.inter_node;
+    pm::LinkCost& c = std::strcmp(key, "intra_node") == 0 ? mc.intra_node : mc.inter_node;
     const std::string k = key;
     // Bounds keep alpha and 1 / bandwidth finite and positive: 1e-300 GB/s would overflow.
     if (auto v = ld.find(*link, k, "latency_us", true))
@@ -204,14 +186,11 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     if (auto v = ld.find(*link, k, "bandwidth_gbs", true))
       if (auto x = ld.real(*v, k + ".bandwidth_gbs", 1e-9, 1e30, false)) c.beta = 1.0 / (*x * 1e9);
   }
-  if (auto v = ld.find(root, "", "mtbf_hours_per_device", false))
-    if (auto x = ld.real(*v, "mtbf_hours_per_device", 0, 1e30, true)) m.mtbf_hours_per_device = *x;
-  if (auto v = ld.find(root, "", "checkpoint_s", false))
-    if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
-  if (auto v = ld.find(root, "", "storage_gbs_per_node", false))
-    if (auto x = ld.real(*v, "storage_gbs_per_node", 0, 1e30, true)) m.storage_gbs_per_node = *x;
-  // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
-  pm::ComputeEfficiency& ce = m.machine.compute;
+}
+
+// The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
+void read_compute_model(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
+  pm::ComputeEfficiency& ce = mc.compute;
   if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))
     if (auto x = ld.real(*v, "memory_bandwidth_gbs", 1e-9, 1e30, false))
       ce.memory_bytes_per_s = *x * 1e9;
@@ -237,7 +216,41 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
       if (c) ce.tile_n = static_cast<int>(*c);
     }
   }
-  ce.peak_flops = ce.memory_bytes_per_s > 0 ? m.machine.peak_flops : 0;
+  ce.peak_flops = ce.memory_bytes_per_s > 0 ? mc.peak_flops : 0;
+}
+
+}  // namespace
+
+MachineFile load_machine_text(const std::string& text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = single_yaml_document(text, name, "machine description");
+  } catch (const YamlDocumentError& e) {
+    throw std::invalid_argument(e.where + ": not valid YAML: " + e.what());
+  }
+  Loader ld(name);
+  if (!root.IsMap())
+    throw std::invalid_argument(name + ": expected a map of keys (" + list_of(kTopKeys) + ")");
+  ld.check_keys(root, "", kTopKeys);
+  MachineFile m;
+  m.name = name;
+  read_name_and_size(ld, root, m);
+  if (auto v = ld.find(root, "", "peak_flops", true))
+    if (auto x = ld.real(*v, "peak_flops", 0, HUGE_VAL, false)) m.machine.peak_flops = *x;
+  // 1e30 GB bounds the bytes well inside a double.
+  if (auto v = ld.find(root, "", "memory_gb", true))
+    if (auto x = ld.real(*v, "memory_gb", 0, 1e30, false)) m.machine.memory_bytes = *x * 1e9;
+  if (auto v = ld.find(root, "", "achievable_fraction", false))
+    if (auto x = ld.real(*v, "achievable_fraction", 0, 1, false))
+      m.machine.achievable_fraction = *x;
+  read_links(ld, root, m.machine);
+  if (auto v = ld.find(root, "", "mtbf_hours_per_device", false))
+    if (auto x = ld.real(*v, "mtbf_hours_per_device", 0, 1e30, true)) m.mtbf_hours_per_device = *x;
+  if (auto v = ld.find(root, "", "checkpoint_s", false))
+    if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
+  if (auto v = ld.find(root, "", "storage_gbs_per_node", false))
+    if (auto x = ld.real(*v, "storage_gbs_per_node", 0, 1e30, true)) m.storage_gbs_per_node = *x;
+  read_compute_model(ld, root, m.machine);
   if (!ld.errors().empty()) throw std::invalid_argument(joined(ld.errors()));
   return m;
 }

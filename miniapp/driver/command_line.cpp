@@ -64,7 +64,7 @@ std::string unknown_command_error(int argc, char** argv, const CLI::App& app) {
 }
 
 int report_parse_error(const CLI::App& app, const CLI::ParseError& e, int rank) {
-  if (e.get_exit_code() == 0) return rank == 0 ? app.exit(e) : 0;  // --help and its kin
+  if (e.get_exit_code() == 0) return rank == 0 ? app.exit(e) : exit_code::ok;  // --help and its kin
   if (rank == 0) {
     const auto chosen = app.get_subcommands();
     std::string line = e.what();

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   paraxis::driver::exit_on_interrupt(rank);
-  int code = 0;
+  int code = paraxis::exit_code::ok;
   {
     std::vector<char*> kokkos_argv = arguments_for_kokkos(argc, argv);
     int kokkos_argc = static_cast<int>(kokkos_argv.size());
@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
       code = paraxis::exit_code::bad_input;
     }
     try {
-      if (code == 0) code = commands.parse_and_run(cli_argc, cli_argv.data(), rank);
+      if (code == paraxis::exit_code::ok)
+        code = commands.parse_and_run(cli_argc, cli_argv.data(), rank);
     } catch (const std::exception& e) {
       // An error only some ranks may have seen: abort the job rather than hang the rest.
       std::fflush(stdout);

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "analysis/report_parts.hpp"
+#include "config/exit_codes.hpp"
 #include "driver/commands.hpp"
 #include "driver/provenance.hpp"
 
@@ -18,9 +19,10 @@ namespace paraxis::driver {
 int report_command(const std::vector<std::string>& dirs) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank != 0) return 0;
+  if (rank != 0) return exit_code::ok;
   report::Loaded in;
-  if (const int rc = report::load_folders(dirs, in, blas_warning_of); rc != 0) return rc;
+  if (const int rc = report::load_folders(dirs, in, blas_warning_of); rc != exit_code::ok)
+    return rc;
   const report::Comparison cmp = report::compare_points(in.all);
   return report::write_report(dirs, in, cmp);
 }

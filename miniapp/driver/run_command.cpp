@@ -1,31 +1,26 @@
 // `paraxis run` and `paraxis check`. Rank 0 reads the deck and broadcasts it, so every rank
 // validates the same text and sees the same errors (all leave together, nobody hangs). `run`
-// prepares the output folder before any point trains, runs each sweep point (point_run.hpp),
-// and rewrites the results after every point, checked and atomically, so an interrupted sweep
-// keeps the points it finished. Exit codes: config/exit_codes.hpp (docs/results.md).
+// prepares the output folder before any point trains (run_folder.hpp), runs each sweep point
+// (point_run.hpp) with its failure hooks armed (point_faults.hpp), and rewrites the results after
+// every point, checked and atomically, so an interrupted sweep keeps the points it finished.
+// Exit codes: config/exit_codes.hpp (docs/results.md).
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <thread>
 
 #include "analysis/diagnosis.hpp"
 #include "analysis/point_status.hpp"
-#include "checkpoint/folder_lock.hpp"
 #include "config/exit_codes.hpp"
 #include "deck/deck.hpp"
-#include "driver/checkpoint_claim.hpp"
 #include "driver/commands.hpp"
 #include "driver/last_words.hpp"
-#include "driver/output_folder.hpp"
 #include "driver/point_checkpoint.hpp"
+#include "driver/point_faults.hpp"
 #include "driver/point_run.hpp"
 #include "driver/provenance.hpp"
 #include "driver/provenance_mpi.hpp"
 #include "driver/rank_agreement.hpp"
-#include "driver/results.hpp"
-#include "io/checked_file.hpp"
+#include "driver/run_folder.hpp"
 #include "parallel/mpi_staging.hpp"
 #include "parallel/parallel_trainer.hpp"
 #include "parallel/watchdog.hpp"
@@ -66,116 +61,6 @@ Deck load_shared_deck(const std::string& path, const std::vector<std::string>& o
   return load_deck_text(text, path, overrides, world);
 }
 
-std::string default_out_dir() {
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "paraxis-run-%Y%m%d-%H%M%S", std::localtime(&now));
-  return buf;
-}
-
-// A message, then the whole job ends with `code` (a rank cannot tell whether the others wait
-// for it in a collective). mpiexec forwards output asynchronously and MPI_Abort tears the job
-// down at once: give the message a moment to reach the user's terminal or batch log first.
-[[noreturn]] void end_job(int code) {
-  checkpoint::release_all_folder_locks();  // no destructor runs past MPI_Abort
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
-// A failing rank's record for `paraxis report` (diagnosis.hpp, failure_record_json), written
-// before it ends the job; a record that cannot be written is reported and the job ends anyway.
-void write_failure_record(const std::string& dir, const diagnosis::Failure& f) {
-  const std::string path = dir + "/" + diagnosis::failure_file_name(f.rank);
-  try {
-    io::write_file_checked(path, diagnosis::failure_record_json(f).dump(1) + "\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "paraxis: error: the failure record was not written: %s\n", e.what());
-  }
-}
-
-// While a point runs on several ranks, a watchdog expiry leaves a failure record (kind hang:
-// the ranks that did not answer) and then ends the job as the default handler does.
-void record_hangs(const std::string& dir, const PointResult& r, int rank) {
-  const nlohmann::json config = config_to_json(r.point.config);
-  nlohmann::json settings = nlohmann::json::object();
-  for (const auto& [k, v] : r.point.settings) settings[k] = v;
-  const int index = r.index;
-  parallel::watchdog::set_expiry_handler(
-      [dir, config, settings, index, rank](const parallel::watchdog::Diagnosis& d) {
-        diagnosis::Failure f;
-        f.kind = "hang";
-        f.rank = rank;
-        f.point_index = index;
-        f.step = d.step;
-        f.config = config;
-        f.settings = settings;
-        f.waited_s = d.elapsed_s;
-        f.op = d.op;
-        f.axis = d.axis;
-        for (const auto& m : d.members) {
-          if (m.arrival == parallel::watchdog::Arrival::not_answering)
-            f.silent.push_back(m.world_rank);
-          if (m.arrival != parallel::watchdog::Arrival::arrived)
-            f.not_arrived.push_back(m.world_rank);
-        }
-        f.what = "watchdog: " + d.op + " on " + d.axis + " waited past comm.timeout_s";
-        write_failure_record(dir, f);
-        // Every member answered from elsewhere: the stalled rank is further down the chain, and a
-        // rank waiting on it directly expires about now. Give it the time to ask its group and
-        // write its record (answering the others' questions meanwhile) before the job ends.
-        if (f.silent.empty()) {
-          const double until = model::steady_seconds() + parallel::watchdog::grace_s() + 0.5;
-          while (model::steady_seconds() < until) {
-            parallel::watchdog::service();
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          }
-        }
-        checkpoint::release_all_folder_locks();
-        parallel::watchdog::abort_job(d);
-      });
-}
-
-// The failure record of a rank that dies in point r (kind dead_rank): the steps it completed
-// and what it was doing.
-diagnosis::Failure dead_rank_record(const PointResult& r, int rank, const std::string& what) {
-  diagnosis::Failure f;
-  f.kind = "dead_rank";
-  f.rank = rank;
-  f.point_index = r.index;
-  f.step = static_cast<int>(r.steps.size());  // the steps it completed
-  f.config = config_to_json(r.point.config);
-  for (const auto& [k, v] : r.point.settings) f.settings[k] = v;
-  f.what = what;
-  return f;
-}
-
-// Rank 0 writes every result file; returns 0 or exit_code::write_failed. points.csv and
-// summary.json agree whatever fails: summary.json's temporary file is written first, points.csv
-// is replaced only once it is complete (and a rank dying there dies before either), and
-// summary.json is renamed last, so a failed or interrupted save leaves both files as they were.
-int write_results(const std::string& dir, const Deck& deck, const nlohmann::json& provenance,
-                  const std::vector<PointResult>& results, bool die_during_save) {
-  const PointResult& r = results.back();
-  try {
-    if (r.point.config.output.trace && !r.steps.empty()) write_trace(dir, r);
-    // summary.json last: it is the file that says which points exist.
-    write_summary(dir, deck.path, provenance, results, [&] {
-      // fault.dead_rank, at: save: rank 0 dies between summary.json's temporary file and its
-      // rename (the previous results must survive), leaving its record (last_words.hpp).
-      if (die_during_save)
-        die_leaving_record(0, "the results are saved", static_cast<int>(r.steps.size()));
-      write_points_csv(dir, results);
-    });
-  } catch (const io::WriteError& e) {
-    std::fprintf(stderr, "paraxis: error: %s; the previous results are left in place\n", e.what());
-    return exit_code::write_failed;
-  }
-  return exit_code::ok;
-}
-
 void print_point_line(const PointResult& r, std::size_t i, std::size_t total, double point_s,
                       double left_s) {
   const auto& cfg = r.point.config;
@@ -188,51 +73,6 @@ void print_point_line(const PointResult& r, std::size_t i, std::size_t total, do
                 step_s > 0 ? tokens / step_s : 0.0, r.steps.back().loss);
   std::printf(", about %.0f s left\n", left_s);
   std::fflush(stdout);
-}
-
-// What a run settles before its first point: the output folder, the checkpoint roots it claimed
-// (locks held until the run returns) and the provenance every summary records.
-struct RunSetup {
-  std::string dir;
-  CheckpointClaim claim;
-  nlohmann::json provenance;
-};
-
-// The checks before anything is written: --resume's limits, the checkpoint claim (before --force
-// touches the output folder: the run's id, its lineages and the locks on the checkpoint roots it
-// writes, or a refusal; checkpoint_claim.hpp), the output folder. Returns 0 or exit 2 (bad input),
-// the same verdict on every rank.
-int prepare_run(const Deck& deck, const RunOptions& opt, int rank, RunSetup& s) {
-  // A checkpoint continues one point; --verify's reference would have to resume too.
-  if (!opt.resume.empty() && (deck.points.size() != 1 || opt.verify)) {
-    if (rank == 0)
-      std::fprintf(stderr, "paraxis: error: --resume %s: %s\n", opt.resume.c_str(),
-                   opt.verify ? "cannot be combined with --verify (the single-rank reference "
-                                "does not resume)"
-                              : ("continues one point, and the deck has " +
-                                 std::to_string(deck.points.size()))
-                                    .c_str());
-    return exit_code::bad_input;
-  }
-  s.dir = opt.out_dir;
-  if (s.dir.empty()) s.dir = deck.points.front().config.output.dir;
-  if (s.dir.empty()) s.dir = default_out_dir();
-  const std::string refused = claim_checkpoints(deck, s.dir, opt, s.claim);
-  if (!refused.empty()) {
-    if (rank == 0) std::fprintf(stderr, "paraxis: error: %s\n", refused.c_str());
-    return exit_code::bad_input;
-  }
-  for (const auto& note : s.claim.notes) std::fprintf(stderr, "paraxis: note: %s\n", note.c_str());
-  int dir_ok = 1;
-  if (rank == 0) {
-    const std::string problem = prepare_output_folder(s.dir, opt.force);
-    if (!problem.empty()) {
-      std::fprintf(stderr, "paraxis: error: %s\n", problem.c_str());
-      dir_ok = 0;
-    }
-  }
-  MPI_Bcast(&dir_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return dir_ok ? exit_code::ok : exit_code::bad_input;
 }
 
 // The run's provenance, and the BLAS's worker threads: those of the host execution space (1 on
@@ -298,33 +138,25 @@ int point_failed(RunState& s, PointResult& r, std::size_t i, const std::exceptio
 // Point i on every rank, its failure hooks armed (a hang's record, a dying rank's last words);
 // returns -1 when the run goes on, else the exit code that ends it.
 int train_point(RunState& s, std::size_t i, PointResult& r) {
-  const std::string& dir = s.setup.dir;
-  const int rank = s.rank;
   try {
-    if (s.world > 1) record_hangs(dir, r, rank);
-    // An injected death while a checkpoint or the results are saved leaves this record.
-    set_last_words([&dir, &r, rank](const std::string& what, int step) {
-      diagnosis::Failure f = dead_rank_record(r, rank, what);
-      f.step = step;
-      write_failure_record(dir, f);
-    });
+    arm_failure_hooks(s.setup.dir, r, s.rank, s.world);
     // Every communicator the point makes (its grid, the calibration's, --verify's) stages or not
     // by the point's comm.mpi_gpu_aware.
     parallel::set_mpi_gpu_aware(r.point.config.comm.mpi_gpu_aware);
     const PointLineage& lineage = s.setup.claim.points[i];
     run_point(r.point.config,
-              PointContext{s.world, rank, s.opt.verify, i, s.deck.points.size(), &s.calibrator, dir,
-                           lineage.resume, lineage},
+              PointContext{s.world, s.rank, s.opt.verify, i, s.deck.points.size(), &s.calibrator,
+                           s.setup.dir, lineage.resume, lineage},
               r);
-    parallel::watchdog::set_expiry_handler({});
+    disarm_hang_record();
   } catch (const CheckpointError& ex) {
     // Agreed on every rank (point_checkpoint.hpp): no rank waits for another; the points before
     // are already written.
-    parallel::watchdog::set_expiry_handler({});
+    disarm_hang_record();
     if (ex.report) std::fprintf(stderr, "paraxis: error: %s\n", ex.what());
     return ex.exit_code;
   } catch (const std::exception& ex) {
-    parallel::watchdog::set_expiry_handler({});
+    disarm_hang_record();
     return point_failed(s, r, i, ex);
   }
   return -1;
@@ -351,6 +183,27 @@ int save_point(RunState& s, std::size_t i, const PointResult& r, double point_be
   parallel::watchdog::broadcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD,
                                 "broadcast the results' write status");
   return written;
+}
+
+// The steps of sweep point i: skipped by the deck's rules, or trained on every rank with its
+// failure hooks armed; then tallied, and the run's results rewritten. Returns -1 when the run
+// goes on, else the exit code that ends it.
+int run_sweep_point(RunState& s, std::size_t i) {
+  PointResult r;
+  r.index = static_cast<int>(i);
+  r.point = s.deck.points[i];
+  r.world = s.world;
+  const double point_begin = model::steady_seconds();
+  if (!r.point.skip_reason.empty()) {
+    r.status = PointStatus::skipped(r.point.skip_reason);
+  } else if (const int rc = train_point(s, i, r); rc >= 0) {
+    return rc;
+  }
+  if (r.status.counts_as_not_ok()) ++s.not_ok;
+  s.results.push_back(r);
+  const int written = save_point(s, i, r, point_begin);
+  set_last_words({});
+  return written ? written : -1;
 }
 
 }  // namespace
@@ -391,23 +244,8 @@ int run_command(const RunOptions& opt) {
   struct ClearLastWords {
     ~ClearLastWords() { set_last_words({}); }
   } clear_last_words;
-  for (std::size_t i = 0; i < deck.points.size(); ++i) {
-    PointResult r;
-    r.index = static_cast<int>(i);
-    r.point = deck.points[i];
-    r.world = world;
-    const double point_begin = model::steady_seconds();
-    if (!r.point.skip_reason.empty()) {
-      r.status = PointStatus::skipped(r.point.skip_reason);
-    } else if (const int rc = train_point(s, i, r); rc >= 0) {
-      return rc;
-    }
-    if (r.status.counts_as_not_ok()) ++s.not_ok;
-    s.results.push_back(r);
-    const int written = save_point(s, i, r, point_begin);
-    set_last_words({});
-    if (written) return written;
-  }
+  for (std::size_t i = 0; i < deck.points.size(); ++i)
+    if (const int rc = run_sweep_point(s, i); rc >= 0) return rc;
   if (rank == 0)
     std::printf("results in %s/summary.json%s\n", setup.dir.c_str(),
                 s.not_ok ? " (some points are not ok: see their status)" : "");

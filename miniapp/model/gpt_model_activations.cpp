@@ -32,8 +32,17 @@ GptModel<T>::Impl::Impl(GptModel& model, ShardComms shard_comms, bool allocate_s
   voff = voc.offset;
   if (allocate_store) m.params_.allocate(m.ledger_);
   pool.resize(lay.chunks.size());
+  allocate_work_buffers();
+  allocate_attention_scratch();
+  allocate_router_buffers();
+}
 
-  const int H = c.hidden, E = c.moe.experts, K = E > 0 ? c.moe.top_k : 0;
+// The buffers every layer of the shard shares: attention's q, k, v and their gradients, the
+// residual's gradients, sequence parallelism's gathered copies, the MLP's gradient, and the
+// head's logits gradient (and vocabulary-parallel cross-entropy) when the shard holds the head.
+template <class T>
+void GptModel<T>::Impl::allocate_work_buffers() {
+  const int H = cfg.hidden;
   q = mat("paraxis::q", N, Hl);
   kk = mat("paraxis::k", N, Hl);
   vv = mat("paraxis::v", N, Hl);
@@ -59,6 +68,12 @@ GptModel<T>::Impl::Impl(GptModel& model, ShardComms shard_comms, bool allocate_s
       m.ledger_.add(MemCategory::activations, 3 * static_cast<std::size_t>(N) * sizeof(G));
     }
   }
+}
+
+// The attention kernels' workspace, fused or not (model.attention), for the shard's heads.
+template <class T>
+void GptModel<T>::Impl::allocate_attention_scratch() {
+  const ModelConfig& c = cfg;
   attn_scratch = std::make_unique<AttentionScratch>();
   const int local_heads = c.heads / lay.tp;
   if (c.attention == Attention::fused) {
@@ -71,6 +86,12 @@ GptModel<T>::Impl::Impl(GptModel& model, ShardComms shard_comms, bool allocate_s
     attn_scratch->probs = attn_scratch->unfused->probs;
     m.ledger_.add(MemCategory::activations, attn_scratch->unfused->scratch_bytes());
   }
+}
+
+// The router's gradients and statistics, and (ep > 1) the expert-count exchange's buffers.
+template <class T>
+void GptModel<T>::Impl::allocate_router_buffers() {
+  const int E = cfg.moe.experts, K = E > 0 ? cfg.moe.top_k : 0;
   if (E > 0) {
     dgate = mat("paraxis::moe_dgate", N, K);
     dprobs = mat("paraxis::moe_dprobs", N, E);

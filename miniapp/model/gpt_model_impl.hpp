@@ -167,6 +167,10 @@ struct GptModel<T>::Impl {
 
   // Scratch, sized once for the shard (gpt_model_activations.cpp).
   Impl(GptModel& model, ShardComms shard_comms, bool allocate_store);
+  // The constructor's allocations, in this order (the memory ledger records them).
+  void allocate_work_buffers();
+  void allocate_attention_scratch();
+  void allocate_router_buffers();
 
   V2 mat(const char* label, int r, int cols) {
     return m.ledger_.track(
@@ -232,6 +236,13 @@ struct GptModel<T>::Impl {
   void exchange_rows(const V2& send, const std::vector<int>& rows_to, const V2& recv,
                      const std::vector<int>& rows_from);
   MoeLayerStats moe_forward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& out);
+  // The steps of moe_forward: route, (ep > 1) exchange counts, order rows expert-major and run
+  // the experts across the group, then the layer's statistics.
+  long route_tokens(const BlockParams& b, MoeActs& mo, const V2& h2);
+  int exchange_expert_counts(MoeActs& mo);
+  void expert_major_order(MoeActs& mo, int R);
+  void experts_forward_ep(const BlockParams& b, MoeActs& mo, const V2& h2);
+  MoeLayerStats moe_stats(const BlockParams& b, MoeActs& mo, long flips);
   void moe_backward(const BlockParams& b, MoeActs& mo, const V2& h2, const V2& dout, const V2& dh2,
                     double aux_scale);
   // Split backward: B keeps the experts' output gradients where their outputs were (mo.ye with

@@ -88,14 +88,13 @@ void GptModel<T>::Impl::exchange_rows(const V2& send, const std::vector<int>& ro
                          dtype_of<T>());
 }
 
-// out [N, H]: the layer's output before the tensor-parallel reduction (partial sums when
-// tp > 1). h2 [N, H]: the MoE input, every token of the micro-batch.
-template <class T>
-MoeLayerStats GptModel<T>::Impl::moe_forward(const BlockParams& b, MoeActs& mo, const V2& h2,
-                                             const V2& out) {
+// The router: probabilities, each token's top-k experts and gates; under replay the recorded
+// choices instead. Returns the tokens whose choice the replay changed.
+template <typename T>
+long GptModel<T>::Impl::route_tokens(const BlockParams& b, MoeActs& mo, const V2& h2) {
   const Space space;
   auto& ps = m.params_;
-  const int E = cfg.moe.experts, K = cfg.moe.top_k, H = cfg.hidden, ep = lay.ep;
+  const int K = cfg.moe.top_k;
   k::gemm(space, Trans::N, Trans::N, 1.0, h2, ps.w2(b.wr), 0.0, drouter);
   if (b.br >= 0) k::bias_add(space, drouter, ps.w1(b.br));
   k::softmax_forward(space, drouter, mo.probs);
@@ -111,88 +110,108 @@ MoeLayerStats GptModel<T>::Impl::moe_forward(const BlockParams& b, MoeActs& mo, 
     m.replay_routing_ += static_cast<std::size_t>(N) * K;
     flips = k::topk_replay(space, mo.probs, replay, mo.expert_idx, mo.gate);
   }
+  return flips;
+}
+
+// Rows per (destination rank, its local expert), exchanged so that each expert rank knows how
+// many rows of each of its experts every source sends (mo.recv_counts), and the rows sent to and
+// received from each rank (mo.send_rows, mo.recv_rows). Returns the rows received.
+template <typename T>
+int GptModel<T>::Impl::exchange_expert_counts(MoeActs& mo) {
+  const int E = cfg.moe.experts, ep = lay.ep, El = E / ep;
   auto& r = *mo.routing;
-  k::moe_build_routing(space, mo.expert_idx, expert_capacity(cfg, N), r);
-  const int P = r.rows;
-  const int El = E / ep;
-  grow(mo.ye, "paraxis::moe_ye", P, H);
-  if (ep == 1) {
-    grow(mo.xe, "paraxis::moe_xe", P, H);
-    grow(mo.ue, "paraxis::moe_ue", P, Fl);
-    grow(mo.ge, "paraxis::moe_ge", P, Fl);
-    k::moe_gather(space, h2, r, mo.xe);
-    mo.expert_offsets.assign(r.offsets_host.data(), r.offsets_host.data() + E + 1);
-    mo.local_rows = P;
-    experts_forward(b, mo, mo.expert_offsets, mo.ye);
-  } else {
-    // Rows per (destination rank, its local expert), exchanged so that each expert rank
-    // knows how many rows of each of its experts every source sends.
-    // (In the memory space the collectives read: device memory with NCCL or a GPU-aware MPI.)
-    std::vector<int> counts(r.counts_host.data(), r.counts_host.data() + E);
-    mo.recv_counts.assign(E, 0);
-    {
-      std::vector<int> c1(ep, El), d1(ep);
-      for (int d = 0; d < ep; ++d) d1[d] = d * El;
-      Kokkos::deep_copy(count_send, r.counts);
-      Kokkos::fence();
-      comms.ep->all_to_all_v(count_send.data(), c1.data(), d1.data(), count_recv.data(), c1.data(),
-                             d1.data(), DType::i32);
-      Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> got(mo.recv_counts.data(), E);
-      Kokkos::deep_copy(got, count_recv);
-    }
-    mo.send_rows.assign(ep, 0);
-    mo.recv_rows.assign(ep, 0);
-    for (int d = 0; d < ep; ++d)
-      for (int e = 0; e < El; ++e) {
-        mo.send_rows[d] += counts[d * El + e];
-        mo.recv_rows[d] += mo.recv_counts[d * El + e];
-      }
-    int R = 0;
-    for (int s = 0; s < ep; ++s) R += mo.recv_rows[s];
-    mo.local_rows = R;
-    // Received rows are source-major (then expert); experts want expert-major (then
-    // source, i.e. token order of source 0, then source 1, ...).
-    std::vector<int> src_first(ep + 1, 0);
-    for (int s = 0; s < ep; ++s) src_first[s + 1] = src_first[s] + mo.recv_rows[s];
-    std::vector<int> to_expert(R), to_source(R);
-    mo.expert_offsets.assign(El + 1, 0);
-    int i = 0;
-    for (int e = 0; e < El; ++e) {
-      for (int s = 0; s < ep; ++s) {
-        int first = src_first[s];
-        for (int e2 = 0; e2 < e; ++e2) first += mo.recv_counts[s * El + e2];
-        for (int j = 0; j < mo.recv_counts[s * El + e]; ++j) {
-          to_expert[i] = first + j;
-          to_source[first + j] = i;
-          ++i;
-        }
-      }
-      mo.expert_offsets[e + 1] = i;
-    }
-    grow(mo.to_expert_order, "paraxis::moe_to_expert_order", R);
-    grow(mo.to_source_order, "paraxis::moe_to_source_order", R);
-    auto copy_index = [&](const std::vector<int>& host, const I1& dev) {
-      if (host.empty()) return;
-      Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hv(host.data(),
-                                                                              host.size());
-      Kokkos::deep_copy(Kokkos::subview(dev, std::make_pair(std::size_t(0), host.size())), hv);
-    };
-    copy_index(to_expert, mo.to_expert_order);
-    copy_index(to_source, mo.to_source_order);
-    grow(s_stage, "paraxis::moe_send", std::max(P, R), H);
-    grow(s_recv, "paraxis::moe_recv", std::max(P, R), H);
-    grow(mo.xe, "paraxis::moe_xe", R, H);
-    grow(mo.ue, "paraxis::moe_ue", R, Fl);
-    grow(mo.ge, "paraxis::moe_ge", R, Fl);
-    grow(mo.ye_local, "paraxis::moe_ye_local", R, H);
-    k::moe_gather(space, h2, r, s_stage);
-    exchange_rows(s_stage, mo.send_rows, s_recv, mo.recv_rows);
-    k::gather_rows(space, s_recv, mo.to_expert_order, R, mo.xe);
-    experts_forward(b, mo, mo.expert_offsets, mo.ye_local);
-    k::gather_rows(space, mo.ye_local, mo.to_source_order, R, s_stage);
-    exchange_rows(s_stage, mo.recv_rows, mo.ye, mo.send_rows);
+  // (In the memory space the collectives read: device memory with NCCL or a GPU-aware MPI.)
+  std::vector<int> counts(r.counts_host.data(), r.counts_host.data() + E);
+  mo.recv_counts.assign(E, 0);
+  {
+    std::vector<int> c1(ep, El), d1(ep);
+    for (int d = 0; d < ep; ++d) d1[d] = d * El;
+    Kokkos::deep_copy(count_send, r.counts);
+    Kokkos::fence();
+    comms.ep->all_to_all_v(count_send.data(), c1.data(), d1.data(), count_recv.data(), c1.data(),
+                           d1.data(), DType::i32);
+    Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> got(mo.recv_counts.data(), E);
+    Kokkos::deep_copy(got, count_recv);
   }
-  k::moe_combine_forward(space, mo.ye, mo.gate, r, out);
+  mo.send_rows.assign(ep, 0);
+  mo.recv_rows.assign(ep, 0);
+  for (int d = 0; d < ep; ++d)
+    for (int e = 0; e < El; ++e) {
+      mo.send_rows[d] += counts[d * El + e];
+      mo.recv_rows[d] += mo.recv_counts[d * El + e];
+    }
+  int R = 0;
+  for (int s = 0; s < ep; ++s) R += mo.recv_rows[s];
+  return R;
+}
+
+// Received rows are source-major (then expert); experts want expert-major (then source, i.e.
+// token order of source 0, then source 1, ...): the two permutations (mo.to_expert_order,
+// mo.to_source_order) of the R received rows, and each local expert's first row.
+template <typename T>
+void GptModel<T>::Impl::expert_major_order(MoeActs& mo, int R) {
+  const int ep = lay.ep, El = cfg.moe.experts / ep;
+  std::vector<int> src_first(ep + 1, 0);
+  for (int s = 0; s < ep; ++s) src_first[s + 1] = src_first[s] + mo.recv_rows[s];
+  std::vector<int> to_expert(R), to_source(R);
+  mo.expert_offsets.assign(El + 1, 0);
+  int i = 0;
+  for (int e = 0; e < El; ++e) {
+    for (int s = 0; s < ep; ++s) {
+      int first = src_first[s];
+      for (int e2 = 0; e2 < e; ++e2) first += mo.recv_counts[s * El + e2];
+      for (int j = 0; j < mo.recv_counts[s * El + e]; ++j) {
+        to_expert[i] = first + j;
+        to_source[first + j] = i;
+        ++i;
+      }
+    }
+    mo.expert_offsets[e + 1] = i;
+  }
+  grow(mo.to_expert_order, "paraxis::moe_to_expert_order", R);
+  grow(mo.to_source_order, "paraxis::moe_to_source_order", R);
+  auto copy_index = [&](const std::vector<int>& host, const I1& dev) {
+    if (host.empty()) return;
+    Kokkos::View<const int*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> hv(host.data(),
+                                                                            host.size());
+    Kokkos::deep_copy(Kokkos::subview(dev, std::make_pair(std::size_t(0), host.size())), hv);
+  };
+  copy_index(to_expert, mo.to_expert_order);
+  copy_index(to_source, mo.to_source_order);
+}
+
+// The experts' forward over the ep group: each row to its expert's rank, the experts, and each
+// output row back to its token's rank (into mo.ye).
+template <typename T>
+void GptModel<T>::Impl::experts_forward_ep(const BlockParams& b, MoeActs& mo, const V2& h2) {
+  const Space space;
+  const int H = cfg.hidden;
+  auto& r = *mo.routing;
+  const int P = r.rows;
+  const int R = exchange_expert_counts(mo);
+  mo.local_rows = R;
+  expert_major_order(mo, R);
+  grow(s_stage, "paraxis::moe_send", std::max(P, R), H);
+  grow(s_recv, "paraxis::moe_recv", std::max(P, R), H);
+  grow(mo.xe, "paraxis::moe_xe", R, H);
+  grow(mo.ue, "paraxis::moe_ue", R, Fl);
+  grow(mo.ge, "paraxis::moe_ge", R, Fl);
+  grow(mo.ye_local, "paraxis::moe_ye_local", R, H);
+  k::moe_gather(space, h2, r, s_stage);
+  exchange_rows(s_stage, mo.send_rows, s_recv, mo.recv_rows);
+  k::gather_rows(space, s_recv, mo.to_expert_order, R, mo.xe);
+  experts_forward(b, mo, mo.expert_offsets, mo.ye_local);
+  k::gather_rows(space, mo.ye_local, mo.to_source_order, R, s_stage);
+  exchange_rows(s_stage, mo.recv_rows, mo.ye, mo.send_rows);
+}
+
+// The layer's routing statistics (tokens and drops per expert, the auxiliary loss), and its
+// routing when recorded.
+template <typename T>
+MoeLayerStats GptModel<T>::Impl::moe_stats(const BlockParams& b, MoeActs& mo, long flips) {
+  const Space space;
+  const int E = cfg.moe.experts, K = cfg.moe.top_k;
+  auto& r = *mo.routing;
   k::moe_router_stats(space, mo.probs, mo.expert_idx, router_requested, router_prob_sum);
   auto req_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), router_requested);
   auto sum_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), router_prob_sum);
@@ -209,6 +228,33 @@ MoeLayerStats GptModel<T>::Impl::moe_forward(const BlockParams& b, MoeActs& mo, 
     st.routing.assign(idx.data(), idx.data() + idx.size());
   }
   return st;
+}
+
+// out [N, H]: the layer's output before the tensor-parallel reduction (partial sums when
+// tp > 1). h2 [N, H]: the MoE input, every token of the micro-batch.
+template <typename T>
+MoeLayerStats GptModel<T>::Impl::moe_forward(const BlockParams& b, MoeActs& mo, const V2& h2,
+                                             const V2& out) {
+  const Space space;
+  const int E = cfg.moe.experts, H = cfg.hidden;
+  const long flips = route_tokens(b, mo, h2);
+  auto& r = *mo.routing;
+  k::moe_build_routing(space, mo.expert_idx, expert_capacity(cfg, N), r);
+  const int P = r.rows;
+  grow(mo.ye, "paraxis::moe_ye", P, H);
+  if (lay.ep == 1) {
+    grow(mo.xe, "paraxis::moe_xe", P, H);
+    grow(mo.ue, "paraxis::moe_ue", P, Fl);
+    grow(mo.ge, "paraxis::moe_ge", P, Fl);
+    k::moe_gather(space, h2, r, mo.xe);
+    mo.expert_offsets.assign(r.offsets_host.data(), r.offsets_host.data() + E + 1);
+    mo.local_rows = P;
+    experts_forward(b, mo, mo.expert_offsets, mo.ye);
+  } else {
+    experts_forward_ep(b, mo, h2);
+  }
+  k::moe_combine_forward(space, mo.ye, mo.gate, r, out);
+  return moe_stats(b, mo, flips);
 }
 
 // dout [N, H]: gradient of the MoE output (every token); dh2 [N, H]: receives this rank's

@@ -9,81 +9,99 @@
 namespace paraxis::model {
 namespace detail {
 
-// Lays `ps` out as param_layout (param_layout.cpp: the one description of the shard's
-// parameters, their order and units) and binds the layers' tensors and units to it by name.
-template <class T>
-std::vector<ChunkParams> declare_parameters(ParamStore<T>& ps, const ModelConfig& c,
-                                            const ShardLayout& lay) {
-  ps.set_layout(param_layout(c, lay, ps.unit_multiple()));
-  const ParamLayout& L = ps.layout();
-  // Names are unique: index them once (the MoE layers hold thousands of tensors).
-  std::unordered_map<std::string, int> tensor, unit;
-  for (std::size_t i = 0; i < L.tensors.size(); ++i)
-    tensor.emplace(L.tensors[i].name, static_cast<int>(i));
-  for (std::size_t u = 0; u < L.units.size(); ++u)
-    unit.emplace(L.units[u].name, static_cast<int>(u));
-  auto find = [](const std::unordered_map<std::string, int>& in, const std::string& name,
-                 const char* what) {
+namespace {
+
+// The layout's tensors and units by name (names are unique: indexed once, the MoE layers hold
+// thousands of tensors); a name the layout lacks is a logic error naming it.
+class LayoutIndex {
+ public:
+  explicit LayoutIndex(const ParamLayout& L) {
+    for (std::size_t i = 0; i < L.tensors.size(); ++i)
+      tensor_.emplace(L.tensors[i].name, static_cast<int>(i));
+    for (std::size_t u = 0; u < L.units.size(); ++u)
+      unit_.emplace(L.units[u].name, static_cast<int>(u));
+  }
+  int t(const std::string& name) const { return find(tensor_, name, "tensor"); }
+  int u(const std::string& name) const { return find(unit_, name, "unit"); }
+
+ private:
+  static int find(const std::unordered_map<std::string, int>& in, const std::string& name,
+                  const char* what) {
     const auto it = in.find(name);
     if (it == in.end())
       throw std::logic_error(std::string("declare_parameters: the parameter layout has no ") +
                              what + " " + name);
     return it->second;
-  };
-  auto t = [&](const std::string& name) { return find(tensor, name, "tensor"); };
-  auto u = [&](const std::string& name) { return find(unit, name, "unit"); };
+  }
+  std::unordered_map<std::string, int> tensor_, unit_;
+};
+
+// Layer l's tensor indices (param_layout.cpp names them).
+BlockParams block_params(const LayoutIndex& x, const ModelConfig& c, const ShardLayout& lay,
+                         int l) {
+  BlockParams b;
+  b.layer = l;
+  b.moe = c.is_moe_layer(l);
+  const std::string p = "layers." + std::to_string(l) + ".";
+  b.unit = x.u("layers." + std::to_string(l));
+  b.ln1_g = x.t(p + "ln1.gamma");
+  b.ln1_b = x.t(p + "ln1.beta");
+  b.wq = x.t(p + "attn.wq");
+  b.bq = x.t(p + "attn.bq");
+  b.wk = x.t(p + "attn.wk");
+  b.bk = x.t(p + "attn.bk");
+  b.wv = x.t(p + "attn.wv");
+  b.bv = x.t(p + "attn.bv");
+  b.wo = x.t(p + "attn.wo");
+  b.bo = x.t(p + "attn.bo");
+  b.ln2_g = x.t(p + "ln2.gamma");
+  b.ln2_b = x.t(p + "ln2.beta");
+  if (!b.moe) {
+    b.w1 = x.t(p + "mlp.w1");
+    b.b1 = x.t(p + "mlp.b1");
+    b.w2 = x.t(p + "mlp.w2");
+    b.b2 = x.t(p + "mlp.b2");
+    return b;
+  }
+  b.wr = x.t(p + "moe.router");
+  if (c.moe.router_skew > 0) b.br = x.t(p + "moe.router_bias");
+  b.expert_unit = x.u("layers." + std::to_string(l) + ".experts");
+  const ExpertRange mine = expert_range(c, lay.ep, lay.ep_rank);
+  for (int e = mine.first; e < mine.first + mine.count; ++e) {
+    const std::string q = p + "moe.experts." + std::to_string(e) + ".";
+    b.ew1.push_back(x.t(q + "w1"));
+    b.eb1.push_back(x.t(q + "b1"));
+    b.ew2.push_back(x.t(q + "w2"));
+    b.eb2.push_back(x.t(q + "b2"));
+  }
+  return b;
+}
+
+}  // namespace
+
+// Lays `ps` out as param_layout (param_layout.cpp: the one description of the shard's
+// parameters, their order and units) and binds the layers' tensors and units to it by name.
+template <typename T>
+std::vector<ChunkParams> declare_parameters(ParamStore<T>& ps, const ModelConfig& c,
+                                            const ShardLayout& lay) {
+  ps.set_layout(param_layout(c, lay, ps.unit_multiple()));
+  const LayoutIndex x(ps.layout());
   std::vector<ChunkParams> out;
   for (const auto& ch : lay.chunks) {
     ChunkParams cp;
     cp.spec = ch;
     if (ch.embedding) {
-      cp.emb_unit = u("embedding");
-      cp.wte = t("wte");
-      cp.wpe = t("wpe");
+      cp.emb_unit = x.u("embedding");
+      cp.wte = x.t("wte");
+      cp.wpe = x.t("wpe");
     }
-    for (int l = ch.first_layer; l < ch.end_layer; ++l) {
-      BlockParams b;
-      b.layer = l;
-      b.moe = c.is_moe_layer(l);
-      const std::string p = "layers." + std::to_string(l) + ".";
-      b.unit = u("layers." + std::to_string(l));
-      b.ln1_g = t(p + "ln1.gamma");
-      b.ln1_b = t(p + "ln1.beta");
-      b.wq = t(p + "attn.wq");
-      b.bq = t(p + "attn.bq");
-      b.wk = t(p + "attn.wk");
-      b.bk = t(p + "attn.bk");
-      b.wv = t(p + "attn.wv");
-      b.bv = t(p + "attn.bv");
-      b.wo = t(p + "attn.wo");
-      b.bo = t(p + "attn.bo");
-      b.ln2_g = t(p + "ln2.gamma");
-      b.ln2_b = t(p + "ln2.beta");
-      if (!b.moe) {
-        b.w1 = t(p + "mlp.w1");
-        b.b1 = t(p + "mlp.b1");
-        b.w2 = t(p + "mlp.w2");
-        b.b2 = t(p + "mlp.b2");
-      } else {
-        b.wr = t(p + "moe.router");
-        if (c.moe.router_skew > 0) b.br = t(p + "moe.router_bias");
-        b.expert_unit = u("layers." + std::to_string(l) + ".experts");
-        const ExpertRange mine = expert_range(c, lay.ep, lay.ep_rank);
-        for (int e = mine.first; e < mine.first + mine.count; ++e) {
-          const std::string q = p + "moe.experts." + std::to_string(e) + ".";
-          b.ew1.push_back(t(q + "w1"));
-          b.eb1.push_back(t(q + "b1"));
-          b.ew2.push_back(t(q + "w2"));
-          b.eb2.push_back(t(q + "b2"));
-        }
-      }
-      cp.blocks.push_back(std::move(b));
-    }
+    for (int l = ch.first_layer; l < ch.end_layer; ++l)
+      cp.blocks.push_back(block_params(x, c, lay, l));
     if (ch.head) {
-      cp.head_unit = u("head");
-      cp.lnf_g = t("lnf.gamma");
-      cp.lnf_b = t("lnf.beta");
-      cp.head = t("head");
+      cp.head_unit = x.u("head");
+      cp.lnf_g = x.t("lnf.gamma");
+      cp.lnf_b = x.t("lnf.beta");
+      cp.head = x.t("head");
     }
     out.push_back(std::move(cp));
   }

@@ -22,6 +22,48 @@ std::vector<double> piece_costs(const ModelConfig& c) {
   return cost;
 }
 
+namespace {
+
+// The layers per chunk that minimise the most expensive chunk (piece_costs: the embedding goes
+// with the first chunk, the head with the last).
+std::vector<int> balanced_counts(const ModelConfig& c, int chunks) {
+  const int L = c.layers;
+  std::vector<int> counts;
+  // Minimise the most expensive chunk: best[k][l] = the smallest possible maximum over k
+  // chunks holding layers [0, l), the embedding in the first and the head in the last.
+  const auto cost = piece_costs(c);
+  std::vector<double> prefix(L + 1, 0.0);
+  for (int l = 0; l < L; ++l) prefix[l + 1] = prefix[l] + cost[l + 1];
+  auto chunk_cost = [&](int a, int b) {
+    double x = prefix[b] - prefix[a];
+    if (a == 0) x += cost[0];
+    if (b == L) x += cost[L + 1];
+    return x;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(chunks + 1, std::vector<double>(L + 1, inf));
+  std::vector<std::vector<int>> cut(chunks + 1, std::vector<int>(L + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= chunks; ++k)
+    for (int l = k; l <= L; ++l)
+      for (int a = k - 1; a < l; ++a) {
+        const double v = std::max(best[k - 1][a], chunk_cost(a, l));
+        // Ties go to the later cut (earlier chunks no larger), a fixed, reproducible choice.
+        if (v <= best[k][l]) {
+          best[k][l] = v;
+          cut[k][l] = a;
+        }
+      }
+  counts.assign(chunks, 0);
+  for (int k = chunks, l = L; k >= 1; --k) {
+    counts[k - 1] = l - cut[k][l];
+    l = cut[k][l];
+  }
+  return counts;
+}
+
+}  // namespace
+
 std::vector<ModelChunk> split_layers(const ModelConfig& c, int chunks,
                                      const std::vector<int>& stage_layers) {
   const int L = c.layers;
@@ -45,36 +87,7 @@ std::vector<ModelChunk> split_layers(const ModelConfig& c, int chunks,
     }
     counts = stage_layers;
   } else {
-    // Minimise the most expensive chunk: best[k][l] = the smallest possible maximum over k
-    // chunks holding layers [0, l), the embedding in the first and the head in the last.
-    const auto cost = piece_costs(c);
-    std::vector<double> prefix(L + 1, 0.0);
-    for (int l = 0; l < L; ++l) prefix[l + 1] = prefix[l] + cost[l + 1];
-    auto chunk_cost = [&](int a, int b) {
-      double x = prefix[b] - prefix[a];
-      if (a == 0) x += cost[0];
-      if (b == L) x += cost[L + 1];
-      return x;
-    };
-    const double inf = std::numeric_limits<double>::infinity();
-    std::vector<std::vector<double>> best(chunks + 1, std::vector<double>(L + 1, inf));
-    std::vector<std::vector<int>> cut(chunks + 1, std::vector<int>(L + 1, 0));
-    best[0][0] = 0;
-    for (int k = 1; k <= chunks; ++k)
-      for (int l = k; l <= L; ++l)
-        for (int a = k - 1; a < l; ++a) {
-          const double v = std::max(best[k - 1][a], chunk_cost(a, l));
-          // Ties go to the later cut (earlier chunks no larger), a fixed, reproducible choice.
-          if (v <= best[k][l]) {
-            best[k][l] = v;
-            cut[k][l] = a;
-          }
-        }
-    counts.assign(chunks, 0);
-    for (int k = chunks, l = L; k >= 1; --k) {
-      counts[k - 1] = l - cut[k][l];
-      l = cut[k][l];
-    }
+    counts = balanced_counts(c, chunks);
   }
   std::vector<ModelChunk> out;
   int first = 0;

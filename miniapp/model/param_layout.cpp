@@ -119,35 +119,97 @@ ParamLayout ParamLayoutBuilder::finish() {
 
 // ---- the model's declaration order
 
+namespace {
+
+// One rank's tensor-parallel shard of each tensor, added to the builder: column-parallel
+// weights and biases, row-parallel weights, and tensors every tp rank holds whole.
+struct ShardAdder {
+  ParamLayoutBuilder& b;
+  int H;
+  bool sp;
+  // Column-parallel weight [H, n] (columns [off, off + nl)) and its bias.
+  void column(const std::string& name, int n, int nl, int off, double sd, bool decay) {
+    b.add_shard(name, H, nl, H, n, 0, off, Init::normal, sd, decay);
+  }
+  void column_bias(const std::string& name, int n, int nl, int off) {
+    b.add_shard(name, nl, 0, n, 0, off, 0, Init::zeros, 0, false);
+  }
+  // Row-parallel weight [n, H] (rows [off, off + nl)).
+  void row(const std::string& name, int n, int nl, int off, double sd) {
+    b.add_shard(name, nl, H, n, H, off, 0, Init::normal, sd, true);
+  }
+  // A tensor every tensor-parallel rank holds whole (partial under sequence parallelism: its
+  // gradient is a partial sum over the sequence shards).
+  void whole(const std::string& name, int rows, int cols, Init init, double sd, bool decay,
+             bool partial_under_sp) {
+    b.set_tp_flags(b.add(name, rows, cols, init, sd, decay), true, partial_under_sp && sp);
+  }
+  // An MLP (or an expert) of ffn width F, sharded over tp as `ffn`.
+  void mlp(const std::string& p, int F, const ShardRange& ffn, double resid_std) {
+    column(p + "w1", F, ffn.size, ffn.offset, kInitStd, true);
+    column_bias(p + "b1", F, ffn.size, ffn.offset);
+    row(p + "w2", F, ffn.size, ffn.offset, resid_std);
+    whole(p + "b2", H, 0, Init::zeros, 0, false, false);
+  }
+};
+
+// This rank's tensor-parallel share of a block: the attention's columns [hoff, hoff + hl) and
+// the MLP's ffn range; and the initial spread of the weights that write into the residual.
+struct BlockShards {
+  int hl = 0, hoff = 0;
+  ShardRange ffn;
+  double resid_std = 0;
+};
+
+// Layer l's tensors: its block unit, and its experts' unit when it is a MoE layer.
+void add_layer(ShardAdder& a, const ModelConfig& c, const ShardLayout& lay, const BlockShards& s,
+               int l) {
+  const int H = c.hidden, hl = s.hl, hoff = s.hoff;
+  const ShardRange& ffn = s.ffn;
+  const double resid_std = s.resid_std;
+  const std::string p = "layers." + std::to_string(l) + ".";
+  a.b.begin_unit("layers." + std::to_string(l));
+  a.whole(p + "ln1.gamma", H, 0, Init::ones, 0, false, true);
+  a.whole(p + "ln1.beta", H, 0, Init::zeros, 0, false, true);
+  for (const char* w : {"q", "k", "v"}) {
+    a.column(p + "attn.w" + w, H, hl, hoff, kInitStd, true);
+    a.column_bias(p + "attn.b" + w, H, hl, hoff);
+  }
+  a.row(p + "attn.wo", H, hl, hoff, resid_std);
+  a.whole(p + "attn.bo", H, 0, Init::zeros, 0, false, false);
+  a.whole(p + "ln2.gamma", H, 0, Init::ones, 0, false, true);
+  a.whole(p + "ln2.beta", H, 0, Init::zeros, 0, false, true);
+  if (!c.is_moe_layer(l)) {
+    a.mlp(p + "mlp.", c.ffn, ffn, resid_std);
+    a.b.end_unit();
+    return;
+  }
+  const int E = c.moe.experts;
+  a.whole(p + "moe.router", H, E, Init::normal, kInitStd, false, false);
+  if (c.moe.router_skew > 0)
+    a.whole(p + "moe.router_bias", E, 0, Init::zipf_logit, c.moe.router_skew, false, false);
+  a.b.end_unit();
+  a.b.begin_unit("layers." + std::to_string(l) + ".experts", /*expert=*/true);
+  const ExpertRange mine = expert_range(c, lay.ep, lay.ep_rank);
+  for (int e = mine.first; e < mine.first + mine.count; ++e)
+    a.mlp(p + "moe.experts." + std::to_string(e) + ".", c.ffn, ffn, resid_std);
+  a.b.end_unit();
+}
+
+}  // namespace
+
 ParamLayout param_layout(const ModelConfig& c, const ShardLayout& lay, int unit_multiple) {
-  const int H = c.hidden, F = c.ffn, V = c.vocab, S = c.seq_len, E = c.moe.experts;
+  const int H = c.hidden, V = c.vocab, S = c.seq_len;
   const int tp = lay.tp, r = lay.tp_rank, hd = c.head_dim();
   const ShardRange heads = even_shard("model.heads", c.heads, tp, r);
-  const int hl = heads.size * hd, hoff = heads.offset * hd;
-  const ShardRange ffn = even_shard("model.ffn", F, tp, r);
+  BlockShards shards;
+  shards.hl = heads.size * hd;
+  shards.hoff = heads.offset * hd;
+  shards.ffn = even_shard("model.ffn", c.ffn, tp, r);
   const ShardRange voc = vocab_shard(V, tp, r);
-  const double resid_std = kInitStd / std::sqrt(2.0 * c.layers);
-  const bool sp = lay.sp();
+  shards.resid_std = kInitStd / std::sqrt(2.0 * c.layers);
   ParamLayoutBuilder b(unit_multiple);
-  auto replicated = [&](int i, bool partial_under_sp) {
-    b.set_tp_flags(i, true, partial_under_sp && sp);
-  };
-  // Column-parallel weight [H, n] (columns [off, off + nl)) and its bias.
-  auto column = [&](const std::string& name, int n, int nl, int off, double sd, bool decay) {
-    b.add_shard(name, H, nl, H, n, 0, off, Init::normal, sd, decay);
-  };
-  auto column_bias = [&](const std::string& name, int n, int nl, int off) {
-    b.add_shard(name, nl, 0, n, 0, off, 0, Init::zeros, 0, false);
-  };
-  // Row-parallel weight [n, H] (rows [off, off + nl)).
-  auto row = [&](const std::string& name, int n, int nl, int off, double sd) {
-    b.add_shard(name, nl, H, n, H, off, 0, Init::normal, sd, true);
-  };
-  // A tensor every tensor-parallel rank holds whole.
-  auto whole = [&](const std::string& name, int rows, int cols, Init init, double sd, bool decay,
-                   bool partial_under_sp) {
-    replicated(b.add(name, rows, cols, init, sd, decay), partial_under_sp);
-  };
+  ShardAdder a{b, H, lay.sp()};
   for (const auto& ch : lay.chunks) {
     if (ch.first_layer < 0 || ch.end_layer > c.layers || ch.first_layer > ch.end_layer)
       throw std::invalid_argument("model chunk [" + std::to_string(ch.first_layer) + ", " +
@@ -156,51 +218,14 @@ ParamLayout param_layout(const ModelConfig& c, const ShardLayout& lay, int unit_
     if (ch.embedding) {
       b.begin_unit("embedding");
       b.add_shard("wte", voc.size, H, V, H, voc.offset, 0, Init::normal, kInitStd, true);
-      whole("wpe", S, H, Init::normal, kInitStd, true, false);
+      a.whole("wpe", S, H, Init::normal, kInitStd, true, false);
       b.end_unit();
     }
-    for (int l = ch.first_layer; l < ch.end_layer; ++l) {
-      const std::string p = "layers." + std::to_string(l) + ".";
-      b.begin_unit("layers." + std::to_string(l));
-      whole(p + "ln1.gamma", H, 0, Init::ones, 0, false, true);
-      whole(p + "ln1.beta", H, 0, Init::zeros, 0, false, true);
-      column(p + "attn.wq", H, hl, hoff, kInitStd, true);
-      column_bias(p + "attn.bq", H, hl, hoff);
-      column(p + "attn.wk", H, hl, hoff, kInitStd, true);
-      column_bias(p + "attn.bk", H, hl, hoff);
-      column(p + "attn.wv", H, hl, hoff, kInitStd, true);
-      column_bias(p + "attn.bv", H, hl, hoff);
-      row(p + "attn.wo", H, hl, hoff, resid_std);
-      whole(p + "attn.bo", H, 0, Init::zeros, 0, false, false);
-      whole(p + "ln2.gamma", H, 0, Init::ones, 0, false, true);
-      whole(p + "ln2.beta", H, 0, Init::zeros, 0, false, true);
-      if (!c.is_moe_layer(l)) {
-        column(p + "mlp.w1", F, ffn.size, ffn.offset, kInitStd, true);
-        column_bias(p + "mlp.b1", F, ffn.size, ffn.offset);
-        row(p + "mlp.w2", F, ffn.size, ffn.offset, resid_std);
-        whole(p + "mlp.b2", H, 0, Init::zeros, 0, false, false);
-        b.end_unit();
-      } else {
-        whole(p + "moe.router", H, E, Init::normal, kInitStd, false, false);
-        if (c.moe.router_skew > 0)
-          whole(p + "moe.router_bias", E, 0, Init::zipf_logit, c.moe.router_skew, false, false);
-        b.end_unit();
-        b.begin_unit("layers." + std::to_string(l) + ".experts", /*expert=*/true);
-        const ExpertRange mine = expert_range(c, lay.ep, lay.ep_rank);
-        for (int e = mine.first; e < mine.first + mine.count; ++e) {
-          const std::string q = p + "moe.experts." + std::to_string(e) + ".";
-          column(q + "w1", F, ffn.size, ffn.offset, kInitStd, true);
-          column_bias(q + "b1", F, ffn.size, ffn.offset);
-          row(q + "w2", F, ffn.size, ffn.offset, resid_std);
-          whole(q + "b2", H, 0, Init::zeros, 0, false, false);
-        }
-        b.end_unit();
-      }
-    }
+    for (int l = ch.first_layer; l < ch.end_layer; ++l) add_layer(a, c, lay, shards, l);
     if (ch.head) {
       b.begin_unit("head");
-      whole("lnf.gamma", H, 0, Init::ones, 0, false, true);
-      whole("lnf.beta", H, 0, Init::zeros, 0, false, true);
+      a.whole("lnf.gamma", H, 0, Init::ones, 0, false, true);
+      a.whole("lnf.beta", H, 0, Init::zeros, 0, false, true);
       b.add_shard("head", H, voc.size, H, V, 0, voc.offset, Init::normal, kInitStd, true);
       b.end_unit();
     }

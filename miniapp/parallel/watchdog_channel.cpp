@@ -255,9 +255,11 @@ bool channel_open() {
   return channel().comm != MPI_COMM_NULL;
 }
 
-bool diagnose(const Wait& w, double waited_s, Poll done, void* context, Diagnosis& d) {
-  Channel& ch = channel();
-  const CommRecord& rec = record_of(w.comm);
+namespace {
+
+// What this rank knows of its own wait: the operation, its place, and the members it waits for
+// (the peer of a point-to-point wait, else every other rank of the communicator), arrival unknown.
+void describe_own_wait(const Wait& w, const CommRecord& rec, double waited_s, Diagnosis& d) {
   d.op = w.op;
   d.axis = w.axis;
   d.seq = w.peer >= 0 ? -1 : w.seq;
@@ -283,6 +285,34 @@ bool diagnose(const Wait& w, double waited_s, Poll done, void* context, Diagnosi
     m.world_rank = r < d.comm_size ? rec.world[static_cast<std::size_t>(r)] : MPI_UNDEFINED;
     d.members.push_back(m);
   }
+}
+
+// Each member from its answer: not answering, arrived in this same collective (or past it), or
+// elsewhere, doing what it says.
+void classify_members(const Wait& w, const CommRecord& rec, const std::map<int, Answer>& answers,
+                      Diagnosis& d) {
+  for (Member& m : d.members) {
+    const auto it = answers.find(m.world_rank);
+    if (m.world_rank == MPI_UNDEFINED) continue;
+    if (it == answers.end()) {
+      m.arrival = Arrival::not_answering;
+      continue;
+    }
+    const Answer& a = it->second;
+    m.doing = describe(a);
+    const bool same_wait = a.in_wait && a.key == rec.key && a.seq == w.seq && a.peer < 0 &&
+                           std::strncmp(a.op, w.op, sizeof a.op - 1) == 0;
+    m.arrival =
+        w.peer < 0 && (a.started > w.seq || same_wait) ? Arrival::arrived : Arrival::elsewhere;
+  }
+}
+
+}  // namespace
+
+bool diagnose(const Wait& w, double waited_s, Poll done, void* context, Diagnosis& d) {
+  Channel& ch = channel();
+  const CommRecord& rec = record_of(w.comm);
+  describe_own_wait(w, rec, waited_s, d);
   if (ch.comm == MPI_COMM_NULL) return false;  // nobody to ask: every arrival unknown
 
   ch.query = ch.next_query++;
@@ -306,20 +336,7 @@ bool diagnose(const Wait& w, double waited_s, Poll done, void* context, Diagnosi
     watchdog::service();
     std::this_thread::yield();
   }
-  for (Member& m : d.members) {
-    const auto it = ch.answers.find(m.world_rank);
-    if (m.world_rank == MPI_UNDEFINED) continue;
-    if (it == ch.answers.end()) {
-      m.arrival = Arrival::not_answering;
-      continue;
-    }
-    const Answer& a = it->second;
-    m.doing = describe(a);
-    const bool same_wait = a.in_wait && a.key == rec.key && a.seq == w.seq && a.peer < 0 &&
-                           std::strncmp(a.op, w.op, sizeof a.op - 1) == 0;
-    m.arrival =
-        w.peer < 0 && (a.started > w.seq || same_wait) ? Arrival::arrived : Arrival::elsewhere;
-  }
+  classify_members(w, rec, ch.answers, d);
   ch.query = -1;
   return false;
 }

@@ -256,68 +256,83 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenar
   return data_parallel_step_traffic(c, shard_units(m, c, stage));
 }
 
+namespace {
+
+// ZeRO 0: one all-reduce per gradient bucket of each group.
+void add_bucket_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
+                        const ElementBytes& eb, AxisTraffic& t) {
+  // Buckets of whole units of one group, from the last unit (its gradients are final first)
+  // to the first, each closed when the next unit would take it past bucket_mb
+  // (zero_optimizer.cpp). The flat layout is unpadded at stage 0.
+  const auto cap = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024 / eb.gradient);
+  std::vector<std::size_t> begin(units.size());
+  std::size_t at = 0;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    begin[u] = at;
+    at += units[u].padded;
+  }
+  struct Bucket {
+    std::size_t begin, end;
+    bool expert_group;
+    int group;
+  };
+  std::vector<Bucket> buckets;
+  // Expert units have a group of their own only with expert parallelism.
+  auto own_group = [&](const ParamUnit& u) { return c.ep > 1 && u.expert; };
+  for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
+    const bool g = own_group(units[u]);
+    const bool fresh =
+        buckets.empty() || buckets.back().end - begin[u] > cap || buckets.back().expert_group != g;
+    if (fresh) {
+      buckets.push_back({begin[u], begin[u] + units[u].padded, g, units[u].group});
+    } else {
+      buckets.back().begin = begin[u];
+    }
+  }
+  for (const auto& b : buckets)
+    if (b.group > 1)
+      t.add(C::all_reduce, static_cast<double>(b.end - b.begin) * eb.gradient, 1, b.group);
+}
+
+// ZeRO 1-3: each unit's reduce-scatter of its gradients and all-gather of its parameters.
+void add_sharded_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
+                         const ElementBytes& eb, long mb, AxisTraffic& t) {
+  for (const auto& u : units) {
+    if (u.group <= 1) continue;  // a group of one moves nothing and logs nothing
+    const double grads = static_cast<double>(u.padded) * eb.gradient;
+    const double params = static_cast<double>(u.padded) * eb.parameter;
+    switch (c.effective_zero()) {
+      case 1:
+        t.add(C::reduce_scatter, grads, 1, u.group);
+        t.add(C::all_gather, params, 1, u.group);
+        break;
+      case 2:
+        t.add(C::reduce_scatter, grads, mb, u.group);
+        t.add(C::all_gather, params, 1, u.group);
+        break;
+      case 3: {
+        // Gathered before the forward and the backward; under a split backward before B only
+        // (W reads no parameter), and the embedding's B reads none either.
+        const bool skip = schedule::splits_backward(c.schedule) && u.name == "embedding";
+        t.add(C::all_gather, params, (skip ? 1 : 2) * mb, u.group);
+        t.add(C::reduce_scatter, grads, mb, u.group);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<ParamUnit>& units) {
   config::require_zero_stage(c.zero);
   AxisTraffic t;
   const ElementBytes eb = element_bytes(c.precision);
   const long mb = c.micro_batches();
-  if (c.effective_zero() == 0) {
-    // Buckets of whole units of one group, from the last unit (its gradients are final first)
-    // to the first, each closed when the next unit would take it past bucket_mb
-    // (zero_optimizer.cpp). The flat layout is unpadded at stage 0.
-    const auto cap = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024 / eb.gradient);
-    std::vector<std::size_t> begin(units.size());
-    std::size_t at = 0;
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      begin[u] = at;
-      at += units[u].padded;
-    }
-    struct Bucket {
-      std::size_t begin, end;
-      bool expert_group;
-      int group;
-    };
-    std::vector<Bucket> buckets;
-    // Expert units have a group of their own only with expert parallelism.
-    auto own_group = [&](const ParamUnit& u) { return c.ep > 1 && u.expert; };
-    for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
-      const bool g = own_group(units[u]);
-      const bool fresh = buckets.empty() || buckets.back().end - begin[u] > cap ||
-                         buckets.back().expert_group != g;
-      if (fresh) {
-        buckets.push_back({begin[u], begin[u] + units[u].padded, g, units[u].group});
-      } else {
-        buckets.back().begin = begin[u];
-      }
-    }
-    for (const auto& b : buckets)
-      if (b.group > 1)
-        t.add(C::all_reduce, static_cast<double>(b.end - b.begin) * eb.gradient, 1, b.group);
-  } else {
-    for (const auto& u : units) {
-      if (u.group <= 1) continue;  // a group of one moves nothing and logs nothing
-      const double grads = static_cast<double>(u.padded) * eb.gradient;
-      const double params = static_cast<double>(u.padded) * eb.parameter;
-      switch (c.effective_zero()) {
-        case 1:
-          t.add(C::reduce_scatter, grads, 1, u.group);
-          t.add(C::all_gather, params, 1, u.group);
-          break;
-        case 2:
-          t.add(C::reduce_scatter, grads, mb, u.group);
-          t.add(C::all_gather, params, 1, u.group);
-          break;
-        case 3: {
-          // Gathered before the forward and the backward; under a split backward before B only
-          // (W reads no parameter), and the embedding's B reads none either.
-          const bool skip = schedule::splits_backward(c.schedule) && u.name == "embedding";
-          t.add(C::all_gather, params, (skip ? 1 : 2) * mb, u.group);
-          t.add(C::reduce_scatter, grads, mb, u.group);
-          break;
-        }
-      }
-    }
-  }
+  if (c.effective_zero() == 0)
+    add_bucket_traffic(c, units, eb, t);
+  else
+    add_sharded_traffic(c, units, eb, mb, t);
   // The norm's all-reduce over dp: whenever ranks hold different gradient elements (sharded,
   // or experts).
   if (c.dp > 1 && (c.effective_zero() >= 1 || c.ep > 1)) t.add(C::all_reduce, 8, 1, c.dp);

@@ -210,6 +210,31 @@ struct Seen {
   std::vector<std::vector<char>> flags;
 };
 
+// Where every stage of a deadlocked run stands (pc: each stage's next action): finished, or
+// blocked in a compute waiting for the send that feeds it.
+std::string deadlock_text(const Schedule& sched, const PipelineShape& shape,
+                          const std::vector<std::size_t>& pc) {
+  const int p = shape.stages;
+  std::ostringstream os;
+  os << "deadlock:";
+  for (int s = 0; s < p; ++s) {
+    os << (s ? ";" : "") << " stage " << s;
+    if (pc[s] == sched[s].size()) {
+      os << " finished";
+      continue;
+    }
+    const Action& a = sched[s][pc[s]];
+    os << " blocked in " << describe(a) << " waiting for ";
+    if (a.kind == ActionKind::forward)
+      os << describe(ActionKind::send_activation, a.micro_batch, a.chunk - 1) << " on stage "
+         << chunk_stage(shape, a.chunk - 1);
+    else
+      os << describe(ActionKind::send_gradient, a.micro_batch, a.chunk + 1) << " on stage "
+         << chunk_stage(shape, a.chunk + 1);
+  }
+  return os.str();
+}
+
 // Runs the schedule's dependency semantics: a stage executes its actions in order and blocks
 // only in a compute whose input message has not been sent. Times use `duration` for compute
 // actions (transfers take none). Returns "" or a deadlock description naming where every
@@ -266,24 +291,7 @@ std::string simulate(const Schedule& sched, const PipelineShape& shape,
     if (finished) return "";
     if (!progressed) break;
   }
-  std::ostringstream os;
-  os << "deadlock:";
-  for (int s = 0; s < p; ++s) {
-    os << (s ? ";" : "") << " stage " << s;
-    if (pc[s] == sched[s].size()) {
-      os << " finished";
-      continue;
-    }
-    const Action& a = sched[s][pc[s]];
-    os << " blocked in " << describe(a) << " waiting for ";
-    if (a.kind == ActionKind::forward)
-      os << describe(ActionKind::send_activation, a.micro_batch, a.chunk - 1) << " on stage "
-         << chunk_stage(shape, a.chunk - 1);
-    else
-      os << describe(ActionKind::send_gradient, a.micro_batch, a.chunk + 1) << " on stage "
-         << chunk_stage(shape, a.chunk + 1);
-  }
-  return os.str();
+  return deadlock_text(sched, shape, pc);
 }
 
 }  // namespace
@@ -345,80 +353,58 @@ Schedule make_schedule(ScheduleKind kind, const PipelineShape& shape) {
   return sched;
 }
 
-std::string validate_schedule(const Schedule& sched, const PipelineShape& shape) {
-  const std::string bad_shape = shape_problem(shape, "validate_schedule");
-  if (!bad_shape.empty()) return bad_shape;
-  const int p = shape.stages, m = shape.micro_batches, C = shape.chunks();
-  if (static_cast<int>(sched.size()) != p)
-    return "schedule has " + std::to_string(sched.size()) +
-           " stages, the shape p = " + std::to_string(p);
+namespace {
 
-  // Pass 1, each stage in order: ranges, placement, repeats, and the order of each action
-  // relative to the actions on its own stage that it depends on.
-  Seen seen(m * C);
-  for (int s = 0; s < p; ++s) {
-    const std::string at = "stage " + std::to_string(s) + ": ";
-    for (const Action& a : sched[s]) {
-      if (a.micro_batch < 0 || a.micro_batch >= m || a.chunk < 0 || a.chunk >= C)
-        return at + describe(a) + " outside micro-batches 0 .. " + std::to_string(m - 1) +
-               ", chunks 0 .. " + std::to_string(C - 1);
-      if (a.chunk % p != s)
-        return at + describe(a) + " on the wrong stage: chunk " + std::to_string(a.chunk) +
-               " lives on stage " + std::to_string(a.chunk % p);
-      const int mb = a.micro_batch, c = a.chunk, idx = mb * C + c;
-      const bool has_prev = c > 0 && crosses_stages(shape, c - 1);
-      const bool has_next = c < C - 1 && crosses_stages(shape, c);
-      if (seen(a.kind, idx)) return at + describe(a) + " repeated";
-      switch (a.kind) {
-        case ActionKind::forward:
-          if (has_prev && !seen(ActionKind::recv_activation, idx))
-            return at + describe(a) + " without " + describe(ActionKind::recv_activation, mb, c) +
-                   " posted before it";
-          if (c > 0 && !has_prev && !seen(ActionKind::forward, idx - 1))
-            return at + describe(a) + " before " + describe(ActionKind::forward, mb, c - 1) +
-                   ", whose output it consumes";
-          break;
-        case ActionKind::backward:
-          if (!seen(ActionKind::forward, idx)) return at + describe(a) + " before its forward";
-          if (has_next && !seen(ActionKind::recv_gradient, idx))
-            return at + describe(a) + " without " + describe(ActionKind::recv_gradient, mb, c) +
-                   " posted before it";
-          if (c < C - 1 && !has_next && !seen(ActionKind::backward, idx + 1))
-            return at + describe(a) + " before " + describe(ActionKind::backward, mb, c + 1) +
-                   ", whose gradient it consumes";
-          break;
-        case ActionKind::send_activation:
-        case ActionKind::recv_gradient:
-          if (!has_next)
-            return at + describe(a) + ": no transfer to chunk " + std::to_string(c + 1) +
-                   (c == C - 1 ? " (chunk " + std::to_string(c) + " is the last)"
-                               : " (same stage)");
-          if (a.kind == ActionKind::send_activation && !seen(ActionKind::forward, idx))
-            return at + describe(a) + " before " + describe(ActionKind::forward, mb, c) +
-                   ", which produces its data";
-          break;
-        case ActionKind::send_gradient:
-        case ActionKind::recv_activation:
-          if (!has_prev)
-            return at + describe(a) + ": no transfer from chunk " + std::to_string(c - 1) +
-                   (c == 0 ? " (chunk 0 is the first)" : " (same stage)");
-          if (a.kind == ActionKind::send_gradient && !seen(ActionKind::backward, idx))
-            return at + describe(a) + " before " + describe(ActionKind::backward, mb, c) +
-                   ", which produces its data";
-          break;
-        case ActionKind::backward_weight:
-          // W reads what B left (the output gradient B received, the saved activations).
-          if (!seen(ActionKind::backward, idx)) return at + describe(a) + " before its backward";
-          break;
-      }
-      seen(a.kind, idx) = 1;
-    }
+// Why action a is out of order on its stage given what the stage ran before it (seen), as the
+// text that follows its description; "" when it is in order.
+std::string order_problem(const Action& a, Seen& seen, const PipelineShape& shape) {
+  const int C = shape.chunks();
+  const int mb = a.micro_batch, c = a.chunk, idx = mb * C + c;
+  const bool has_prev = c > 0 && crosses_stages(shape, c - 1);
+  const bool has_next = c < C - 1 && crosses_stages(shape, c);
+  switch (a.kind) {
+    case ActionKind::forward:
+      if (has_prev && !seen(ActionKind::recv_activation, idx))
+        return " without " + describe(ActionKind::recv_activation, mb, c) + " posted before it";
+      if (c > 0 && !has_prev && !seen(ActionKind::forward, idx - 1))
+        return " before " + describe(ActionKind::forward, mb, c - 1) + ", whose output it consumes";
+      break;
+    case ActionKind::backward:
+      if (!seen(ActionKind::forward, idx)) return " before its forward";
+      if (has_next && !seen(ActionKind::recv_gradient, idx))
+        return " without " + describe(ActionKind::recv_gradient, mb, c) + " posted before it";
+      if (c < C - 1 && !has_next && !seen(ActionKind::backward, idx + 1))
+        return " before " + describe(ActionKind::backward, mb, c + 1) +
+               ", whose gradient it consumes";
+      break;
+    case ActionKind::send_activation:
+    case ActionKind::recv_gradient:
+      if (!has_next)
+        return ": no transfer to chunk " + std::to_string(c + 1) +
+               (c == C - 1 ? " (chunk " + std::to_string(c) + " is the last)" : " (same stage)");
+      if (a.kind == ActionKind::send_activation && !seen(ActionKind::forward, idx))
+        return " before " + describe(ActionKind::forward, mb, c) + ", which produces its data";
+      break;
+    case ActionKind::send_gradient:
+    case ActionKind::recv_activation:
+      if (!has_prev)
+        return ": no transfer from chunk " + std::to_string(c - 1) +
+               (c == 0 ? " (chunk 0 is the first)" : " (same stage)");
+      if (a.kind == ActionKind::send_gradient && !seen(ActionKind::backward, idx))
+        return " before " + describe(ActionKind::backward, mb, c) + ", which produces its data";
+      break;
+    case ActionKind::backward_weight:
+      // W reads what B left (the output gradient B received, the saved activations).
+      if (!seen(ActionKind::backward, idx)) return " before its backward";
+      break;
   }
+  return "";
+}
 
-  // Pass 2: completeness. Every compute present implies its receives are (pass 1), so what
-  // can still be missing is a compute or a send. A schedule with one backward_weight splits
-  // every backward, so each pair then needs its W too (its weight gradients are otherwise
-  // never computed).
+// Pass 2 of validate_schedule: every compute each stage owns is there (a W for each pair when
+// the schedule splits its backwards), and every transfer's send.
+std::string completeness_problem(const Schedule& sched, const PipelineShape& shape, Seen& seen) {
+  const int p = shape.stages, m = shape.micro_batches, C = shape.chunks();
   const bool split = splits_backward(sched);
   for (int s = 0; s < p; ++s) {
     const std::string at = "stage " + std::to_string(s) + ": ";
@@ -444,6 +430,45 @@ std::string validate_schedule(const Schedule& sched, const PipelineShape& shape)
                std::to_string(to);
     }
   }
+  return "";
+}
+
+}  // namespace
+
+std::string validate_schedule(const Schedule& sched, const PipelineShape& shape) {
+  const std::string bad_shape = shape_problem(shape, "validate_schedule");
+  if (!bad_shape.empty()) return bad_shape;
+  const int p = shape.stages, m = shape.micro_batches, C = shape.chunks();
+  if (static_cast<int>(sched.size()) != p)
+    return "schedule has " + std::to_string(sched.size()) +
+           " stages, the shape p = " + std::to_string(p);
+
+  // Pass 1, each stage in order: ranges, placement, repeats, and the order of each action
+  // relative to the actions on its own stage that it depends on.
+  Seen seen(m * C);
+  for (int s = 0; s < p; ++s) {
+    const std::string at = "stage " + std::to_string(s) + ": ";
+    for (const Action& a : sched[s]) {
+      if (a.micro_batch < 0 || a.micro_batch >= m || a.chunk < 0 || a.chunk >= C)
+        return at + describe(a) + " outside micro-batches 0 .. " + std::to_string(m - 1) +
+               ", chunks 0 .. " + std::to_string(C - 1);
+      if (a.chunk % p != s)
+        return at + describe(a) + " on the wrong stage: chunk " + std::to_string(a.chunk) +
+               " lives on stage " + std::to_string(a.chunk % p);
+      const int idx = a.micro_batch * C + a.chunk;
+      if (seen(a.kind, idx)) return at + describe(a) + " repeated";
+      if (const std::string why = order_problem(a, seen, shape); !why.empty())
+        return at + describe(a) + why;
+      seen(a.kind, idx) = 1;
+    }
+  }
+
+  // Pass 2: completeness. Every compute present implies its receives are (pass 1), so what
+  // can still be missing is a compute or a send. A schedule with one backward_weight splits
+  // every backward, so each pair then needs its W too (its weight gradients are otherwise
+  // never computed).
+  if (std::string missing = completeness_problem(sched, shape, seen); !missing.empty())
+    return missing;
 
   // Pass 3: deadlock freedom, by running the cross-stage dependencies.
   std::vector<std::vector<double>> start, end;
