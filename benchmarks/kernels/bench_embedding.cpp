@@ -6,7 +6,9 @@
 // the distinct vocabulary rows the tokens use, the position rows and the tokens, and writes X;
 // backward reads dX and the tokens and reads + writes the distinct dwte rows and the dwpe
 // rows, and has its own copy of the same bytes ("embedding/baseline_copy/bwd_bytes/4096x512",
-// bench_copy_bytes.hpp). Every iteration fences; rates use wall time (UseRealTime).
+// bench_copy_bytes.hpp). A second token count, past the cache (past_cache_rows: a
+// [tokens, hidden] copy of at least 4x the last-level cache), has the same four rows with its
+// own copies. Every iteration fences; rates use wall time (UseRealTime).
 // Every row checks its output (X; dwte and dwpe) against the sums of rows of the same inputs
 // in fp64 on the host (bench_check.hpp).
 #include <benchmark/benchmark.h>
@@ -14,6 +16,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bench_copy_bytes.hpp"
@@ -31,12 +34,13 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 
+// kTokens: the in-cache shape; the past-cache one has past_cache_rows<T>(kHidden) tokens.
 constexpr int kTokens = 4096, kSeq = 1024, kHidden = 512, kVocab = 50304;
 
 // Token ids spread over the vocabulary by a fixed integer hash (no clock, no RNG state).
-std::vector<int> token_ids() {
-  std::vector<int> t(kTokens);
-  for (int i = 0; i < kTokens; ++i) {
+std::vector<int> token_ids(int tokens) {
+  std::vector<int> t(tokens);
+  for (int i = 0; i < tokens; ++i) {
     std::uint64_t z = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
     t[i] = static_cast<int>((z ^ (z >> 29)) % static_cast<std::uint64_t>(kVocab));
@@ -45,19 +49,19 @@ std::vector<int> token_ids() {
 }
 
 // The vocabulary rows the kernels touch.
-long distinct_ids() {
+long distinct_ids(int tokens) {
   std::vector<char> seen(kVocab, 0);
   long d = 0;
-  for (int t : token_ids())
+  for (int t : token_ids(tokens))
     if (!seen[t]) ++d, seen[t] = 1;
   return d;
 }
 
-pk::View1<int, Exec> make_tokens() {
-  const auto ids = token_ids();
-  pk::View1<int, Exec> t("tokens", kTokens);
+pk::View1<int, Exec> make_tokens(int tokens) {
+  const auto ids = token_ids(tokens);
+  pk::View1<int, Exec> t("tokens", tokens);
   auto h = Kokkos::create_mirror_view(t);
-  for (int i = 0; i < kTokens; ++i) h(i) = ids[i];
+  for (int i = 0; i < tokens; ++i) h(i) = ids[i];
   Kokkos::deep_copy(t, h);
   return t;
 }
@@ -72,31 +76,31 @@ void add_row(std::vector<double>& dst, std::size_t to, const std::vector<double>
 
 // Minimal traffic of each pass, in bytes.
 template <class T>
-double fwd_bytes() {
-  return (static_cast<double>(distinct_ids()) + kSeq + kTokens) * kHidden * sizeof(T) +
-         kTokens * sizeof(int);
+double fwd_bytes(int tokens) {
+  return (static_cast<double>(distinct_ids(tokens)) + kSeq + tokens) * kHidden * sizeof(T) +
+         tokens * sizeof(int);
 }
 template <class T>
-double bwd_bytes() {
+double bwd_bytes(int tokens) {
   using A = pk::acc_t<T>;
-  return static_cast<double>(kTokens) * kHidden * sizeof(T) +
-         2.0 * (static_cast<double>(distinct_ids()) + kSeq) * kHidden * sizeof(A) +
-         kTokens * sizeof(int);
+  return static_cast<double>(tokens) * kHidden * sizeof(T) +
+         2.0 * (static_cast<double>(distinct_ids(tokens)) + kSeq) * kHidden * sizeof(A) +
+         tokens * sizeof(int);
 }
 
 template <class T>
-void bench_fwd(benchmark::State& state) {
-  auto tokens = make_tokens();
+void bench_fwd(benchmark::State& state, int n_tokens) {
+  auto tokens = make_tokens(n_tokens);
   pk::View2<T, Exec> wte("wte", kVocab, kHidden), wpe("wpe", kSeq, kHidden),
-      X("X", kTokens, kHidden);
+      X("X", n_tokens, kHidden);
   fill_formula(wte, 1);
   fill_formula(wpe, 2);
   pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
   {
-    const auto ids = token_ids();
+    const auto ids = token_ids(n_tokens);
     const auto w = host_values(wte), p = host_values(wpe);
-    std::vector<double> expected(static_cast<std::size_t>(kTokens) * kHidden, 0.0);
-    for (int n = 0; n < kTokens; ++n)
+    std::vector<double> expected(static_cast<std::size_t>(n_tokens) * kHidden, 0.0);
+    for (int n = 0; n < n_tokens; ++n)
       add_row(expected, n, w, ids[n]), add_row(expected, n, p, n % kSeq);
     check_output(state, "X", X, expected);
   }
@@ -104,23 +108,23 @@ void bench_fwd(benchmark::State& state) {
     pk::embedding_forward(Exec(), tokens, wte, wpe, kSeq, 0, X);
     Kokkos::fence();
   }
-  set_bytes(state, fwd_bytes<T>());
+  set_bytes(state, fwd_bytes<T>(n_tokens));
 }
 
 template <class T>
-void bench_bwd(benchmark::State& state) {
+void bench_bwd(benchmark::State& state, int n_tokens) {
   using A = pk::acc_t<T>;
-  auto tokens = make_tokens();
-  pk::View2<T, Exec> dX("dX", kTokens, kHidden);
+  auto tokens = make_tokens(n_tokens);
+  pk::View2<T, Exec> dX("dX", n_tokens, kHidden);
   pk::View2<A, Exec> dwte("dwte", kVocab, kHidden), dwpe("dwpe", kSeq, kHidden);
   fill_formula(dX, 3);
   pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);  // onto zeros
   {
-    const auto ids = token_ids();
+    const auto ids = token_ids(n_tokens);
     const auto dx = host_values(dX);
     std::vector<double> expected_wte(static_cast<std::size_t>(kVocab) * kHidden, 0.0),
         expected_wpe(static_cast<std::size_t>(kSeq) * kHidden, 0.0);
-    for (int n = 0; n < kTokens; ++n)
+    for (int n = 0; n < n_tokens; ++n)
       add_row(expected_wte, ids[n], dx, n), add_row(expected_wpe, n % kSeq, dx, n);
     check_output(state, "dwte", dwte, expected_wte);
     check_output(state, "dwpe", dwpe, expected_wpe);
@@ -129,33 +133,36 @@ void bench_bwd(benchmark::State& state) {
     pk::embedding_backward(Exec(), tokens, dX, kSeq, 0, dwte, dwpe);
     Kokkos::fence();
   }
-  set_bytes(state, bwd_bytes<T>());
+  set_bytes(state, bwd_bytes<T>(n_tokens));
 }
 
-const bool registered = [] {
-  const std::string s = std::to_string(kTokens) + "x" + std::to_string(kHidden);
-  const std::size_t elements = static_cast<std::size_t>(kTokens) * kHidden;
-  benchmark::RegisterBenchmark(("embedding/fwd/" + s).c_str(), bench_fwd<float>)->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/bwd/" + s).c_str(), bench_bwd<float>)->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/fwd/bf16/" + s).c_str(), bench_fwd<paraxis::bf16>)
+// The rows of one storage type at `tokens` tokens: forward, backward, the copy of the same
+// [tokens, hidden] elements and the copy of the backward pass's own bytes (fp32 gradients:
+// about 3x the [tokens, hidden] copy's).
+template <class T>
+void register_shape(int tokens) {
+  const std::string t = std::is_same_v<T, float> ? "" : "bf16/";
+  const std::string s = std::to_string(tokens) + "x" + std::to_string(kHidden);
+  const std::size_t elements = static_cast<std::size_t>(tokens) * kHidden;
+  using paraxis::bench::copy_elements;
+  benchmark::RegisterBenchmark(("embedding/fwd/" + t + s).c_str(), bench_fwd<T>, tokens)
       ->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/bwd/bf16/" + s).c_str(), bench_bwd<paraxis::bf16>)
+  benchmark::RegisterBenchmark(("embedding/bwd/" + t + s).c_str(), bench_bwd<T>, tokens)
       ->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/baseline_copy/" + s).c_str(), bench_copy<float>,
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/" + t + s).c_str(), bench_copy<T>,
                                elements)
       ->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/baseline_copy/bf16/" + s).c_str(),
-                               bench_copy<paraxis::bf16>, elements)
+  benchmark::RegisterBenchmark(("embedding/baseline_copy/bwd_bytes/" + t + s).c_str(),
+                               bench_copy<T>, copy_elements<T>(bwd_bytes<T>(tokens)))
       ->UseRealTime();
-  // The backward pass's own bytes (fp32 gradients: about 3x the [tokens, hidden] copy's).
-  using paraxis::bench::copy_elements;
-  benchmark::RegisterBenchmark(("embedding/baseline_copy/bwd_bytes/" + s).c_str(),
-                               bench_copy<float>, copy_elements<float>(bwd_bytes<float>()))
-      ->UseRealTime();
-  benchmark::RegisterBenchmark(("embedding/baseline_copy/bwd_bytes/bf16/" + s).c_str(),
-                               bench_copy<paraxis::bf16>,
-                               copy_elements<paraxis::bf16>(bwd_bytes<paraxis::bf16>()))
-      ->UseRealTime();
+}
+
+// In the cache (4096 tokens) and past it (a [tokens, hidden] copy of at least 4x the LLC).
+const bool registered = [] {
+  for (int tokens : {kTokens, paraxis::bench::past_cache_rows<float>(kHidden)})
+    if (tokens > 0) register_shape<float>(tokens);
+  for (int tokens : {kTokens, paraxis::bench::past_cache_rows<paraxis::bf16>(kHidden)})
+    if (tokens > 0) register_shape<paraxis::bf16>(tokens);
   return true;
 }();
 

@@ -23,19 +23,20 @@ struct bf16 {
   }
 
   // Branch-free (both results computed, one selected) so that a loop converting an array
-  // vectorizes: integer adds, shifts and a compare per element.
+  // vectorizes: a float compare, integer adds, shifts and a masked or per element.
   KOKKOS_INLINE_FUNCTION static std::uint16_t round_from_float(float f) {
     std::uint32_t u;
     memcpy(&u, &f, sizeof(u));
     // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. Inf
     // (mantissa 0) is unchanged; the largest finite values round up to Inf, as IEEE says.
+    // NaN (f != f): keep sign and payload's top bits, force the quiet bit so it stays a NaN.
+    // The NaN test is the float compare (one vector compare into a mask, merged into the
+    // result by a masked or); an integer test of the bits (and, compare) and a select of two
+    // shifted results cost a fifth more per converted element (bitwise the same results, all
+    // 2^32 inputs; docs/perf-log/2026-12-05-kernels-followup.md).
     const std::uint32_t lsb = (u >> 16) & 1u;
-    const std::uint32_t rounded = (u + 0x7fffu + lsb) >> 16;
-    // NaN (exponent all ones, mantissa not 0): keep sign and payload's top bits, force the
-    // quiet bit so it stays a NaN.
-    const std::uint32_t quiet = (u >> 16) | 0x0040u;
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-    return static_cast<std::uint16_t>(nan ? quiet : rounded);
+    const std::uint32_t r = f != f ? (u | 0x00400000u) : (u + 0x7fffu + lsb);
+    return static_cast<std::uint16_t>(r >> 16);
   }
 };
 

@@ -41,9 +41,10 @@ void check_targets(const ExecSpace& space, const char* kernel, const TV& targets
 // (target outside [0, n): no one-hot term), d[j] = 0 for n <= j < width.
 template <class A, class T, class D>
 inline void ce_row_backward(const T* x, D* d, int n, int width, A lse, A sc, int target) {
-  for (int j = 0; j < n; ++j) d[j] = static_cast<D>(sc * math::vexp(static_cast<A>(x[j]) - lse));
+  for (int j = 0; j < n; ++j)
+    d[j] = static_cast<D>(sc * math::vexp_bounded(static_cast<A>(x[j]) - lse));
   if (target >= 0 && target < n)
-    d[target] = static_cast<D>(sc * (math::vexp(static_cast<A>(x[target]) - lse) - A(1)));
+    d[target] = static_cast<D>(sc * (math::vexp_bounded(static_cast<A>(x[target]) - lse) - A(1)));
   for (int j = n; j < width; ++j) d[j] = static_cast<D>(A(0));
 }
 
@@ -151,7 +152,7 @@ void cross_entropy_backward(const ExecSpace& space, const LV& logits, const TV& 
           dlogits(i, j) = static_cast<DT>(A(0));
           return;
         }
-        const A p = math::vexp(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
+        const A p = math::vexp_bounded(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
         const A onehot = j == targets(i) ? A(1) : A(0);
         dlogits(i, j) = static_cast<DT>(sc * (p - onehot));
       });

@@ -308,7 +308,7 @@ KOKKOS_INLINE_FUNCTION A gelu_exp(A x) {
   // y may become cap; x itself is NaN then, and so is the result.
   using I = typename math::detail::ExpConsts<A>::Int;
   const I yb = math::detail::bit_cast<I>(y), cb = math::detail::bit_cast<I>(cap);
-  return math::vexp(math::detail::bit_cast<A>(yb < cb ? yb : cb));
+  return math::vexp_bounded(math::detail::bit_cast<A>(yb < cb ? yb : cb));
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A gelu(A x) {

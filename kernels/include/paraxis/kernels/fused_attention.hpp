@@ -96,7 +96,7 @@ void fused_forward_pass(const ExecSpace& space, const FusedAttentionWorkspace<T,
             auto sj = [&](const int j) { return s[j]; };
             const A tmax = detail::range_max<A>(lanes, sj);
             const A m_new = jt == 0 ? tmax : math::fmax(mx[r], tmax);
-            const A a = jt == 0 ? A(0) : math::vexp(mx[r] - m_new);
+            const A a = jt == 0 ? A(0) : math::vexp_bounded(mx[r] - m_new);
             const A tsum = detail::range_sum_exp<A>(lanes, m_new, sj,
                                                     [&](const int j, const A p) { s[j] = p; });
             Kokkos::single(Kokkos::PerThread(team), [&]() {
@@ -237,7 +237,7 @@ void fused_dkv_pass(const ExecSpace& space, const FusedAttentionWorkspace<T, Spa
               });
             }
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, ni), [&](const int r) {
-              const A pr = r >= r0 ? math::vexp(p[r] - L[r]) : A(0);
+              const A pr = r >= r0 ? math::vexp_bounded(p[r] - L[r]) : A(0);
               p[r] = pr;
               g[r] = pr * (g[r] - Dl[r]);
             });
@@ -347,7 +347,7 @@ void fused_dq_pass(const ExecSpace& space, const FusedAttentionWorkspace<T, Spac
               });
             }
             Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, jn), [&](const int j) {
-              g[j] = math::vexp(p[j] - L[r]) * (g[j] - Dl[r]);
+              g[j] = math::vexp_bounded(p[j] - L[r]) * (g[j] - Dl[r]);
             });
           });
           team.team_barrier();

@@ -11,7 +11,8 @@
 //     any order gives the same bits), sums in a fixed number of lanes combined in a fixed order.
 // The element is given as a function of the column, f(j) -> A, so a kernel supplies its own
 // load (a View, a raw pointer, a bf16 conversion, a scale, a mask) and the reduction stays one
-// piece of code. Exponentials are math::vexp (vectorizable; error bound in math.hpp).
+// piece of code. Exponentials are math::vexp_bounded (vectorizable; the arguments are <= 0; bound
+// in math.hpp).
 #pragma once
 
 #include "paraxis/kernels/math.hpp"
@@ -37,7 +38,7 @@ KOKKOS_INLINE_FUNCTION A range_sum(const Range& range, const F& f) {
   return s;
 }
 
-// sum_{j in range} exp(f(j) - mx), exp by math::vexp. `each(j, e)` sees every exponential e
+// sum_{j in range} exp(f(j) - mx), exp by math::vexp_bounded. `each(j, e)` sees every exponential e
 // (a kernel that keeps them, as softmax does in P); pass no_op otherwise.
 struct NoOp {
   template <class... T>
@@ -47,7 +48,7 @@ template <class A, class Range, class F, class Each = NoOp>
 KOKKOS_INLINE_FUNCTION A range_sum_exp(const Range& range, A mx, const F& f,
                                        const Each& each = Each()) {
   return range_sum<A>(range, [&](const int j) {
-    const A e = math::vexp(f(j) - mx);
+    const A e = math::vexp_bounded(f(j) - mx);
     each(j, e);
     return e;
   });
@@ -66,14 +67,14 @@ inline A row_max(int n, const F& f) {
   return from_order_key<A>(mkey);
 }
 
-// sum_{j < n} exp(f(j) - mx), exp by math::vexp, with the exponentials written to out[0, n)
+// sum_{j < n} exp(f(j) - mx), exp by math::vexp_bounded, with the exponentials written to out[0, n)
 // and zeros to out[n, len) (len >= n: a masked row padded to whole lane blocks); the sum runs
 // over out[0, len) in lane_sum's order. out may be the storage f reads (element j read before it
 // is written). One plain vexp loop, which the compiler vectorizes whole; a mask inside it
 // instead (f(j) selecting a lowest value for j >= n) left GCC 12 a scalar loop.
 template <class A, class F>
 inline A row_sum_exp_into(int n, int len, A mx, const F& f, A* out) {
-  for (int j = 0; j < n; ++j) out[j] = math::vexp(f(j) - mx);
+  for (int j = 0; j < n; ++j) out[j] = math::vexp_bounded(f(j) - mx);
   for (int j = n; j < len; ++j) out[j] = A(0);
   return lane_sum<A>(len, [&](int j) { return out[j]; });
 }
@@ -84,7 +85,7 @@ inline A row_sum_exp_into(int n, int len, A mx, const F& f, A* out) {
 // scalar, 2.6x (fp32) to 8x (bf16) slower per element (docs/perf-log/2026-12-05-kernels.md).
 template <class A, class F>
 inline A row_sum_exp(int n, A mx, const F& f) {
-  return lane_sum<A>(n, [&](int j) { return math::vexp(f(j) - mx); });
+  return lane_sum<A>(n, [&](int j) { return math::vexp_bounded(f(j) - mx); });
 }
 
 // A row of raw storage read as A: the f(j) of the host reductions above.

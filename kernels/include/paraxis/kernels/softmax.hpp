@@ -49,7 +49,7 @@ inline int padded_length(int len, int width) {
 template <bool Scaled, class A, class TS, class TP>
 void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
   const int len = padded_length<A>(len_, width), valid = len_;
-  auto x = [&](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
+  auto x = [s, sc](int j) { return Scaled ? sc * static_cast<A>(s[j]) : static_cast<A>(s[j]); };
   const A mx = row_max<A>(valid, x);
   A inv;
   if constexpr (std::is_same_v<TP, A>) {
@@ -71,7 +71,7 @@ void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
     if (len > nb) sum += row_sum_exp<A>(len - nb, mx, [&](int j) { return xm(nb + j); });
     inv = static_cast<A>(1) / sum;
     for (int j = 0; j < nb; ++j) p[j] = static_cast<TP>(buf[j] * inv);
-    for (int j = nb; j < len; ++j) p[j] = static_cast<TP>(math::vexp(xm(j) - mx) * inv);
+    for (int j = nb; j < len; ++j) p[j] = static_cast<TP>(math::vexp_bounded(xm(j) - mx) * inv);
   }
   for (int j = len; j < width; ++j) p[j] = static_cast<TP>(A(0));
 }
@@ -162,7 +162,7 @@ void softmax_forward(const ExecSpace& space, const SV& S, const PV& P) {
           if constexpr (keep)
             P(r, j) = static_cast<TP>(static_cast<A>(P(r, j)) * inv);
           else
-            P(r, j) = static_cast<TP>(math::vexp(static_cast<A>(S(r, j)) - mx) * inv);
+            P(r, j) = static_cast<TP>(math::vexp_bounded(static_cast<A>(S(r, j)) - mx) * inv);
         });
       });
 }
@@ -250,7 +250,8 @@ void causal_softmax_forward(const ExecSpace& space, const SV& S, double scale, c
           } else if constexpr (keep) {
             P(b, i, j) = static_cast<TP>(static_cast<A>(P(b, i, j)) * inv);
           } else {
-            P(b, i, j) = static_cast<TP>(math::vexp(sc * static_cast<A>(S(b, i, j)) - mx) * inv);
+            P(b, i, j) =
+                static_cast<TP>(math::vexp_bounded(sc * static_cast<A>(S(b, i, j)) - mx) * inv);
           }
         });
       });

@@ -211,7 +211,7 @@ void vocab_parallel_ce_backward(const ExecSpace& space, const LV& logits, const 
           dlogits(i, j) = static_cast<DT>(A(0));
           return;
         }
-        const A p = math::vexp(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
+        const A p = math::vexp_bounded(static_cast<A>(logits(i, j)) - static_cast<A>(lse(i)));
         const A onehot = off + j == targets(i) ? A(1) : A(0);
         dlogits(i, j) = static_cast<DT>(sc * (p - onehot));
       });
