@@ -5,6 +5,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "analysis/statistics.hpp"
 #include "driver/calibration_detail.hpp"
@@ -49,9 +51,22 @@ std::size_t elements_for(std::size_t S, int ranks) {
   return (n + p - 1) / p * p;
 }
 
-// Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
-double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
-                       perfmodel::Collective op, std::size_t S) {
+// The sweep runs kPasses times over the sizes, each size's repetitions split between the
+// passes, and a size's sample is the median of all of them: 9 consecutive repetitions of one
+// size, one window of the calibration, were what decided a sample before, and on the 2-core VM
+// the 16 KiB all-reduce's calls fall into two modes (about 7 and 11 us); a window caught in
+// the fast one predicted every tensor-parallel call of the run 40 % low
+// (docs/perf-log/2026-12-05-dp-bubble-followup.md).
+constexpr int kPasses = 3;
+
+// Repetitions per pass: small messages are latency-bound and noisy on a shared machine: more.
+int reps_per_pass(std::size_t S) {
+  return S <= (1u << 16) ? 5 : 2;
+}
+
+// The slowest rank's time of `op` with nccl-tests size S (bytes), once per repetition.
+std::vector<double> time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                                    perfmodel::Collective op, std::size_t S) {
   using C = perfmodel::Collective;
   const int p = c.size();
   const std::size_t n = elements_for(S, p);
@@ -89,9 +104,7 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
   Kokkos::fence();
   once();  // warm-up
   std::vector<double> times;
-  // Small messages are latency-bound and noisy on a shared machine: more repetitions.
-  const int reps = S <= (1u << 16) ? 9 : 5;
-  for (int rep = 0; rep < reps; ++rep) {
+  for (int rep = 0; rep < reps_per_pass(S); ++rep) {
     parallel::watchdog::barrier(comm, "calibration: barrier before a repetition", axis);
     const double t0 = now();
     once();
@@ -102,7 +115,24 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
                                    "calibration: slowest rank's time", axis);
     times.push_back(t);
   }
-  return median(times);
+  return times;
+}
+
+// Per size of sweep_sizes(), (bytes moved, the median over every pass's repetitions).
+std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm comm,
+                                             const char* axis, perfmodel::Collective op) {
+  const auto sizes = sweep_sizes();
+  std::vector<std::vector<double>> times(sizes.size());
+  for (int pass = 0; pass < kPasses; ++pass)
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto t = time_collective(c, comm, axis, op, sizes[i]);
+      times[i].insert(times[i].end(), t.begin(), t.end());
+    }
+  std::vector<std::pair<double, double>> out;
+  // Each sample records the bytes the call moved (elements_for rounds S up).
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    out.push_back({static_cast<double>(4 * elements_for(sizes[i], c.size())), median(times[i])});
+  return out;
 }
 
 // comm.overlap's premise: a non-blocking all-reduce progresses while the caller computes. Post
@@ -147,10 +177,7 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
     cc.axis = axis;
     cc.op = perfmodel::to_string(op);
     cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
-    // Each sample records the bytes the call moved (elements_for rounds S up).
-    for (std::size_t S : sweep_sizes())
-      cc.samples.push_back({static_cast<double>(4 * elements_for(S, c->size())),
-                            time_collective(*c, comm, axis.c_str(), op, S)});
+    cc.samples = sweep(*c, comm, axis.c_str(), op);
     const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
     cc.alpha = fit.alpha;
     cc.beta = fit.beta;
