@@ -156,6 +156,7 @@ TEST(step_time, pipeline_transfers_occupy_both_ends_as_bubble) {
   in.backward_s.assign(2, 1.0);
   const double t = 0.1;
   in.links.pp = {t, 0, 0};
+  in.pipeline_transfer_occupancy = 1.0;  // paraxis's MPI transfers (the report's costs)
   const auto b = predict_step_time(m, c, in);
   EXPECT_NEAR(b.pipeline_span, 9 * 2 * (1 + t), 1e-12);
   EXPECT_NEAR(b.compute, 16.0, 1e-12);
@@ -164,9 +165,12 @@ TEST(step_time, pipeline_transfers_occupy_both_ends_as_bubble) {
   // The fill and drain's two flights and the norm's all-reduce (2 (p - 1) messages on 2 ranks).
   EXPECT_NEAR(b.pp, 2 * t + 2 * t, 1e-12);
   EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
-  // Without transfer costs the bubble is the textbook (p - 1)(F + B).
-  in.links.pp = {};
-  EXPECT_NEAR(predict_step_time(m, c, in).bubble, 2.0, 1e-12);
+  // Transfers on their own engines (occupancy 0, the default: a planner's machine) leave the
+  // textbook bubble (p - 1)(F + B) and the fill and drain's flights.
+  in.pipeline_transfer_occupancy = 0.0;
+  const auto nccl = predict_step_time(m, c, in);
+  EXPECT_NEAR(nccl.bubble, 2.0, 1e-12);
+  EXPECT_NEAR(nccl.pp, 4 * t, 1e-12);
   // transfer_time: the end chunks have one neighbour, the middle ones two.
   EXPECT_EQ(transfer_time(4, 0, t), t);
   EXPECT_EQ(transfer_time(4, 2, t), 2 * t);

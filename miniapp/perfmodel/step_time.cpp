@@ -120,7 +120,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                                           in.links.pp, &in.op_links.pp, in.all_reduce)
                               : 0.0;
   std::vector<double> xt(C);  // per chunk: the transfers of its forward, and of its backward
-  for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, p2p);
+  for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
   // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
