@@ -72,8 +72,7 @@ int reps_per_pass(std::size_t S) {
 // are reduced where they lie), reduce-scatters out of place, all-gathers in place when
 // `gather_in_place` (CommArrangement).
 std::vector<double> time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
-                                    perfmodel::Collective op, std::size_t S,
-                                    bool gather_in_place) {
+                                    perfmodel::Collective op, std::size_t S, bool gather_in_place) {
   using C = perfmodel::Collective;
   const int p = c.size();
   const std::size_t n = elements_for(S, p);

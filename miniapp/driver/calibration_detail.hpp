@@ -20,8 +20,7 @@ namespace paraxis::driver::calibration_detail {
 // `gather_in_place`, else into a separate buffer.
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
                                             config::CommBackend backend,
-                                            const parallel::LinkModel& links,
-                                            bool gather_in_place);
+                                            const parallel::LinkModel& links, bool gather_in_place);
 // Whether the step's all-gathers on `axis` are in place: the data-parallel parameter gathers of
 // ZeRO 1-2 (each rank's updated shard gathered within the full parameters,
 // parallel/zero_optimizer.cpp); ZeRO-3 gathers a unit into a workspace and tensor parallelism a

@@ -116,9 +116,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
 
   const schedule::PipelineShape shape = c.pipeline_shape();
   // The pipeline's messages (a micro-batch's activation or its gradient, one size).
-  const double p2p = c.pp > 1 ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
-                                          in.links.pp, &in.op_links.pp, in.all_reduce)
-                              : 0.0;
+  const double p2p = c.pp > 1
+                         ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
+                                     in.links.pp, &in.op_links.pp, in.all_reduce)
+                         : 0.0;
   std::vector<double> xt(C);  // per chunk: the transfers of its forward, and of its backward
   for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
   // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
