@@ -9,7 +9,11 @@ folders (docs/perf-log/2026-12-05-dp-bubble.md):
 Per point it prints each time term's measured / predicted ratio and, where the report has it,
 whether the prediction lies inside the range the point's own steps took (docs/report.md,
 "Noise": "in" = the miss is no larger than the machine's step-to-step spread). Then per folder
-the worst term and the step's max / mean |residual|, and whether the targets hold.
+the worst term, the step's max / mean |residual|, every term that misses with whether that miss
+lies inside its steps' range (noise) or outside (the model, or a point that ran unlike its
+calibration), the load beside it when RUN_DIR.uptime exists (what `uptime` printed before and
+after the run, docs/perf-log), and whether the targets hold. Last, the verdict of issue 30
+section 2: the targets met in CONSECUTIVE (3) consecutive folders, in the order given.
 
   tools/check_report_targets.py RUN_DIR [RUN_DIR ...]     (each after `paraxis report RUN_DIR`)
 Exit status: 0 every folder meets the targets, 1 one misses, 2 bad input.
@@ -22,6 +26,7 @@ TERM_PCT = 25.0
 STEP_MAX_PCT = 15.0
 STEP_MEAN_PCT = 10.0
 TIME_TERMS = ("step_time", "compute", "tp", "ep", "dp", "bubble")
+CONSECUTIVE = 3
 
 
 def load(run_dir):
@@ -45,8 +50,9 @@ def time_terms(point):
 
 
 def check(report):
-    """Per point rows and the folder's verdict: {rows, worst, step_max, step_mean, ok}."""
-    rows, worst, steps = [], None, []
+    """Per point rows and the folder's verdict: {rows, worst, misses, step_max, step_mean, ok};
+    misses: (label, term, ratio, within_steps_range) of every term beyond its target."""
+    rows, worst, steps, misses = [], None, [], []
     for p in report.get("points", []):
         terms = time_terms(p)
         if not terms:
@@ -55,14 +61,29 @@ def check(report):
             miss = abs(measured - predicted) / predicted * 100
             if name == "step_time":
                 steps.append(miss)
+            if miss > (STEP_MAX_PCT if name == "step_time" else TERM_PCT):
+                misses.append((p["label"], name, measured / predicted, within))
             if worst is None or miss > worst[2]:
                 worst = (p["label"], name, miss, measured / predicted)
         rows.append((p["label"], terms))
     if not steps:
-        return {"rows": rows, "worst": None, "step_max": None, "step_mean": None, "ok": False}
+        return {"rows": rows, "worst": None, "misses": misses, "step_max": None,
+                "step_mean": None, "ok": False}
     step_max, step_mean = max(steps), sum(steps) / len(steps)
     ok = worst[2] <= TERM_PCT and step_max <= STEP_MAX_PCT and step_mean <= STEP_MEAN_PCT
-    return {"rows": rows, "worst": worst, "step_max": step_max, "step_mean": step_mean, "ok": ok}
+    return {"rows": rows, "worst": worst, "misses": misses, "step_max": step_max,
+            "step_mean": step_mean, "ok": ok}
+
+
+def load_beside(run_dir):
+    """The load averages RUN_DIR.uptime recorded (uptime before and after the run), or None."""
+    try:
+        with open(run_dir.rstrip("/") + ".uptime") as f:
+            loads = [line.split("load average:")[1].split(",")[0].strip()
+                     for line in f if "load average:" in line]
+    except OSError:
+        return None
+    return " / ".join(loads) if loads else None
 
 
 def show(run_dir, r):
@@ -80,6 +101,14 @@ def show(run_dir, r):
     print(f"  worst term: {name} of {label}, {ratio:.2f}x ({miss:.1f} %; target {TERM_PCT:g} %)")
     print(f"  step time: max {r['step_max']:.1f} % (target {STEP_MAX_PCT:g} %), "
           f"mean {r['step_mean']:.1f} % (target {STEP_MEAN_PCT:g} %)")
+    for label, name, ratio, within in r["misses"]:
+        why = {None: "no per-step series", True: "inside its steps' range: the machine's noise",
+               False: "outside its steps' range: the model, or the point ran unlike its "
+                      "calibration"}[within]
+        print(f"  miss: {name} of {label}, {ratio:.2f}x ({why})")
+    load = load_beside(run_dir)
+    if load:
+        print(f"  load (uptime, 1 min) before / after: {load}")
     print("  targets " + ("met" if r["ok"] else "MISSED"))
 
 
@@ -87,11 +116,17 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
-    ok = True
+    ok, met, run, best = True, 0, 0, 0
     for run_dir in argv[1:]:
         r = check(load(run_dir))
         show(run_dir, r)
         ok = ok and r["ok"]
+        met += 1 if r["ok"] else 0
+        run = run + 1 if r["ok"] else 0
+        best = max(best, run)
+    verdict = "MET" if best >= CONSECUTIVE else "NOT MET"
+    print(f"== verdict: targets met in {met} of {len(argv) - 1} runs, at most {best} consecutive; "
+          f"issue 30 section 2 ({CONSECUTIVE} consecutive runs): {verdict}")
     return 0 if ok else 1
 
 

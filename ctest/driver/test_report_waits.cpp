@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "analysis/report_noise.hpp"
 #include "cli_harness.hpp"
 
 using nlohmann::json;
@@ -191,3 +192,25 @@ TEST(report_noise, a_miss_names_whether_its_own_steps_reach_the_prediction) {
 }
 
 }  // namespace
+
+// The bubble has no per-step seconds, only each step's bubble fraction: its steps' range is the
+// measured bubble scaled by each measured step's fraction over their mean (warm-up left out).
+TEST(report_noise, the_bubble_range_scales_the_measured_bubble_by_each_steps_fraction) {
+  // Two ranks, warm-up 1; measured steps' mean fractions 0.10, 0.12, 0.14 (mean 0.12).
+  const json point = {{"rank_series",
+                       {{"steps", {0, 1, 2, 3}},
+                        {"bubble_fraction", {{0.9, 0.09, 0.11, 0.13}, {0.9, 0.11, 0.13, 0.15}}}}}};
+  for (const double predicted : {0.0011, 0.0013}) {
+    json terms = json::array(
+        {{{"name", "bubble"}, {"unit", "s"}, {"measured", 0.0012}, {"predicted", predicted}}});
+    paraxis::driver::report::add_steps_ranges(point, false, 1, terms);
+    ASSERT_TRUE(terms[0].contains("steps_range_s")) << terms.dump();
+    EXPECT_NEAR(terms[0]["steps_range_s"][0].get<double>(), 0.0010, 1e-12);
+    EXPECT_NEAR(terms[0]["steps_range_s"][1].get<double>(), 0.0014, 1e-12);
+    EXPECT_EQ(terms[0]["within_steps_range"].get<bool>(), true);
+  }
+  json outside = json::array(
+      {{{"name", "bubble"}, {"unit", "s"}, {"measured", 0.0012}, {"predicted", 0.0009}}});
+  paraxis::driver::report::add_steps_ranges(point, false, 1, outside);
+  EXPECT_EQ(outside[0]["within_steps_range"].get<bool>(), false);
+}

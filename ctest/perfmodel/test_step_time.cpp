@@ -143,6 +143,41 @@ TEST(step_time, pipeline_transfers_pay_the_fill_and_drain) {
   EXPECT_NEAR(b.pp, expected, 1e-15);
 }
 
+TEST(step_time, pipeline_transfers_occupy_both_ends_as_bubble) {
+  // 1F1B, p = 2, m = 8, F = B = 1 s, every transfer t = 0.1 s (alpha; no bytes term). Each
+  // action sends or receives one message, so every action lasts 1 + t in the replay:
+  // makespan (m + p - 1) 2 (1 + t), busy 2 m (1 + t) per stage, of which 2 m t is transfers,
+  // counted as bubble: bubble = 2 (1 + t) + 2 m t on each stage, compute 2 m.
+  const auto m = eight_layers();
+  auto c = config(1, 2, 1, 1, 8);
+  c.schedule = ScheduleKind::one_f_one_b;
+  StepTimeInputs in;
+  in.forward_s.assign(2, 1.0);
+  in.backward_s.assign(2, 1.0);
+  const double t = 0.1;
+  in.links.pp = {t, 0, 0};
+  in.pipeline_transfer_occupancy = 1.0;  // paraxis's MPI transfers (the report's costs)
+  const auto b = predict_step_time(m, c, in);
+  EXPECT_NEAR(b.pipeline_span, 9 * 2 * (1 + t), 1e-12);
+  EXPECT_NEAR(b.compute, 16.0, 1e-12);
+  EXPECT_NEAR(b.bubble, 2 * (1 + t) + 16 * t, 1e-12);
+  EXPECT_NEAR(b.bubble_fraction, b.bubble / b.pipeline_span, 1e-12);
+  // The fill and drain's two flights and the norm's all-reduce (2 (p - 1) messages on 2 ranks).
+  EXPECT_NEAR(b.pp, 2 * t + 2 * t, 1e-12);
+  EXPECT_NEAR(b.step_time, sum_of_terms(b), 1e-12 * b.step_time);
+  // Transfers on their own engines (occupancy 0, the default: a planner's machine) leave the
+  // textbook bubble (p - 1)(F + B) and the fill and drain's flights.
+  in.pipeline_transfer_occupancy = 0.0;
+  const auto nccl = predict_step_time(m, c, in);
+  EXPECT_NEAR(nccl.bubble, 2.0, 1e-12);
+  EXPECT_NEAR(nccl.pp, 4 * t, 1e-12);
+  // transfer_time: the end chunks have one neighbour, the middle ones two.
+  EXPECT_EQ(transfer_time(4, 0, t), t);
+  EXPECT_EQ(transfer_time(4, 2, t), 2 * t);
+  EXPECT_EQ(transfer_time(4, 3, t), t);
+  EXPECT_EQ(transfer_time(1, 0, t), 0.0);
+}
+
 TEST(step_time, refuses_what_it_cannot_model) {
   const auto m = tiny_model();
   StepTimeInputs in;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/check_report_targets.py on synthetic report.json files: a folder within every target,
 one whose step times meet theirs while one dp term is 1.3x its prediction (a term over 25 %),
-one whose mean step residual is above 10 %, and a folder without report.json (exit 2)."""
+one whose mean step residual is above 10 %, and a folder without report.json (exit 2); the
+misses' noise verdicts, the load from FOLDER.uptime, and the verdict over consecutive folders."""
 import json
 import os
 import subprocess
@@ -46,6 +47,29 @@ with tempfile.TemporaryDirectory() as tmp:
                        text=True)
     if "step_time 1.10 in" not in r.stdout or "dp 1.10 out" not in r.stdout:
         print("met: ratios or noise flags missing:\n" + r.stdout)
+        failed = True
+    # Each miss says whether it is the machine's noise; the verdict counts consecutive folders
+    # met, in the order given (met, met, term-miss, met, met: 4 of 5, at most 2 in a row), and
+    # the load beside a folder from FOLDER.uptime.
+    r = subprocess.run([sys.executable, script, os.path.join(tmp, "term")], capture_output=True,
+                       text=True)
+    if "miss: dp of a, 1.30x (outside its steps' range" not in r.stdout:
+        print("term: the miss's noise verdict missing:\n" + r.stdout)
+        failed = True
+    with open(os.path.join(tmp, "met.uptime"), "w") as f:
+        f.write(" 03:51:44 up 4:42, 0 user, load average: 1.29, 2.39, 4.91\n"
+                " 03:51:52 up 4:42, 0 user, load average: 1.35, 2.36, 4.88\n")
+    met, term_dir = os.path.join(tmp, "met"), os.path.join(tmp, "term")
+    r = subprocess.run([sys.executable, script, met, met, term_dir, met, met],
+                       capture_output=True, text=True)
+    if (r.returncode != 1 or "load (uptime, 1 min) before / after: 1.29 / 1.35" not in r.stdout
+            or "targets met in 4 of 5 runs, at most 2 consecutive" not in r.stdout
+            or "(3 consecutive runs): NOT MET" not in r.stdout):
+        print(f"verdict over 5 folders: exit {r.returncode}\n{r.stdout}")
+        failed = True
+    r = subprocess.run([sys.executable, script, met, met, met], capture_output=True, text=True)
+    if r.returncode != 0 or "(3 consecutive runs): MET" not in r.stdout:
+        print(f"verdict over 3 met folders: exit {r.returncode}\n{r.stdout}")
         failed = True
     r = subprocess.run([sys.executable, script, os.path.join(tmp, "none")], capture_output=True,
                        text=True)

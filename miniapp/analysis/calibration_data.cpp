@@ -85,6 +85,8 @@ CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
     measured.curve_ranks = f.ranks;
     (*ops)[collective_named(f.op)] = measured;
     if (f.axis == "dp" && f.async_progress >= 0) c.dp_overlap = f.async_progress;
+    if (f.axis == "pp" && collective_named(f.op) == pm::Collective::point_to_point)
+      c.pipeline_transfer_occupancy = 1.0;
     // Operations not calibrated: the axis's first fit, never another operation's curve.
     if (axis->alpha == 0 && axis->beta == 0) *axis = link;
   }

@@ -58,6 +58,9 @@ struct CommCosts {
   perfmodel::AxisLinks links;
   perfmodel::AxisOpLinks op_links;
   double dp_overlap = 1.0;
+  // 1 when the pipeline's point-to-point transfers were calibrated (paraxis's own MPI transfers,
+  // which occupy the stages that make them: StepTimeInputs::pipeline_transfer_occupancy), else 0.
+  double pipeline_transfer_occupancy = 0.0;
 };
 CommCosts comm_costs_of(const std::vector<CommCalibration>& fits);
 

@@ -20,31 +20,61 @@ const char* term_series(const std::string& term, bool overlap) {
   return nullptr;
 }
 
-std::optional<std::pair<double, double>> steps_range(const json& point, const std::string& name,
-                                                     int warmup) {
-  if (!point.contains("rank_series")) return std::nullopt;
+namespace {
+
+// Per measured step (step >= warmup), the mean over ranks of rank_series[name]; empty without
+// that series.
+std::vector<double> step_means(const json& point, const std::string& name, int warmup) {
+  std::vector<double> out;
+  if (!point.contains("rank_series")) return out;
   const json& rs = point.at("rank_series");
-  if (!rs.contains(name) || !rs.contains("steps")) return std::nullopt;
+  if (!rs.contains(name) || !rs.contains("steps")) return out;
   const auto steps = rs.at("steps").get<std::vector<int>>();
   const auto per_rank = rs.at(name).get<std::vector<std::vector<double>>>();
-  if (per_rank.empty()) return std::nullopt;
-  std::optional<std::pair<double, double>> r;
+  if (per_rank.empty()) return out;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     if (!is_measured_step(steps[k], warmup)) continue;
     double mean = 0;
     for (const auto& rank : per_rank) mean += rank.at(k) / static_cast<double>(per_rank.size());
-    r = r ? std::pair{std::min(r->first, mean), std::max(r->second, mean)} : std::pair{mean, mean};
+    out.push_back(mean);
   }
-  return r;
+  return out;
+}
+
+// The bubble's steps' range: the engine records each step's bubble fraction, not its seconds,
+// so the measured bubble scaled by each step's fraction over their mean (the pipelined span
+// taken as the same from step to step).
+std::optional<std::pair<double, double>> bubble_range(const json& point, int warmup,
+                                                      double measured) {
+  const auto f = step_means(point, "bubble_fraction", warmup);
+  if (f.empty()) return std::nullopt;
+  double mean = 0;
+  for (double x : f) mean += x / static_cast<double>(f.size());
+  if (!(mean > 0)) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(f.begin(), f.end());
+  return std::pair{measured * *lo / mean, measured * *hi / mean};
+}
+
+}  // namespace
+
+std::optional<std::pair<double, double>> steps_range(const json& point, const std::string& name,
+                                                     int warmup) {
+  const auto m = step_means(point, name, warmup);
+  if (m.empty()) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(m.begin(), m.end());
+  return std::pair{*lo, *hi};
 }
 
 void add_steps_ranges(const json& point, bool overlap, int warmup, json& terms) {
   for (json& t : terms) {
     if (t.at("unit") != "s") continue;
-    const char* series = term_series(t.at("name").get<std::string>(), overlap);
-    const auto range = series ? steps_range(point, series, warmup) : std::nullopt;
-    if (!range) continue;
+    const std::string name = t.at("name");
     const double measured = t.at("measured"), predicted = t.at("predicted");
+    const char* series = term_series(name, overlap);
+    const auto range = series             ? steps_range(point, series, warmup)
+                       : name == "bubble" ? bubble_range(point, warmup, measured)
+                                          : std::nullopt;
+    if (!range) continue;
     t["steps_range_s"] = {range->first, range->second};
     t["steps_spread_pct"] =
         measured > 0 ? json(100.0 * (range->second - range->first) / measured) : json();

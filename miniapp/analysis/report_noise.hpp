@@ -12,7 +12,8 @@
 namespace paraxis::driver::report {
 
 // The per-step series (summary.json `rank_series`) a time term is measured from, or nullptr
-// when none is recorded per step (bubble; dp with comm.overlap, measured as exposed time).
+// when none is recorded per step in seconds (bubble: only its fraction per step, from which
+// add_steps_ranges scales the measured bubble; dp with comm.overlap, measured as exposed time).
 const char* term_series(const std::string& term, bool overlap);
 
 // [lo, hi] over the measured steps (step >= warmup) of the per-step mean over ranks of
@@ -21,7 +22,8 @@ std::optional<std::pair<double, double>> steps_range(const nlohmann::json& point
                                                      const std::string& name, int warmup);
 
 // Adds to every time term of `terms` that has a series: steps_range_s [lo, hi], steps_spread_pct
-// (100 (hi - lo) / measured) and within_steps_range (lo <= predicted <= hi).
+// (100 (hi - lo) / measured) and within_steps_range (lo <= predicted <= hi). The bubble's range
+// is the measured bubble x each measured step's bubble_fraction / their mean.
 void add_steps_ranges(const nlohmann::json& point, bool overlap, int warmup, nlohmann::json& terms);
 
 }  // namespace paraxis::driver::report

@@ -186,6 +186,7 @@ pm::StepTimeInputs step_inputs(const Calibration& cal, const RunConfig& c) {
   in.links = costs.links;
   in.op_links = costs.op_links;
   in.dp_overlap = costs.dp_overlap;
+  in.pipeline_transfer_occupancy = costs.pipeline_transfer_occupancy;
   return in;
 }
 

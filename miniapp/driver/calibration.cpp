@@ -41,15 +41,17 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
           std::to_string(shape.dp) + 'x' + std::to_string(shape.ep) + ' ' +
           config::to_string(shape.order) + ' ' + config::to_string(cfg.comm.backend) + " nodes " +
           std::to_string(healthy.ranks_per_node) + ' ' + std::to_string(healthy.latency_us) + ' ' +
-          std::to_string(healthy.bandwidth_gbs);
+          std::to_string(healthy.bandwidth_gbs) +
+          (calibration_detail::gather_in_place(axes[a].first, shape) ? " gather in place" : "");
       auto it = comm_cache_.find(key);
       if (it == comm_cache_.end()) {
         // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
         // training); its fit is broadcast so every rank stores the same.
         // The pipeline's transfers always use MPI (parallel_trainer.cpp).
         const config::CommBackend backend = a == 1 ? config::CommBackend::mpi : cfg.comm.backend;
-        auto fits =
-            calibration_detail::calibrate_axis(axes[a].first, axes[a].second, backend, links);
+        auto fits = calibration_detail::calibrate_axis(
+            axes[a].first, axes[a].second, backend, links,
+            calibration_detail::gather_in_place(axes[a].first, shape));
         it = comm_cache_.emplace(key, std::move(fits)).first;
         measured = true;
       }

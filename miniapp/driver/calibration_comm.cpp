@@ -5,6 +5,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "analysis/statistics.hpp"
 #include "driver/calibration_detail.hpp"
@@ -49,9 +51,28 @@ std::size_t elements_for(std::size_t S, int ranks) {
   return (n + p - 1) / p * p;
 }
 
-// Median over repetitions of the slowest rank's time of `op` with nccl-tests size S (bytes).
-double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
-                       perfmodel::Collective op, std::size_t S) {
+// The sweep runs kPasses times over the sizes, each size's repetitions split between the
+// passes, and a size's sample is the median of all of them: 9 consecutive repetitions of one
+// size, one window of the calibration, were what decided a sample before, and on the 2-core VM
+// the 16 KiB all-reduce's calls fall into two modes (about 7 and 11 us); a window caught in
+// the fast one predicted every tensor-parallel call of the run 40 % low
+// (docs/perf-log/2026-12-05-dp-bubble-followup.md).
+constexpr int kPasses = 3;
+
+// Repetitions per pass: small messages are latency-bound and noisy on a shared machine: more.
+int reps_per_pass(std::size_t S) {
+  return S <= (1u << 16) ? 5 : 2;
+}
+
+// The slowest rank's time of `op` with nccl-tests size S (bytes), once per repetition, in the
+// buffers' arrangement the step's calls have (MPI implements in-place calls differently: on the
+// 2-core VM with MPICH 4.0.2 an in-place all-gather of 64 KiB-1 MiB took 1/4-1/6 of an
+// out-of-place one, an in-place all-reduce 7-20 % less; docs/perf-log/2026-12-05-dp-bubble-
+// followup.md): every all-reduce in place (the step's activations, gradient buckets and norms
+// are reduced where they lie), reduce-scatters out of place, all-gathers in place when
+// `gather_in_place` (CommArrangement).
+std::vector<double> time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                                    perfmodel::Collective op, std::size_t S, bool gather_in_place) {
   using C = perfmodel::Collective;
   const int p = c.size();
   const std::size_t n = elements_for(S, p);
@@ -63,13 +84,14 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
   auto once = [&]() {
     switch (op) {
       case C::all_reduce:
-        c.all_reduce(a.data(), b.data(), n, model::DType::f32);
+        c.all_reduce(b.data(), b.data(), n, model::DType::f32);
         break;
       case C::reduce_scatter:
         c.reduce_scatter(a.data(), b.data(), n / p, model::DType::f32);
         break;
       case C::all_gather:
-        c.all_gather(a.data(), b.data(), n / p, model::DType::f32);
+        c.all_gather(gather_in_place ? b.data() + me * (n / p) : a.data(), b.data(), n / p,
+                     model::DType::f32);
         break;
       case C::all_to_all:
         c.all_to_all_v(a.data(), counts.data(), displs.data(), b.data(), counts.data(),
@@ -89,9 +111,7 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
   Kokkos::fence();
   once();  // warm-up
   std::vector<double> times;
-  // Small messages are latency-bound and noisy on a shared machine: more repetitions.
-  const int reps = S <= (1u << 16) ? 9 : 5;
-  for (int rep = 0; rep < reps; ++rep) {
+  for (int rep = 0; rep < reps_per_pass(S); ++rep) {
     parallel::watchdog::barrier(comm, "calibration: barrier before a repetition", axis);
     const double t0 = now();
     once();
@@ -102,7 +122,25 @@ double time_collective(parallel::Communicator& c, MPI_Comm comm, const char* axi
                                    "calibration: slowest rank's time", axis);
     times.push_back(t);
   }
-  return median(times);
+  return times;
+}
+
+// Per size of sweep_sizes(), (bytes moved, the median over every pass's repetitions).
+std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm comm,
+                                             const char* axis, perfmodel::Collective op,
+                                             bool gather_in_place) {
+  const auto sizes = sweep_sizes();
+  std::vector<std::vector<double>> times(sizes.size());
+  for (int pass = 0; pass < kPasses; ++pass)
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto t = time_collective(c, comm, axis, op, sizes[i], gather_in_place);
+      times[i].insert(times[i].end(), t.begin(), t.end());
+    }
+  std::vector<std::pair<double, double>> out;
+  // Each sample records the bytes the call moved (elements_for rounds S up).
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    out.push_back({static_cast<double>(4 * elements_for(sizes[i], c.size())), median(times[i])});
+  return out;
 }
 
 // comm.overlap's premise: a non-blocking all-reduce progresses while the caller computes. Post
@@ -137,7 +175,7 @@ double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis
 
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
                                           config::CommBackend backend,
-                                          const parallel::LinkModel& links) {
+                                          const parallel::LinkModel& links, bool gather_in_place) {
   // Labelled with its axis (a wait that expires names it); the slow axis, a fault, is not in
   // `links` (calibration.cpp), so the label adds no delay.
   auto c = parallel::make_communicator(backend, comm, parallel::axis_named(axis), nullptr, links);
@@ -147,10 +185,7 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
     cc.axis = axis;
     cc.op = perfmodel::to_string(op);
     cc.ranks = op == perfmodel::Collective::point_to_point ? 2 : c->size();
-    // Each sample records the bytes the call moved (elements_for rounds S up).
-    for (std::size_t S : sweep_sizes())
-      cc.samples.push_back({static_cast<double>(4 * elements_for(S, c->size())),
-                            time_collective(*c, comm, axis.c_str(), op, S)});
+    cc.samples = sweep(*c, comm, axis.c_str(), op, gather_in_place);
     const auto fit = perfmodel::fit_alpha_beta(op, cc.ranks, cc.samples);
     cc.alpha = fit.alpha;
     cc.beta = fit.beta;
@@ -174,10 +209,16 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
 
 namespace calibration_detail {
 
+bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {
+  const int zero = p.effective_zero();
+  return axis == "dp" && (zero == 1 || zero == 2);
+}
+
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
                                             config::CommBackend backend,
-                                            const parallel::LinkModel& links) {
-  auto fits = measure_axis(axis, comm, backend, links);
+                                            const parallel::LinkModel& links,
+                                            bool gather_in_place) {
+  auto fits = measure_axis(axis, comm, backend, links, gather_in_place);
   for (auto& f : fits) {
     double v[5] = {f.alpha, f.beta, f.latency, f.beta_eff, f.async_progress};
     parallel::watchdog::broadcast(v, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD,

@@ -15,10 +15,17 @@ namespace paraxis::driver::calibration_detail {
 // "dp" | "ep"): every group of the axis measures at once, as in training; rank 0's group speaks
 // for the axis (its fits are broadcast over the world, so every rank stores the same).
 // Collective over MPI_COMM_WORLD.
-// Its communicator applies `links` (the run's emulated links) like the trainer's.
+// Its communicator applies `links` (the run's emulated links) like the trainer's. The
+// all-gathers are timed in place (each rank's block already inside the gathered buffer) when
+// `gather_in_place`, else into a separate buffer.
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
                                             config::CommBackend backend,
-                                            const parallel::LinkModel& links);
+                                            const parallel::LinkModel& links, bool gather_in_place);
+// Whether the step's all-gathers on `axis` are in place: the data-parallel parameter gathers of
+// ZeRO 1-2 (each rank's updated shard gathered within the full parameters,
+// parallel/zero_optimizer.cpp); ZeRO-3 gathers a unit into a workspace and tensor parallelism a
+// block into the full activation, out of place.
+bool gather_in_place(const std::string& axis, const config::ParallelConfig& p);
 
 // calibration_compute.cpp. What the compute calibration depends on (its cache key): the shard's
 // shape and the step's paths (recomputation, ZeRO's overlap and buckets).

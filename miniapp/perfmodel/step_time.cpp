@@ -20,6 +20,16 @@ double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
   return t;
 }
 
+double pipeline_message_bytes(const model::ModelConfig& m, const Scenario& c) {
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  return (c.sp() ? tokens / c.tp : tokens) * m.hidden * element_bytes(c.precision).activation;
+}
+
+double transfer_time(int chunks, int k, double p2p) {
+  // A forward receives from chunk k - 1 and sends to k + 1; a backward the reverse.
+  return ((k > 0 ? 1 : 0) + (k < chunks - 1 ? 1 : 0)) * p2p;
+}
+
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in) {
   const int C = c.chunks();
@@ -105,16 +115,23 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   }
 
   const schedule::PipelineShape shape = c.pipeline_shape();
+  // The pipeline's messages (a micro-batch's activation or its gradient, one size).
+  const double p2p = c.pp > 1
+                         ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
+                                     in.links.pp, &in.op_links.pp, in.all_reduce)
+                         : 0.0;
+  std::vector<double> xt(C);  // per chunk: the transfers of its forward, and of its backward
+  for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
   // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
     switch (a.kind) {
       case schedule::ActionKind::forward:
-        return fwd[k] + tp_f[k] + ep_f[k];
+        return fwd[k] + tp_f[k] + ep_f[k] + xt[k];
       case schedule::ActionKind::backward_weight:
         return wgt[k] + tp_w[k];
       default:
-        return bin[k] + tp_b[k] + ep_b[k];
+        return bin[k] + tp_b[k] + ep_b[k] + xt[k];
     }
   };
   const auto summarise = [&]() {
@@ -130,8 +147,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     std::vector<double> key;
     key.reserve(3 * C);
     for (int k = 0; k < C; ++k) {
-      key.push_back(fwd[k] + tp_f[k] + ep_f[k]);
-      key.push_back(bin[k] + tp_b[k] + ep_b[k]);
+      key.push_back(fwd[k] + tp_f[k] + ep_f[k] + xt[k]);
+      key.push_back(bin[k] + tp_b[k] + ep_b[k] + xt[k]);
       key.push_back(wgt[k] + tp_w[k]);
     }
     replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);
@@ -141,24 +158,26 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
 
   // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
   double pp_time = 0;
-  if (c.pp > 1) {
-    const double Nl = c.sp() ? tokens / c.tp : tokens;
-    const double message = Nl * m.hidden * element_bytes(c.precision).activation;
-    const OpLinks* ops = &in.op_links.pp;
-    pp_time =
-        2.0 * (C - 1) *
-            call_time(Collective::point_to_point, 2, message, in.links.pp, ops, in.all_reduce) +
-        call_time(Collective::all_reduce, c.pp, 8, in.links.pp, ops, in.all_reduce);
-  }
+  if (c.pp > 1)
+    pp_time = 2.0 * (C - 1) * p2p + call_time(Collective::all_reduce, c.pp, 8, in.links.pp,
+                                              &in.op_links.pp, in.all_reduce);
 
   const double mb = c.micro_batches();
+  // Per stage: its transfers' time, in the replay's busy time but a bubble, as the engine counts
+  // it (the time between compute actions).
+  std::vector<double> xfer(c.pp, 0.0);
+  double idle = 0;  // summed over stages
+  for (int s = 0; s < c.pp; ++s) {
+    for (int k : stage_chunk_ids(c, s)) xfer[s] += 2 * mb * xt[k];
+    idle += std::max(0.0, replay->makespan - replay->busy[s] + xfer[s]);
+  }
   StepTimeBreakdown best;
   bool first = true;
   for (int s = 0; s < c.pp; ++s) {
     StepTimeBreakdown r;
     r.stage = s;
     r.pipeline_span = replay->makespan;
-    r.bubble_fraction = replay->mean_bubble_fraction;
+    r.bubble_fraction = replay->makespan > 0 ? idle / c.pp / replay->makespan : 0.0;
     // The backward work the gradient reductions can hide behind: W's under a split backward.
     double last_backward = 0;
     for (int k : stage_chunk_ids(c, s)) {
@@ -167,7 +186,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
       r.ep += mb * (ep_f[k] + ep_b[k]);
       last_backward += split ? wgt[k] : bwd[k];
     }
-    r.bubble = std::max(0.0, replay->makespan - replay->busy[s]);
+    r.bubble = std::max(0.0, replay->makespan - replay->busy[s] + xfer[s]);
     const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
                                               : tensor_parallel_step_extras(m, c, s);
     r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);

@@ -19,7 +19,12 @@
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
 //     their alpha-beta time is added to the action that makes them (fully exposed);
 //   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
-//     action times; transfers are non-blocking and overlap compute except on the pipeline's
+//     action times; with pipeline_transfer_occupancy f > 0, each transfer also occupies both
+//     its ends for f point-to-point times (pipeline_message_bytes; paraxis's MPI transfers: the
+//     sender's post and the receiver's completion run between the stage's compute actions, and
+//     an MPI without asynchronous progress moves the message inside them), added to the action
+//     that sends or receives it (transfer_time) and counted as bubble, not as busy; the
+//     message's flight overlaps compute except on the pipeline's
 //     fill and drain, so 2 (pp*v - 1) point-to-point times are added (the first activation's
 //     way down and the last gradient's way up), plus the norm's all-reduce;
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
@@ -107,6 +112,11 @@ struct StepTimeInputs {
   // backward (calibrated: an MPI without asynchronous progress advances a request only inside
   // MPI calls, 0); 1: all of it, as far as the backward is long.
   double dp_overlap = 1.0;
+  // The point-to-point times each end of a pipeline transfer spends in its own calls, between
+  // its compute actions (see above): 1 for paraxis's MPI transfers (the report's calibrated
+  // costs), 0 where transfers run on their own engines (NCCL's kernels and copy engines: a
+  // planner's machine), the model before it had this term.
+  double pipeline_transfer_occupancy = 0.0;
   // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
   // softmax selective recomputation runs again uses it).
   double memory_bytes_per_s = 0;
@@ -137,6 +147,13 @@ struct StepTimeBreakdown {
 // is given and forward_s is empty.
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in);
+
+// Bytes of one pipeline transfer: a micro-batch's activation (or its gradient) at a chunk
+// boundary, split over tp under sequence parallelism.
+double pipeline_message_bytes(const model::ModelConfig& m, const Scenario& c);
+// The transfers chunk k of `chunks` makes in one forward (or one backward) at `p2p` seconds
+// each: one per neighbouring chunk (k - 1 and k + 1), each on another stage when pp > 1.
+double transfer_time(int chunks, int k, double p2p);
 
 // Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one).
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
