@@ -11,6 +11,9 @@ Sources (each deck's header cites its figures; docs/perfmodel.md, "Validation", 
   mixtral8x7b    Megatron-Core MoE README, Mixtral 8x7B, 1 row, H100, expert parallelism
 Published step time: measured where the source gives it, else the source's FLOPs per step by its
 own convention / (GPUs x its achieved FLOP/s per GPU) (`published_step` of each source).
+Software stack: what the deck cannot say is a machine-file key (pipeline_transfers: blocking for
+DeepSpeed's pipeline engine); a source whose machine also ran another stack sets it over the
+machine file (Source.stack: MT-NLG on Selene, which Narayanan et al. ran with Megatron-LM).
 
 Fit: per GPU type, the machine file's gemm_efficiency and memory_efficiency (docs/perfmodel.md,
 "Compute efficiency"): 2 parameters, over a grid, minimising the mean over training sources of
@@ -66,8 +69,12 @@ class Row:
 
 
 class Source:
-    def __init__(self, key, cite, gpu, machine, rows):
+    """stack: machine-file keys of the source's software stack set over its machine file (the
+    file describes the hardware and, where only one stack ran on it, that stack)."""
+
+    def __init__(self, key, cite, gpu, machine, rows, stack=None):
         self.key, self.cite, self.gpu, self.machine, self.rows = key, cite, gpu, machine, rows
+        self.stack = stack or {}
 
 
 # --- Narayanan et al. 2021, Table 1 -------------------------------------------------------------
@@ -160,8 +167,11 @@ def sources(root, decks):
     return [
         Source("narayanan2021", "Narayanan et al. 2021, Table 1 (Megatron-LM, Selene)", "A100",
                os.path.join(machines, "selene.yaml"), narayanan_rows(decks)),
+        # Selene also ran Megatron-LM (narayanan2021): DeepSpeed's pipeline engine, which
+        # waits on each transfer, is this source's (mtnlg-530b.yaml; docs/perfmodel.md).
         Source("mtnlg530b", "Smith et al. 2022, MT-NLG 530B (DeepSpeed + Megatron, Selene)",
-               "A100", os.path.join(machines, "selene.yaml"), mtnlg_rows(decks)),
+               "A100", os.path.join(machines, "selene.yaml"), mtnlg_rows(decks),
+               {"pipeline_transfers": "blocking"}),
         Source("bloom176b", "BLOOM 176B (Megatron-DeepSpeed, Jean Zay)", "A100",
                os.path.join(machines, "jean-zay-a100.yaml"), bloom_rows(decks)),
         Source("mixtral8x7b", "Megatron-Core MoE README, Mixtral 8x7B (DGX H100)", "H100",
@@ -202,11 +212,15 @@ def predicted_step(paraxis, deck, machine, layout):
     return float(m.group(1)), terms, fits
 
 
-def with_efficiencies(path, gemm, memory):
-    """A temporary copy of machine file `path` with gemm_efficiency and memory_efficiency set."""
-    text = open(path).read()
-    for key, value in (("gemm_efficiency", gemm), ("memory_efficiency", memory)):
-        line = "%s: %.4f" % (key, value)
+def machine_copy(src, gemm=None, memory=None):
+    """A temporary copy of the source's machine file with its stack's keys and, when given,
+    gemm_efficiency and memory_efficiency set."""
+    text = open(src.machine).read()
+    keys = list(src.stack.items())
+    if gemm is not None:
+        keys += [("gemm_efficiency", "%.4f" % gemm), ("memory_efficiency", "%.4f" % memory)]
+    for key, value in keys:
+        line = "%s: %s" % (key, value)
         text, n = re.subn(r"^%s:.*$" % key, line, text, flags=re.M)
         if n == 0:
             text += "\n" + line + "\n"
@@ -236,7 +250,7 @@ class Evaluator:
 
         def one(item):
             src, i, g, m = item
-            path = with_efficiencies(src.machine, g, m)
+            path = machine_copy(src, g, m)
             try:
                 row = src.rows[i]
                 return item, predicted_step(self.paraxis, row.deck, path, row.layout)[0]
@@ -347,12 +361,15 @@ def committed(args, srcs):
     for src in srcs:
         errs = []
         for row in src.rows:
+            path = machine_copy(src)
             try:
-                t, terms, fits = predicted_step(args.paraxis, row.deck, src.machine, row.layout)
+                t, terms, fits = predicted_step(args.paraxis, row.deck, path, row.layout)
             except (OSError, ValueError) as e:
                 print("%-14s %-6s error: %s" % (src.key, row.name, e), file=sys.stderr)
                 failed += 1
                 continue
+            finally:
+                os.unlink(path)
             e = 100.0 * (t - row.published) / row.published
             errs.append(e)
             print("%-14s %-6s %-48s %10.3f %10.3f %+7.1f%%%s" % (

@@ -105,6 +105,19 @@ TEST(deck, micro_batch_must_divide_global_batch) {
       << all_errors(d);
 }
 
+TEST(deck, attention_dropout_is_for_the_planner_and_a_run_refuses_it) {
+  // A published run's dropout (docs/deck.md): validated alone (world 0, as `paraxis plan` loads
+  // a deck) it is accepted; for a run on ranks it is refused, naming the key.
+  const Deck plan = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=0.1"}, 0);
+  EXPECT_TRUE(plan.errors.empty()) << all_errors(plan);
+  EXPECT_DOUBLE_EQ(plan.points.front().config.model.attention_dropout, 0.1);
+  const Deck run = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=0.1"}, 1);
+  EXPECT_TRUE(has_error(run, "model.attention_dropout", "--set", "paraxis's model has no dropout"))
+      << all_errors(run);
+  const Deck bad = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=1"}, 0);
+  EXPECT_TRUE(has_error(bad, "model.attention_dropout", "--set", "")) << all_errors(bad);
+}
+
 TEST(deck, world_size_must_match_the_grid) {
   const Deck d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {}, 2);
   EXPECT_TRUE(has_error(d, "parallel", "tiny.yaml:20", "but the run has 2 ranks")) << all_errors(d);

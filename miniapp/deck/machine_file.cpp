@@ -37,6 +37,7 @@ const char* const kTopKeys[] = {"name",
                                 "mtbf_hours_per_device",
                                 "checkpoint_s",
                                 "storage_gbs_per_node",
+                                "pipeline_transfers",
                                 "memory_bandwidth_gbs",
                                 "memory_efficiency",
                                 "gemm_efficiency",
@@ -210,6 +211,14 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     if (auto x = ld.real(*v, "checkpoint_s", 0, 1e30, true)) m.checkpoint_s = *x;
   if (auto v = ld.find(root, "", "storage_gbs_per_node", false))
     if (auto x = ld.real(*v, "storage_gbs_per_node", 0, 1e30, true)) m.storage_gbs_per_node = *x;
+  if (auto v = ld.find(root, "", "pipeline_transfers", false)) {
+    const std::string s = v->IsScalar() ? v->Scalar() : "";
+    if (s == "blocking" || s == "overlapped")
+      m.machine.blocking_pipeline_transfers = s == "blocking";
+    else
+      ld.error(v->Mark(), "pipeline_transfers",
+               "expected overlapped or blocking, got " + (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
+  }
   // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
   pm::ComputeEfficiency& ce = m.machine.compute;
   if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))

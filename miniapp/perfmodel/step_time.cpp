@@ -104,17 +104,31 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   }
 
+  // One pipeline transfer (an activation or its gradient) and, with a blocking pipeline engine,
+  // what each forward and backward of chunk k waits on: a receive unless it is the first chunk
+  // (forward) or the last (backward), a send unless the other end.
+  double p2p = 0;
+  std::vector<double> xfer(C, 0.0);
+  if (c.pp > 1) {
+    const double Nl = c.sp() ? tokens / c.tp : tokens;
+    const double message = Nl * m.hidden * element_bytes(c.precision).activation;
+    p2p = call_time(Collective::point_to_point, 2, message, in.links.pp, &in.op_links.pp,
+                    in.all_reduce);
+    if (in.blocking_pipeline_transfers)
+      for (int k = 0; k < C; ++k) xfer[k] = p2p * ((k > 0) + (k < C - 1));
+  }
+
   const schedule::PipelineShape shape = c.pipeline_shape();
   // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
     switch (a.kind) {
       case schedule::ActionKind::forward:
-        return fwd[k] + tp_f[k] + ep_f[k];
+        return fwd[k] + tp_f[k] + ep_f[k] + xfer[k];
       case schedule::ActionKind::backward_weight:
         return wgt[k] + tp_w[k];
       default:
-        return bin[k] + tp_b[k] + ep_b[k];
+        return bin[k] + tp_b[k] + ep_b[k] + xfer[k];
     }
   };
   const auto summarise = [&]() {
@@ -130,8 +144,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     std::vector<double> key;
     key.reserve(3 * C);
     for (int k = 0; k < C; ++k) {
-      key.push_back(fwd[k] + tp_f[k] + ep_f[k]);
-      key.push_back(bin[k] + tp_b[k] + ep_b[k]);
+      key.push_back(fwd[k] + tp_f[k] + ep_f[k] + xfer[k]);
+      key.push_back(bin[k] + tp_b[k] + ep_b[k] + xfer[k]);
       key.push_back(wgt[k] + tp_w[k]);
     }
     replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);
@@ -139,17 +153,13 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     own = summarise();
   }
 
-  // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
+  // Pipeline transfers on the fill and drain (inside the actions when blocking), and the norm's
+  // all-reduce over the stages.
   double pp_time = 0;
-  if (c.pp > 1) {
-    const double Nl = c.sp() ? tokens / c.tp : tokens;
-    const double message = Nl * m.hidden * element_bytes(c.precision).activation;
-    const OpLinks* ops = &in.op_links.pp;
-    pp_time =
-        2.0 * (C - 1) *
-            call_time(Collective::point_to_point, 2, message, in.links.pp, ops, in.all_reduce) +
-        call_time(Collective::all_reduce, c.pp, 8, in.links.pp, ops, in.all_reduce);
-  }
+  if (c.pp > 1)
+    pp_time = (in.blocking_pipeline_transfers ? 0.0 : 2.0 * (C - 1) * p2p) +
+              call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp,
+                        in.all_reduce);
 
   const double mb = c.micro_batches();
   StepTimeBreakdown best;
@@ -165,13 +175,14 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
       r.compute += mb * (fwd[k] + bwd[k]);
       r.tp += mb * (tp_f[k] + tp_b[k] + tp_w[k]);
       r.ep += mb * (ep_f[k] + ep_b[k]);
+      r.pp += mb * 2.0 * xfer[k];  // blocking transfers: busy time, not bubble
       last_backward += split ? wgt[k] : bwd[k];
     }
     r.bubble = std::max(0.0, replay->makespan - replay->busy[s]);
     const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
                                               : tensor_parallel_step_extras(m, c, s);
     r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    r.pp = pp_time;
+    r.pp += pp_time;
 
     // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
     const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])
