@@ -47,13 +47,18 @@ TARGET_MAX = 10.0
 # more than SLACK points, and fails once one meets the targets (then remove it here): a model
 # change that helps one table and hurts another shows up either way.
 KNOWN_MISSES = {
-    # Fitted on the two DeepSpeed-pipeline sources, which run 6-20 % slower than the model
-    # fitted on Megatron-LM's own rows of the same machine: a software-stack effect.
-    "narayanan2021": (15.7, 28.5),
-    # The same Selene and model shape as Narayanan's 530B row, 16-20 % slower than predicted
-    # by Narayanan's fit: DeepSpeed's pipeline engine (blocking whole-activation transfers).
-    "mtnlg530b": (11.2, 13.2),
-    "bloom176b": (8.2, 8.2),
+    # Fitted on MT-NLG + BLOOM, which cannot fix memory_efficiency (large models: it goes to the
+    # grid's 0.9): the small-model rows (h 2304-6144) under-predict 8-9 %, mean 0.1 point over.
+    "narayanan2021": (5.1, 9.0),
+    # Narayanan's 530B shape on the same Selene, 13-16 % slower than the Megatron-LM fit predicts
+    # with the 1F1B bubble and DeepSpeed's blocking transfers modelled: not explained.
+    "mtnlg530b": (17.6, 19.5),
+    # Fitted on Narayanan + MT-NLG (equal weight): MT-NLG's unexplained slowness pulls
+    # gemm_efficiency to 0.58; with Narayanan's fit alone BLOOM is +3.3 %.
+    "bloom176b": (12.4, 12.4),
+    # The only H100 source, predicted with the A100 fit (gemm 0.66): H100 reaches a smaller share
+    # of its datasheet peak than A100 (its own fit: 0.58 at memory 0.8).
+    "mixtral8x7b": (7.3, 7.3),
 }
 SLACK = 0.5
 DEFAULT_MEMORY_EFFICIENCY = 0.8  # compute_efficiency.hpp's default: the one-row fit keeps it

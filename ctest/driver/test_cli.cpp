@@ -508,8 +508,9 @@ TEST(cli, plan_ranks_configurations_and_names_rejections) {
                         "pipeline_transfers: sometimes\n";
   const Result rp = run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + bad);
   EXPECT_EQ(rp.code, 2);
-  EXPECT_NE(rp.output.find("'pipeline_transfers': expected overlapped or blocking, got 'sometimes'"),
-            std::string::npos)
+  EXPECT_NE(
+      rp.output.find("'pipeline_transfers': expected overlapped or blocking, got 'sometimes'"),
+      std::string::npos)
       << rp.output;
 }
 

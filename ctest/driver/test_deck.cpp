@@ -599,6 +599,8 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
 )";
   // A slow link names its ranks or its nodes, not both: the nodes form round-trips below.
   const std::string exclusive = "fault.slow_link.nodes";
+  // A run refuses a published run's dropout (plan only): its round trip is checked at world 0.
+  const std::string plan_only = "model.attention_dropout";
   const Deck d = load_deck_text(deck, "all_keys.yaml", {}, 12);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   const RunConfig& c = d.points.at(0).config;
@@ -608,7 +610,7 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
   for (const std::string& line : deck_key_reference()) {
     const std::string key = line.substr(0, line.find(':'));
     if (key.rfind("sweep.", 0) == 0) continue;  // how the deck expands, not a point's setting
-    if (key == exclusive) continue;
+    if (key == exclusive || key == plan_only) continue;
     std::string pointer = "/" + key;
     for (auto& ch : pointer)
       if (ch == '.') ch = '/';
@@ -625,6 +627,11 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
   EXPECT_EQ(j["train"]["recompute"], "full");
   const RunConfig back = config_from_json(j);
   EXPECT_EQ(config_to_json(back), j);
+  const Deck dp = load_deck_text(deck, "all_keys.yaml", {plan_only + "=0.25"}, 0);
+  ASSERT_TRUE(dp.errors.empty()) << all_errors(dp);
+  const nlohmann::json jp = config_to_json(dp.points.at(0).config);
+  EXPECT_EQ(jp["model"]["attention_dropout"], 0.25);
+  EXPECT_EQ(config_to_json(config_from_json(jp)), jp);
   const Deck dn = load_deck_text(deck, "all_keys.yaml",
                                  {"fault.slow_link.ranks=[]", "fault.slow_link.nodes=[0,2]"}, 12);
   ASSERT_TRUE(dn.errors.empty()) << all_errors(dn);

@@ -217,7 +217,8 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
       m.machine.blocking_pipeline_transfers = s == "blocking";
     else
       ld.error(v->Mark(), "pipeline_transfers",
-               "expected overlapped or blocking, got " + (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
+               "expected overlapped or blocking, got " +
+                   (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
   }
   // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
   pm::ComputeEfficiency& ce = m.machine.compute;

@@ -157,9 +157,9 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
   // all-reduce over the stages.
   double pp_time = 0;
   if (c.pp > 1)
-    pp_time = (in.blocking_pipeline_transfers ? 0.0 : 2.0 * (C - 1) * p2p) +
-              call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp,
-                        in.all_reduce);
+    pp_time =
+        (in.blocking_pipeline_transfers ? 0.0 : 2.0 * (C - 1) * p2p) +
+        call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp, in.all_reduce);
 
   const double mb = c.micro_batches();
   StepTimeBreakdown best;
