@@ -501,6 +501,17 @@ TEST(cli, plan_ranks_configurations_and_names_rejections) {
   const Result rb = run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + bad);
   EXPECT_EQ(rb.code, 2);
   EXPECT_NE(rb.output.find("peak_flops"), std::string::npos) << rb.output;
+  // The pipeline engine's transfers: overlapped or blocking, nothing else.
+  std::ofstream(bad) << "devices_per_node: 8\nnodes: 2\nmemory_gb: 80\npeak_flops: 1e12\n"
+                        "intra_node: {latency_us: 3, bandwidth_gbs: 450}\n"
+                        "inter_node: {latency_us: 8, bandwidth_gbs: 50}\n"
+                        "pipeline_transfers: sometimes\n";
+  const Result rp = run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + bad);
+  EXPECT_EQ(rp.code, 2);
+  EXPECT_NE(
+      rp.output.find("'pipeline_transfers': expected overlapped or blocking, got 'sometimes'"),
+      std::string::npos)
+      << rp.output;
 }
 
 namespace {

@@ -105,6 +105,19 @@ TEST(deck, micro_batch_must_divide_global_batch) {
       << all_errors(d);
 }
 
+TEST(deck, attention_dropout_is_for_the_planner_and_a_run_refuses_it) {
+  // A published run's dropout (docs/deck.md): validated alone (world 0, as `paraxis plan` loads
+  // a deck) it is accepted; for a run on ranks it is refused, naming the key.
+  const Deck plan = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=0.1"}, 0);
+  EXPECT_TRUE(plan.errors.empty()) << all_errors(plan);
+  EXPECT_DOUBLE_EQ(plan.points.front().config.model.attention_dropout, 0.1);
+  const Deck run = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=0.1"}, 1);
+  EXPECT_TRUE(has_error(run, "model.attention_dropout", "--set", "paraxis's model has no dropout"))
+      << all_errors(run);
+  const Deck bad = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {"model.attention_dropout=1"}, 0);
+  EXPECT_TRUE(has_error(bad, "model.attention_dropout", "--set", "")) << all_errors(bad);
+}
+
 TEST(deck, world_size_must_match_the_grid) {
   const Deck d = load_deck(PARAXIS_INPUTS_DIR "/tiny.yaml", {}, 2);
   EXPECT_TRUE(has_error(d, "parallel", "tiny.yaml:20", "but the run has 2 ranks")) << all_errors(d);
@@ -586,6 +599,8 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
 )";
   // A slow link names its ranks or its nodes, not both: the nodes form round-trips below.
   const std::string exclusive = "fault.slow_link.nodes";
+  // A run refuses a published run's dropout (plan only): its round trip is checked at world 0.
+  const std::string plan_only = "model.attention_dropout";
   const Deck d = load_deck_text(deck, "all_keys.yaml", {}, 12);
   ASSERT_TRUE(d.errors.empty()) << all_errors(d);
   const RunConfig& c = d.points.at(0).config;
@@ -595,7 +610,7 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
   for (const std::string& line : deck_key_reference()) {
     const std::string key = line.substr(0, line.find(':'));
     if (key.rfind("sweep.", 0) == 0) continue;  // how the deck expands, not a point's setting
-    if (key == exclusive) continue;
+    if (key == exclusive || key == plan_only) continue;
     std::string pointer = "/" + key;
     for (auto& ch : pointer)
       if (ch == '.') ch = '/';
@@ -612,6 +627,11 @@ fault: {dead_rank: {rank: 3, step: 4, at: save}, hang: {rank: 5, step: 6},
   EXPECT_EQ(j["train"]["recompute"], "full");
   const RunConfig back = config_from_json(j);
   EXPECT_EQ(config_to_json(back), j);
+  const Deck dp = load_deck_text(deck, "all_keys.yaml", {plan_only + "=0.25"}, 0);
+  ASSERT_TRUE(dp.errors.empty()) << all_errors(dp);
+  const nlohmann::json jp = config_to_json(dp.points.at(0).config);
+  EXPECT_EQ(jp["model"]["attention_dropout"], 0.25);
+  EXPECT_EQ(config_to_json(config_from_json(jp)), jp);
   const Deck dn = load_deck_text(deck, "all_keys.yaml",
                                  {"fault.slow_link.ranks=[]", "fault.slow_link.nodes=[0,2]"}, 12);
   ASSERT_TRUE(dn.errors.empty()) << all_errors(dn);

@@ -97,6 +97,21 @@ TEST(compute_efficiency, layer_memory_bytes_by_hand) {
   EXPECT_DOUBLE_EQ(p.backward, 1024);
 }
 
+TEST(compute_efficiency, attention_dropout_adds_its_pass_over_the_unfused_scores) {
+  // 32 scores, e = 2: read P, write it dropped and a 1-byte mask, (2*2 + 1) * 32 = 160 B each
+  // way and in selective recomputation's pass again; a fused kernel drops out on its tiles.
+  LayerShape s = small_layer(false);
+  s.attention_dropout = true;
+  const LayerBytes b = dense_layer_bytes(s);
+  EXPECT_DOUBLE_EQ(b.forward, 1024 + 160);
+  EXPECT_DOUBLE_EQ(b.backward, 1472 + 160);
+  EXPECT_DOUBLE_EQ(b.softmax, 128 + 160);
+  s.fused_attention = true;
+  const LayerBytes f = dense_layer_bytes(s);
+  EXPECT_DOUBLE_EQ(f.forward, 1024 - 128);
+  EXPECT_DOUBLE_EQ(f.softmax, 0);
+}
+
 // A GPT whose chunk has blocks only (no embedding, no head).
 paraxis::model::ModelConfig gpt() {
   paraxis::model::ModelConfig m;

@@ -178,6 +178,35 @@ TEST(step_time, pipeline_transfers_occupy_both_ends_as_bubble) {
   EXPECT_EQ(transfer_time(1, 0, t), 0.0);
 }
 
+TEST(step_time, blocking_pipeline_transfers_wait_inside_each_action) {
+  // A pipeline engine that waits on its transfers (DeepSpeed's) runs as one that does not with
+  // every forward and backward longer by its receive and send: none at the pipeline's ends.
+  const auto m = eight_layers();
+  for (auto kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b}) {
+    auto c = config(1, 4, 1, 1, 8);
+    c.schedule = kind;
+    StepTimeInputs in;
+    in.forward_s.assign(4, 1.0);
+    in.links.pp = {0.25, 0, 0};  // one transfer: 0.25 s
+    const auto overlapped = predict_step_time(m, c, in);
+    const double norm = overlapped.pp - 6 * 0.25;  // less the fill and drain's 2 (p - 1)
+    in.blocking_pipeline_transfers = true;
+    const auto blocking = predict_step_time(m, c, in);
+    const std::vector<double> waits{0.25, 0.5, 0.5, 0.25};  // per action of each stage
+    StepTimeInputs by_hand;
+    for (int s = 0; s < 4; ++s) {
+      by_hand.forward_s.push_back(1.0 + waits[s]);
+      by_hand.backward_s.push_back(2.0 + waits[s]);
+    }
+    const auto expected = predict_step_time(m, c, by_hand);  // no pp link: no pp term
+    EXPECT_NEAR(blocking.pipeline_span, expected.pipeline_span, 1e-12);
+    EXPECT_NEAR(blocking.step_time, expected.step_time + norm, 1e-12);
+    EXPECT_NEAR(blocking.pp, 8 * 2 * waits[blocking.stage] + norm, 1e-12);
+    EXPECT_NEAR(blocking.step_time, sum_of_terms(blocking), 1e-12 * blocking.step_time);
+    EXPECT_GT(blocking.step_time, overlapped.step_time);
+  }
+}
+
 TEST(step_time, refuses_what_it_cannot_model) {
   const auto m = tiny_model();
   StepTimeInputs in;

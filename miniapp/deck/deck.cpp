@@ -456,6 +456,12 @@ void expand(const Sweep& sweep, const std::vector<std::vector<std::size_t>>& com
     }
     const auto faults = check_faults(pt.config, world, loc);
     deck.errors.insert(deck.errors.end(), faults.begin(), faults.end());
+    // A published run's dropout is a cost `paraxis plan` models; paraxis's model has none.
+    if (world > 0 && pt.config.model.attention_dropout > 0 &&
+        !loc.is_bad("model.attention_dropout"))
+      deck.errors.push_back({"model.attention_dropout", loc.where({"model.attention_dropout"}),
+                             "paraxis's model has no dropout: the key describes a published run "
+                             "for `paraxis plan` (set 0, or leave it out, to run)"});
     for (const auto& [key, message] : checkpoint_errors(pt.config))  // deck_checkpoint.hpp
       if (!loc.is_bad(key)) deck.errors.push_back({key, loc.where({key}), message});
     for (const auto& c : check_constraints(pt.config, world, loc)) {

@@ -32,6 +32,7 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("model.moe.aux_loss_coef", 0, 1e6, PARAXIS_FIELD(model.moe.aux_loss_coef)));
     add(real_key("model.moe.router_skew", 0, 1e6, PARAXIS_FIELD(model.moe.router_skew)));
     add(enum_key("model.attention", model::attention_names(), PARAXIS_FIELD(model.attention)));
+    add(real_key("model.attention_dropout", 0, 0.999999, PARAXIS_FIELD(model.attention_dropout)));
     add(int_key("train.global_batch", 1, kMaxInt, PARAXIS_FIELD(train.global_batch)));
     add(int_key("train.micro_batch", 1, kMaxInt, PARAXIS_FIELD(train.micro_batch)));
     add(int_key("train.steps", 1, kMaxInt, PARAXIS_FIELD(train.steps)));

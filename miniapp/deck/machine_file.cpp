@@ -37,6 +37,7 @@ const char* const kTopKeys[] = {"name",
                                 "mtbf_hours_per_device",
                                 "checkpoint_s",
                                 "storage_gbs_per_node",
+                                "pipeline_transfers",
                                 "memory_bandwidth_gbs",
                                 "memory_efficiency",
                                 "gemm_efficiency",
@@ -188,6 +189,19 @@ void read_links(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
   }
 }
 
+// How the pipeline engine treats its transfers: overlapped (the default) or blocking.
+void read_pipeline_transfers(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
+  auto v = ld.find(root, "", "pipeline_transfers", false);
+  if (!v) return;
+  const std::string s = v->IsScalar() ? v->Scalar() : "";
+  if (s == "blocking" || s == "overlapped")
+    mc.blocking_pipeline_transfers = s == "blocking";
+  else
+    ld.error(v->Mark(), "pipeline_transfers",
+             "expected overlapped or blocking, got " +
+                 (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
+}
+
 // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
 void read_compute_model(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
   pm::ComputeEfficiency& ce = mc.compute;
@@ -244,6 +258,7 @@ MachineFile load_machine_text(const std::string& text, const std::string& name) 
     if (auto x = ld.real(*v, "achievable_fraction", 0, 1, false))
       m.machine.achievable_fraction = *x;
   read_links(ld, root, m.machine);
+  read_pipeline_transfers(ld, root, m.machine);
   if (auto v = ld.find(root, "", "mtbf_hours_per_device", false))
     if (auto x = ld.real(*v, "mtbf_hours_per_device", 0, 1e30, true)) m.mtbf_hours_per_device = *x;
   if (auto v = ld.find(root, "", "checkpoint_s", false))

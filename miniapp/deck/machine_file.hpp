@@ -17,6 +17,10 @@
 //   storage_gbs_per_node: 0        # >= 0, optional: write bandwidth to the checkpoint storage
 //                                  #   per node, GB/s (without checkpoint_s: the checkpoint
 //                                  #   modelled as its bytes over nodes x this)
+//   pipeline_transfers: overlapped # optional: overlapped (default: the pipeline engine overlaps
+//                                  #   its point-to-point transfers with compute, Megatron-LM's
+//                                  #   and paraxis's) or blocking (each forward and backward
+//                                  #   waits on its own, DeepSpeed's; perfmodel/step_time.hpp)
 // The work-dependent compute model (perfmodel/compute_efficiency.hpp, docs/perfmodel.md,
 // "Compute efficiency"), all optional; without memory_bandwidth_gbs the planner times compute
 // as FLOPs / (peak_flops x achievable_fraction), and the other three are refused:

@@ -56,6 +56,10 @@ struct ModelConfig {
   int ffn = 256;
   MoeConfig moe;
   Attention attention = Attention::unfused;
+  // The attention-probability dropout of a published run (model.attention_dropout, for
+  // `paraxis plan` alone: paraxis's model has no dropout and a run refuses a value above 0). The
+  // planner charges its memory-bound pass over the unfused scores (perfmodel/compute_efficiency).
+  double attention_dropout = 0;
 
   int head_dim() const { return hidden / heads; }
   bool is_moe_layer(int layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }

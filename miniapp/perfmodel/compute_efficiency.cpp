@@ -80,6 +80,12 @@ LayerBytes dense_layer_bytes(const LayerShape& s) {
   // gradient fused).
   b.backward = (3 + 3 + 1 + 3 + 3 + 1) * hidden + 3 * scores * e + 3 * mlp;
   b.softmax = 2 * scores * e;
+  if (s.attention_dropout) {
+    const double dropout = (2 * e + 1) * scores;
+    b.forward += dropout;
+    b.backward += dropout;
+    b.softmax += dropout;
+  }
   return b;
 }
 
@@ -146,6 +152,7 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
   s.heads = m.heads;
   s.element_bytes = element_bytes(c.precision).activation;
   s.fused_attention = m.attention == model::Attention::fused;
+  s.attention_dropout = m.attention_dropout > 0;
   const double x = s.element_bytes;
   const double N = static_cast<double>(c.micro_batch) * m.seq_len;
   const double Nl = s.sp ? N / c.tp : N;

@@ -54,6 +54,9 @@ struct LayerShape {
   // (no softmax passes), the causal mask's upper triangle of score tiles is skipped (half the
   // q k^T and P v work), and the backward computes q k^T again.
   bool fused_attention = false;
+  // model.attention_dropout > 0: unfused attention drops out the probabilities in a pass of its
+  // own (a fused kernel does it on its tiles, no traffic).
+  bool attention_dropout = false;
 };
 
 // Bytes of the block's memory-bound passes (docs/perfmodel.md lists each), N = b s tokens,
@@ -61,6 +64,8 @@ struct LayerShape {
 //   forward  10 Nl h e + 2 Sc e + 2 N (f / tp) e
 //   backward 14 Nl h e + 3 Sc e + 3 N (f / tp) e
 //   softmax (selective recomputation's pass again) 2 Sc e
+//   with attention dropout, (2 e + 1) Sc more in each (forward: read the probabilities, write
+//   them dropped and a one-byte mask; backward: read the gradient and the mask, write)
 // (fused attention: no Sc terms)
 struct LayerBytes {
   double forward = 0, backward = 0, softmax = 0;

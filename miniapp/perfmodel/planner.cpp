@@ -196,6 +196,7 @@ PlanEntry predict(const PlanRequest& r, const Machine& mc, const Scenario& c, Ch
   in.flops_per_s = mc.peak_flops * mc.achievable_fraction;
   in.links = axis_links(x, mc);
   in.all_reduce = r.all_reduce;
+  in.blocking_pipeline_transfers = mc.blocking_pipeline_transfers;
   if (parts) {
     in.schedule = &pipe->schedule;
     in.chunks = chunks;

@@ -43,6 +43,9 @@ struct Machine {
   // > 0 (then achievable_fraction is unused; compute.peak_flops is ignored: peak_flops applies).
   ComputeEfficiency compute;
   LinkCost intra_node, inter_node;  // alpha (s), beta (s/B), gamma (s/B)
+  // The software stack's pipeline engine waits on each point-to-point transfer (DeepSpeed's)
+  // rather than overlapping them with compute (Megatron-LM's, paraxis's own): step_time.hpp.
+  bool blocking_pipeline_transfers = false;
   int devices() const { return devices_per_node * nodes; }
 };
 

@@ -122,16 +122,21 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                          : 0.0;
   std::vector<double> xt(C);  // per chunk: the transfers of its forward, and of its backward
   for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
+  // With a blocking pipeline engine, what each forward and backward of chunk k waits on: its
+  // receive and its send, one point-to-point time each (none past the pipeline's ends).
+  std::vector<double> wait(C, 0.0);
+  if (in.blocking_pipeline_transfers)
+    for (int k = 0; k < C; ++k) wait[k] = transfer_time(C, k, p2p);
   // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
     const int k = a.chunk;
     switch (a.kind) {
       case schedule::ActionKind::forward:
-        return fwd[k] + tp_f[k] + ep_f[k] + xt[k];
+        return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k];
       case schedule::ActionKind::backward_weight:
         return wgt[k] + tp_w[k];
       default:
-        return bin[k] + tp_b[k] + ep_b[k] + xt[k];
+        return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k];
     }
   };
   const auto summarise = [&]() {
@@ -147,8 +152,8 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     std::vector<double> key;
     key.reserve(3 * C);
     for (int k = 0; k < C; ++k) {
-      key.push_back(fwd[k] + tp_f[k] + ep_f[k] + xt[k]);
-      key.push_back(bin[k] + tp_b[k] + ep_b[k] + xt[k]);
+      key.push_back(fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k]);
+      key.push_back(bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k]);
       key.push_back(wgt[k] + tp_w[k]);
     }
     replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);
@@ -156,11 +161,13 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
     own = summarise();
   }
 
-  // Pipeline transfers on the fill and drain, and the norm's all-reduce over the stages.
+  // Pipeline transfers on the fill and drain (inside the actions when blocking), and the norm's
+  // all-reduce over the stages.
   double pp_time = 0;
   if (c.pp > 1)
-    pp_time = 2.0 * (C - 1) * p2p + call_time(Collective::all_reduce, c.pp, 8, in.links.pp,
-                                              &in.op_links.pp, in.all_reduce);
+    pp_time =
+        (in.blocking_pipeline_transfers ? 0.0 : 2.0 * (C - 1) * p2p) +
+        call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp, in.all_reduce);
 
   const double mb = c.micro_batches();
   // Per stage: its transfers' time, in the replay's busy time but a bubble, as the engine counts
@@ -184,13 +191,14 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
       r.compute += mb * (fwd[k] + bwd[k]);
       r.tp += mb * (tp_f[k] + tp_b[k] + tp_w[k]);
       r.ep += mb * (ep_f[k] + ep_b[k]);
+      r.pp += mb * 2.0 * wait[k];  // blocking transfers: busy time, not bubble
       last_backward += split ? wgt[k] : bwd[k];
     }
     r.bubble = std::max(0.0, replay->makespan - replay->busy[s] + xfer[s]);
     const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
                                               : tensor_parallel_step_extras(m, c, s);
     r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    r.pp = pp_time;
+    r.pp += pp_time;
 
     // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
     const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])

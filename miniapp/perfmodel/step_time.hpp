@@ -26,7 +26,12 @@
 //     that sends or receives it (transfer_time) and counted as bubble, not as busy; the
 //     message's flight overlaps compute except on the pipeline's
 //     fill and drain, so 2 (pp*v - 1) point-to-point times are added (the first activation's
-//     way down and the last gradient's way up), plus the norm's all-reduce;
+//     way down and the last gradient's way up), plus the norm's all-reduce. With
+//     blocking_pipeline_transfers (a pipeline engine that waits on each transfer, as
+//     DeepSpeed's: docs/perfmodel.md "Validation") each action waits for its own instead: a
+//     forward for its activation's receive and send, a backward for its gradient's, one
+//     point-to-point time each (none past the pipeline's ends), in the pp term, and the fill
+//     and drain add nothing more;
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
 //     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
 //     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
@@ -117,6 +122,8 @@ struct StepTimeInputs {
   // costs), 0 where transfers run on their own engines (NCCL's kernels and copy engines: a
   // planner's machine), the model before it had this term.
   double pipeline_transfer_occupancy = 0.0;
+  // The pipeline engine blocks compute on each point-to-point transfer (see above).
+  bool blocking_pipeline_transfers = false;
   // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
   // softmax selective recomputation runs again uses it).
   double memory_bytes_per_s = 0;
