@@ -110,8 +110,8 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
                   r.resumed["read_s"]["max"].get<double>());
     std::fflush(stdout);
   }
-  // An asynchronous save is committed at the next step's end (or the point's): its writes run
-  // behind that step.
+  // An asynchronous save's writes, fsync and commit run behind the next steps (polled at each
+  // step's end); its figures are gathered at the next save (or the point's end).
   std::unique_ptr<CheckpointSave> pending;
   r.lineage = lineage_json(ctx.lineage);
   const auto commit = [&] {
@@ -133,27 +133,30 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   int every = cfg.checkpoint.every;
   int auto_from = 0;  // every: auto counts its interval from its first (measuring) save
   const auto save = [&](int done) {
-    commit();
+    if (pending) pending->poll();  // an asynchronous save's commit goes on; never waits
     if (every == kCheckpointAuto) {
-      // checkpoint.every: auto: a synchronous save after the first step measures the cost C;
-      // the cadence is then Daly's interval at the system MTBF of the point's ranks, in steps.
-      pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done, false);
+      // The measuring save's figures, once committed on every rank (an asynchronous one's
+      // writes run behind the steps until then).
+      if (pending && !pending->committed_everywhere()) return;
       commit();
-      if (r.checkpoints.empty()) return;  // not committed (not finite): measured at the next
-      r.checkpoint_auto = auto_cadence(cfg, r.checkpoints.back(), r.steps.back().time_s, world);
+      // checkpoint.every: auto: the save after the first step, in the mode in use, measures the
+      // cost C (an asynchronous one's stall); the cadence is then Daly's interval at the system
+      // MTBF of the point's ranks, in steps, counted from that save.
+      if (auto_from == 0 || r.checkpoints.empty()) {  // none yet, or not committed (not finite)
+        pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done,
+                                                   cfg.checkpoint.async);
+        auto_from = done;
+        if (cfg.checkpoint.async) return;
+        commit();
+        if (r.checkpoints.empty()) return;
+      }
+      r.checkpoint_auto = auto_cadence(cfg, r.checkpoints.back(), r.steps.front().time_s, world);
       every = r.checkpoint_auto["every"].get<int>();
-      auto_from = done;
-      if (rank == 0)
-        std::printf(
-            "  checkpoint.every auto: C = %.3g s, step %.3g s, MTBF %.3g h: every %d "
-            "steps (Daly's interval %.3g s)\n",
-            r.checkpoint_auto["checkpoint_s"].get<double>(),
-            r.checkpoint_auto["step_s"].get<double>(),
-            r.checkpoint_auto["system_mtbf_s"].get<double>() / 3600, every,
-            r.checkpoint_auto["daly_interval_s"].get<double>());
-      return;
+      say_auto_cadence(r.checkpoint_auto, rank);
+      if (done == auto_from) return;
     }
     if (every <= 0 || (done - auto_from) % every != 0) return;
+    commit();  // the previous save, before this one stages into the same buffer
     pending = std::make_unique<CheckpointSave>(cfg, *trainer, root, ctx.lineage, done,
                                                cfg.checkpoint.async);
     if (!cfg.checkpoint.async) commit();

@@ -143,8 +143,13 @@ class TrainerImpl final : public Trainer {
         for (const auto& [kind, view] :
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
+          const auto piece = state_piece(kind, s, box, dt);
+          if (box.rows <= 1 || box.stride == static_cast<std::size_t>(box.cols)) {
+            source.read(piece, view + box.flat, box.size() * sizeof(G));  // contiguous
+            continue;
+          }
           std::vector<G> data(box.size());
-          source.read(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+          source.read(piece, data.data(), data.size() * sizeof(G));
           scatter_box(view, box, data);
         }
     Kokkos::deep_copy(ps.master_view(), master);

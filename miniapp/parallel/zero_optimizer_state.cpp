@@ -80,13 +80,18 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
                   std::vector<G>& dst, const model::LogicalBox& at) {
     const auto piece = model::state_piece(kind, s, box, dt);
     if (!fill) return source.read(piece, nullptr, box.size() * sizeof(G));
+    if (at.rows <= 1 || at.stride == static_cast<std::size_t>(at.cols))  // contiguous: in place
+      return source.read(piece, dst.data() + at.flat, box.size() * sizeof(G));
     std::vector<G> data(box.size());
     source.read(piece, data.data(), data.size() * sizeof(G));
     model::scatter_box(dst.data(), at, data);
   };
+  // The master copies of the owned shard are kept apart only in bf16 training and under ZeRO-3
+  // (else they are the parameters, loaded whole below).
+  const bool compact_master = kHasMaster<T> || opt_.zero == 3;
   // The owned shard: master (where it is kept apart from the parameters) and the moments.
   const std::size_t n = fill ? compact_total_ : 0;
-  std::vector<G> master_compact(n, G(0)), m(n, G(0)), v(n, G(0));
+  std::vector<G> master_compact(compact_master ? n : 0, G(0)), m(n, G(0)), v(n, G(0));
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     const std::size_t ob = own_[u], oe = own_[u] + shard_[u], c0 = compact_[u];
@@ -96,7 +101,7 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        load("master", s, box, master_compact, cb);
+        if (compact_master) load("master", s, box, master_compact, cb);
         load("adam_m", s, box, m, cb);
         load("adam_v", s, box, v, cb);
       }
