@@ -20,8 +20,8 @@ deck="$here/inputs/checkpoint-bench.yaml"
 command -v fio > /dev/null || { echo "fio is needed (apt-get install -y fio)" >&2; exit 2; }
 mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1
-# ONLY=resume or ONLY=async runs one part.
-[ "${ONLY:-resume}" = resume ] && for np in 1 2; do
+# ONLY=resume or ONLY=async runs one part; NPS="2" the resume on those rank counts only.
+[ "${ONLY:-resume}" = resume ] && for np in ${NPS:-1 2}; do
   save="$work/save-np$np"
   rm -rf "$save"
   mpiexec -n $np "$paraxis" run "$deck" --set parallel.dp=$np --out "$save" > "$save.log" 2>&1
