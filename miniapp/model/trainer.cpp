@@ -124,8 +124,13 @@ class TrainerImpl final : public Trainer {
         for (const auto& [kind, view] :
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
+          const auto piece = state_piece(kind, s, box, dt);
+          if (box.rows <= 1 || box.stride == static_cast<std::size_t>(box.cols)) {
+            sink.add(piece, view + box.flat, box.size() * sizeof(G));  // contiguous: no gather
+            continue;
+          }
           const auto data = gather_box(view, box);
-          sink.add(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+          sink.add(piece, data.data(), data.size() * sizeof(G));
         }
   }
 

@@ -52,21 +52,35 @@ template <class T>
 void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const {
   const auto& ps = model_.params();
   const char* dt = model::state_dtype<G>();
-  // The master copies: a compact shard (bf16 training, or ZeRO-3's parameters) or the flat
-  // parameters themselves.
-  std::vector<G> master_compact, master_flat;
-  if constexpr (kHasMaster<T>) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_c_);
-    master_compact.assign(h.data(), h.data() + h.extent(0));
-  } else if (opt_.zero == 3) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), param_c_);
-    master_compact.assign(h.data(), h.data() + h.extent(0));
-  } else {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.param);
-    master_flat.assign(h.data(), h.data() + h.extent(0));
-  }
+  // Host views of the state: the views themselves where the host reaches their memory (no
+  // copy). The master copies: a compact shard (bf16 training, or ZeRO-3's parameters) or the
+  // flat parameters themselves.
   const auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c_);
   const auto v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v_c_);
+  typename GView::HostMirror master_h;
+  typename TView::HostMirror param_c_h;
+  typename std::decay_t<decltype(ps.param)>::HostMirror param_h;
+  const G* master = nullptr;
+  const bool flat = !kHasMaster<T> && opt_.zero != 3;
+  if constexpr (kHasMaster<T>) {
+    master_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_c_);
+    master = master_h.data();
+  } else if (opt_.zero == 3) {
+    param_c_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), param_c_);
+    master = param_c_h.data();
+  } else {
+    param_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.param);
+    master = param_h.data();
+  }
+  // A piece straight from its host view where its box is contiguous there, else gathered.
+  auto add = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
+                 const G* src, const model::LogicalBox& at) {
+    const auto piece = model::state_piece(kind, s, box, dt);
+    if (at.rows <= 1 || at.stride == static_cast<std::size_t>(at.cols))
+      return sink.add(piece, src + at.flat, box.size() * sizeof(G));
+    const auto data = model::gather_box(src, at);
+    sink.add(piece, data.data(), data.size() * sizeof(G));
+  };
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     const Communicator& g = *group_[u];
@@ -80,14 +94,9 @@ void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const 
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        const auto master = master_flat.empty() ? model::gather_box(master_compact.data(), cb)
-                                                : model::gather_box(master_flat.data(), box);
-        const auto mm = model::gather_box(m.data(), cb);
-        const auto vv = model::gather_box(v.data(), cb);
-        sink.add(model::state_piece("master", s, box, dt), master.data(),
-                 master.size() * sizeof(G));
-        sink.add(model::state_piece("adam_m", s, box, dt), mm.data(), mm.size() * sizeof(G));
-        sink.add(model::state_piece("adam_v", s, box, dt), vv.data(), vv.size() * sizeof(G));
+        add("master", s, box, master, flat ? box : cb);
+        add("adam_m", s, box, m.data(), cb);
+        add("adam_v", s, box, v.data(), cb);
       }
     }
   }
