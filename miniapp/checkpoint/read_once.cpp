@@ -136,8 +136,8 @@ Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
       return n != r && h.on_host[static_cast<std::size_t>(n)];
     });
     if (!peer) continue;
-    const auto i = static_cast<std::size_t>(
-        std::find(h.members.begin(), h.members.end(), r) - h.members.begin());
+    const auto i = static_cast<std::size_t>(std::find(h.members.begin(), h.members.end(), r) -
+                                            h.members.begin());
     l.owner[s] = static_cast<int>(i);
     l.offset[s] = l.bytes[i];
     l.bytes[i] += (sizes[s] + 63) / 64 * 64;  // cache-line aligned
@@ -173,9 +173,9 @@ namespace {
 
 // The shards this rank reads for others (or for itself twice), in file order: read and verified
 // into the host's shared memory or a buffer of their own. Returns this rank's error, "" for none.
-std::string read_mine(const Reader& reader, const std::vector<std::size_t>& mine,
-                      const Layout& l, const HostMemory* memory,
-                      std::vector<std::vector<std::byte>>& data, ReadOnceStats& stats) {
+std::string read_mine(const Reader& reader, const std::vector<std::size_t>& mine, const Layout& l,
+                      const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
+                      ReadOnceStats& stats) {
   try {
     for (const std::size_t s : mine) {
       const auto bytes = static_cast<std::size_t>(reader.shard(s).bytes);
@@ -202,8 +202,8 @@ std::byte* where(std::size_t s, const Layout& l, const HostMemory* memory,
 // The sends of what this rank read to the needers off its host, and the receives of what it
 // needs from ranks off its host (or not sharing memory); the rest is in shared memory.
 void exchange(MPI_Comm comm, const Host& h, const std::vector<std::vector<int>>& needers,
-              const std::vector<int>& plan, const std::vector<std::size_t>& sizes,
-              const Layout& l, const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
+              const std::vector<int>& plan, const std::vector<std::size_t>& sizes, const Layout& l,
+              const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
               ReadOnceStats& stats, const WaitFunction& wait) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);

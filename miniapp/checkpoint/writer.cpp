@@ -232,10 +232,14 @@ void Writer::begin(bool publish_on_thread) {
   my_bytes_ = file_ ? file_->out.size() : 0;
   json recs = json::array();
   for (const auto& r : records_) recs.push_back(to_json(r));
-  piece_ = json{
-      {"rank", rank_},      {"error", error_},           {"write_s", write_s_},
-      {"bytes", my_bytes_}, {"non_finite", non_finite_}, {"non_finite_tensor", non_finite_tensor_},
-      {"records", recs}}.dump();
+  piece_ = json{{"rank", rank_},
+                {"error", error_},
+                {"write_s", write_s_},
+                {"bytes", my_bytes_},
+                {"non_finite", non_finite_},
+                {"non_finite_tensor", non_finite_tensor_},
+                {"records", recs}}
+               .dump();
   // The pieces (shard records: a few hundred bytes per shard) to rank 0: first their sizes.
   piece_len_ = static_cast<int>(piece_.size());
   lens_.assign(rank_ == 0 ? static_cast<std::size_t>(size_) : 0, 0);

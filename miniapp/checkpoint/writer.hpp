@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>

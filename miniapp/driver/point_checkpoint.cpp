@@ -261,8 +261,8 @@ struct CheckpointSave::Impl {
   std::thread thread;
   std::atomic<bool> written{false};  // the thread wrote and fsynced the file
   std::string thread_error;
-  bool begun = false;  // the commit begun (asynchronous: checkpoint::Writer::begin_commit)
-  double poll_s = 0;   // the training thread's time in poll()
+  bool begun = false;       // the commit begun (asynchronous: checkpoint::Writer::begin_commit)
+  double poll_s = 0;        // the training thread's time in poll()
   std::string error;        // from the construction (a Writer that could not be opened)
   bool cores_busy = false;  // async: the ranks on this host use all its cores
 };
@@ -411,8 +411,8 @@ json save_figures(const CheckpointSave::Impl& m, const checkpoint::SaveStats& st
   out["commit_wait_s"] = spread(end - joined);
   out["exposed_s"] = spread(m.staged_s + m.poll_s + (end - t0));
   out["async_can_hide"] = !m.cores_busy;
-  const bool off = m.writer->synced_off_owner() &&
-                   (world_rank() != 0 || m.writer->published_off_owner());
+  const bool off =
+      m.writer->synced_off_owner() && (world_rank() != 0 || m.writer->published_off_owner());
   out["commit_off_training_thread"] = spread(off ? 1.0 : 0.0)["min"].get<double>() == 1.0;
   return out;
 }

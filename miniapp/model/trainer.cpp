@@ -125,7 +125,7 @@ class TrainerImpl final : public Trainer {
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
           const auto piece = state_piece(kind, s, box, dt);
-          if (box.rows <= 1 || box.stride == static_cast<std::size_t>(box.cols)) {
+          if (contiguous(box)) {
             sink.add(piece, view + box.flat, box.size() * sizeof(G));  // contiguous: no gather
             continue;
           }
@@ -149,7 +149,7 @@ class TrainerImpl final : public Trainer {
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
           const auto piece = state_piece(kind, s, box, dt);
-          if (box.rows <= 1 || box.stride == static_cast<std::size_t>(box.cols)) {
+          if (contiguous(box)) {
             source.read(piece, view + box.flat, box.size() * sizeof(G));  // contiguous
             continue;
           }

@@ -41,7 +41,8 @@ typename V::HostMirror zeroed_host(const V& v) {
 // `own`: the view a destination already has (the optimizer's), else one of `n` elements.
 template <class V>
 V target(const V* own, std::size_t n, typename V::HostMirror& host) {
-  const V v = own ? *own : V(Kokkos::view_alloc("paraxis::load_master", Kokkos::WithoutInitializing), n);
+  const V v =
+      own ? *own : V(Kokkos::view_alloc("paraxis::load_master", Kokkos::WithoutInitializing), n);
   host = zeroed_host(v);
   return v;
 }
@@ -76,8 +77,7 @@ void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const 
   auto add = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
                  const G* src, const model::LogicalBox& at) {
     const auto piece = model::state_piece(kind, s, box, dt);
-    if (at.rows <= 1 || at.stride == static_cast<std::size_t>(at.cols))
-      return sink.add(piece, src + at.flat, box.size() * sizeof(G));
+    if (model::contiguous(at)) return sink.add(piece, src + at.flat, box.size() * sizeof(G));
     const auto data = model::gather_box(src, at);
     sink.add(piece, data.data(), data.size() * sizeof(G));
   };
@@ -106,22 +106,19 @@ template <class T>
 void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   const auto& ps = model_.params();
   const char* dt = model::state_dtype<G>();
-  // A source that only records the pieces (read once's first pass) gets no buffers, and the
-  // state is left as it was.
-  const bool fill = source.fills();
+  const bool fill = source.fills();  // false: read once's first pass (no buffers, no change)
   auto load = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
                   G* dst, const model::LogicalBox& at) {
     const auto piece = model::state_piece(kind, s, box, dt);
     if (!fill) return source.read(piece, nullptr, box.size() * sizeof(G));
-    if (at.rows <= 1 || at.stride == static_cast<std::size_t>(at.cols))  // contiguous: in place
+    if (model::contiguous(at))  // in place
       return source.read(piece, dst + at.flat, box.size() * sizeof(G));
     std::vector<G> data(box.size());
     source.read(piece, data.data(), data.size() * sizeof(G));
     model::scatter_box(dst, at, data);
   };
-  // The master copies of the owned shard are kept apart only in bf16 training and under ZeRO-3
-  // (else they are the parameters, loaded whole below). Each destination is filled through its
-  // host view: the optimizer's own view where the host reaches its memory (no copy).
+  // The owned shard's master copies are apart only in bf16 and ZeRO-3 (else the parameters,
+  // loaded whole below). Each destination is filled through its host view (LoadTargets).
   const bool compact_master = kHasMaster<T> || opt_.zero == 3;
   LoadTargets<GView> t;
   if (fill) {
