@@ -7,7 +7,8 @@
 #             (within 1e-12 of it).
 #   async     checkpoint.async: the same checkpoints as the synchronous run (every shard's checksum
 #             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
-#             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
+#             the fsync and commit off the training thread (its stall only its own spans), and a
+#             resume from the asynchronous step-4 bitwise like the uninterrupted run.
 #   auto      checkpoint.every: auto with a device MTBF of 1.8 s: a save after the first step, then
 #             every N steps counted from it (steps 1, 1 + N, 1 + 2N, ...), N = Daly's interval
 #             (recomputed here from the recorded cost, step and MTBF) over the step time; the cost
@@ -110,6 +111,11 @@ assert [c["step"] for c in saves] == [2, 4, 6], saves
 for c in saves:
     assert c["async"] is True and c["staged_bytes"]["min"] > 0, c
     assert c["exposed_s"]["max"] >= c["staging_s"]["max"] > 0, c
+    # The fsync and the commit's publication ran off the training thread, and the stall is the
+    # sum of the training thread's own spans (staging, polls, the waits in finish) only.
+    assert c["commit_off_training_thread"] is True, c
+    parts = sum(c[k]["mean"] for k in ("staging_s", "poll_s", "join_wait_s", "commit_wait_s"))
+    assert abs(c["exposed_s"]["mean"] - parts) <= 1e-9 * max(1.0, parts), (c, parts)
 print("async: step-4 and step-6 identical to the synchronous run's; exposed %.4f s of %.4f s"
       % (saves[1]["exposed_s"]["max"], saves[1]["total_s"]))
 PY
