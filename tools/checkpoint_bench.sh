@@ -20,8 +20,8 @@ deck="$here/inputs/checkpoint-bench.yaml"
 command -v fio > /dev/null || { echo "fio is needed (apt-get install -y fio)" >&2; exit 2; }
 mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1
-# ONLY=resume or ONLY=async runs one part.
-[ "${ONLY:-resume}" = resume ] && for np in 1 2; do
+# ONLY=resume or ONLY=async runs one part; NPS="2" the resume on those rank counts only.
+[ "${ONLY:-resume}" = resume ] && for np in ${NPS:-1 2}; do
   save="$work/save-np$np"
   rm -rf "$save"
   mpiexec -n $np "$paraxis" run "$deck" --set parallel.dp=$np --out "$save" > "$save.log" 2>&1
@@ -77,14 +77,22 @@ done
 # steps, a save after steps 2, 4 and 6; RUNS alternating pairs. Stall: a save's exposed_s (the
 # first save, which pays for fresh staging pages, left out); step time during a save: steps 3, 5
 # and 7 (an asynchronous save's writes run behind them) against steps 2, 4 and 6.
+# Staging against the copy bandwidth paraxis-bench-kernels measures (its largest copy baseline,
+# its bytes/s counts bytes read + written, as 2 x staged bytes here), taken before each pair.
+copy_bw() {
+  "$build/bin/paraxis-bench-kernels" --benchmark_filter='^adamw/baseline_copy/28311552/' \
+    --benchmark_format=json 2> /dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["bytes/s"])'
+}
 [ "${ONLY:-async}" = async ] && for i in $(seq 1 "$runs"); do
+  bw=$(copy_bw)
   for mode in false true; do
     out="$work/async-$mode-$i"
     rm -rf "$out"
     mpiexec -n 1 "$paraxis" run "$deck" --set parallel.dp=1 --set train.steps=7 \
       --set checkpoint.every=2 --set checkpoint.async=$mode --set checkpoint.keep=1 \
       --out "$out" > "$out.log" 2>&1
-    python3 - "$out/summary.json" "$mode" "$i" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+    python3 - "$out/summary.json" "$mode" "$i" "$(cut -d' ' -f1-3 /proc/loadavg)" "$bw" <<'PY'
 import json, statistics, sys
 p = json.load(open(sys.argv[1]))["points"][0]
 st = [c["exposed_s"]["max"] for c in p["checkpoints"][1:]]
@@ -94,6 +102,13 @@ without = statistics.median([t[s] for s in (2, 4, 6) if s in t])
 print(f"run {sys.argv[3]} async={sys.argv[2]}: stall median {statistics.median(st):.3f} s "
       f"(saves 2-3: {', '.join(f'{x:.3f}' for x in st)}), step during a save {during:.3f} s, "
       f"without {without:.3f} s, ratio {during / without:.2f}  load {sys.argv[4]}")
+if sys.argv[2] == "true":  # staging (saves 2-3) against the kernel bench's copy, read + written
+    rate = statistics.median([2 * c["staged_bytes"]["max"] / c["staging_s"]["max"]
+                              for c in p["checkpoints"][1:]])
+    bw = float(sys.argv[5])
+    print(f"  staging {rate / 1e9:.2f} GB/s (2 x staged bytes / staging_s), kernel bench copy "
+          f"{bw / 1e9:.2f} GB/s: {rate / bw:.2f} of it; commit off the training thread: "
+          f"{all(c.get('commit_off_training_thread') for c in p['checkpoints'])}")
 PY
   done
 done

@@ -7,10 +7,13 @@
 #             (within 1e-12 of it).
 #   async     checkpoint.async: the same checkpoints as the synchronous run (every shard's checksum
 #             of step-4 and step-6), the save's staging, exposed time and staged bytes recorded,
-#             and a resume from the asynchronous step-4 bitwise like the uninterrupted run.
+#             the fsync and commit off the training thread (its stall only its own spans), and a
+#             resume from the asynchronous step-4 bitwise like the uninterrupted run.
 #   auto      checkpoint.every: auto with a device MTBF of 1.8 s: a save after the first step, then
 #             every N steps counted from it (steps 1, 1 + N, 1 + 2N, ...), N = Daly's interval
-#             (recomputed here from the recorded cost, step and MTBF) over the step time.
+#             (recomputed here from the recorded cost, step and MTBF) over the step time; the cost
+#             C is the measuring save's stalled time (exposed_s).
+#   auto_async the same with checkpoint.async: the measuring save is asynchronous and C its stall
 #   dead_save rank 1 killed while step-4 is written (fault.dead_rank at: checkpoint): step-2 is
 #             complete, latest names it, the unfinished folder is ignored; --resume latest
 #             continues from step 2 bitwise like the uninterrupted run.
@@ -108,6 +111,11 @@ assert [c["step"] for c in saves] == [2, 4, 6], saves
 for c in saves:
     assert c["async"] is True and c["staged_bytes"]["min"] > 0, c
     assert c["exposed_s"]["max"] >= c["staging_s"]["max"] > 0, c
+    # The fsync and the commit's publication ran off the training thread, and the stall is the
+    # sum of the training thread's own spans (staging, polls, the waits in finish) only.
+    assert c["commit_off_training_thread"] is True, c
+    parts = sum(c[k]["mean"] for k in ("staging_s", "poll_s", "join_wait_s", "commit_wait_s"))
+    assert abs(c["exposed_s"]["mean"] - parts) <= 1e-9 * max(1.0, parts), (c, parts)
 print("async: step-4 and step-6 identical to the synchronous run's; exposed %.4f s of %.4f s"
       % (saves[1]["exposed_s"]["max"], saves[1]["total_s"]))
 PY
@@ -116,17 +124,22 @@ PY
       > "$out/async-resumed.log" 2>&1 || { cat "$out/async-resumed.log"; fail "resume async"; }
     losses "$out/async-resumed/summary.json" | diff <(tail -n 2 "$out/full.txt") - ||
       fail "the resume from the asynchronous checkpoint differs" ;;
-  auto)
+  auto|auto_async)
+    async=false
+    [ "$case" = auto_async ] && async=true
     "$mpiexec" -n 2 "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" --set train.steps=12 \
       --set parallel.dp=2 --set checkpoint.every=auto --set checkpoint.device_mtbf_h=0.0005 \
       --set checkpoint.keep=20 --set "checkpoint.dir=$out/auto" --out "$out/auto-run" \
+      --set checkpoint.async=$async \
       > "$out/auto.log" 2>&1 || { cat "$out/auto.log"; fail "checkpoint.every: auto"; }
-    python3 - "$out/auto-run/summary.json" <<'PY' || { cat "$out/auto.log"; fail "auto cadence"; }
+    python3 - "$out/auto-run/summary.json" "$async" <<'PY' || { cat "$out/auto.log"; fail "auto cadence"; }
 import json, math, sys
 p = json.load(open(sys.argv[1]))["points"][0]
 a = p["checkpoint_auto"]
 assert p["config"]["checkpoint"]["every"] == "auto", p["config"]["checkpoint"]
 c, m = a["checkpoint_s"], 0.0005 * 3600 / 2  # 2 ranks
+first = p["checkpoints"][0]  # the measuring save, in the mode in use: C is its stall
+assert first["async"] == (sys.argv[2] == "true") and c == first["exposed_s"]["max"], (first, a)
 assert abs(a["system_mtbf_s"] - m) < 1e-9 * m, a
 # Daly 2006, C < 2M: tau = sqrt(2CM) (1 + sqrt(C/2M)/3 + (C/2M)/9) - C
 x = c / (2 * m)
@@ -136,8 +149,11 @@ n = max(1, round(tau / a["step_s"]))
 assert a["every"] == n, (a, n)
 want = list(range(1, 13, n))  # counted from the first save, not from step 0
 got = [s["step"] for s in p["checkpoints"]]
-assert got == want, (got, want)
-print("auto: C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %s" %
+if sys.argv[2] == "true":  # the cadence is known once the measuring save committed: then on grid
+    assert got[0] == 1 and got[1:] == want[len(want) - len(got) + 1:], (got, want)
+else:
+    assert got == want, (got, want)
+print(f"auto (async {sys.argv[2]}): C %.4f s, step %.4f s, Daly %.3f s -> every %d steps; saved after %s" %
       (c, a["step_s"], tau, n, got))
 PY
     ;;

@@ -1,5 +1,6 @@
 // Reading a checkpoint once per job (read_once.hpp): who needs which saved shard (an
-// allgather of shard numbers), one reader per shard, then point-to-point sends of the shards.
+// allgather of shard numbers), one reader per shard, then the host's shared memory for the
+// ranks of the reader's host and point-to-point sends for the others.
 #include "checkpoint/read_once.hpp"
 
 #include <algorithm>
@@ -86,6 +87,64 @@ void post(std::vector<MPI_Request>& requests, bool send, std::byte* data, std::s
   }
 }
 
+// The ranks of `comm` on this host (MPI_COMM_TYPE_SHARED): on_host[r] per rank of comm, and
+// members[i] the comm rank of host rank i. Without sharing, this rank alone.
+struct Host {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<char> on_host;
+  std::vector<int> members;
+};
+
+Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  Host h;
+  h.on_host.assign(static_cast<std::size_t>(size), 0);
+  h.on_host[static_cast<std::size_t>(rank)] = 1;
+  h.members = {rank};
+  if (!share) return h;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &h.comm);
+  int n = 1;
+  MPI_Comm_size(h.comm, &n);
+  h.members.resize(static_cast<std::size_t>(n));
+  MPI_Request r;
+  MPI_Iallgather(&rank, 1, MPI_INT, h.members.data(), 1, MPI_INT, h.comm, &r);
+  wait(1, &r, "checkpoint read-once: the ranks of this host", h.comm);
+  for (const int m : h.members) h.on_host[static_cast<std::size_t>(m)] = 1;
+  return h;
+}
+
+// Where each shard read on this host for another rank of it lies in the host's shared memory:
+// the reader's host rank and the offset in its slice (-1: not in shared memory); `bytes` per
+// host rank. Every rank of the host computes the same from the same plan.
+struct Layout {
+  std::vector<int> owner;
+  std::vector<std::size_t> offset, bytes;
+};
+
+Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
+                 const std::vector<int>& plan, const std::vector<std::size_t>& sizes) {
+  Layout l;
+  l.owner.assign(plan.size(), -1);
+  l.offset.assign(plan.size(), 0);
+  l.bytes.assign(h.members.size(), 0);
+  for (std::size_t s = 0; s < plan.size(); ++s) {
+    const int r = plan[s];
+    if (r < 0 || !h.on_host[static_cast<std::size_t>(r)]) continue;
+    const bool peer = std::any_of(needers[s].begin(), needers[s].end(), [&](int n) {
+      return n != r && h.on_host[static_cast<std::size_t>(n)];
+    });
+    if (!peer) continue;
+    const auto i = static_cast<std::size_t>(std::find(h.members.begin(), h.members.end(), r) -
+                                            h.members.begin());
+    l.owner[s] = static_cast<int>(i);
+    l.offset[s] = l.bytes[i];
+    l.bytes[i] += (sizes[s] + 63) / 64 * 64;  // cache-line aligned
+  }
+  return l;
+}
+
 }  // namespace
 
 std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
@@ -110,51 +169,57 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
   return reader;
 }
 
-ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
-                        const WaitFunction& wait) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const std::size_t shards = reader.shard_count();
-  const auto needers = gather_needers(comm, shards, needed, wait);
-  std::vector<std::size_t> sizes(shards);
-  for (std::size_t s = 0; s < shards; ++s)
-    sizes[s] = static_cast<std::size_t>(reader.shard(s).bytes);
-  const std::vector<int> plan = read_once_plan(needers, sizes);
-  ReadOnceStats stats;
-  // Read (and verify) what this rank was given; one failure stops every rank before any send.
-  // In file order, the kernel reading ahead of the verification (Reader::prefetch).
-  std::vector<std::size_t> mine;
-  for (std::size_t s = 0; s < shards; ++s)
-    if (plan[s] == rank) mine.push_back(s);
-  mine = reader.in_file_order(std::move(mine));
-  const double t0 = MPI_Wtime();
-  reader.prefetch(mine);
-  std::vector<std::vector<std::byte>> data(shards);
-  std::string error;
+namespace {
+
+// The shards this rank reads for others (or for itself twice), in file order: read and verified
+// into the host's shared memory or a buffer of their own. Returns this rank's error, "" for none.
+std::string read_mine(const Reader& reader, const std::vector<std::size_t>& mine, const Layout& l,
+                      const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
+                      ReadOnceStats& stats) {
   try {
     for (const std::size_t s : mine) {
-      data[s] = reader.read_shard(s);
-      stats.read_bytes += data[s].size();
+      const auto bytes = static_cast<std::size_t>(reader.shard(s).bytes);
+      if (l.owner[s] >= 0) {
+        reader.read_shard_into(s, memory->slice(l.owner[s]) + l.offset[s]);
+        stats.shared_bytes += bytes;
+      } else {
+        data[s] = reader.read_shard(s);
+      }
+      stats.read_bytes += bytes;
     }
   } catch (const std::exception& e) {
-    error = e.what();
+    return e.what();
   }
-  stats.read_s = MPI_Wtime() - t0;
-  const int failed = first_failure(comm, !error.empty(), wait);
-  if (failed >= 0)  // every rank throws the reading rank's own message (the file, the tensor)
-    throw std::runtime_error(message_of(comm, failed, error, wait));
-  const double t1 = MPI_Wtime();
+  return "";
+}
+
+// Where shard s's bytes are on this rank (shared memory or its own buffer).
+std::byte* where(std::size_t s, const Layout& l, const HostMemory* memory,
+                 std::vector<std::vector<std::byte>>& data) {
+  return l.owner[s] >= 0 ? memory->slice(l.owner[s]) + l.offset[s] : data[s].data();
+}
+
+// The sends of what this rank read to the needers off its host, and the receives of what it
+// needs from ranks off its host (or not sharing memory); the rest is in shared memory.
+void exchange(MPI_Comm comm, const Host& h, const std::vector<std::vector<int>>& needers,
+              const std::vector<int>& plan, const std::vector<std::size_t>& sizes, const Layout& l,
+              const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
+              ReadOnceStats& stats, const WaitFunction& wait) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
   std::vector<MPI_Request> requests;
-  for (std::size_t s = 0; s < shards; ++s) {
+  for (std::size_t s = 0; s < plan.size(); ++s) {
     const auto& who = needers[s];
-    if (plan[s] < 0 || std::find(who.begin(), who.end(), rank) == who.end()) continue;
+    if (plan[s] < 0 || (plan[s] == rank && who.size() < 2) ||
+        std::find(who.begin(), who.end(), rank) == who.end())
+      continue;
     if (plan[s] == rank) {
       for (const int peer : who)
-        if (peer != rank) {
-          post(requests, true, data[s].data(), data[s].size(), peer, tag_of(s), comm);
-          stats.sent_bytes += data[s].size();
+        if (peer != rank && !(l.owner[s] >= 0 && h.on_host[static_cast<std::size_t>(peer)])) {
+          post(requests, true, where(s, l, memory, data), sizes[s], peer, tag_of(s), comm);
+          stats.sent_bytes += sizes[s];
         }
-    } else {
+    } else if (l.owner[s] < 0) {
       data[s].resize(sizes[s]);
       post(requests, false, data[s].data(), sizes[s], plan[s], tag_of(s), comm);
       stats.received_bytes += sizes[s];
@@ -163,10 +228,88 @@ ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<s
   if (!requests.empty())
     wait(static_cast<int>(requests.size()), requests.data(),
          "checkpoint read-once: exchanging shards", comm);
-  stats.exchange_s = MPI_Wtime() - t1;
+}
+
+}  // namespace
+
+HostMemory::HostMemory(MPI_Comm host, std::size_t bytes) : host_(host) {
+  void* base = nullptr;
+  MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, host_, &base, &win_);
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win_);
+}
+
+HostMemory::~HostMemory() {
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+  MPI_Comm_free(&host_);
+}
+
+std::byte* HostMemory::slice(int host_rank) const {
+  MPI_Aint size = 0;
+  int unit = 1;
+  void* base = nullptr;
+  MPI_Win_shared_query(win_, host_rank, &size, &unit, &base);
+  return static_cast<std::byte*>(base);
+}
+
+void HostMemory::sync() const {
+  MPI_Win_sync(win_);
+}
+
+ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
+                   const WaitFunction& wait, bool share_host) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::size_t shards = reader.shard_count();
+  const auto needers = gather_needers(comm, shards, needed, wait);
+  std::vector<std::size_t> sizes(shards);
   for (std::size_t s = 0; s < shards; ++s)
-    if (plan[s] >= 0 && !data[s].empty()) reader.keep(s, std::move(data[s]));
-  return stats;
+    sizes[s] = static_cast<std::size_t>(reader.shard(s).bytes);
+  const std::vector<int> plan = read_once_plan(needers, sizes);
+  Host host = host_of(comm, share_host, wait);
+  const Layout l = layout_of(host, needers, plan, sizes);
+  ReadOnce out;
+  if (std::accumulate(l.bytes.begin(), l.bytes.end(), std::size_t{0}) > 0) {
+    const auto me = static_cast<std::size_t>(
+        std::find(host.members.begin(), host.members.end(), rank) - host.members.begin());
+    out.memory = std::make_unique<HostMemory>(host.comm, l.bytes[me]);
+  } else if (host.comm != MPI_COMM_NULL) {
+    MPI_Comm_free(&host.comm);
+  }
+  // What this rank reads here: the shards it was given that another rank needs too, or that it
+  // names twice; in file order, the kernel reading ahead of the verification. The shards only
+  // it needs, once, after them (read in the caller's second pass, straight into its buffers).
+  std::vector<std::size_t> mine, alone;
+  for (std::size_t s = 0; s < shards; ++s) {
+    if (plan[s] != rank) continue;
+    const bool twice = std::count(needed.begin(), needed.end(), s) > 1;
+    (needers[s].size() > 1 || twice ? mine : alone).push_back(s);
+  }
+  mine = reader.in_file_order(std::move(mine));
+  alone = reader.in_file_order(std::move(alone));
+  std::vector<std::size_t> ahead = mine;
+  ahead.insert(ahead.end(), alone.begin(), alone.end());
+  reader.prefetch(ahead);
+  ReadOnceStats& stats = out.stats;
+  std::vector<std::vector<std::byte>> data(shards);
+  const double t0 = MPI_Wtime();
+  const std::string error = read_mine(reader, mine, l, out.memory.get(), data, stats);
+  stats.read_s = MPI_Wtime() - t0;
+  if (out.memory) out.memory->sync();
+  const int failed = first_failure(comm, !error.empty(), wait);
+  if (failed >= 0)  // every rank throws the reading rank's own message (the file, the tensor)
+    throw std::runtime_error(message_of(comm, failed, error, wait));
+  if (out.memory) out.memory->sync();  // the other ranks' reads visible here
+  const double t1 = MPI_Wtime();
+  exchange(comm, host, needers, plan, sizes, l, out.memory.get(), data, stats, wait);
+  stats.exchange_s = MPI_Wtime() - t1;
+  for (std::size_t s = 0; s < shards; ++s) {
+    if (l.owner[s] >= 0 && std::binary_search(needed.begin(), needed.end(), s))
+      reader.keep_view(s, where(s, l, out.memory.get(), data));
+    else if (!data[s].empty())
+      reader.keep(s, std::move(data[s]));
+  }
+  return out;
 }
 
 }  // namespace paraxis::checkpoint

@@ -2,13 +2,17 @@
 // communicator. Every rank names the saved shards it will read (Reader::shards_of for each of
 // its regions); a shard that several ranks need (ZeRO-0 replicas, tensors replicated over tensor
 // parallelism, the whole master copies a ZeRO 1-2 rank loads) is read from storage and verified
-// by one of them and sent to the others over the communicator. Afterwards each rank's Reader
-// holds every shard it named (Reader::keep), so its reads make no further storage access.
+// by one of them and given to the others: through memory the ranks of a host share (an MPI
+// shared-memory window: no copy) to those on its host, over the communicator to the others.
+// Afterwards each rank's Reader holds every such shard it named (Reader::keep, keep_view), so its
+// reads make no further storage access; a shard only one rank needs, once, is left to that rank's
+// own read (straight into its buffer: Reader::read_into).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,11 +22,34 @@
 namespace paraxis::checkpoint {
 
 struct ReadOnceStats {
-  std::size_t read_bytes = 0;      // this rank: read from storage (and verified)
+  std::size_t read_bytes = 0;      // this rank: read from storage (and verified) for others too
+  std::size_t shared_bytes = 0;    // this rank: of those, read into its host's shared memory
   std::size_t received_bytes = 0;  // this rank: received from the rank that read them
   std::size_t sent_bytes = 0;      // this rank: sent to ranks that need what it read
   double read_s = 0;               // this rank: reading and verifying its shards
   double exchange_s = 0;           // this rank: the sends and receives
+};
+
+// Memory shared by the ranks of one host (an MPI shared-memory window) holding the shards they
+// read for each other; Reader::keep_view points into it. Its end is collective over the host
+// (MPI_Win_free): every rank ends its own at the same point, after Reader::forget_kept().
+class HostMemory {
+ public:
+  HostMemory(MPI_Comm host, std::size_t bytes);  // collective over `host`, which it takes over
+  ~HostMemory();
+  HostMemory(const HostMemory&) = delete;
+  HostMemory& operator=(const HostMemory&) = delete;
+  std::byte* slice(int host_rank) const;  // that rank's part
+  void sync() const;                      // MPI_Win_sync: this rank's writes visible
+
+ private:
+  MPI_Comm host_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+};
+
+struct ReadOnce {
+  ReadOnceStats stats;
+  std::unique_ptr<HostMemory> memory;  // null when no shard went through shared memory
 };
 
 // Which rank reads saved shard s: needers[s] is the sorted list of ranks that need it (empty:
@@ -33,11 +60,14 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
                                 const std::vector<std::size_t>& shard_bytes);
 
 // Collective over `comm` (every rank of it calls, with the same checkpoint folder open): see the
-// top of this file. `needed` are this rank's shard numbers (Reader::shards_of). A shard that
-// cannot be read or fails its checksum makes every rank throw the same std::runtime_error: the
-// Reader's message on the (lowest) failing rank, naming the file and the tensor.
-// `wait` completes the requests it starts (the driver's watchdog; writer.hpp).
-ReadOnceStats read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
-                        const WaitFunction& wait);
+// top of this file. `needed` are this rank's shard numbers (Reader::shards_of), sorted, a shard
+// it will read twice named twice (then it is read here and kept). `share_host`: the ranks of a
+// host (MPI_COMM_TYPE_SHARED) share what they read through memory; false: only messages. A shard
+// that cannot be read or fails its checksum makes every rank throw the same std::runtime_error:
+// the Reader's message on the (lowest) failing rank, naming the file and the tensor.
+// `wait` completes the requests it starts (the driver's watchdog; writer.hpp). Keep the returned
+// memory until the last read of the kept shards, then Reader::forget_kept() and end it.
+ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
+                   const WaitFunction& wait, bool share_host = true);
 
 }  // namespace paraxis::checkpoint

@@ -171,29 +171,47 @@ std::vector<std::byte> Reader::read_shard(std::size_t s) const {
   return buf;
 }
 
+void Reader::read_shard_into(std::size_t s, std::byte* out) const {
+  (void)shards_.at(s);  // in range
+  read_verified(s, out);
+}
+
 void Reader::keep(std::size_t s, std::vector<std::byte> bytes) const {
   if (bytes.size() != static_cast<std::size_t>(shards_.at(s)->bytes))
     throw std::logic_error("checkpoint::Reader::keep: shard " + std::to_string(s) + " has " +
                            std::to_string(shards_[s]->bytes) + " bytes, given " +
                            std::to_string(bytes.size()));
-  kept_[s] = std::move(bytes);
+  auto& mine = owned_[s];
+  mine = std::move(bytes);
+  kept_[s] = mine.data();
 }
 
-const std::vector<std::byte>* Reader::held(std::size_t s) const {
+void Reader::keep_view(std::size_t s, const std::byte* data) const {
+  (void)shards_.at(s);  // in range
+  owned_.erase(s);
+  kept_[s] = data;
+}
+
+void Reader::forget_kept() const {
+  kept_.clear();
+  owned_.clear();
+}
+
+const std::byte* Reader::held(std::size_t s) const {
   const auto k = kept_.find(s);
-  if (k != kept_.end()) return &k->second;
+  if (k != kept_.end()) return k->second;
   const auto hit =
       std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == s; });
   if (hit == cache_.end()) return nullptr;
   cache_.splice(cache_.begin(), cache_, hit);
-  return &cache_.front().second;
+  return cache_.front().second.data();
 }
 
 // Shard s's verified bytes: held, else read (into the cache when it fits, else into buf).
-const std::vector<std::byte>& Reader::fetch(std::size_t s, std::vector<std::byte>& buf) const {
-  if (const auto* h = held(s)) return *h;
+const std::byte* Reader::fetch(std::size_t s, std::vector<std::byte>& buf) const {
+  if (const auto* h = held(s)) return h;
   buf = read_shard(s);
-  if (buf.size() > cache_limit_) return buf;
+  if (buf.size() > cache_limit_) return buf.data();
   cache_bytes_ += buf.size();
   cache_.emplace_front(s, std::move(buf));
   buf = {};
@@ -201,7 +219,7 @@ const std::vector<std::byte>& Reader::fetch(std::size_t s, std::vector<std::byte
     cache_bytes_ -= cache_.back().second.size();
     cache_.pop_back();
   }
-  return cache_.front().second;
+  return cache_.front().second.data();
 }
 
 std::vector<std::size_t> Reader::shards_of(const Shard& region_in) const {
@@ -260,9 +278,9 @@ void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) c
     const std::vector<Piece> pieces = overlap(want, runs_of(rec.shards[i].shard));
     if (pieces.empty()) continue;
     // The whole shard is read: its checksum covers all of it.
-    const std::vector<std::byte>& data = fetch(first + i, buf);
+    const std::byte* data = fetch(first + i, buf);
     for (const auto& p : pieces) {
-      std::memcpy(out + p.to_local * es, data.data() + p.from_local * es,
+      std::memcpy(out + p.to_local * es, data + p.from_local * es,
                   static_cast<std::size_t>(p.count) * es);
       filled += p.count;
     }

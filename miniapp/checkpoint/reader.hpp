@@ -68,9 +68,14 @@ class Reader {
   std::vector<std::size_t> in_file_order(std::vector<std::size_t> shards) const;
   // Shard s read from storage and verified (throws naming the file and the tensor).
   std::vector<std::byte> read_shard(std::size_t s) const;
+  void read_shard_into(std::size_t s, std::byte* out) const;  // the same into shard(s).bytes
   // Holds shard s's bytes (verified by whoever read them: read_once.hpp) for every later read,
-  // until the Reader is destroyed, outside the cache's limit.
+  // until the Reader is destroyed or forget_kept(), outside the cache's limit.
   void keep(std::size_t s, std::vector<std::byte> bytes) const;
+  // The same for bytes held elsewhere (memory shared by the ranks of a host: read_once.hpp),
+  // which must stay valid until forget_kept() or the Reader's end.
+  void keep_view(std::size_t s, const std::byte* data) const;
+  void forget_kept() const;
   // Asks the kernel to read these shards' bytes ahead (posix_fadvise WILLNEED, in order, from a
   // thread of its own that makes no MPI call), so that storage works while this rank verifies
   // and assembles what came before. Advice only: the reads stay checked as ever.
@@ -87,8 +92,8 @@ class Reader {
 
  private:
   const TensorRecord& record(const std::string& tensor) const;
-  const std::vector<std::byte>* held(std::size_t s) const;  // kept or cached, else null
-  const std::vector<std::byte>& fetch(std::size_t s, std::vector<std::byte>& buf) const;
+  const std::byte* held(std::size_t s) const;  // kept or cached, else null
+  const std::byte* fetch(std::size_t s, std::vector<std::byte>& buf) const;
   void read_verified(std::size_t s, std::byte* out) const;
   void stop_prefetch() const;
 
@@ -99,7 +104,8 @@ class Reader {
   std::unordered_map<std::string, std::size_t> tensor_;  // name -> position in the index
   mutable std::size_t bytes_read_ = 0;
   mutable ReadTimes times_;
-  mutable std::unordered_map<std::size_t, std::vector<std::byte>> kept_;
+  mutable std::unordered_map<std::size_t, const std::byte*> kept_;  // owned_ or another's
+  mutable std::unordered_map<std::size_t, std::vector<std::byte>> owned_;
   mutable std::list<std::pair<std::size_t, std::vector<std::byte>>> cache_;
   mutable std::thread prefetcher_;
   mutable std::atomic<bool> stop_{false};

@@ -100,6 +100,7 @@ Spread spread_from(const json& j) {
 Writer::Writer(MPI_Comm comm, std::string root, long step, json meta, WriterOptions options)
     : root_(std::move(root)), step_(step), meta_(std::move(meta)), options_(std::move(options)) {
   start_s_ = seconds_now();
+  owner_ = std::this_thread::get_id();
   if (meta_.is_null()) meta_ = json::object();
   if (step_ < 0 || options_.keep < 1 || !(options_.timeout_s > 0) || !meta_.is_object() ||
       root_.empty())
@@ -143,6 +144,7 @@ Writer::Writer(MPI_Comm comm, std::string root, long step, json meta, WriterOpti
 }
 
 Writer::~Writer() {
+  if (publisher_.joinable()) publisher_.join();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -209,6 +211,7 @@ void Writer::sync() {
   if (committed_ || synced_)
     throw std::logic_error("checkpoint::Writer::sync after sync or commit");
   synced_ = true;
+  synced_off_owner_ = std::this_thread::get_id() != owner_;
   const double t0 = seconds_now();
   if (error_.empty() && file_) {
     try {
@@ -220,58 +223,129 @@ void Writer::sync() {
   write_s_ += seconds_now() - t0;
 }
 
-SaveStats Writer::commit() {
+void Writer::begin(bool publish_on_thread) {
   if (committed_) throw std::logic_error("checkpoint::Writer::commit called twice");
-  const double commit_start = seconds_now();
+  commit_start_ = seconds_now();
   if (!synced_) sync();
   committed_ = true;
-  const std::int64_t my_bytes = file_ ? file_->out.size() : 0;
+  publish_on_thread_ = publish_on_thread;
+  my_bytes_ = file_ ? file_->out.size() : 0;
   json recs = json::array();
   for (const auto& r : records_) recs.push_back(to_json(r));
-  const std::string piece = json{
-      {"rank", rank_},     {"error", error_},           {"write_s", write_s_},
-      {"bytes", my_bytes}, {"non_finite", non_finite_}, {"non_finite_tensor", non_finite_tensor_},
-      {"records", recs}}.dump();
-  // The pieces (shard records: a few hundred bytes per shard) to rank 0.
-  int len = static_cast<int>(piece.size());
-  std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(rank_ == 0 ? size_ : 0);
-  MPI_Request r;
-  MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &r);
-  wait(1, &r, "checkpoint: gathering the shard records' sizes");
-  std::string all;
-  if (rank_ == 0) {
-    long long total = 0;
-    for (int i = 0; i < size_; ++i) {
-      displs[i] = static_cast<int>(total);
-      total += lens[i];
-    }
-    all.resize(static_cast<std::size_t>(total));
+  piece_ = json{{"rank", rank_},
+                {"error", error_},
+                {"write_s", write_s_},
+                {"bytes", my_bytes_},
+                {"non_finite", non_finite_},
+                {"non_finite_tensor", non_finite_tensor_},
+                {"records", recs}}
+               .dump();
+  // The pieces (shard records: a few hundred bytes per shard) to rank 0: first their sizes.
+  piece_len_ = static_cast<int>(piece_.size());
+  lens_.assign(rank_ == 0 ? static_cast<std::size_t>(size_) : 0, 0);
+  displs_.assign(lens_.size(), 0);
+  MPI_Igather(&piece_len_, 1, MPI_INT, lens_.data(), 1, MPI_INT, 0, comm_, &request_);
+  phase_ = Phase::sizes;
+}
+
+void Writer::begin_commit() {
+  begin(true);
+}
+
+bool Writer::poll() {
+  if (phase_ == Phase::none) throw std::logic_error("checkpoint::Writer::poll before begin_commit");
+  return advance(false);
+}
+
+SaveStats Writer::commit() {
+  if (phase_ == Phase::none) begin(false);
+  advance(true);
+  return stats_from_outcome();
+}
+
+// Completes the posted request (block) or tests it; true when it is complete.
+bool Writer::next_request(bool block, const char* what) {
+  if (block) {
+    wait(1, &request_, what);
+    return true;
   }
-  MPI_Igatherv(piece.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-               comm_, &r);
-  wait(1, &r, "checkpoint: gathering the shard records");
-  SaveStats stats;
-  std::string outcome;
-  if (rank_ == 0) {
+  int done = 0;
+  MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+  return done != 0;
+}
+
+// Rank 0: the gathered pieces checked and published (rank0_publish), on a thread of its own
+// for an asynchronous commit; the outcome in outcome_.
+void Writer::start_publishing() {
+  auto publish = [this] {
     std::vector<std::string> pieces;
-    for (int i = 0; i < size_; ++i) pieces.push_back(all.substr(displs[i], lens[i]));
+    for (int i = 0; i < size_; ++i)
+      pieces.push_back(all_.substr(static_cast<std::size_t>(displs_[static_cast<std::size_t>(i)]),
+                                   static_cast<std::size_t>(lens_[static_cast<std::size_t>(i)])));
     json o;
     try {
       o = json::parse(rank0_publish(pieces));
     } catch (const std::exception& e) {  // a bug, but the other ranks must still hear of it
       o = json{{"error", std::string("checkpoint commit failed on rank 0: ") + e.what()}};
     }
-    o["commit_s"] = seconds_now() - commit_start;
+    o["commit_s"] = seconds_now() - commit_start_;
     o["total_s"] = seconds_now() - start_s_;
-    outcome = o.dump();
+    outcome_ = o.dump();
+    published_off_owner_ = std::this_thread::get_id() != owner_;
+    publisher_done_ = true;
+  };
+  if (publish_on_thread_)
+    publisher_ = std::thread(publish);
+  else
+    publish();
+}
+
+// The commit's steps from where it is: as far as it can without waiting, or (block) to its end.
+// True once the outcome is here.
+bool Writer::advance(bool block) {
+  while (phase_ != Phase::done) {
+    if (phase_ == Phase::sizes) {
+      if (!next_request(block, "checkpoint: gathering the shard records' sizes")) return false;
+      long long total = 0;
+      for (std::size_t i = 0; i < lens_.size(); ++i) {
+        displs_[i] = static_cast<int>(total);
+        total += lens_[i];
+      }
+      all_.resize(static_cast<std::size_t>(total));
+      MPI_Igatherv(piece_.data(), piece_len_, MPI_CHAR, all_.data(), lens_.data(), displs_.data(),
+                   MPI_CHAR, 0, comm_, &request_);
+      phase_ = Phase::records;
+    } else if (phase_ == Phase::records) {
+      if (!next_request(block, "checkpoint: gathering the shard records")) return false;
+      if (rank_ == 0) start_publishing();
+      phase_ = Phase::publishing;
+    } else if (phase_ == Phase::publishing) {
+      if (rank_ == 0 && publish_on_thread_ && !block && !publisher_done_) return false;
+      if (publisher_.joinable()) publisher_.join();
+      outcome_len_ = static_cast<long long>(outcome_.size());
+      MPI_Ibcast(&outcome_len_, 1, MPI_LONG_LONG, 0, comm_, &request_);
+      phase_ = Phase::outcome_size;
+    } else if (phase_ == Phase::outcome_size) {
+      if (!next_request(block, "checkpoint: the commit's outcome")) return false;
+      outcome_.resize(static_cast<std::size_t>(outcome_len_));
+      MPI_Ibcast(outcome_.data(), static_cast<int>(outcome_len_), MPI_CHAR, 0, comm_, &request_);
+      phase_ = Phase::outcome;
+    } else {
+      if (!next_request(block, "checkpoint: the commit's outcome")) return false;
+      phase_ = Phase::done;
+    }
   }
-  outcome = broadcast_string(outcome, "checkpoint: the commit's outcome");
-  const json o = json::parse(outcome);
+  return true;
+}
+
+SaveStats Writer::stats_from_outcome() const {
+  const json o = json::parse(outcome_);
   if (!o.at("error").get<std::string>().empty())
     throw std::runtime_error(o.at("error").get<std::string>());
+  SaveStats stats;
   stats.folder = o.at("folder").get<std::string>();
   stats.write_s = write_s_;
-  stats.bytes = static_cast<double>(my_bytes);
+  stats.bytes = static_cast<double>(my_bytes_);
   stats.write_s_ranks = spread_from(o.at("write_s"));
   stats.bytes_ranks = spread_from(o.at("bytes"));
   stats.total_bytes = o.at("total_bytes").get<double>();

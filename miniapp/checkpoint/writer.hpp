@@ -13,10 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/format.hpp"
@@ -91,10 +93,30 @@ class Writer {
   // Collective: see the top of this file. Call once.
   SaveStats commit();
 
+  // The same commit in steps that never wait, for an asynchronous save (docs/checkpoint.md):
+  // begin_commit() (after sync(), on the owner's thread) posts the gather of the shard records;
+  // each poll() tests what is posted and posts the next step (the outcome's broadcast), while
+  // rank 0 checks the records, writes index.json, renames the folder and points `latest` on a
+  // thread of its own (no MPI call). poll() returns true once the outcome is here; commit() then
+  // returns it at once (it waits only for what is left). Every rank polls in its own time: the
+  // commit has a communicator of its own, so other collectives in between do not matter.
+  void begin_commit();
+  bool poll();
+  // Whether this rank's fsync and rank 0's publication ran on a thread other than the one that
+  // constructed the Writer (true for an asynchronous save; known after commit()).
+  bool synced_off_owner() const { return synced_off_owner_; }
+  bool published_off_owner() const { return published_off_owner_; }
+
  private:
+  enum class Phase { none, sizes, records, publishing, outcome_size, outcome, done };
   void wait(int n, MPI_Request* requests, const char* what);
+  bool advance(bool block);
+  bool next_request(bool block, const char* what);
+  void begin(bool publish_on_thread);
+  void start_publishing();
   std::string broadcast_string(std::string s, const char* what);
   std::string rank0_publish(const std::vector<std::string>& pieces);
+  SaveStats stats_from_outcome() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
@@ -111,6 +133,20 @@ class Writer {
   double write_s_ = 0, start_s_ = 0;
   bool committed_ = false;
   bool synced_ = false;
+  // The commit's steps (begin_commit, poll, commit).
+  Phase phase_ = Phase::none;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::string piece_, all_, outcome_;
+  int piece_len_ = 0;
+  long long outcome_len_ = 0;
+  std::vector<int> lens_, displs_;
+  std::int64_t my_bytes_ = 0;
+  double commit_start_ = 0;
+  std::thread publisher_;  // rank 0, an asynchronous commit: index.json, rename, latest
+  std::atomic<bool> publisher_done_{false};
+  bool publish_on_thread_ = false;
+  std::thread::id owner_;
+  bool synced_off_owner_ = false, published_off_owner_ = false;
 };
 
 }  // namespace paraxis::checkpoint

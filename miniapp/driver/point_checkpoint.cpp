@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -67,8 +68,8 @@ class ReaderSource final : public model::StateSource {
 };
 
 // The first of a resume's two passes over the trainer's pieces (read once, docs/checkpoint.md):
-// it records which saved shards this rank's pieces need and fills nothing (the second pass,
-// with a ReaderSource, sets every element the first one left).
+// it records which saved shards this rank's pieces need, and how often, and fills nothing (the
+// second pass, with a ReaderSource, sets every element the first one left).
 class NeedsSource final : public model::StateSource {
  public:
   explicit NeedsSource(const checkpoint::Reader& r) : r_(r) {}
@@ -76,11 +77,19 @@ class NeedsSource final : public model::StateSource {
     for (const std::size_t s : r_.shards_of(shard_of(p))) needed_.insert(s);
   }
   bool fills() const override { return false; }
-  std::vector<std::size_t> needed() const { return {needed_.begin(), needed_.end()}; }
+  // Sorted, a shard needed more than once named twice (read_once.hpp).
+  std::vector<std::size_t> needed() const {
+    std::vector<std::size_t> out;
+    for (auto it = needed_.begin(); it != needed_.end(); it = needed_.upper_bound(*it)) {
+      out.push_back(*it);
+      if (needed_.count(*it) > 1) out.push_back(*it);
+    }
+    return out;
+  }
 
  private:
   const checkpoint::Reader& r_;
-  mutable std::set<std::size_t> needed_;
+  mutable std::multiset<std::size_t> needed_;
 };
 
 // {min, mean, max} of x over MPI_COMM_WORLD.
@@ -250,7 +259,10 @@ struct CheckpointSave::Impl {
   std::unique_ptr<checkpoint::Writer> writer;
   StagingSink staged;
   std::thread thread;
+  std::atomic<bool> written{false};  // the thread wrote and fsynced the file
   std::string thread_error;
+  bool begun = false;       // the commit begun (asynchronous: checkpoint::Writer::begin_commit)
+  double poll_s = 0;        // the training thread's time in poll()
   std::string error;        // from the construction (a Writer that could not be opened)
   bool cores_busy = false;  // async: the ranks on this host use all its cores
 };
@@ -341,6 +353,7 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
     } catch (const std::exception& e) {
       m.thread_error = e.what();
     }
+    m.written = true;
   });
 }
 
@@ -348,12 +361,12 @@ CheckpointSave::~CheckpointSave() {
   if (impl_ && impl_->thread.joinable()) impl_->thread.join();
 }
 
-json CheckpointSave::finish() {
-  Impl& m = *impl_;
-  const double t0 = model::steady_seconds();
+namespace {
+
+// An asynchronous save whose thread is done: its commit begins (what a caller's bug in a piece,
+// checkpoint::Writer::add's invalid_argument, left on this rank is thrown first).
+void begin_commit(CheckpointSave::Impl& m) {
   if (m.thread.joinable()) m.thread.join();
-  const double joined = model::steady_seconds();
-  // A caller's bug in a piece (checkpoint::Writer::add's invalid_argument) on this rank only.
   if (!m.thread_error.empty())
     throw std::logic_error("checkpoint after step " + std::to_string(m.steps) + ": " +
                            m.thread_error);
@@ -363,16 +376,14 @@ json CheckpointSave::finish() {
   if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step)
     die_leaving_record(dead.rank, "checkpoint step-" + std::to_string(m.steps) + " is written",
                        m.steps);
-  checkpoint::SaveStats st;
-  try {
-    st = m.writer->commit();
-  } catch (const std::runtime_error& e) {
-    throw CheckpointError(std::string("checkpoint after step ") + std::to_string(m.steps) +
-                              " not written: " + e.what() + "; " + what_is_kept(m.root),
-                          exit_code::write_failed, world_rank() == 0);
-  }
-  if (!st.published)
-    return {{"step", m.steps}, {"refused", "its state is not finite (" + st.not_published + ")"}};
+  if (m.async) m.writer->begin_commit();
+  m.begun = true;
+}
+
+// The figures of a committed save (`t0`: finish() began, `joined`: its wait for the thread
+// ended); collective over MPI_COMM_WORLD.
+json save_figures(const CheckpointSave::Impl& m, const checkpoint::SaveStats& st, double t0,
+                  double joined) {
   const double end = model::steady_seconds();
   json out = {
       {"step", m.steps},
@@ -385,21 +396,63 @@ json CheckpointSave::finish() {
        {{"min", st.write_s_ranks.min},
         {"mean", st.write_s_ranks.mean},
         {"max", st.write_s_ranks.max}}},
-      {"aggregate_bytes_per_s", st.aggregate_bytes_per_s}};
-  if (m.async) {
-    // Training stalled for the staging, the wait for the thread and the commit; the rest of
-    // the write ran behind the next step.
-    out["staged_bytes"] = spread(static_cast<double>(m.staged_bytes));
-    out["staging_s"] = spread(m.staged_s);
-    out["exposed_s"] = spread(m.staged_s + (end - t0));
-    out["join_wait_s"] = spread(joined - t0);
-    out["total_s"] = end - m.begin_s;
-    out["async_can_hide"] = !m.cores_busy;
-  } else {
+      {"aggregate_bytes_per_s", st.aggregate_bytes_per_s},
+      {"total_s", end - m.begin_s}};
+  if (!m.async) {
     out["exposed_s"] = spread(end - m.begin_s);
-    out["total_s"] = end - m.begin_s;
+    return out;
   }
+  // Training stalled for the staging, the polls and the wait here; the writes, the fsync and
+  // the commit's publication ran behind the steps in between.
+  out["staged_bytes"] = spread(static_cast<double>(m.staged_bytes));
+  out["staging_s"] = spread(m.staged_s);
+  out["poll_s"] = spread(m.poll_s);
+  out["join_wait_s"] = spread(joined - t0);
+  out["commit_wait_s"] = spread(end - joined);
+  out["exposed_s"] = spread(m.staged_s + m.poll_s + (end - t0));
+  out["async_can_hide"] = !m.cores_busy;
+  const bool off =
+      m.writer->synced_off_owner() && (world_rank() != 0 || m.writer->published_off_owner());
+  out["commit_off_training_thread"] = spread(off ? 1.0 : 0.0)["min"].get<double>() == 1.0;
   return out;
+}
+
+}  // namespace
+
+void CheckpointSave::poll() {
+  Impl& m = *impl_;
+  if (!m.async) return;
+  const double t0 = model::steady_seconds();
+  if (!m.begun && m.written) begin_commit(m);
+  if (m.begun) m.writer->poll();
+  m.poll_s += model::steady_seconds() - t0;
+}
+
+bool CheckpointSave::committed_everywhere() const {
+  const Impl& m = *impl_;
+  int done = !m.async || (m.begun && m.writer->poll()) ? 1 : 0;
+  parallel::watchdog::all_reduce(MPI_IN_PLACE, &done, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD,
+                                 "agree whether the checkpoint is committed");
+  return done == 1;
+}
+
+json CheckpointSave::finish() {
+  Impl& m = *impl_;
+  const double t0 = model::steady_seconds();
+  if (m.thread.joinable()) m.thread.join();
+  const double joined = model::steady_seconds();
+  if (!m.begun) begin_commit(m);
+  checkpoint::SaveStats st;
+  try {
+    st = m.writer->commit();
+  } catch (const std::runtime_error& e) {
+    throw CheckpointError(std::string("checkpoint after step ") + std::to_string(m.steps) +
+                              " not written: " + e.what() + "; " + what_is_kept(m.root),
+                          exit_code::write_failed, world_rank() == 0);
+  }
+  if (!st.published)
+    return {{"step", m.steps}, {"refused", "its state is not finite (" + st.not_published + ")"}};
+  return save_figures(m, st, t0, joined);
 }
 
 json auto_cadence(const RunConfig& cfg, const json& save, double step_s, int world) {
@@ -420,13 +473,24 @@ json auto_cadence(const RunConfig& cfg, const json& save, double step_s, int wor
           {"every", every}};
 }
 
+void say_auto_cadence(const json& a, int rank) {
+  if (rank != 0) return;
+  std::printf(
+      "  checkpoint.every auto: C = %.3g s, step %.3g s, MTBF %.3g h: every %d steps (Daly's "
+      "interval %.3g s)\n",
+      a["checkpoint_s"].get<double>(), a["step_s"].get<double>(),
+      a["system_mtbf_s"].get<double>() / 3600, a["every"].get<int>(),
+      a["daly_interval_s"].get<double>());
+}
+
 namespace {
 
 // Read once (docs/checkpoint.md): on several ranks, which saved shards each rank's pieces need
-// (a first pass over the trainer's pieces), each read by one rank and sent to the others
-// (checkpoint/read_once.hpp); {received_bytes, sent_bytes} per rank. On one rank, the kernel
-// reads ahead of the verification. Throws CheckpointError on every rank when a read fails.
-json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
+// (a first pass over the trainer's pieces), each read by one rank and given to the others
+// (checkpoint/read_once.hpp): `memory` holds what the ranks of a host share. On one rank, the
+// kernel reads ahead of the verification. Throws CheckpointError on every rank when a read fails.
+json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer, bool share_host,
+                 std::unique_ptr<checkpoint::HostMemory>& memory) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world == 1) {
@@ -445,18 +509,23 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
   }
   agree(error, "agree on the checkpoint's pieces");
   const double needs_s = model::steady_seconds() - t0;
-  checkpoint::ReadOnceStats st;
+  checkpoint::ReadOnce r;
   try {
-    st = checkpoint::read_once(MPI_COMM_WORLD, reader, needs.needed(),
-                               [](int n, MPI_Request* r, const char* what, MPI_Comm comm) {
-                                 parallel::watchdog::wait_all(n, r, what, "world", comm);
-                               });
+    r = checkpoint::read_once(
+        MPI_COMM_WORLD, reader, needs.needed(),
+        [](int n, MPI_Request* q, const char* what, MPI_Comm comm) {
+          parallel::watchdog::wait_all(n, q, what, "world", comm);
+        },
+        share_host);
   } catch (const std::exception& e) {
     error = e.what();
   }
   agree(error, "agree on the checkpoint's reads");
+  memory = std::move(r.memory);
+  const checkpoint::ReadOnceStats& st = r.stats;
   return {{"received_bytes", spread(static_cast<double>(st.received_bytes))},
           {"sent_bytes", spread(static_cast<double>(st.sent_bytes))},
+          {"shared_bytes", spread(static_cast<double>(st.shared_bytes))},
           {"needs_s", spread(needs_s)},
           {"read_s", spread(st.read_s)},
           {"exchange_s", spread(st.exchange_s)}};
@@ -464,16 +533,21 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer) {
 
 }  // namespace
 
-json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer) {
-  const json shared = read_shared(reader, trainer);
+json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer, bool share_host) {
+  std::unique_ptr<checkpoint::HostMemory> memory;
+  json shared = read_shared(reader, trainer, share_host, memory);
   std::string error;
+  const double t0 = model::steady_seconds();
   try {
     ReaderSource source(reader);
     trainer.load_state(source, static_cast<int>(reader.step()));
   } catch (const std::exception& e) {
     error = e.what();
   }
+  reader.forget_kept();  // then the host's shared memory ends, on every rank together
+  memory.reset();
   agree(error, "agree on the checkpoint's contents");
+  if (!shared.empty()) shared["assemble_s"] = spread(model::steady_seconds() - t0);
   return shared;
 }
 

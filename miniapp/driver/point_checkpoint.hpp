@@ -33,17 +33,17 @@ std::string checkpoint_root(const RunConfig& cfg, const std::string& out_dir, st
 // One checkpoint, <root>/step-<steps> (checkpoint.keep kept), being written (collective over
 // MPI_COMM_WORLD: construction and finish()). The constructor opens it and writes this rank's
 // pieces (synchronous), or copies them into host memory and starts a thread that writes them
-// while training goes on (async: checkpoint.async). finish() waits for the writes, commits and
-// returns the save's figures: {step, folder, async, bytes, write_s and exposed_s (what training
-// stalled for: a synchronous save's whole time; an asynchronous one's staging, wait for the
-// thread and commit) {min, mean, max} per rank, total_bytes, aggregate_bytes_per_s, total_s},
-// for an asynchronous save also staged_bytes (the extra host memory), staging_s and
-// join_wait_s.
-// Throws CheckpointError (exit code 4, on every rank) when the save fails; the previous
-// checkpoint and `latest` are then untouched. A state that is not finite on any rank is not
-// committed (checkpoint::WriterOptions::refuse_non_finite): finish() then returns only {step,
-// refused: why}, and `latest` still names the last finite checkpoint. The checkpoint records the
-// point's lineage and prunes only that lineage's checkpoints (checkpoint_claim.hpp).
+// and fsyncs the file while training goes on (async: checkpoint.async). poll(), at every step's
+// end, never waits and makes no collective call on MPI_COMM_WORLD: once the thread is done it
+// begins the commit (checkpoint::Writer::begin_commit: its own communicator; rank 0 publishes on
+// a thread) and advances it. finish(), collective, at the same point on every rank (the next
+// save, the point's end), waits for what is left and returns the save's figures: {step, folder,
+// async, bytes, write_s and exposed_s (what training stalled for: a synchronous save's whole
+// time; an asynchronous one's staging, polls and the wait in finish) {min, mean, max} per rank,
+// total_bytes, aggregate_bytes_per_s, total_s}, for an asynchronous save also staged_bytes (the
+// extra host memory), staging_s, poll_s, join_wait_s, commit_wait_s, async_can_hide and
+// commit_off_training_thread (every rank's fsync and rank 0's publication ran off the thread
+// that trains).
 class CheckpointSave {
  public:
   CheckpointSave(const RunConfig& cfg, const model::Trainer& trainer, const std::string& root,
@@ -51,10 +51,14 @@ class CheckpointSave {
   ~CheckpointSave();
   CheckpointSave(const CheckpointSave&) = delete;
   CheckpointSave& operator=(const CheckpointSave&) = delete;
+  void poll();
+  // Collective over MPI_COMM_WORLD (one small all-reduce): whether every rank's commit is done,
+  // so that finish() would not wait. A synchronous save: true.
+  bool committed_everywhere() const;
   nlohmann::json finish();
+  struct Impl;  // point_checkpoint.cpp
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -72,13 +76,17 @@ nlohmann::json io_baseline(const std::string& root, const nlohmann::json& save, 
 // every}, every = Daly's interval in steps, rounded, at least 1.
 nlohmann::json auto_cadence(const RunConfig& cfg, const nlohmann::json& save, double step_s,
                             int world);
+// Rank 0 prints the cadence auto_cadence chose (one line).
+void say_auto_cadence(const nlohmann::json& cadence, int rank);
 
 // Collective over MPI_COMM_WORLD: loads this rank's pieces of an open checkpoint into the
 // trainer (its step count set to the checkpoint's) under the read-once rule (docs/checkpoint.md):
-// on several ranks each saved shard is read from storage by one rank that needs it and sent to
-// the others. Returns {received_bytes, sent_bytes, needs_s, read_s, exchange_s} per rank
+// on several ranks each saved shard is read from storage by one rank that needs it and given to
+// the others (through the host's shared memory, `share_host`, else messages). Returns
+// {received_bytes, sent_bytes, shared_bytes, needs_s, read_s, exchange_s, assemble_s} per rank
 // {min, mean, max} (null on one rank). Throws CheckpointError (exit code 2) on every rank.
-nlohmann::json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer);
+nlohmann::json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
+                           bool share_host = true);
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint whose configuration

@@ -62,30 +62,34 @@ void PointSaves::commit() {
                 c["exposed_s"]["max"].get<double>(), c["total_s"].get<double>());
 }
 
-// checkpoint.every: auto: a synchronous save after the first step measures the cost C; the
-// cadence is then Daly's interval at the system MTBF of the point's ranks, in steps.
-void PointSaves::save_auto(int done) {
-  pending_ = std::make_unique<CheckpointSave>(cfg_, trainer_, root_, ctx_.lineage, done, false);
+// checkpoint.every: auto: the save after the first step, in the mode in use, measures the cost
+// C (an asynchronous one's stall); the cadence is then Daly's interval at the system MTBF of the
+// point's ranks, in steps, counted from that save. Whether a cadence save may follow at `done`.
+bool PointSaves::save_auto(int done) {
+  // The measuring save's figures, once committed on every rank (an asynchronous one's writes
+  // run behind the steps until then).
+  if (pending_ && !pending_->committed_everywhere()) return false;
   commit();
-  if (r_.checkpoints.empty()) return;  // not committed (not finite): measured at the next
+  if (auto_from_ == 0 || r_.checkpoints.empty()) {  // none yet, or not committed (not finite)
+    pending_ = std::make_unique<CheckpointSave>(cfg_, trainer_, root_, ctx_.lineage, done,
+                                                cfg_.checkpoint.async);
+    auto_from_ = done;
+    if (cfg_.checkpoint.async) return false;
+    commit();
+    if (r_.checkpoints.empty()) return false;
+  }
   r_.checkpoint_auto =
-      auto_cadence(cfg_, r_.checkpoints.back(), r_.steps.back().time_s, ctx_.world);
+      auto_cadence(cfg_, r_.checkpoints.back(), r_.steps.front().time_s, ctx_.world);
   every_ = r_.checkpoint_auto["every"].get<int>();
-  auto_from_ = done;
-  if (ctx_.rank == 0)
-    std::printf(
-        "  checkpoint.every auto: C = %.3g s, step %.3g s, MTBF %.3g h: every %d "
-        "steps (Daly's interval %.3g s)\n",
-        r_.checkpoint_auto["checkpoint_s"].get<double>(),
-        r_.checkpoint_auto["step_s"].get<double>(),
-        r_.checkpoint_auto["system_mtbf_s"].get<double>() / 3600, every_,
-        r_.checkpoint_auto["daly_interval_s"].get<double>());
+  say_auto_cadence(r_.checkpoint_auto, ctx_.rank);
+  return done != auto_from_;
 }
 
 void PointSaves::after_step(int done) {
-  commit();
-  if (every_ == kCheckpointAuto) return save_auto(done);
+  if (pending_) pending_->poll();  // an asynchronous save's commit goes on; never waits
+  if (every_ == kCheckpointAuto && !save_auto(done)) return;
   if (every_ <= 0 || (done - auto_from_) % every_ != 0) return;
+  commit();  // the previous save, before this one stages into the same buffer
   pending_ = std::make_unique<CheckpointSave>(cfg_, trainer_, root_, ctx_.lineage, done,
                                               cfg_.checkpoint.async);
   if (!cfg_.checkpoint.async) commit();

@@ -22,8 +22,9 @@ class PointSaves {
 
   // --resume (when given): loads the checkpoint into the trainer, records r.resumed, says so.
   void resume();
-  // After `done` completed steps (train_steps's after_step): commits a pending asynchronous
-  // save, then saves when the cadence says so.
+  // After `done` completed steps (train_steps's after_step): polls a pending asynchronous save
+  // (its writes, fsync and commit run behind the steps; never waits), then saves when the
+  // cadence says so, committing the previous save first.
   void after_step(int done);
   // After the last step: commits a pending save, takes the plain-I/O baseline and the restart's
   // cost to the first step. Returns `diverged`, or, when it is empty and a save was refused, why
@@ -32,7 +33,7 @@ class PointSaves {
 
  private:
   void commit();
-  void save_auto(int done);
+  bool save_auto(int done);  // every: auto; whether a cadence save may follow
 
   const RunConfig& cfg_;
   const PointContext& ctx_;

@@ -76,6 +76,11 @@ class StateSource {
 
 // Host helpers: the box's elements out of / into a flat host array (row by row, `stride`
 // apart; each row is contiguous in both).
+// Whether the box's elements are contiguous in the flat array (one row, or whole rows back to
+// back): then a piece is read or written in place, with no gather or scatter.
+inline bool contiguous(const LogicalBox& b) {
+  return b.rows <= 1 || b.stride == static_cast<std::size_t>(b.cols);
+}
 template <class V>
 std::vector<V> gather_box(const V* flat, const LogicalBox& b) {
   std::vector<V> out(b.size());

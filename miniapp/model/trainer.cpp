@@ -124,8 +124,13 @@ class TrainerImpl final : public Trainer {
         for (const auto& [kind, view] :
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
+          const auto piece = state_piece(kind, s, box, dt);
+          if (contiguous(box)) {
+            sink.add(piece, view + box.flat, box.size() * sizeof(G));  // contiguous: no gather
+            continue;
+          }
           const auto data = gather_box(view, box);
-          sink.add(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+          sink.add(piece, data.data(), data.size() * sizeof(G));
         }
   }
 
@@ -143,8 +148,13 @@ class TrainerImpl final : public Trainer {
         for (const auto& [kind, view] :
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
               std::make_pair("adam_v", v.data())}) {
+          const auto piece = state_piece(kind, s, box, dt);
+          if (contiguous(box)) {
+            source.read(piece, view + box.flat, box.size() * sizeof(G));  // contiguous
+            continue;
+          }
           std::vector<G> data(box.size());
-          source.read(state_piece(kind, s, box, dt), data.data(), data.size() * sizeof(G));
+          source.read(piece, data.data(), data.size() * sizeof(G));
           scatter_box(view, box, data);
         }
     Kokkos::deep_copy(ps.master_view(), master);

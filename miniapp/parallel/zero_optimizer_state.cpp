@@ -22,27 +22,65 @@ model::LogicalBox in_compact(model::LogicalBox b, std::size_t lo, std::size_t c0
   return b;
 }
 
+// A load's destinations and the host views it fills them through: the views themselves where
+// the host reaches their memory (Kokkos::create_mirror_view: no copy, no fresh pages), else host
+// mirrors; zeroed first (what no piece covers, the alignment padding, stays 0).
+template <class V>
+struct LoadTargets {
+  typename V::HostMirror m_h, v_h, master_h, flat_h;
+  V master, flat;  // the owned shard's master copies; every tensor whole (the parameters' source)
+};
+
+template <class V>
+typename V::HostMirror zeroed_host(const V& v) {
+  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+  Kokkos::deep_copy(h, typename V::non_const_value_type(0));
+  return h;
+}
+
+// `own`: the view a destination already has (the optimizer's), else one of `n` elements.
+template <class V>
+V target(const V* own, std::size_t n, typename V::HostMirror& host) {
+  const V v =
+      own ? *own : V(Kokkos::view_alloc("paraxis::load_master", Kokkos::WithoutInitializing), n);
+  host = zeroed_host(v);
+  return v;
+}
+
 }  // namespace
 
 template <class T>
 void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const {
   const auto& ps = model_.params();
   const char* dt = model::state_dtype<G>();
-  // The master copies: a compact shard (bf16 training, or ZeRO-3's parameters) or the flat
-  // parameters themselves.
-  std::vector<G> master_compact, master_flat;
-  if constexpr (kHasMaster<T>) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_c_);
-    master_compact.assign(h.data(), h.data() + h.extent(0));
-  } else if (opt_.zero == 3) {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), param_c_);
-    master_compact.assign(h.data(), h.data() + h.extent(0));
-  } else {
-    const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.param);
-    master_flat.assign(h.data(), h.data() + h.extent(0));
-  }
+  // Host views of the state: the views themselves where the host reaches their memory (no
+  // copy). The master copies: a compact shard (bf16 training, or ZeRO-3's parameters) or the
+  // flat parameters themselves.
   const auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_c_);
   const auto v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v_c_);
+  typename GView::HostMirror master_h;
+  typename TView::HostMirror param_c_h;
+  typename std::decay_t<decltype(ps.param)>::HostMirror param_h;
+  const G* master = nullptr;
+  const bool flat = !kHasMaster<T> && opt_.zero != 3;
+  if constexpr (kHasMaster<T>) {
+    master_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), master_c_);
+    master = master_h.data();
+  } else if (opt_.zero == 3) {
+    param_c_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), param_c_);
+    master = param_c_h.data();
+  } else {
+    param_h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), ps.param);
+    master = param_h.data();
+  }
+  // A piece straight from its host view where its box is contiguous there, else gathered.
+  auto add = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
+                 const G* src, const model::LogicalBox& at) {
+    const auto piece = model::state_piece(kind, s, box, dt);
+    if (model::contiguous(at)) return sink.add(piece, src + at.flat, box.size() * sizeof(G));
+    const auto data = model::gather_box(src, at);
+    sink.add(piece, data.data(), data.size() * sizeof(G));
+  };
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     const Communicator& g = *group_[u];
@@ -56,14 +94,9 @@ void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const 
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        const auto master = master_flat.empty() ? model::gather_box(master_compact.data(), cb)
-                                                : model::gather_box(master_flat.data(), box);
-        const auto mm = model::gather_box(m.data(), cb);
-        const auto vv = model::gather_box(v.data(), cb);
-        sink.add(model::state_piece("master", s, box, dt), master.data(),
-                 master.size() * sizeof(G));
-        sink.add(model::state_piece("adam_m", s, box, dt), mm.data(), mm.size() * sizeof(G));
-        sink.add(model::state_piece("adam_v", s, box, dt), vv.data(), vv.size() * sizeof(G));
+        add("master", s, box, master, flat ? box : cb);
+        add("adam_m", s, box, m.data(), cb);
+        add("adam_v", s, box, v.data(), cb);
       }
     }
   }
@@ -73,20 +106,30 @@ template <class T>
 void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   const auto& ps = model_.params();
   const char* dt = model::state_dtype<G>();
-  // A source that only records the pieces (read once's first pass) gets no buffers, and the
-  // state is left as it was.
-  const bool fill = source.fills();
+  const bool fill = source.fills();  // false: read once's first pass (no buffers, no change)
   auto load = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
-                  std::vector<G>& dst, const model::LogicalBox& at) {
+                  G* dst, const model::LogicalBox& at) {
     const auto piece = model::state_piece(kind, s, box, dt);
     if (!fill) return source.read(piece, nullptr, box.size() * sizeof(G));
+    if (model::contiguous(at))  // in place
+      return source.read(piece, dst + at.flat, box.size() * sizeof(G));
     std::vector<G> data(box.size());
     source.read(piece, data.data(), data.size() * sizeof(G));
-    model::scatter_box(dst.data(), at, data);
+    model::scatter_box(dst, at, data);
   };
-  // The owned shard: master (where it is kept apart from the parameters) and the moments.
-  const std::size_t n = fill ? compact_total_ : 0;
-  std::vector<G> master_compact(n, G(0)), m(n, G(0)), v(n, G(0));
+  // The owned shard's master copies are apart only in bf16 and ZeRO-3 (else the parameters,
+  // loaded whole below). Each destination is filled through its host view (LoadTargets).
+  const bool compact_master = kHasMaster<T> || opt_.zero == 3;
+  LoadTargets<GView> t;
+  if (fill) {
+    t.m_h = zeroed_host(m_c_);
+    t.v_h = zeroed_host(v_c_);
+    if (compact_master)
+      t.master = target<GView>(kHasMaster<T> ? &master_c_ : nullptr, compact_total_, t.master_h);
+    const GView* params = nullptr;  // the parameters themselves, where they are the master copies
+    if constexpr (std::is_same_v<GView, std::decay_t<decltype(ps.param)>>) params = &ps.param;
+    if (opt_.zero != 3) t.flat = target<GView>(params, ps.elements(), t.flat_h);
+  }
   for (std::size_t u = 0; u < ps.units().size(); ++u) {
     const auto& U = ps.units()[u];
     const std::size_t ob = own_[u], oe = own_[u] + shard_[u], c0 = compact_[u];
@@ -96,32 +139,28 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        load("master", s, box, master_compact, cb);
-        load("adam_m", s, box, m, cb);
-        load("adam_v", s, box, v, cb);
+        if (compact_master) load("master", s, box, t.master_h.data(), cb);
+        load("adam_m", s, box, t.m_h.data(), cb);
+        load("adam_v", s, box, t.v_h.data(), cb);
       }
     }
   }
   // Every tensor this rank holds, whole (its replicas' shards included), unless ZeRO-3's
   // parameters are the owned shard.
-  std::vector<G> flat(fill && opt_.zero != 3 ? ps.elements() : 0, G(0));
   if (opt_.zero != 3)
     for (const auto& s : ps.specs())
       for (const auto& box : model::logical_boxes(s, s.offset, s.offset + s.size()))
-        load("master", s, box, flat, box);
+        load("master", s, box, t.flat_h.data(), box);
   if (!fill) return;
-  auto to_device = [](const std::vector<G>& host, const GView& dst) {
-    Kokkos::View<const G*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> h(host.data(), host.size());
-    Kokkos::deep_copy(dst, h);
-  };
-  to_device(m, m_c_);
-  to_device(v, v_c_);
-  if constexpr (kHasMaster<T>) to_device(master_compact, master_c_);
+  Kokkos::deep_copy(m_c_, t.m_h);  // no copy where they are the same view
+  Kokkos::deep_copy(v_c_, t.v_h);
+  if (compact_master) Kokkos::deep_copy(t.master, t.master_h);
+  if (opt_.zero != 3) Kokkos::deep_copy(t.flat, t.flat_h);
   // The parameters, in the training precision: ZeRO-3's owned shard, else every tensor whole.
-  const std::vector<G>& master = opt_.zero == 3 ? master_compact : flat;
-  GView tmp("paraxis::load_master", master.size());
-  to_device(master, tmp);
-  kernels::convert(Space(), tmp, opt_.zero == 3 ? param_c_ : ps.param);
+  if (opt_.zero == 3)
+    kernels::convert(Space(), t.master, param_c_);
+  else if (static_cast<const void*>(t.flat.data()) != static_cast<const void*>(ps.param.data()))
+    kernels::convert(Space(), t.flat, ps.param);
   Kokkos::fence();
 }
 
