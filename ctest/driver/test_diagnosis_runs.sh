@@ -6,6 +6,8 @@
 # other fault finding (slow_rank, slow_link, dead_rank, hang) is there; `clean` injects nothing
 # and expects no fault finding at all.
 # Usage: test_diagnosis_runs.sh PARAXIS MPIEXEC INPUTS KIND [GRID ...]
+# With PARAXIS_RESULTS_SCHEMA (paraxis-results-schema) set, each folder's output is also checked
+# strictly against the results schema (analysis/results_schema.hpp).
 # KIND: clean, slow_rank, slow_link, dead_rank, hang, expert_imbalance, and the issue's limits:
 # slow_rank_2x (a rank 2x slower, on 2 ranks, grid dp2: one core each) and slow_link_quarter
 # (a link at a quarter of its bandwidth: emulated 0.1 GB/s links, so its bytes matter). Faults
@@ -133,6 +135,10 @@ for grid in "${grids[@]}"; do
   fi
   if ! "$paraxis" report "$dir" > "$out/$grid.report.log" 2>&1; then
     echo "$grid: paraxis report failed"; cat "$out/$grid.report.log"; failed=1; continue
+  fi
+  # Its summary.json and report.json (findings and all) against the results schema (issue 31).
+  if [ -n "${PARAXIS_RESULTS_SCHEMA:-}" ] && ! "$PARAXIS_RESULTS_SCHEMA" check "$dir"; then
+    echo "$grid: the output does not conform to the results schema"; failed=1; continue
   fi
   if python3 - "$dir/report.json" "$want" "$grid" "$kind" <<'PY'
 import json, sys

@@ -5,8 +5,8 @@
 # report.json, over runs that write every optional part a tiny run can: 2 ranks, pp2 with MoE,
 # calibration, a slowed axis, checkpoints, --verify (A); a resume with checkpoint.every: auto (B);
 # dp2 x ep2 with ZeRO-1 and dp slowed (D); one rank with a sweep whose points are skipped (C);
-# one rank whose point fails (F). `paraxis report` accepts A and C (the
-# reader); a summary of schema version 1 is refused, naming both versions, with exit 2 (bad
+# one rank whose point fails (F). `paraxis report` accepts A, C, D and F (the reader; F's
+# report lists its dead_rank finding and the points not analysed); a summary of schema version 1 is refused, naming both versions, with exit 2 (bad
 # input). The benchmark programs' provenance keys are the declared ones (paraxis-bench-comm's
 # JSON, the kernel benchmarks' Google Benchmark context). About 30 s on 2 cores.
 # Usage: test_results_schema_run.sh PARAXIS SCHEMA_TOOL MPIEXEC BENCH_COMM BENCH_KERNELS
@@ -51,7 +51,7 @@ rc=$?
 set -e
 [ "$rc" = 3 ] || { cat "$out/F.log"; fail "run F: exit $rc, expected 3"; }
 grep -q '"skipped: ' "$out/C/summary.json" || fail "run C has no skipped point"
-for d in A C; do
+for d in A C D F; do
   "$paraxis" report "$out/$d" > "$out/report-$d.log" 2>&1 ||
     { cat "$out/report-$d.log"; fail "paraxis report $d (the reader refused the writer's output)"; }
 done

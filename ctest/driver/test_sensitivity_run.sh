@@ -40,6 +40,10 @@ attempt() {
   done
   "$paraxis" report "$out/$a-dp" "$out/$a-tp" "$out/$a-pp" >"$out/$a-report.log" 2>&1 ||
     { echo "report failed:"; cat "$out/$a-report.log"; return 1; }
+  # report.json's sensitivity[] (and the rest) against the results schema (issue 31).
+  if [ -n "${PARAXIS_RESULTS_SCHEMA:-}" ]; then
+    "$PARAXIS_RESULTS_SCHEMA" check "$out/$a-dp" || { echo "not the results schema"; return 1; }
+  fi
   python3 - "$out/$a-dp" "$plots" "$mode" <<'PY'
 import json, os, sys
 d, plots, timed = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "accuracy"

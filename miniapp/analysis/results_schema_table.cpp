@@ -67,6 +67,48 @@ constexpr Presence need = Presence::need, always = Presence::always, when = Pres
   {P "hosts[]", str, "", kNone, always, "a host name"},                                         \
   {P "max_ranks_per_host", integer, "", kIndex, PRESENCE, "the most ranks on one host"}
 
+// A finding (analysis/diagnosis*.cpp; docs/diagnosis.md), in points[].diagnosis[] and
+// diagnosis[] (P: the prefix). Its evidence's keys depend on its kind and reference (peers,
+// model): each line names the kinds that write it.
+#define PARAXIS_FINDING(P)                                                                       \
+  {P "kind", str, "", kNone, always, "slow_rank, slow_link, slow_axis, bubble, placement, expert_imbalance, dead_rank or hang"}, \
+  {P "axis", str, "", kNone, always, "compute, tp, pp, dp or ep"},                                \
+  {P "group", integer, "", {-1, kMaxInt, false}, always, "its group on the axis (compute, dead_rank: the pipeline stage); -1: none or every group"}, \
+  {P "ranks", arr, "", kNone, always, "the world ranks it names (bubble, placement: none)"},      \
+  {P "ranks[]", integer, "", kIndex, always, "a rank"},                                           \
+  {P "from_step", integer, "", {-1, kMaxInt, false}, always, "the first step it shows at (-1: a failure outside a step)"}, \
+  {P "cost_s", num_or_null, "s", kNonNeg, always, "what it costs per step (null: dead_rank, hang: the job ended)"}, \
+  {P "text", str, "", kNone, always, "one sentence a user reads"},                                \
+  {P "advice", str, "", kNone, always, "what to do"},                                             \
+  {P "evidence", obj, "", kNone, always, "the figures behind it"},                                \
+  {P "evidence.reference", str, "", kNone, always, "what it is measured against: peers, model, topology or failure_record"}, \
+  {P "evidence.threshold", num, "", kPos, when, "every kind but placement, dead_rank, hang: the ratio (bubble: the fraction) it crossed"}, \
+  {P "evidence.<compute_ratio_to_peers|compute_ratio_to_model>", num, "", kNonNeg, when, "slow_rank (peers, model): its compute over its peers' median, over its calibrated compute"}, \
+  {P "evidence.compute_s", num, "s", kNonNeg, when, "slow_rank: its median compute per step over the slowed steps"}, \
+  {P "evidence.model_compute_s", num, "s", kNonNeg, when, "slow_rank (model): the calibrated compute per step"}, \
+  {P "evidence.<slowed_steps|measured_steps>", integer, "", kIndex, when, "slow_rank: the steps over the threshold, the measured steps"}, \
+  {P "evidence.peers", integer, "", kIndex, when, "slow_rank (peers): how many peers"},          \
+  {P "evidence.peer_wait_s_per_axis", obj, "", kNone, when, "slow_rank (peers): the other ranks' median wait per step, per axis"}, \
+  {P "evidence.peer_wait_s_per_axis.<tp|pp|dp|ep>", num, "s", kNonNeg, when, "an axis with collectives"}, \
+  {P "evidence.<wire_ratio_to_other_groups|wire_ratio_to_model|least_group_ratio_to_model>", num, "", kNonNeg, when, "slow_link (peers); slow_link, slow_axis (model): the group's time over the other groups', over the model's; the least group's"}, \
+  {P "evidence.group_time_s", num, "s", kNonNeg, when, "slow_link, slow_axis: the group's median time per step, net of waiting"}, \
+  {P "evidence.groups", integer, "", kCount1, when, "slow_link, slow_axis: groups on the axis"}, \
+  {P "evidence.nodes", arr, "", kNone, when, "slow_link (peers), with nodes known: the nodes the group spans"}, \
+  {P "evidence.nodes[]", integer, "", kIndex, always, "a node"},                                  \
+  {P "evidence.<measured_s|model_s>", num, "s", kNonNeg, when, "slow_rank, slow_link (peers, calibrated); slow_link, slow_axis (model: model_s): measured and modelled seconds per step"}, \
+  {P "evidence.ratio_to_model", num, "", kNonNeg, when, "slow_rank, slow_link (peers, calibrated): measured_s / model_s"}, \
+  {P "evidence.<bubble_fraction|schedule_bubble_fraction>", num, "", kNonNeg, when, "bubble: the measured bubble, the schedule's ideal one"}, \
+  {P "evidence.<micro_batches|stages>", integer, "", kCount1, when, "bubble: the pipeline's shape"}, \
+  {P "evidence.<tp_groups_spanning_nodes|tp_groups>", integer, "", kIndex, when, "placement: tp groups spanning nodes, tp groups"}, \
+  {P "evidence.token_share_to_fair_share", arr, "", kNone, when, "expert_imbalance: per ep rank, its share of the routed tokens over 1/ep"}, \
+  {P "evidence.token_share_to_fair_share[]", num, "", kNonNeg, always, "an ep rank's"},          \
+  {P "evidence.experts_per_ep_rank", integer, "", kCount1, when, "expert_imbalance: experts per ep rank"}, \
+  {P "evidence.other_ranks_ep_wait_s", num, "s", kNonNeg, when, "expert_imbalance: the other ranks' wait per step for the heavy shard"}, \
+  {P "evidence.record_of_rank", integer, "", kIndex, when, "dead_rank, hang: the rank whose failure record it reads"}, \
+  {P "evidence.what", str, "", kNone, when, "dead_rank: what the rank's record says happened"},  \
+  {P "evidence.records", integer, "", kCount1, when, "hang: failure records of the point"},      \
+  {P "evidence.<waited_s|timeout_s>", num, "s", kNonNeg, when, "hang: the longest wait, comm.timeout_s"}
+
 const std::vector<Field> kSummary = {
     {"schema", str, "", kNone, need, "\"paraxis.summary/2\": the reader refuses any other"},
     {"deck", str, "", kNone, always, "the deck file as given"},
@@ -326,9 +368,26 @@ const std::vector<Field> kReport = {
     {"points[].calls.rows[].<bytes|measured_s|measured_median_s|wait_s>", num, "", kNonNeg, always, "as in summary.json"},
     {"points[].calls.rows[].predicted_s", num_or_null, "s", kNonNeg, always, "as in summary.json"},
     {"points[].calls.rows[].residual_pct", num_or_null, "%", kAny, always, "measured against predicted"},
-    {"points[].checkpoint", map, "", kNone, when, "the checkpoint table's figures (docs/checkpoint.md)"},
+    {"points[].checkpoint", obj_or_null, "", kNone, when, "with checkpoints: the checkpoint table's figures (docs/checkpoint.md; null: the list is empty)"},
+    {"points[].checkpoint.saves", integer, "", kCount1, always, "saves"},
+    {"points[].checkpoint.bytes_per_rank_max", num, "B", kNonNeg, always, "the median save's bytes, largest rank"},
+    {"points[].checkpoint.<write_s_max|checkpoint_s>", num, "s", kNonNeg, always, "the median save's write, slowest rank; the cost C (training's stall)"},
+    {"points[].checkpoint.aggregate_bytes_per_s", num, "B/s", kNonNeg, always, "the first save's aggregate rate"},
+    {"points[].checkpoint.step_s", num, "s", kNonNeg, always, "median step"},
+    {"points[].checkpoint.checkpoint_to_baseline_write", num, "", kNonNeg, when, "with a plain-I/O baseline: its write over the median save's"},
+    {"points[].checkpoint.restart_s", num, "s", kNonNeg, when, "resumed: restart to the first step"},
+    {"points[].checkpoint.failures_per_device_s", num, "1/s", kNonNeg, always, "failure rate per device (checkpoint.device_mtbf_h, else Llama 3's)"},
+    {"points[].checkpoint.<system_mtbf_s|young_interval_s|daly_interval_s>", num, "s", kNonNeg, always, "the job's MTBF; Young's and Daly's intervals"},
+    {"points[].checkpoint.<young_interval_steps|daly_interval_steps>", num, "", kNonNeg, when, "with a step time: the intervals in steps"},
+    {"points[].checkpoint.<waste_at_daly|waste_at_run_cadence>", num, "", kNonNeg, when, "Daly's expected waste fraction at his interval (always), at the run's cadence (with checkpoint.every)"},
+    {"points[].checkpoint.<simulated_waste_at_daly|simulated_waste_at_run_cadence>", obj, "", kNone, when, "the Monte Carlo's, beside each"},
+    {"points[].checkpoint.<simulated_waste_at_daly|simulated_waste_at_run_cadence>.waste", num, "", kNonNeg, always, "its waste fraction"},
+    {"points[].checkpoint.<simulated_waste_at_daly|simulated_waste_at_run_cadence>.ci95", arr, "", kNone, always, "its 95 % interval"},
+    {"points[].checkpoint.<simulated_waste_at_daly|simulated_waste_at_run_cadence>.ci95[]", num, "", kNonNeg, always, "low, high"},
+    {"points[].checkpoint.<simulated_waste_at_daly|simulated_waste_at_run_cadence>.trials", integer, "", kCount1, always, "trials"},
     {"points[].diagnosis", arr, "", kNone, when, "the point's findings"},
-    {"points[].diagnosis[]", map, "", kNone, always, "a finding (as diagnosis[])"},
+    {"points[].diagnosis[]", obj, "", kNone, always, "a finding"},
+    PARAXIS_FINDING("points[].diagnosis[]."),
     {"calibration", arr, "", kNone, always, "every fitted operation"},
     {"calibration[]", obj, "", kNone, always, "one"},
     {"calibration[].<dir|machine|axis|op>", str, "", kNone, always, "where, which"},
@@ -345,6 +404,7 @@ const std::vector<Field> kReport = {
     {"accuracy.misses[]", obj, "", kNone, always, "one"},
     {"accuracy.misses[].<label|term_most_off>", str, "", kNone, always, "which, and its worst term"},
     {"accuracy.misses[].residual_pct", num, "%", kAny, always, "its residual"},
+    {"accuracy.misses[].uneven_ranks_excess_s", num, "s", kAny, when, "its ranks uneven: their excess spread per step (points[].rank_spread)"},
     {"accuracy.misses[].steps_range_s", arr, "s", kNone, when, "its steps' range"},
     {"accuracy.misses[].steps_range_s[]", num, "s", kAny, always, "low, high"},
     {"accuracy.misses[].within_steps_range", boolean, "", kNone, when, "prediction inside the range"},
@@ -353,17 +413,50 @@ const std::vector<Field> kReport = {
     {"accuracy.uneven_ranks.<max_abs_residual_pct|mean_abs_residual_pct>", num, "%", kNonNeg, always, "residuals without them"},
     {"scaling", obj, "", kNone, always, "strong and weak scaling"},
     {"scaling.<strong|weak>", arr, "", kNone, always, "rows"},
-    {"scaling.<strong|weak>[]", map, "", kNone, always, "a row (docs/report.md)"},
+    {"scaling.<strong|weak>[]", obj, "", kNone, always, "a row (docs/report.md): the fastest point of one model at one world"},
+    {"scaling.<strong|weak>[].<model|label>", str, "", kNone, always, "the model, the point's label"},
+    {"scaling.<strong|weak>[].world", integer, "", kCount1, always, "ranks"},
+    {"scaling.<strong|weak>[].global_batch", integer, "", kCount1, when, "strong: the global batch"},
+    {"scaling.<strong|weak>[].batch_per_replica", integer, "", kCount1, when, "weak: global_batch / dp"},
+    {"scaling.<strong|weak>[].step_s", num, "s", kNonNeg, always, "median step"},
+    {"scaling.<strong|weak>[].speedup", num, "", kNonNeg, when, "strong: the smallest world's step over this one's"},
+    {"scaling.<strong|weak>[].efficiency", num, "", kNonNeg, always, "strong: speedup over the world's ratio; weak: the smallest world's step over this one's"},
     {"machines_side_by_side", arr, "", kNone, always, "one row per configuration run on several machines"},
-    {"machines_side_by_side[]", map, "", kNone, always, "{configuration, step_s {machine: s}}"},
+    {"machines_side_by_side[]", obj, "", kNone, always, "a configuration"},
+    {"machines_side_by_side[].configuration", str, "", kNone, always, "label, model, global batch"},
+    {"machines_side_by_side[].step_s", obj, "", kNone, always, "its median step per machine: keys are the machine labels (data)"},
+    {"machines_side_by_side[].step_s.<machine>", num, "s", kNonNeg, always, "a machine's"},
     {"warnings", arr, "", kNone, always, "warnings (also in report.md)"},
     {"warnings[]", str, "", kNone, always, "one"},
     {"points_not_analysed", arr, "", kNone, always, "points whose status is not ok"},
-    {"points_not_analysed[]", map, "", kNone, always, "{dir, index, settings, status}"},
+    {"points_not_analysed[]", obj, "", kNone, always, "a point"},
+    {"points_not_analysed[].<dir|status>", str, "", kNone, always, "its folder, its status"},
+    {"points_not_analysed[].index", integer, "", kIndex, always, "its index"},
+    {"points_not_analysed[].settings", map, "", kNone, always, "its swept keys and values (keys: deck keys, data)"},
     {"diagnosis", arr, "", kNone, always, "findings, most costly first (docs/diagnosis.md)"},
-    {"diagnosis[]", map, "", kNone, always, "a finding: kind, text, advice, evidence, ..."},
+    {"diagnosis[]", obj, "", kNone, always, "a finding: a point's (points[].diagnosis[]) or a failure record's, with its point"},
+    {"diagnosis[].<point|dir>", str, "", kNone, always, "the point's label, its folder"},
+    {"diagnosis[].index", integer, "", kIndex, always, "the point's index"},
+    {"diagnosis[].point_index", integer, "", kIndex, when, "dead_rank, hang: the point's index (as index)"},
+    PARAXIS_FINDING("diagnosis[]."),
     {"sensitivity", arr, "", kNone, always, "slow-axis sweeps (docs/sensitivity.md)"},
-    {"sensitivity[]", map, "", kNone, always, "one sweep's table"},
+    {"sensitivity[]", obj, "", kNone, always, "one group of slowed points (a folder and its other settings)"},
+    {"sensitivity[].<dir|label>", str, "", kNone, always, "its folder, the baseline's label"},
+    {"sensitivity[].settings", map, "", kNone, always, "the swept keys but fault.slow_axis.* (keys: deck keys, data)"},
+    {"sensitivity[].baseline_step_s", num, "s", kNonNeg, always, "the median step of its factor-1 points"},
+    {"sensitivity[].target_pct", num, "%", kNonNeg, always, "the model's target on the curves"},
+    {"sensitivity[].axes", obj, "", kNone, always, "per slowed axis"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>", obj, "", kNone, when, "an axis slowed in the group"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points", arr, "", kNone, always, "its points by factor"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[]", obj, "", kNone, always, "a point"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[].factor", num, "", {1, kInf, false}, always, "fault.slow_axis.factor"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[].measured_step_s", num, "s", kNonNeg, always, "median step"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[].predicted_step_s", num_or_null, "s", kAny, always, "baseline + the model's increment (null: no model)"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[].error_pct", num_or_null, "%", kAny, always, "100 (predicted - measured) / measured (null: no model)"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.points[].increment_model_s", num, "s", kAny, when, "with a model: its increment over the baseline"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.slope_s_per_factor", num, "s", kAny, always, "least-squares slope of the measured step over the factor"},
+    {"sensitivity[].axes.<tp|pp|dp|ep>.model_slope_s_per_factor", num_or_null, "s", kAny, always, "the predicted's (null: a point without a model)"},
+    {"sensitivity[].least_tolerant_axis", str, "", kNone, always, "the axis of steepest slope"},
 };
 
 // The provenance alone, as the benchmark programs record it (their other output is Google
