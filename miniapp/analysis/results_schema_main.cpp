@@ -3,6 +3,8 @@
 //   paraxis-results-schema check DIR                      DIR's summary.json, points.csv and
 //       (when there) report.json against the declaration, strictly: every key declared, every
 //       field the writer always writes present, every value of its kind and range
+//   paraxis-results-schema check-report REPORT.json   that report.json alone, as strictly (a job
+//       a dead or hung rank ended leaves no summary.json to check beside it)
 // Exit 0: conforms (or printed); 1: violations (each printed as "file: path: what"); 2: usage.
 #include <cstdio>
 #include <fstream>
@@ -100,10 +102,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc == 3 && cmd == "check") return check_dir(arg);
+  if (argc == 3 && cmd == "check-report") return check_json(arg, rs::File::report, true);
   if (argc == 3 && cmd == "check-provenance") return check_provenance(arg);
   std::fprintf(stderr,
                "usage: paraxis-results-schema markdown summary|report|csv\n"
                "       paraxis-results-schema check DIR\n"
+               "       paraxis-results-schema check-report REPORT.json\n"
                "       paraxis-results-schema check-provenance BENCH.json\n");
   return 2;
 }
