@@ -166,9 +166,11 @@ double bytes_factor(Collective op, int p, AllReduceAlgorithm) {
   return 1.0;
 }
 
-AlphaBetaFit fit_alpha_beta(Collective op, int p,
-                            const std::vector<std::pair<double, double>>& size_time,
-                            AllReduceAlgorithm all_reduce) {
+namespace {
+
+using SizeTimes = std::vector<std::pair<double, double>>;
+
+void check_fit_samples(Collective op, int p, const SizeTimes& size_time) {
   if (p < 2 && op != Collective::point_to_point)
     throw std::invalid_argument("fit_alpha_beta: " + std::string(to_string(op)) + " on p = " +
                                 std::to_string(p) + " ranks moves nothing; expected p >= 2");
@@ -186,11 +188,18 @@ AlphaBetaFit fit_alpha_beta(Collective op, int p,
     throw std::invalid_argument("fit_alpha_beta: " + std::to_string(sizes.size()) +
                                 " distinct message size(s) in " + std::to_string(size_time.size()) +
                                 " samples; a latency and a bandwidth need at least 2 sizes");
-  // Relative least squares: minimise sum ((latency + S beta_eff - t) / t)^2, weights 1 / t^2.
-  // Unweighted, the 4 MiB samples (milliseconds) decide the line and the intercept misses the
-  // small messages (microseconds) by 2-3x, yet a training step's tensor-parallel collectives
-  // are mostly small (docs/perfmodel.md, "Fit"). A time of 0 is weighted as a millionth of the
-  // largest (never an infinite weight).
+}
+
+struct Line {
+  double slope, intercept;
+};
+
+// Relative least squares: minimise sum ((latency + S beta_eff - t) / t)^2, weights 1 / t^2.
+// Unweighted, the 4 MiB samples (milliseconds) decide the line and the intercept misses the
+// small messages (microseconds) by 2-3x, yet a training step's tensor-parallel collectives are
+// mostly small (docs/perfmodel.md, "Fit"). A time of 0 is weighted as a millionth of the largest
+// (never an infinite weight). Neither term negative.
+Line relative_least_squares(const SizeTimes& size_time) {
   double t_max = 0;
   for (const auto& st : size_time) t_max = std::max(t_max, st.second);
   const double t_floor = t_max > 0 ? 1e-6 * t_max : 1.0;
@@ -214,20 +223,27 @@ AlphaBetaFit fit_alpha_beta(Collective op, int p,
     sxx += w * (S - mean_s) * (S - mean_s);
     sxy += w * (S - mean_s) * (t - mean_t);
   }
-  double slope = sxy / sxx, intercept = mean_t - slope * mean_s;
-  if (slope < 0) {  // best fit with no bandwidth term: the weighted mean time
-    slope = 0;
-    intercept = mean_t;
-  } else if (intercept < 0) {  // best fit through the origin
-    double ss = 0, st = 0;
-    for (const auto& [S, t] : size_time) {
-      const double w = weight(t);
-      ss += w * S * S;
-      st += w * S * t;
-    }
-    intercept = 0;
-    slope = st / ss;
+  const double slope = sxy / sxx, intercept = mean_t - slope * mean_s;
+  // No bandwidth term: the weighted mean time.
+  if (slope < 0) return {0, mean_t};
+  if (!(intercept < 0)) return {slope, intercept};
+  // Through the origin.
+  double ss = 0, st = 0;
+  for (const auto& [S, t] : size_time) {
+    const double w = weight(t);
+    ss += w * S * S;
+    st += w * S * t;
   }
+  return {st / ss, 0};
+}
+
+}  // namespace
+
+AlphaBetaFit fit_alpha_beta(Collective op, int p, const SizeTimes& size_time,
+                            AllReduceAlgorithm all_reduce) {
+  check_fit_samples(op, p, size_time);
+  const Line line = relative_least_squares(size_time);
+  const double slope = line.slope, intercept = line.intercept;
   AlphaBetaFit f;
   f.latency = intercept;
   f.beta_eff = slope;

@@ -140,8 +140,9 @@ LayerTimes dense_layer_times(const ComputeEfficiency& e, const LayerShape& s) {
   return t;
 }
 
-ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
-                       const model::ModelChunk& chunk) {
+namespace {
+
+LayerShape layer_shape(const model::ModelConfig& m, const Scenario& c) {
   LayerShape s;
   s.tp = c.tp;
   s.sp = c.sp();
@@ -153,47 +154,45 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
   s.element_bytes = element_bytes(c.precision).activation;
   s.fused_attention = m.attention == model::Attention::fused;
   s.attention_dropout = m.attention_dropout > 0;
+  return s;
+}
+
+// An MoE block: the dense block's attention and passes, its MLP replaced by the router and the
+// rank's experts (E / ep of them, each given ep N k / E rows when balanced).
+LayerTimes moe_layer_times(const ComputeEfficiency& e, const model::ModelConfig& m,
+                           const Scenario& c, const LayerShape& s, const LayerTimes& dense) {
+  const double x = s.element_bytes;
+  const double N = static_cast<double>(c.micro_batch) * m.seq_len;
+  const double h = m.hidden, f = static_cast<double>(m.ffn) / c.tp;
+  const double E = m.moe.experts, local = E / c.ep, rows = c.ep * N * m.moe.top_k / E;
+  const double dense_mlp_f = gemm_time(e, N, f, h, x) + gemm_time(e, N, h, f, x);
+  const double dense_mlp_b = gemm_backward_time(e, N, f, h, x) + gemm_backward_time(e, N, h, f, x);
+  const double experts_f = local * (gemm_time(e, rows, f, h, x) + gemm_time(e, rows, h, f, x)) +
+                           gemm_time(e, N, E, h, x);
+  const double experts_b =
+      local * (gemm_backward_time(e, rows, f, h, x) + gemm_backward_time(e, rows, h, f, x)) +
+      gemm_backward_time(e, N, E, h, x);
+  const double dense_mlp_w =
+      gemm_weight_gradient_time(e, N, f, h, x) + gemm_weight_gradient_time(e, N, h, f, x);
+  const double experts_w = local * (gemm_weight_gradient_time(e, rows, f, h, x) +
+                                    gemm_weight_gradient_time(e, rows, h, f, x)) +
+                           gemm_weight_gradient_time(e, N, E, h, x);
+  LayerTimes moe = dense;
+  moe.forward += experts_f - dense_mlp_f;
+  moe.backward += experts_b - dense_mlp_b;
+  moe.backward_weight += experts_w - dense_mlp_w;
+  moe.full_again = moe.forward;
+  return moe;
+}
+
+// The embedding's and the head's work, added to t when the chunk holds them.
+void add_embedding_and_head(const ComputeEfficiency& e, const model::ModelConfig& m,
+                            const Scenario& c, const LayerShape& s, const model::ModelChunk& chunk,
+                            ChunkTimes& t) {
   const double x = s.element_bytes;
   const double N = static_cast<double>(c.micro_batch) * m.seq_len;
   const double Nl = s.sp ? N / c.tp : N;
-  const double h = m.hidden, f = static_cast<double>(m.ffn) / c.tp;
-  const LayerTimes dense = dense_layer_times(e, s);
-
-  // An MoE block: the dense block's attention and passes, its MLP replaced by the router and
-  // the rank's experts (E / ep of them, each given ep N k / E rows when balanced).
-  LayerTimes moe = dense;
-  if (m.moe.experts > 0) {
-    const double E = m.moe.experts, local = E / c.ep, rows = c.ep * N * m.moe.top_k / E;
-    const double dense_mlp_f = gemm_time(e, N, f, h, x) + gemm_time(e, N, h, f, x);
-    const double dense_mlp_b =
-        gemm_backward_time(e, N, f, h, x) + gemm_backward_time(e, N, h, f, x);
-    const double experts_f = local * (gemm_time(e, rows, f, h, x) + gemm_time(e, rows, h, f, x)) +
-                             gemm_time(e, N, E, h, x);
-    const double experts_b =
-        local * (gemm_backward_time(e, rows, f, h, x) + gemm_backward_time(e, rows, h, f, x)) +
-        gemm_backward_time(e, N, E, h, x);
-    const double dense_mlp_w =
-        gemm_weight_gradient_time(e, N, f, h, x) + gemm_weight_gradient_time(e, N, h, f, x);
-    const double experts_w = local * (gemm_weight_gradient_time(e, rows, f, h, x) +
-                                      gemm_weight_gradient_time(e, rows, h, f, x)) +
-                             gemm_weight_gradient_time(e, N, E, h, x);
-    moe.forward += experts_f - dense_mlp_f;
-    moe.backward += experts_b - dense_mlp_b;
-    moe.backward_weight += experts_w - dense_mlp_w;
-    moe.full_again = moe.forward;
-  }
-
-  ChunkTimes t;
-  for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
-    const LayerTimes& b = m.is_moe_layer(l) ? moe : dense;
-    t.forward += b.forward;
-    t.backward += b.backward;
-    t.backward_weight += b.backward_weight;
-    if (c.recompute == model::Recompute::selective)
-      t.recompute += b.selective_again;
-    else if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunk.first_layer))
-      t.recompute += b.full_again;
-  }
+  const double h = m.hidden;
   if (chunk.embedding) {
     // Token and position rows gathered and summed, written once (read 2, write 1).
     t.forward += memory_time(e, 3 * Nl * h * x);
@@ -209,6 +208,27 @@ ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
                   memory_time(e, 2 * N * v * x);
     t.backward_weight += gemm_weight_gradient_time(e, N, v, h, x);
   }
+}
+
+}  // namespace
+
+ChunkTimes chunk_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
+                       const model::ModelChunk& chunk) {
+  const LayerShape s = layer_shape(m, c);
+  const LayerTimes dense = dense_layer_times(e, s);
+  const LayerTimes moe = m.moe.experts > 0 ? moe_layer_times(e, m, c, s, dense) : dense;
+  ChunkTimes t;
+  for (int l = chunk.first_layer; l < chunk.end_layer; ++l) {
+    const LayerTimes& b = m.is_moe_layer(l) ? moe : dense;
+    t.forward += b.forward;
+    t.backward += b.backward;
+    t.backward_weight += b.backward_weight;
+    if (c.recompute == model::Recompute::selective)
+      t.recompute += b.selective_again;
+    else if (model::recomputes_block(c.recompute, c.recompute_layers, l - chunk.first_layer))
+      t.recompute += b.full_again;
+  }
+  add_embedding_and_head(e, m, c, s, chunk, t);
   return t;
 }
 

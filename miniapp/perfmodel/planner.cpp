@@ -281,15 +281,14 @@ std::string format_gb(double bytes) {
   return buf;
 }
 
-Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress) {
-  validate(r, mc);
-  const model::ModelConfig& m = r.model;
-  const int devices = mc.devices();
-  ChunkCuts cuts(m);
-  // The shapes (tp, pp, ep) first: their count is the progress's total.
-  struct Shape {
-    int tp, pp, ep;
-  };
+namespace {
+
+struct Shape {
+  int tp, pp, ep;
+};
+
+// Every shape (tp, pp, ep) of `devices`: ep divides the data-parallel degree of a MoE model.
+std::vector<Shape> parallel_shapes(const model::ModelConfig& m, int devices) {
   std::vector<Shape> shapes;
   for (int tp : divisors(devices))
     for (int pp : divisors(devices / tp)) {
@@ -297,83 +296,123 @@ Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress)
       for (int ep : m.moe.experts > 0 ? divisors(dp) : std::vector<int>{1})
         shapes.push_back({tp, pp, ep});
     }
-  Plan out;
-  std::string reason;
-  StateFloors floors;
-  ShapeParts parts(m);
-  for (std::size_t si = 0; si < shapes.size(); ++si) {
-    floors.clear();
-    parts.clear();
-    if (progress) progress(si, shapes.size());
-    const int tp = shapes[si].tp, pp = shapes[si].pp, ep = shapes[si].ep;
-    const int dp = devices / (tp * pp);
+  return shapes;
+}
+
+bool asks_for(const PlanRequest& r, schedule::ScheduleKind kind) {
+  return std::find(r.schedules.begin(), r.schedules.end(), kind) != r.schedules.end();
+}
+
+// The virtual stages searched for `kind` on pp stages (none: an interleaved schedule without a
+// pipeline).
+std::vector<int> virtual_stage_candidates(const PlanRequest& r, schedule::ScheduleKind kind,
+                                          int pp) {
+  if (kind != schedule::ScheduleKind::interleaved) return {1};
+  std::vector<int> vs;
+  if (pp > 1)
+    for (int v = 2; v <= r.max_virtual_stages; ++v) vs.push_back(v);
+  return vs;
+}
+
+// One shape's search: every micro-batch, sequence parallelism, schedule, virtual stages, ZeRO
+// stage and recomputation, each configuration ranked or rejected into out.
+class ShapeSearch {
+ public:
+  ShapeSearch(const PlanRequest& r, const Machine& mc, Plan& out)
+      : r_(r), mc_(mc), m_(r.model), cuts_(r.model), parts_(r.model), out_(out) {}
+
+  void search(const Shape& shape) {
+    floors_.clear();
+    parts_.clear();
+    const int dp = mc_.devices() / (shape.tp * shape.pp);
     Scenario base;
-    base.tp = tp;
-    base.pp = pp;
+    base.tp = shape.tp;
+    base.pp = shape.pp;
     base.dp = dp;
-    base.ep = ep;
-    base.global_batch = r.global_batch;
-    base.precision = r.precision;
-    base.bucket_mb = r.bucket_mb;
-    base.overlap = r.overlap;
-    if (const std::string problem = rule_problem(m, base); !problem.empty()) {
-      out.rejected.push_back({base, problem});  // with micro_batch 1: no micro-batch fits
-      continue;
+    base.ep = shape.ep;
+    base.global_batch = r_.global_batch;
+    base.precision = r_.precision;
+    base.bucket_mb = r_.bucket_mb;
+    base.overlap = r_.overlap;
+    if (const std::string problem = rule_problem(m_, base); !problem.empty()) {
+      out_.rejected.push_back({base, problem});  // with micro_batch 1: no micro-batch fits
+      return;
     }
-    const std::vector<bool> sps = tp > 1 && r.try_sequence_parallel ? std::vector<bool>{false, true}
-                                                                    : std::vector<bool>{false};
-    for (int mb : micro_batch_candidates(r.global_batch / dp, r.max_micro_batch_values))
+    const std::vector<bool> sps = shape.tp > 1 && r_.try_sequence_parallel
+                                      ? std::vector<bool>{false, true}
+                                      : std::vector<bool>{false};
+    for (int mb : micro_batch_candidates(r_.global_batch / dp, r_.max_micro_batch_values))
       for (bool sp : sps)
-        for (auto kind : r.schedules) {
+        for (auto kind : r_.schedules) {
           // Without a pipeline the schedules coincide but for gpipe keeping every
           // micro-batch's activations: one entry (1f1b, when asked for) is enough.
-          if (pp == 1 && kind != schedule::ScheduleKind::one_f_one_b &&
-              std::find(r.schedules.begin(), r.schedules.end(),
-                        schedule::ScheduleKind::one_f_one_b) != r.schedules.end())
+          if (shape.pp == 1 && kind != schedule::ScheduleKind::one_f_one_b &&
+              asks_for(r_, schedule::ScheduleKind::one_f_one_b))
             continue;
-          std::vector<int> vs{1};
-          if (kind == schedule::ScheduleKind::interleaved) {
-            vs.clear();
-            if (pp > 1)
-              for (int v = 2; v <= r.max_virtual_stages; ++v) vs.push_back(v);
-          }
-          for (int v : vs)
-            for (int zero : r.zero_stages) {
-              // A stage that runs as another (config::ParallelConfig::effective_zero:
-              // with one data-parallel rank every stage is 0) is that one, listed once.
-              Scenario c = base;
-              c.zero = zero;
-              if (c.effective_zero() != zero &&
-                  std::find(r.zero_stages.begin(), r.zero_stages.end(), 0) != r.zero_stages.end())
-                continue;
-              c.micro_batch = mb;
-              c.sequence_parallel = sp;
-              c.schedule = kind;
-              c.virtual_stages = v;
-              const std::string problem = rule_problem(m, c);
-              if (!problem.empty()) {
-                out.rejected.push_back({c, problem});
-                continue;
-              }
-              for (auto rc : r.recomputes) {
-                c.recompute = rc;
-                c.recompute_layers = 0;  // full: every block
-                // The rules above held without recomputation; some modes break a rule of
-                // their own (zb-h1 with full).
-                if (rc != model::Recompute::none) {
-                  if (const std::string broken = rule_problem(m, c); !broken.empty()) {
-                    out.rejected.push_back({c, broken});
-                    continue;
-                  }
-                }
-                PlanEntry e = predict(r, mc, c, cuts, false, reason, &floors, &parts);
-                if (!reason.empty())
-                  out.rejected.push_back({c, reason});
-                else
-                  out.ranked.push_back(std::move(e));
-              }
-            }
+          for (int v : virtual_stage_candidates(r_, kind, shape.pp))
+            for (int zero : r_.zero_stages) search_zero(base, mb, sp, kind, v, zero);
         }
+  }
+
+ private:
+  void search_zero(const Scenario& base, int mb, bool sp, schedule::ScheduleKind kind, int v,
+                   int zero) {
+    // A stage that runs as another (config::ParallelConfig::effective_zero: with one
+    // data-parallel rank every stage is 0) is that one, listed once.
+    Scenario c = base;
+    c.zero = zero;
+    if (c.effective_zero() != zero &&
+        std::find(r_.zero_stages.begin(), r_.zero_stages.end(), 0) != r_.zero_stages.end())
+      return;
+    c.micro_batch = mb;
+    c.sequence_parallel = sp;
+    c.schedule = kind;
+    c.virtual_stages = v;
+    const std::string problem = rule_problem(m_, c);
+    if (!problem.empty()) {
+      out_.rejected.push_back({c, problem});
+      return;
+    }
+    for (auto rc : r_.recomputes) {
+      c.recompute = rc;
+      c.recompute_layers = 0;  // full: every block
+      // The rules above held without recomputation; some modes break a rule of their own
+      // (zb-h1 with full).
+      if (rc != model::Recompute::none) {
+        if (const std::string broken = rule_problem(m_, c); !broken.empty()) {
+          out_.rejected.push_back({c, broken});
+          continue;
+        }
+      }
+      PlanEntry e = predict(r_, mc_, c, cuts_, false, reason_, &floors_, &parts_);
+      if (!reason_.empty())
+        out_.rejected.push_back({c, reason_});
+      else
+        out_.ranked.push_back(std::move(e));
+    }
+  }
+
+  const PlanRequest& r_;
+  const Machine& mc_;
+  const model::ModelConfig& m_;
+  ChunkCuts cuts_;
+  StateFloors floors_;
+  ShapeParts parts_;
+  std::string reason_;
+  Plan& out_;
+};
+
+}  // namespace
+
+Plan plan(const PlanRequest& r, const Machine& mc, const PlanProgress& progress) {
+  validate(r, mc);
+  // The shapes (tp, pp, ep) first: their count is the progress's total.
+  const std::vector<Shape> shapes = parallel_shapes(r.model, mc.devices());
+  Plan out;
+  ShapeSearch search(r, mc, out);
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    if (progress) progress(si, shapes.size());
+    search.search(shapes[si]);
   }
   if (progress) progress(shapes.size(), shapes.size());
   std::stable_sort(out.ranked.begin(), out.ranked.end(),

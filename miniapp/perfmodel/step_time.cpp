@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "perfmodel/flops.hpp"
 #include "perfmodel/model_chunks.hpp"
@@ -30,113 +31,135 @@ double transfer_time(int chunks, int k, double p2p) {
   return ((k > 0 ? 1 : 0) + (k < chunks - 1 ? 1 : 0)) * p2p;
 }
 
-StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
-                                    const StepTimeInputs& in) {
+namespace {
+
+void check_step_time_inputs(const Scenario& c, const StepTimeInputs& in) {
   const int C = c.chunks();
-  std::vector<ChunkLayers> own_chunks;
-  if (!in.chunks) own_chunks = split_layers(m, C, c.stage_layers);
-  const std::vector<ChunkLayers>& chunks = in.chunks ? *in.chunks : own_chunks;
-  if (!in.forward_s.empty() && static_cast<int>(in.forward_s.size()) != C)
-    throw std::invalid_argument("predict_step_time: forward_s has " +
-                                std::to_string(in.forward_s.size()) + " entries for " +
-                                std::to_string(C) + " model chunks");
-  if (!in.backward_s.empty() && static_cast<int>(in.backward_s.size()) != C)
-    throw std::invalid_argument("predict_step_time: backward_s has " +
-                                std::to_string(in.backward_s.size()) + " entries for " +
-                                std::to_string(C) + " model chunks");
-  if (!in.backward_weight_s.empty() && static_cast<int>(in.backward_weight_s.size()) != C)
-    throw std::invalid_argument("predict_step_time: backward_weight_s has " +
-                                std::to_string(in.backward_weight_s.size()) + " entries for " +
-                                std::to_string(C) + " model chunks");
+  const auto check_size = [C](const std::vector<double>& v, const char* name) {
+    if (!v.empty() && static_cast<int>(v.size()) != C)
+      throw std::invalid_argument("predict_step_time: " + std::string(name) + " has " +
+                                  std::to_string(v.size()) + " entries for " + std::to_string(C) +
+                                  " model chunks");
+  };
+  check_size(in.forward_s, "forward_s");
+  check_size(in.backward_s, "backward_s");
+  check_size(in.backward_weight_s, "backward_weight_s");
   if (in.forward_s.empty() && !(in.flops_per_s > 0))
     throw std::invalid_argument(
         "predict_step_time: flops_per_s = " + std::to_string(in.flops_per_s) +
         ", expected a positive achieved rate (or forward_s)");
+}
+
+// Per chunk and micro-batch: compute, and the tensor/expert collectives inside it. bwd is the
+// whole backward; a split schedule runs it as B (bin) and W (wgt), any other as one action
+// (bin = bwd, wgt = 0). xt: the transfers of a forward, and of a backward; wait: with a blocking
+// pipeline engine, what each forward and backward waits on.
+struct ChunkActionTimes {
+  std::vector<double> fwd, bwd, bin, wgt, tp_f, tp_b, tp_w, ep_f, ep_b, xt, wait;
+  explicit ChunkActionTimes(int C)
+      : fwd(C),
+        bwd(C),
+        bin(C),
+        wgt(C, 0.0),
+        tp_f(C),
+        tp_b(C),
+        tp_w(C, 0.0),
+        ep_f(C),
+        ep_b(C),
+        xt(C),
+        wait(C, 0.0) {}
+  // The replayed actions' durations (unsplit schedules: wgt and tp_w are 0 and backward runs
+  // whole, bin = bwd).
+  double forward_action(int k) const { return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k]; }
+  double backward_action(int k) const { return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k]; }
+  double weight_action(int k) const { return wgt[k] + tp_w[k]; }
+};
+
+// The time of `flops` per token of chunk k at the forward's rate: the achieved rate, or the
+// measured forward's time per FLOP when given.
+double at_forward_rate(const model::ModelConfig& m, const Scenario& c, const StepTimeInputs& in,
+                       const ChunkLayers& chunk, int k, double flops) {
   const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  return in.forward_s.empty() ? flops * tokens / c.tp / in.flops_per_s
+                              : in.forward_s[k] * flops / chunk_forward_flops_per_token(m, chunk);
+}
+
+// Recomputation runs forward work again inside the backward (a measured backward_s has it
+// already): its FLOPs at the forward's rate, and selective's softmax pass from memory bandwidth
+// when known.
+double recompute_time(const model::ModelConfig& m, const Scenario& c, const StepTimeInputs& in,
+                      const ChunkLayers& chunk, int k) {
   // Selective recomputation's softmax per block and micro-batch: the scores read, the
   // probabilities written, B * heads/tp * S * S elements each.
   const double softmax_bytes = 2.0 * c.micro_batch * (m.heads / c.tp) * m.seq_len * m.seq_len *
                                element_bytes(c.precision).activation;
+  double again = 0;
+  const double rflops = chunk_recompute_flops_per_token(m, c, chunk);
+  if (rflops > 0) again = at_forward_rate(m, c, in, chunk, k, rflops);
+  if (c.recompute == model::Recompute::selective && in.memory_bytes_per_s > 0)
+    again += chunk.layers() * softmax_bytes / in.memory_bytes_per_s;
+  return again;
+}
 
-  // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it. bwd is the
-  // whole backward; a split schedule runs it as B (bin) and W (wgt), any other as one action
-  // (bin = bwd, wgt = 0).
+// Chunk k's forward, and its backward as a whole and as B and W.
+void chunk_compute_times(const model::ModelConfig& m, const Scenario& c, const StepTimeInputs& in,
+                         const ChunkLayers& chunk, int k, ChunkActionTimes& t) {
   const bool split = schedule::splits_backward(c.schedule);
-  const bool measured_w = split && !in.backward_weight_s.empty();
-  std::vector<double> fwd(C), bwd(C), bin(C), wgt(C, 0.0), tp_f(C), tp_b(C), tp_w(C, 0.0), ep_f(C),
-      ep_b(C);
-  for (int k = 0; k < C; ++k) {
-    fwd[k] = in.forward_s.empty()
-                 ? chunk_forward_flops_per_token(m, chunks[k]) * tokens / c.tp / in.flops_per_s
+  const double tokens = static_cast<double>(c.micro_batch) * m.seq_len;
+  t.fwd[k] = in.forward_s.empty()
+                 ? chunk_forward_flops_per_token(m, chunk) * tokens / c.tp / in.flops_per_s
                  : in.forward_s[k];
-    // Recomputation runs forward work again inside the backward (a measured backward_s has
-    // it already): its FLOPs at the forward's rate (from the measured forward's time per FLOP
-    // when given), and selective's softmax pass from memory bandwidth when known.
-    double again = 0;
-    const double rflops = chunk_recompute_flops_per_token(m, c, chunks[k]);
-    if (rflops > 0)
-      again = in.forward_s.empty()
-                  ? rflops * tokens / c.tp / in.flops_per_s
-                  : in.forward_s[k] * rflops / chunk_forward_flops_per_token(m, chunks[k]);
-    if (c.recompute == model::Recompute::selective && in.memory_bytes_per_s > 0)
-      again += chunks[k].layers() * softmax_bytes / in.memory_bytes_per_s;
-    const double modelled = in.backward_ratio * fwd[k] + again;
-    if (measured_w) {
-      wgt[k] = in.backward_weight_s[k];
-      // B measured (backward_s) or the modelled backward less W.
-      bin[k] = in.backward_s.empty() ? modelled - wgt[k] : in.backward_s[k];
-      if (!(wgt[k] >= 0) || !(bin[k] >= 0))
-        throw std::invalid_argument("predict_step_time: backward_weight_s[" + std::to_string(k) +
-                                    "] = " + std::to_string(wgt[k]) +
-                                    " s, expected >= 0 and, without backward_s, at most the " +
-                                    "modelled backward's " + std::to_string(modelled) + " s");
-      bwd[k] = bin[k] + wgt[k];
-    } else {
-      bwd[k] = in.backward_s.empty() ? modelled : in.backward_s[k];
-      bin[k] = bwd[k];
-      if (split) {
-        // One x^T dy GEMM per linear, as costly as its forward; never more than the backward
-        // it is part of (a measured backward can be shorter than the FLOP model's W).
-        const double wflops = chunk_weight_gradient_flops_per_token(m, chunks[k]);
-        wgt[k] = in.forward_s.empty()
-                     ? wflops * tokens / c.tp / in.flops_per_s
-                     : in.forward_s[k] * wflops / chunk_forward_flops_per_token(m, chunks[k]);
-        wgt[k] = std::min(wgt[k], bwd[k]);
-        bin[k] = bwd[k] - wgt[k];
-      }
-    }
-    const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunks[k]);
-    const PassTraffic ept = expert_chunk_traffic(m, c, chunks[k], in.routing);
-    tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    tp_w[k] = traffic_time(tpt.backward_weight, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
-    ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
+  const double modelled = in.backward_ratio * t.fwd[k] + recompute_time(m, c, in, chunk, k);
+  if (split && !in.backward_weight_s.empty()) {
+    t.wgt[k] = in.backward_weight_s[k];
+    // B measured (backward_s) or the modelled backward less W.
+    t.bin[k] = in.backward_s.empty() ? modelled - t.wgt[k] : in.backward_s[k];
+    if (!(t.wgt[k] >= 0) || !(t.bin[k] >= 0))
+      throw std::invalid_argument("predict_step_time: backward_weight_s[" + std::to_string(k) +
+                                  "] = " + std::to_string(t.wgt[k]) +
+                                  " s, expected >= 0 and, without backward_s, at most the " +
+                                  "modelled backward's " + std::to_string(modelled) + " s");
+    t.bwd[k] = t.bin[k] + t.wgt[k];
+    return;
   }
+  t.bwd[k] = in.backward_s.empty() ? modelled : in.backward_s[k];
+  t.bin[k] = t.bwd[k];
+  if (split) {
+    // One x^T dy GEMM per linear, as costly as its forward; never more than the backward it is
+    // part of (a measured backward can be shorter than the FLOP model's W).
+    t.wgt[k] = at_forward_rate(m, c, in, chunk, k, chunk_weight_gradient_flops_per_token(m, chunk));
+    t.wgt[k] = std::min(t.wgt[k], t.bwd[k]);
+    t.bin[k] = t.bwd[k] - t.wgt[k];
+  }
+}
 
+// Chunk k's tensor and expert collectives per forward, backward and W.
+void chunk_collective_times(const model::ModelConfig& m, const Scenario& c,
+                            const StepTimeInputs& in, const ChunkLayers& chunk, int k,
+                            ChunkActionTimes& t) {
+  const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunk);
+  const PassTraffic ept = expert_chunk_traffic(m, c, chunk, in.routing);
+  t.tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+  t.tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+  t.tp_w[k] = traffic_time(tpt.backward_weight, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+  t.ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
+  t.ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
+}
+
+// The pipeline replayed with the chunks' action durations, from in.replay_memo when it has one
+// (else into own).
+const ReplayMemo::Summary& replay_pipeline(const Scenario& c, const StepTimeInputs& in,
+                                           const ChunkActionTimes& t, ReplayMemo::Summary& own) {
+  const int C = c.chunks();
   const schedule::PipelineShape shape = c.pipeline_shape();
-  // The pipeline's messages (a micro-batch's activation or its gradient, one size).
-  const double p2p = c.pp > 1
-                         ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
-                                     in.links.pp, &in.op_links.pp, in.all_reduce)
-                         : 0.0;
-  std::vector<double> xt(C);  // per chunk: the transfers of its forward, and of its backward
-  for (int k = 0; k < C; ++k) xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
-  // With a blocking pipeline engine, what each forward and backward of chunk k waits on: its
-  // receive and its send, one point-to-point time each (none past the pipeline's ends).
-  std::vector<double> wait(C, 0.0);
-  if (in.blocking_pipeline_transfers)
-    for (int k = 0; k < C; ++k) wait[k] = transfer_time(C, k, p2p);
-  // Unsplit schedules: wgt and tp_w are 0 and backward runs whole (bin = bwd).
   const auto duration = [&](int, const schedule::Action& a) {
-    const int k = a.chunk;
     switch (a.kind) {
       case schedule::ActionKind::forward:
-        return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k];
+        return t.forward_action(a.chunk);
       case schedule::ActionKind::backward_weight:
-        return wgt[k] + tp_w[k];
+        return t.weight_action(a.chunk);
       default:
-        return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k];
+        return t.backward_action(a.chunk);
     }
   };
   const auto summarise = [&]() {
@@ -145,21 +168,103 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                                      schedule::make_schedule(c.schedule, shape), shape, duration);
     return ReplayMemo::Summary{r.makespan, r.mean_bubble_fraction, r.busy};
   };
-  ReplayMemo::Summary own;
-  const ReplayMemo::Summary* replay = &own;
-  if (in.replay_memo && in.schedule) {
-    // The replay depends on the schedule and on these durations alone.
-    std::vector<double> key;
-    key.reserve(3 * C);
-    for (int k = 0; k < C; ++k) {
-      key.push_back(fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k]);
-      key.push_back(bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k]);
-      key.push_back(wgt[k] + tp_w[k]);
-    }
-    replay = &in.replay_memo->get(in.schedule, std::move(key), summarise);
-  } else {
+  if (!(in.replay_memo && in.schedule)) {
     own = summarise();
+    return own;
   }
+  // The replay depends on the schedule and on these durations alone.
+  std::vector<double> key;
+  key.reserve(3 * C);
+  for (int k = 0; k < C; ++k) {
+    key.push_back(t.forward_action(k));
+    key.push_back(t.backward_action(k));
+    key.push_back(t.weight_action(k));
+  }
+  return in.replay_memo->get(in.schedule, std::move(key), summarise);
+}
+
+// Stage s's data-parallel time that shows: gradient reductions may hide behind the backward work
+// `last_backward` (one micro-batch's), the rest shows.
+double exposed_data_parallel_time(const model::ModelConfig& m, const Scenario& c,
+                                  const StepTimeInputs& in, int s, double last_backward) {
+  const double mb = c.micro_batches();
+  const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])
+                                         : data_parallel_step_traffic(m, c, s);
+  double reductions = 0, rest = 0;
+  for (const auto& o : dpt.ops) {
+    const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
+                                         &in.op_links.dp, in.all_reduce);
+    // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
+    // 16-element aligned tensor).
+    const bool gradient =
+        o.op == Collective::reduce_scatter || (o.op == Collective::all_reduce && o.bytes > 8);
+    (gradient ? reductions : rest) += t;
+  }
+  if (!c.overlap) return rest + reductions;
+  const double window = c.effective_zero() >= 2 ? mb * last_backward : last_backward;
+  const double hidden = std::clamp(in.dp_overlap, 0.0, 1.0) * std::min(reductions, window);
+  return rest + reductions - hidden;
+}
+
+// What the step costs stage s. bubble_s: its bubble; idle: the bubbles summed over stages; pp_time:
+// the pipeline's fill/drain transfers and norm all-reduce.
+StepTimeBreakdown stage_step_time(const model::ModelConfig& m, const Scenario& c,
+                                  const StepTimeInputs& in, const ChunkActionTimes& t,
+                                  const ReplayMemo::Summary& replay, int s, double bubble_s,
+                                  double idle, double pp_time) {
+  const bool split = schedule::splits_backward(c.schedule);
+  const double mb = c.micro_batches();
+  StepTimeBreakdown r;
+  r.stage = s;
+  r.pipeline_span = replay.makespan;
+  r.bubble_fraction = replay.makespan > 0 ? idle / c.pp / replay.makespan : 0.0;
+  // The backward work the gradient reductions can hide behind: W's under a split backward.
+  double last_backward = 0;
+  for (int k : stage_chunk_ids(c, s)) {
+    r.compute += mb * (t.fwd[k] + t.bwd[k]);
+    r.tp += mb * (t.tp_f[k] + t.tp_b[k] + t.tp_w[k]);
+    r.ep += mb * (t.ep_f[k] + t.ep_b[k]);
+    r.pp += mb * 2.0 * t.wait[k];  // blocking transfers: busy time, not bubble
+    last_backward += split ? t.wgt[k] : t.bwd[k];
+  }
+  r.bubble = bubble_s;
+  const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
+                                            : tensor_parallel_step_extras(m, c, s);
+  r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+  r.pp += pp_time;
+  r.dp = exposed_data_parallel_time(m, c, in, s, last_backward);
+  r.optimizer = in.optimizer_s;
+  r.step_time = r.compute + r.tp + r.ep + r.bubble + r.pp + r.dp + r.optimizer;
+  return r;
+}
+
+}  // namespace
+
+StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
+                                    const StepTimeInputs& in) {
+  const int C = c.chunks();
+  std::vector<ChunkLayers> own_chunks;
+  if (!in.chunks) own_chunks = split_layers(m, C, c.stage_layers);
+  const std::vector<ChunkLayers>& chunks = in.chunks ? *in.chunks : own_chunks;
+  check_step_time_inputs(c, in);
+  ChunkActionTimes t(C);
+  for (int k = 0; k < C; ++k) {
+    chunk_compute_times(m, c, in, chunks[k], k, t);
+    chunk_collective_times(m, c, in, chunks[k], k, t);
+  }
+
+  // The pipeline's messages (a micro-batch's activation or its gradient, one size).
+  const double p2p = c.pp > 1
+                         ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
+                                     in.links.pp, &in.op_links.pp, in.all_reduce)
+                         : 0.0;
+  for (int k = 0; k < C; ++k) t.xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
+  // With a blocking pipeline engine: a forward's and a backward's receive and send, one
+  // point-to-point time each (none past the pipeline's ends).
+  if (in.blocking_pipeline_transfers)
+    for (int k = 0; k < C; ++k) t.wait[k] = transfer_time(C, k, p2p);
+  ReplayMemo::Summary own;
+  const ReplayMemo::Summary& replay = replay_pipeline(c, in, t, own);
 
   // Pipeline transfers on the fill and drain (inside the actions when blocking), and the norm's
   // all-reduce over the stages.
@@ -170,64 +275,23 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
         call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp, in.all_reduce);
 
   const double mb = c.micro_batches();
-  // Per stage: its transfers' time, in the replay's busy time but a bubble, as the engine counts
-  // it (the time between compute actions).
-  std::vector<double> xfer(c.pp, 0.0);
+  // Per stage: its bubble, counting its transfers' time (in the replay's busy time) as bubble,
+  // as the engine counts it (the time between compute actions).
+  std::vector<double> bubble(c.pp, 0.0);
   double idle = 0;  // summed over stages
   for (int s = 0; s < c.pp; ++s) {
-    for (int k : stage_chunk_ids(c, s)) xfer[s] += 2 * mb * xt[k];
-    idle += std::max(0.0, replay->makespan - replay->busy[s] + xfer[s]);
+    double xfer = 0;
+    for (int k : stage_chunk_ids(c, s)) xfer += 2 * mb * t.xt[k];
+    bubble[s] = std::max(0.0, replay.makespan - replay.busy[s] + xfer);
+    idle += bubble[s];
   }
+  // The stage that ends last sets the step; among equals, the busiest (least bubble).
   StepTimeBreakdown best;
-  bool first = true;
   for (int s = 0; s < c.pp; ++s) {
-    StepTimeBreakdown r;
-    r.stage = s;
-    r.pipeline_span = replay->makespan;
-    r.bubble_fraction = replay->makespan > 0 ? idle / c.pp / replay->makespan : 0.0;
-    // The backward work the gradient reductions can hide behind: W's under a split backward.
-    double last_backward = 0;
-    for (int k : stage_chunk_ids(c, s)) {
-      r.compute += mb * (fwd[k] + bwd[k]);
-      r.tp += mb * (tp_f[k] + tp_b[k] + tp_w[k]);
-      r.ep += mb * (ep_f[k] + ep_b[k]);
-      r.pp += mb * 2.0 * wait[k];  // blocking transfers: busy time, not bubble
-      last_backward += split ? wgt[k] : bwd[k];
-    }
-    r.bubble = std::max(0.0, replay->makespan - replay->busy[s] + xfer[s]);
-    const AxisTraffic extras = in.stage_units ? tensor_parallel_step_extras(c, (*in.stage_units)[s])
-                                              : tensor_parallel_step_extras(m, c, s);
-    r.tp += traffic_time(extras, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-    r.pp += pp_time;
-
-    // Data parallelism: gradient reductions may hide behind backward compute; the rest shows.
-    const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])
-                                           : data_parallel_step_traffic(m, c, s);
-    double reductions = 0, rest = 0;
-    for (const auto& o : dpt.ops) {
-      const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
-                                           &in.op_links.dp, in.all_reduce);
-      // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
-      // 16-element aligned tensor).
-      const bool gradient =
-          o.op == Collective::reduce_scatter || (o.op == Collective::all_reduce && o.bytes > 8);
-      (gradient ? reductions : rest) += t;
-    }
-    if (c.overlap) {
-      const double window = c.effective_zero() >= 2 ? mb * last_backward : last_backward;
-      const double hidden = std::clamp(in.dp_overlap, 0.0, 1.0) * std::min(reductions, window);
-      r.dp = rest + reductions - hidden;
-    } else {
-      r.dp = rest + reductions;
-    }
-    r.optimizer = in.optimizer_s;
-    r.step_time = r.compute + r.tp + r.ep + r.bubble + r.pp + r.dp + r.optimizer;
-    // The stage that ends last sets the step; among equals, the busiest (least bubble).
-    if (first || r.step_time > best.step_time ||
-        (r.step_time == best.step_time && r.bubble < best.bubble)) {
+    const StepTimeBreakdown r = stage_step_time(m, c, in, t, replay, s, bubble[s], idle, pp_time);
+    if (s == 0 || r.step_time > best.step_time ||
+        (r.step_time == best.step_time && r.bubble < best.bubble))
       best = r;
-      first = false;
-    }
   }
   return best;
 }
