@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "config/exit_codes.hpp"
 #include "deck/deck.hpp"
@@ -424,64 +425,129 @@ int write_json(const pm::Plan& plan, const std::string& model_deck, const std::s
   return exit_code::ok;
 }
 
-}  // namespace
-
-int evaluate_plan(const PlanOptions& opt) {
-  if (opt.layout.empty())
-    for (const auto& o : opt.overrides) {
-      const std::string key = o.substr(0, o.find('='));
-      if (searched_key(key)) {
-        std::fprintf(stderr,
-                     "paraxis: error: plan: --set %s: the ranking tries every layout and ignores "
-                     "the deck's %s; to evaluate one layout use --layout (e.g. --layout "
-                     "tp=2,pp=1)\n",
-                     o.c_str(), key.c_str());
-        return exit_code::bad_input;
-      }
+// --set of a key the ranking searches (tp, pp, ...) without --layout: an error on stderr, and true.
+bool rejects_searched_override(const PlanOptions& opt) {
+  if (!opt.layout.empty()) return false;
+  for (const auto& o : opt.overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    if (searched_key(key)) {
+      std::fprintf(stderr,
+                   "paraxis: error: plan: --set %s: the ranking tries every layout and ignores "
+                   "the deck's %s; to evaluate one layout use --layout (e.g. --layout "
+                   "tp=2,pp=1)\n",
+                   o.c_str(), key.c_str());
+      return true;
     }
-  const Deck deck = load_deck(opt.model_deck, opt.overrides, 0);
-  if (!deck.errors.empty()) {
-    for (const auto& e : deck.errors)
-      std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
-    return exit_code::bad_input;
   }
-  MachineFile mf;
+  return false;
+}
+
+// The machine file, or its problems on stderr (one line each) and false.
+bool load_machine_or_report(const std::string& path, MachineFile& mf) {
   try {
-    mf = load_machine_file(opt.machine);
+    mf = load_machine_file(path);
   } catch (const std::exception& e) {
     // One line per problem (the file names every one).
     std::istringstream lines(e.what());
     for (std::string line; std::getline(lines, line);)
       std::fprintf(stderr, "paraxis: error: %s\n", line.c_str());
-    return exit_code::bad_input;
+    return false;
   }
-  const RunConfig& c = deck.points.front().config;
+  return true;
+}
+
+pm::PlanRequest plan_request(const RunConfig& c) {
   pm::PlanRequest req;
   req.model = c.model;
   req.global_batch = c.train.global_batch;
   req.precision = c.train.precision;
   req.bucket_mb = c.comm.bucket_mb;
   req.overlap = c.comm.overlap;
+  return req;
+}
+
+void print_plan_header(const PlanOptions& opt, const MachineFile& mf) {
   const auto& m = mf.machine;
-  if (!opt.layout.empty()) {
-    LayoutChoice choice;
-    try {
-      choice = parse_layout(opt.layout, pm::scenario_of(c.parallel, c.comm, c.train), m.devices());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "paraxis: error: plan: --layout %s\n", e.what());
-      return exit_code::bad_input;
-    }
-    std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
-                opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
-                m.peak_flops / 1e12, m.memory_bytes / 1e9);
-    try {
-      return print_layout(req, m, choice);
-    } catch (const std::exception& e) {
-      // planner.cpp's messages carry no "plan:" of their own: one prefix, here.
-      std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
-      return exit_code::bad_input;
-    }
+  std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
+              opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
+              m.peak_flops / 1e12, m.memory_bytes / 1e9);
+}
+
+// --layout: the one layout's terms.
+int evaluate_layout(const PlanOptions& opt, const RunConfig& c, const MachineFile& mf,
+                    const pm::PlanRequest& req) {
+  const auto& m = mf.machine;
+  LayoutChoice choice;
+  try {
+    choice = parse_layout(opt.layout, pm::scenario_of(c.parallel, c.comm, c.train), m.devices());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paraxis: error: plan: --layout %s\n", e.what());
+    return exit_code::bad_input;
   }
+  print_plan_header(opt, mf);
+  try {
+    return print_layout(req, m, choice);
+  } catch (const std::exception& e) {
+    // planner.cpp's messages carry no "plan:" of their own: one prefix, here.
+    std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
+    return exit_code::bad_input;
+  }
+}
+
+// The checkpoint's cost: the machine file's, or modelled as the training state (fp32 master
+// weights and both AdamW moments: 12 bytes a parameter, docs/checkpoint.md) over the storage's
+// bandwidth, written by every node at once; a restart reads it back as fast. {0, 0} when neither
+// is known; `how` says which.
+std::pair<double, double> checkpoint_and_restart_s(const MachineFile& mf,
+                                                   const pm::PlanRequest& req, std::string& how) {
+  double c = mf.checkpoint_s, r = 0;
+  how = "given";
+  if (c <= 0 && mf.storage_gbs_per_node > 0) {
+    double params = 0;
+    for (const auto& s : model::parameter_specs(req.model, model::ShardLayout::whole(req.model)))
+      params += static_cast<double>(s.logical_size());
+    const double bytes = 12 * params;
+    c = r = bytes / (mf.machine.nodes * mf.storage_gbs_per_node * 1e9);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "modelled: %.3g GB of state at %.3g GB/s per node", bytes / 1e9,
+                  mf.storage_gbs_per_node);
+    how = buf;
+  }
+  return {c, r};
+}
+
+// Checkpointing at this scale (Young 1974, Daly 2006): the system MTBF, and the checkpoint
+// cadence and its waste when the checkpoint's cost is known. Throws on a bad figure.
+void print_checkpoint_cadence(const MachineFile& mf, const pm::PlanRequest& req) {
+  const auto& m = mf.machine;
+  const double devices = m.devices();
+  const double rate = mf.mtbf_hours_per_device > 0 ? 1.0 / (mf.mtbf_hours_per_device * 3600)
+                                                   : pm::llama3_failures_per_device_s();
+  const double mtbf = pm::system_mtbf(rate, devices);
+  std::printf("\nsystem MTBF at %d devices: %.1f h%s\n", m.devices(), mtbf / 3600,
+              mf.mtbf_hours_per_device > 0 ? "" : " (Llama 3's failure rate)");
+  std::string how;
+  const auto [c, r] = checkpoint_and_restart_s(mf, req, how);
+  if (c <= 0) return;
+  const double young = pm::young_interval(c, mtbf), daly = pm::daly_interval(c, mtbf);
+  pm::CadenceJob job;
+  job.work_s = 1;
+  job.checkpoint_s = c;
+  job.restart_s = r;
+  job.mtbf_s = mtbf;
+  job.interval_s = daly;
+  const pm::WasteEstimate w = pm::waste_estimate(job);
+  std::printf(
+      "checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.3g s checkpoint (%s): "
+      "%.2f %% of the machine's time lost to checkpoints, rework and restarts (Monte Carlo: "
+      "%.2f %%, 95 %% CI [%.2f, %.2f], %d trials)\n",
+      young, daly, c, how.c_str(), 100 * w.daly, 100 * w.simulated, 100 * w.ci_low, 100 * w.ci_high,
+      w.trials);
+}
+
+// The ranking of every layout, the checkpoint cadence, and --json.
+int rank_layouts(const PlanOptions& opt, const MachineFile& mf, const pm::PlanRequest& req) {
+  const auto& m = mf.machine;
   pm::Plan plan;
   try {
     plan = pm::plan(req, m, progress_to_stderr());
@@ -489,57 +555,35 @@ int evaluate_plan(const PlanOptions& opt) {
     std::fprintf(stderr, "paraxis: error: plan: %s\n", e.what());
     return exit_code::bad_input;
   }
-  std::printf("plan: %s on %s (%d nodes x %d devices, %.4g TFLOP/s peak, %.3g GB each)\n",
-              opt.model_deck.c_str(), mf.name.c_str(), m.nodes, m.devices_per_node,
-              m.peak_flops / 1e12, m.memory_bytes / 1e9);
+  print_plan_header(opt, mf);
   std::printf("%zu configurations fit, %zu rejected\n\n", plan.ranked.size(), plan.rejected.size());
   print_ranking(plan, opt.top);
-  // Checkpointing at this scale (Young 1974, Daly 2006).
   try {
-    const double devices = m.devices();
-    const double rate = mf.mtbf_hours_per_device > 0 ? 1.0 / (mf.mtbf_hours_per_device * 3600)
-                                                     : pm::llama3_failures_per_device_s();
-    const double mtbf = pm::system_mtbf(rate, devices);
-    std::printf("\nsystem MTBF at %d devices: %.1f h%s\n", m.devices(), mtbf / 3600,
-                mf.mtbf_hours_per_device > 0 ? "" : " (Llama 3's failure rate)");
-    // The checkpoint's cost: the machine file's, or modelled as the training state (fp32
-    // master weights and both AdamW moments: 12 bytes a parameter, docs/checkpoint.md) over the
-    // storage's bandwidth, written by every node at once; a restart reads it back as fast.
-    double c = mf.checkpoint_s, r = 0;
-    std::string how = "given";
-    if (c <= 0 && mf.storage_gbs_per_node > 0) {
-      double params = 0;
-      for (const auto& s : model::parameter_specs(req.model, model::ShardLayout::whole(req.model)))
-        params += static_cast<double>(s.logical_size());
-      const double bytes = 12 * params;
-      c = r = bytes / (m.nodes * mf.storage_gbs_per_node * 1e9);
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "modelled: %.3g GB of state at %.3g GB/s per node",
-                    bytes / 1e9, mf.storage_gbs_per_node);
-      how = buf;
-    }
-    if (c > 0) {
-      const double young = pm::young_interval(c, mtbf), daly = pm::daly_interval(c, mtbf);
-      pm::CadenceJob job;
-      job.work_s = 1;
-      job.checkpoint_s = c;
-      job.restart_s = r;
-      job.mtbf_s = mtbf;
-      job.interval_s = daly;
-      const pm::WasteEstimate w = pm::waste_estimate(job);
-      std::printf(
-          "checkpoint every %.0f s (Young) / %.0f s (Daly) for a %.3g s checkpoint (%s): "
-          "%.2f %% of the machine's time lost to checkpoints, rework and restarts (Monte Carlo: "
-          "%.2f %%, 95 %% CI [%.2f, %.2f], %d trials)\n",
-          young, daly, c, how.c_str(), 100 * w.daly, 100 * w.simulated, 100 * w.ci_low,
-          100 * w.ci_high, w.trials);
-    }
+    print_checkpoint_cadence(mf, req);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paraxis: error: plan: %s: %s\n", opt.machine.c_str(), e.what());
     return exit_code::bad_input;
   }
   if (!opt.json_out.empty()) return write_json(plan, opt.model_deck, mf.name, opt.json_out);
   return 0;
+}
+
+}  // namespace
+
+int evaluate_plan(const PlanOptions& opt) {
+  if (rejects_searched_override(opt)) return exit_code::bad_input;
+  const Deck deck = load_deck(opt.model_deck, opt.overrides, 0);
+  if (!deck.errors.empty()) {
+    for (const auto& e : deck.errors)
+      std::fprintf(stderr, "paraxis: error: %s\n", e.to_string().c_str());
+    return exit_code::bad_input;
+  }
+  MachineFile mf;
+  if (!load_machine_or_report(opt.machine, mf)) return exit_code::bad_input;
+  const RunConfig& c = deck.points.front().config;
+  const pm::PlanRequest req = plan_request(c);
+  if (!opt.layout.empty()) return evaluate_layout(opt, c, mf, req);
+  return rank_layouts(opt, mf, req);
 }
 
 }  // namespace paraxis::driver

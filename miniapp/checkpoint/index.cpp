@@ -134,8 +134,13 @@ json to_json(const Index& index) {
               {"tensors", tensors}};
 }
 
-std::string consistency_error(const Index& index) {
-  std::map<std::string, const FileRecord*> files;
+namespace {
+
+using FileMap = std::map<std::string, const FileRecord*>;
+using ByteRanges = std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>>;
+
+// The index's files: each rank's one data file, within the save's ranks, listed once (into files).
+std::string files_error(const Index& index, FileMap& files) {
   for (const auto& f : index.files) {
     if (f.bytes < 0 || f.rank < 0 || f.rank >= index.ranks)
       return "file '" + f.name + "': rank " + std::to_string(f.rank) + ", " +
@@ -151,43 +156,37 @@ std::string consistency_error(const Index& index) {
   if (static_cast<long long>(writers.size()) != index.ranks)
     return "ranks " + std::to_string(index.ranks) + ", but data files of " +
            std::to_string(writers.size()) + " rank(s) (every rank of a save writes one)";
-  std::set<std::string> names;
-  // Per file, the byte ranges of its shards: they must not overlap.
-  std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> extents;
-  for (const auto& t : index.tensors) {
-    if (!names.insert(t.info.name).second) return "tensor '" + t.info.name + "' is listed twice";
-    std::vector<Shard> shards;
-    std::vector<std::string> labels;
-    for (const auto& r : t.shards) {
-      const std::string who = "tensor '" + t.info.name + "', shard of " + label(r) + ": ";
-      if (!(r.shard.tensor == t.info)) return who + "names another tensor, shape or dtype";
-      Shard n;
-      try {
-        n = normalized(r.shard);
-      } catch (const std::invalid_argument& e) {
-        return who + e.what();
-      }
-      if (n.offset != r.shard.offset || n.extent != r.shard.extent || n.end != r.shard.end)
-        return who + "box or range not spelt out";
-      const auto it = files.find(r.file);
-      if (it == files.end()) return who + "its file is not among the index's files";
-      const std::int64_t need =
-          (n.end - n.begin) * static_cast<std::int64_t>(dtype_size(t.info.dtype));
-      if (r.bytes != need)
-        return who + std::to_string(r.bytes) + " bytes recorded for " +
-               std::to_string(n.end - n.begin) + " elements of " + t.info.dtype + " (" +
-               std::to_string(need) + " bytes)";
-      if (r.byte_offset < 0 || r.byte_offset + r.bytes > it->second->bytes)
-        return who + "bytes [" + std::to_string(r.byte_offset) + ", " +
-               std::to_string(r.byte_offset + r.bytes) + ") lie outside its file's " +
-               std::to_string(it->second->bytes) + " bytes";
-      if (r.bytes > 0) extents[r.file].emplace_back(r.byte_offset, r.byte_offset + r.bytes);
-      shards.push_back(n);
-      labels.push_back(label(r));
-    }
-    const std::string e = coverage_error(t.info, shards, labels);
-    if (!e.empty()) return e;
+  return "";
+}
+
+// One shard of tensor t: its box spelt out (normalized into n), its bytes within its file.
+std::string shard_error(const TensorRecord& t, const ShardRecord& r, const FileMap& files,
+                        Shard& n) {
+  const std::string who = "tensor '" + t.info.name + "', shard of " + label(r) + ": ";
+  if (!(r.shard.tensor == t.info)) return who + "names another tensor, shape or dtype";
+  try {
+    n = normalized(r.shard);
+  } catch (const std::invalid_argument& e) {
+    return who + e.what();
   }
+  if (n.offset != r.shard.offset || n.extent != r.shard.extent || n.end != r.shard.end)
+    return who + "box or range not spelt out";
+  const auto it = files.find(r.file);
+  if (it == files.end()) return who + "its file is not among the index's files";
+  const std::int64_t need = (n.end - n.begin) * static_cast<std::int64_t>(dtype_size(t.info.dtype));
+  if (r.bytes != need)
+    return who + std::to_string(r.bytes) + " bytes recorded for " +
+           std::to_string(n.end - n.begin) + " elements of " + t.info.dtype + " (" +
+           std::to_string(need) + " bytes)";
+  if (r.byte_offset < 0 || r.byte_offset + r.bytes > it->second->bytes)
+    return who + "bytes [" + std::to_string(r.byte_offset) + ", " +
+           std::to_string(r.byte_offset + r.bytes) + ") lie outside its file's " +
+           std::to_string(it->second->bytes) + " bytes";
+  return "";
+}
+
+// Per file, the byte ranges of its shards: they must not overlap.
+std::string overlap_error(ByteRanges& extents) {
   for (auto& [file, ranges] : extents) {
     std::sort(ranges.begin(), ranges.end());
     for (std::size_t i = 1; i < ranges.size(); ++i)
@@ -196,6 +195,30 @@ std::string consistency_error(const Index& index) {
                std::to_string(ranges[i].first);
   }
   return "";
+}
+
+}  // namespace
+
+std::string consistency_error(const Index& index) {
+  FileMap files;
+  if (std::string e = files_error(index, files); !e.empty()) return e;
+  std::set<std::string> names;
+  ByteRanges extents;
+  for (const auto& t : index.tensors) {
+    if (!names.insert(t.info.name).second) return "tensor '" + t.info.name + "' is listed twice";
+    std::vector<Shard> shards;
+    std::vector<std::string> labels;
+    for (const auto& r : t.shards) {
+      Shard n;
+      if (std::string e = shard_error(t, r, files, n); !e.empty()) return e;
+      if (r.bytes > 0) extents[r.file].emplace_back(r.byte_offset, r.byte_offset + r.bytes);
+      shards.push_back(n);
+      labels.push_back(label(r));
+    }
+    const std::string e = coverage_error(t.info, shards, labels);
+    if (!e.empty()) return e;
+  }
+  return overlap_error(extents);
 }
 
 Index parse_index(const std::string& content, const std::string& where) {

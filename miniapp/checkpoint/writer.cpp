@@ -376,25 +376,23 @@ std::string non_finite_summary(const std::vector<std::string>& pieces) {
   return s;
 }
 
-}  // namespace
-
-// Rank 0: checks the gathered records, writes index.json and publishes the folder. Returns the
-// outcome as JSON: error ("" on success), folder, the spreads over ranks and warnings.
-std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
+// What the ranks' records say, gathered on rank 0: the first problem ("" if none), each rank's
+// write time and bytes, and every tensor with its shards; index.files gets each rank's data file.
+struct Gathered {
   std::string error;
   std::vector<double> write_s, bytes;
-  Index index;
-  index.step = step_;
-  index.ranks = size_;
-  index.meta = meta_;
-  index.lineage = options_.lineage;
   std::map<std::string, TensorRecord> tensors;
+};
+
+Gathered gather_records(const std::vector<std::string>& pieces, Index& index) {
+  Gathered g;
+  std::string& error = g.error;
   std::map<std::string, int> first_rank;
   for (const auto& p : pieces) {
     const json j = json::parse(p);
     const int rank = j.at("rank").get<int>();
-    write_s.push_back(j.at("write_s").get<double>());
-    bytes.push_back(j.at("bytes").get<double>());
+    g.write_s.push_back(j.at("write_s").get<double>());
+    g.bytes.push_back(j.at("bytes").get<double>());
     const std::string e = j.at("error").get<std::string>();
     if (!e.empty())
       error += (error.empty() ? "" : "; ") + ("rank " + std::to_string(rank) + ": " + e);
@@ -403,7 +401,7 @@ std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
     for (const auto& jr : j.at("records")) {
       const ShardRecord rec = shard_record_from_json(jr);
       const auto& info = rec.shard.tensor;
-      auto [it, fresh] = tensors.emplace(info.name, TensorRecord{info, {}});
+      auto [it, fresh] = g.tensors.emplace(info.name, TensorRecord{info, {}});
       if (fresh) first_rank[info.name] = rank;
       if (!(it->second.info == info) && error.empty())
         error = "checkpoint commit refused: tensor '" + info.name + "': rank " +
@@ -413,11 +411,26 @@ std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
       it->second.shards.push_back(rec);
     }
   }
+  return g;
+}
+
+}  // namespace
+
+// Rank 0: checks the gathered records, writes index.json and publishes the folder. Returns the
+// outcome as JSON: error ("" on success), folder, the spreads over ranks and warnings.
+std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
+  Index index;
+  index.step = step_;
+  index.ranks = size_;
+  index.meta = meta_;
+  index.lineage = options_.lineage;
+  Gathered g = gather_records(pieces, index);
+  std::string& error = g.error;
   std::vector<std::string> warnings;
   std::string folder;
   const std::string not_finite = non_finite_summary(pieces);
   if (error.empty()) {
-    for (auto& [name, t] : tensors) index.tensors.push_back(std::move(t));
+    for (auto& [name, t] : g.tensors) index.tensors.push_back(std::move(t));
     const std::string e = consistency_error(index);
     if (!e.empty()) error = "checkpoint commit refused (nothing was published): " + e;
   }
@@ -436,13 +449,13 @@ std::string Writer::rank0_publish(const std::vector<std::string>& pieces) {
     fs::remove_all(tmp_, ec);  // best effort: the next successful commit removes it otherwise
   }
   double total = 0;
-  for (const double b : bytes) total += b;
+  for (const double b : g.bytes) total += b;
   return json{{"error", error},
               {"not_finite", error.empty() ? not_finite : std::string()},
               {"folder", folder},
               {"warnings", warnings},
-              {"write_s", to_json(spread_of(write_s))},
-              {"bytes", to_json(spread_of(bytes))},
+              {"write_s", to_json(spread_of(g.write_s))},
+              {"bytes", to_json(spread_of(g.bytes))},
               {"total_bytes", total}}
       .dump();
 }

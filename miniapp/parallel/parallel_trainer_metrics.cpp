@@ -59,16 +59,9 @@ namespace {
 bool point_to_point(const char* op) {
   return is_receive(op) || std::strcmp(op, "send") == 0 || std::strcmp(op, "isend") == 0;
 }
-}  // namespace
-
-ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int rounds, Clock clock) {
-  if (rounds < 1)
-    throw std::invalid_argument("estimate_clock_offset: rounds " + std::to_string(rounds) +
-                                " (expected >= 1)");
-  int rank = 0, size = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
-  // Who measures: the ranks that are not on rank 0's host (with always_measure: all but 0).
+// Who measures, one flag per rank: the ranks that are not on rank 0's host (with always_measure:
+// all but 0). Collective over world.
+std::vector<int> clock_measuring_ranks(MPI_Comm world, int rank, int size, bool always_measure) {
   char host[MPI_MAX_PROCESSOR_NAME + 1] = {}, host0[MPI_MAX_PROCESSOR_NAME + 1] = {};
   int len = 0;
   MPI_Get_processor_name(host, &len);
@@ -79,56 +72,81 @@ ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int round
   std::vector<int> measures(static_cast<std::size_t>(size), 0);
   watchdog::all_gather(&mine, 1, MPI_INT, measures.data(), 1, MPI_INT, world,
                        "all_gather (clock offset: who measures)");
+  return measures;
+}
+
+constexpr int clock_ping_tag = 17;
+
+// Rank 0: serve the measuring ranks one after the other: each round, a ping, then rank 0's clock.
+void serve_clock_pings(MPI_Comm pc, const std::vector<int>& measures, int rounds, Clock clock) {
+  const int size = static_cast<int>(measures.size());
+  for (int k = 1; k < size; ++k) {
+    if (!measures[static_cast<std::size_t>(k)]) continue;
+    for (int i = 0; i < rounds; ++i) {
+      char ping = 0;
+      MPI_Request rq;
+      MPI_Irecv(&ping, 1, MPI_CHAR, k, clock_ping_tag, pc, &rq);
+      watchdog::Wait w;
+      w.op = "recv (clock offset ping)";
+      w.axis = "world";
+      w.comm = pc;
+      w.peer = k;
+      watchdog::wait_all(1, &rq, w);
+      double t = clock();
+      MPI_Isend(&t, 1, MPI_DOUBLE, k, clock_ping_tag, pc, &rq);
+      w.op = "send (clock offset answer)";
+      watchdog::wait_all(1, &rq, w);
+    }
+  }
+}
+
+// A measuring rank: rounds ping-pongs with rank 0; the offset from the one with the shortest
+// round trip.
+ClockOffset ping_clock_root(MPI_Comm pc, int rounds, Clock clock) {
+  ClockOffset out;
+  double best_rtt = -1;
+  for (int i = 0; i < rounds; ++i) {
+    char ping = 1;
+    double t_root = 0;
+    MPI_Request rq[2];
+    MPI_Irecv(&t_root, 1, MPI_DOUBLE, 0, clock_ping_tag, pc, &rq[1]);
+    const double t0 = clock();
+    MPI_Isend(&ping, 1, MPI_CHAR, 0, clock_ping_tag, pc, &rq[0]);
+    watchdog::Wait w;
+    w.op = "recv (clock offset answer)";
+    w.axis = "world";
+    w.comm = pc;
+    w.peer = 0;
+    watchdog::wait_all(2, rq, w);
+    const double t1 = clock();
+    if (best_rtt < 0 || t1 - t0 < best_rtt) {
+      best_rtt = t1 - t0;
+      out.offset_s = t_root - 0.5 * (t0 + t1);
+      out.accuracy_s = 0.5 * best_rtt;
+    }
+  }
+  out.measured = true;
+  return out;
+}
+}  // namespace
+
+ClockOffset estimate_clock_offset(MPI_Comm world, bool always_measure, int rounds, Clock clock) {
+  if (rounds < 1)
+    throw std::invalid_argument("estimate_clock_offset: rounds " + std::to_string(rounds) +
+                                " (expected >= 1)");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  const std::vector<int> measures = clock_measuring_ranks(world, rank, size, always_measure);
   ClockOffset out;
   if (std::accumulate(measures.begin(), measures.end(), 0) == 0) return out;
   // A communicator of its own: the ping-pongs' tags cannot meet any other message.
   MPI_Comm pc = MPI_COMM_NULL;
   MPI_Comm_dup(world, &pc);
-  constexpr int tag = 17;
-  if (rank == 0) {
-    // Serve the measuring ranks one after the other: each round, a ping, then rank 0's clock.
-    for (int k = 1; k < size; ++k) {
-      if (!measures[static_cast<std::size_t>(k)]) continue;
-      for (int i = 0; i < rounds; ++i) {
-        char ping = 0;
-        MPI_Request rq;
-        MPI_Irecv(&ping, 1, MPI_CHAR, k, tag, pc, &rq);
-        watchdog::Wait w;
-        w.op = "recv (clock offset ping)";
-        w.axis = "world";
-        w.comm = pc;
-        w.peer = k;
-        watchdog::wait_all(1, &rq, w);
-        double t = clock();
-        MPI_Isend(&t, 1, MPI_DOUBLE, k, tag, pc, &rq);
-        w.op = "send (clock offset answer)";
-        watchdog::wait_all(1, &rq, w);
-      }
-    }
-  } else if (mine) {
-    double best_rtt = -1;
-    for (int i = 0; i < rounds; ++i) {
-      char ping = 1;
-      double t_root = 0;
-      MPI_Request rq[2];
-      MPI_Irecv(&t_root, 1, MPI_DOUBLE, 0, tag, pc, &rq[1]);
-      const double t0 = clock();
-      MPI_Isend(&ping, 1, MPI_CHAR, 0, tag, pc, &rq[0]);
-      watchdog::Wait w;
-      w.op = "recv (clock offset answer)";
-      w.axis = "world";
-      w.comm = pc;
-      w.peer = 0;
-      watchdog::wait_all(2, rq, w);
-      const double t1 = clock();
-      if (best_rtt < 0 || t1 - t0 < best_rtt) {
-        best_rtt = t1 - t0;
-        out.offset_s = t_root - 0.5 * (t0 + t1);
-        out.accuracy_s = 0.5 * best_rtt;
-      }
-    }
-    out.measured = true;
-  }
+  if (rank == 0)
+    serve_clock_pings(pc, measures, rounds, clock);
+  else if (measures[static_cast<std::size_t>(rank)])
+    out = ping_clock_root(pc, rounds, clock);
   MPI_Comm_free(&pc);
   return out;
 }
