@@ -197,9 +197,9 @@ void read_pipeline_transfers(Loader& ld, const YAML::Node& root, pm::Machine& mc
   if (s == "blocking" || s == "overlapped")
     mc.blocking_pipeline_transfers = s == "blocking";
   else
-    ld.error(v->Mark(), "pipeline_transfers",
-             "expected overlapped or blocking, got " +
-                 (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
+    ld.error(
+        v->Mark(), "pipeline_transfers",
+        "expected overlapped or blocking, got " + (v->IsScalar() ? "'" + s + "'" : node_kind(*v)));
 }
 
 // The work-dependent compute model (compute_efficiency.hpp): on when a bandwidth is given.
