@@ -512,6 +512,18 @@ TEST(cli, plan_ranks_configurations_and_names_rejections) {
       rp.output.find("'pipeline_transfers': expected overlapped or blocking, got 'sometimes'"),
       std::string::npos)
       << rp.output;
+  // A blocking engine's pp term is its actions' waits, not a fill and drain: so labelled.
+  const std::string blocking = ::testing::TempDir() + "paraxis_blocking_machine.yaml";
+  std::ofstream(blocking) << "devices_per_node: 8\nnodes: 2\nmemory_gb: 80\npeak_flops: 1e12\n"
+                             "intra_node: {latency_us: 3, bandwidth_gbs: 450}\n"
+                             "inter_node: {latency_us: 8, bandwidth_gbs: 50}\n"
+                             "pipeline_transfers: blocking\n";
+  const std::string layout = " --layout tp=2,pp=2,dp=4,mb=1";
+  const Result rw =
+      run(exe + " plan " + std::string(PARAXIS_INPUTS_DIR) + "/small.yaml " + blocking + layout);
+  EXPECT_EQ(rw.code, 0) << rw.output;
+  EXPECT_NE(rw.output.find("pp (transfer waits)"), std::string::npos) << rw.output;
+  EXPECT_EQ(rw.output.find("pp (fill, drain)"), std::string::npos) << rw.output;
 }
 
 namespace {

@@ -181,6 +181,43 @@ TEST(compute_efficiency, fused_attention_keeps_no_scores_and_skips_the_masked_ha
   EXPECT_NEAR(un.backward - fu.backward, 2 * q - q / 2 + 1.572864e-6, 1e-15);
 }
 
+TEST(compute_efficiency, moe_block_pays_the_token_permutation_each_way) {
+  // Megatron-Core's all-to-all dispatcher: N = 512 tokens of h = 512, top-2, bf16. Dispatch
+  // gather 2 N k h e, combine N k h e + N h e; 2 local experts: sorted after the dispatch and
+  // back, 2 N k h e each. N k h e = 1,048,576 B, N h e = 524,288 B.
+  EXPECT_DOUBLE_EQ(moe_permutation_bytes(512, 512, 2, 1, 2), 3 * 1048576.0 + 524288);
+  EXPECT_DOUBLE_EQ(moe_permutation_bytes(512, 512, 2, 2, 2), 7 * 1048576.0 + 524288);
+  // In a chunk: an MoE block's forward and backward are its GEMMs (compute-bound here) plus the
+  // dense block's passes plus the permutation, each way.
+  auto m = gpt();
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.every = 1;
+  Scenario c = scenario(paraxis::model::Recompute::none);
+  c.ep = 2;
+  const ChunkLayers block{1, 2, false, false};
+  ComputeEfficiency gemms_only = machine();
+  gemms_only.memory_bytes_per_s = 1e30;
+  const auto with = chunk_times(machine(), m, c, block);
+  const auto without = chunk_times(gemms_only, m, c, block);
+  LayerShape s;
+  s.tp = 2;
+  s.micro_batch = 2;
+  s.seq = 256;
+  s.hidden = 512;
+  s.ffn = 2048;
+  s.heads = 4;
+  s.element_bytes = 2;
+  const double permutation = 7 * 1048576.0 + 524288;
+  const LayerBytes dense = dense_layer_bytes(s);
+  EXPECT_NEAR(with.forward - without.forward, (dense.forward + permutation) / 1e12, 1e-15);
+  // The router's input gradient (N x h from N x E, k = E = 4) is memory-bound: its share.
+  const double router = gemm_backward_time(machine(), 512, 4, 512, 2) -
+                        gemm_backward_time(gemms_only, 512, 4, 512, 2);
+  EXPECT_NEAR(with.backward - without.backward, (dense.backward + permutation) / 1e12 + router,
+              1e-15);
+}
+
 TEST(compute_efficiency, gemm_only_limit_is_paraxis_flop_count) {
   // 1 x 1 tiles and a bandwidth no pass notices: every GEMM costs its FLOPs at peak x
   // efficiency, so a chunk's forward is chunk_forward_flops_per_token * tokens / tp / rate

@@ -207,6 +207,37 @@ TEST(step_time, blocking_pipeline_transfers_wait_inside_each_action) {
   }
 }
 
+TEST(step_time, blocking_transfers_are_partitioned_over_tensor_parallel_ranks) {
+  // DeepSpeed's engine with tp > 1: a rank sends 1/tp of the message (P), the receiver
+  // all-gathers it over tp (G), and a backward all-gathers its own forward output again first.
+  const auto m = eight_layers();
+  auto c = config(2, 4, 1, 1, 8);
+  c.schedule = ScheduleKind::one_f_one_b;
+  const double bytes = pipeline_message_bytes(m, c);
+  StepTimeInputs in;
+  in.forward_s.assign(4, 1.0);
+  in.links.pp = {0, 1e-6, 0};
+  in.links.tp = {0, 3e-6, 0};
+  in.blocking_pipeline_transfers = true;
+  const auto blocking = predict_step_time(m, c, in);
+  const double P = bytes / 2 * 1e-6, G = bytes / 2 * 3e-6;  // ring all-gather of 2: n/2 b
+  // Stage 0 sends only, stage 3 receives only; every receipt is gathered.
+  const std::vector<double> wf{P, 2 * P + G, 2 * P + G, P + G};
+  const std::vector<double> wb{P + 2 * G, 2 * P + 2 * G, 2 * P + 2 * G, P};
+  StepTimeInputs by_hand;
+  by_hand.links.tp = in.links.tp;
+  for (int s = 0; s < 4; ++s) {
+    by_hand.forward_s.push_back(1.0 + wf[s]);
+    by_hand.backward_s.push_back(2.0 + wb[s]);
+  }
+  const auto expected = predict_step_time(m, c, by_hand);  // no pp link: no pp term
+  const double norm = 2.0 * 3 / 4 * 8 * 1e-6;  // the norm's 8-byte ring all-reduce over pp
+  EXPECT_NEAR(blocking.pipeline_span, expected.pipeline_span, 1e-12);
+  EXPECT_NEAR(blocking.step_time, expected.step_time + norm, 1e-12);
+  EXPECT_NEAR(blocking.pp, 8 * (wf[blocking.stage] + wb[blocking.stage]) + norm, 1e-12);
+  EXPECT_NEAR(blocking.step_time, sum_of_terms(blocking), 1e-12 * blocking.step_time);
+}
+
 TEST(step_time, refuses_what_it_cannot_model) {
   const auto m = tiny_model();
   StepTimeInputs in;

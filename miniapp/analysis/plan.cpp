@@ -298,15 +298,18 @@ void print_memory(const pm::PlanEntry& e, const pm::Machine& mc) {
               gb(mc.memory_bytes).c_str());
 }
 
-// The step time by term, of the stage that finishes last.
-void print_time_terms(const pm::PlanEntry& e) {
+// The step time by term, of the stage that finishes last. The pp term: the fill and drain's
+// transfers, or, with a blocking pipeline engine, every action's waits on its own.
+void print_time_terms(const pm::PlanEntry& e, const pm::Machine& mc) {
   const auto& t = e.time;
+  const char* pp_label =
+      mc.blocking_pipeline_transfers ? "pp (transfer waits)" : "pp (fill, drain)";
   std::printf("\ntime per step, by term (pipeline stage %d, the one that finishes last):\n",
               t.stage);
-  const std::pair<const char*, double> terms[] = {
-      {"compute", t.compute},    {"bubble", t.bubble},       {"tp (exposed)", t.tp},
-      {"ep (exposed)", t.ep},    {"pp (fill, drain)", t.pp}, {"dp (exposed)", t.dp},
-      {"optimizer", t.optimizer}};
+  const std::pair<const char*, double> terms[] = {{"compute", t.compute},    {"bubble", t.bubble},
+                                                  {"tp (exposed)", t.tp},    {"ep (exposed)", t.ep},
+                                                  {pp_label, t.pp},          {"dp (exposed)", t.dp},
+                                                  {"optimizer", t.optimizer}};
   for (const auto& [name, s] : terms)
     std::printf("  %-22s %14.6g s  %5.1f %%\n", name, s,
                 t.step_time > 0 ? 100 * s / t.step_time : 0.0);
@@ -364,7 +367,7 @@ int print_layout(const pm::PlanRequest& req, const pm::Machine& mc, const Layout
     std::printf("does not fit: %s (pipeline stage %d); the figures below are what it would take\n",
                 ev.reason.c_str(), e.memory_stage);
   print_memory(e, mc);
-  print_time_terms(e);
+  print_time_terms(e, mc);
   print_traffic(req, e);
   std::printf("\nthroughput: %.6g tokens/s, %.4g model TFLOP/s per device\n", e.tokens_per_s,
               e.model_flops_per_s / c.world() / 1e12);

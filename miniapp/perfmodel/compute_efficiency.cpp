@@ -89,6 +89,13 @@ LayerBytes dense_layer_bytes(const LayerShape& s) {
   return b;
 }
 
+double moe_permutation_bytes(double tokens, double hidden, int top_k, int local_experts,
+                             double element_bytes) {
+  const double routed = tokens * top_k * hidden * element_bytes;  // N k h e
+  const double sort = local_experts > 1 ? 2 * 2 * routed : 0.0;
+  return 2 * routed + (routed + tokens * hidden * element_bytes) + sort;
+}
+
 namespace {
 
 // The attention half of a block (projections, cores, their memory-bound passes are counted
@@ -158,7 +165,8 @@ LayerShape layer_shape(const model::ModelConfig& m, const Scenario& c) {
 }
 
 // An MoE block: the dense block's attention and passes, its MLP replaced by the router and the
-// rank's experts (E / ep of them, each given ep N k / E rows when balanced).
+// rank's experts (E / ep of them, each given ep N k / E rows when balanced), and the tokens'
+// permutation to and from the experts each way (moe_permutation_bytes).
 LayerTimes moe_layer_times(const ComputeEfficiency& e, const model::ModelConfig& m,
                            const Scenario& c, const LayerShape& s, const LayerTimes& dense) {
   const double x = s.element_bytes;
@@ -177,9 +185,11 @@ LayerTimes moe_layer_times(const ComputeEfficiency& e, const model::ModelConfig&
   const double experts_w = local * (gemm_weight_gradient_time(e, rows, f, h, x) +
                                     gemm_weight_gradient_time(e, rows, h, f, x)) +
                            gemm_weight_gradient_time(e, N, E, h, x);
+  const double permutation =
+      memory_time(e, moe_permutation_bytes(N, h, m.moe.top_k, m.moe.experts / c.ep, x));
   LayerTimes moe = dense;
-  moe.forward += experts_f - dense_mlp_f;
-  moe.backward += experts_b - dense_mlp_b;
+  moe.forward += experts_f - dense_mlp_f + permutation;
+  moe.backward += experts_b - dense_mlp_b + permutation;
   moe.backward_weight += experts_w - dense_mlp_w;
   moe.full_again = moe.forward;
   return moe;

@@ -72,6 +72,15 @@ struct LayerBytes {
 };
 LayerBytes dense_layer_bytes(const LayerShape& s);
 
+// Bytes of an MoE block's token permutation each way (Megatron-Core's all-to-all token
+// dispatcher, moe_utils.py permute / unpermute / sort_chunks_by_idxs), N = b s tokens routed to
+// k experts each, h wide: the dispatch gathers every token's k copies (read and write N k h e),
+// the combine reads them back and sums them into N rows (N k h e + N h e); with more than one
+// local expert the received rows are sorted by expert after the dispatch's all-to-all and back
+// before the combine's (2 N k h e each). The backward runs the mirror passes, the same bytes.
+double moe_permutation_bytes(double tokens, double hidden, int top_k, int local_experts,
+                             double element_bytes);
+
 struct LayerTimes {
   double forward = 0, backward = 0;  // a dense block's, without recomputation
   double backward_weight = 0;        // the part of backward in the linears' weight gradients

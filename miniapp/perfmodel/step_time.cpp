@@ -52,10 +52,10 @@ void check_step_time_inputs(const Scenario& c, const StepTimeInputs& in) {
 
 // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it. bwd is the
 // whole backward; a split schedule runs it as B (bin) and W (wgt), any other as one action
-// (bin = bwd, wgt = 0). xt: the transfers of a forward, and of a backward; wait: with a blocking
-// pipeline engine, what each forward and backward waits on.
+// (bin = bwd, wgt = 0). xt: the transfers of a forward, and of a backward; wait_f, wait_b: with
+// a blocking pipeline engine, what each forward and each backward waits on.
 struct ChunkActionTimes {
-  std::vector<double> fwd, bwd, bin, wgt, tp_f, tp_b, tp_w, ep_f, ep_b, xt, wait;
+  std::vector<double> fwd, bwd, bin, wgt, tp_f, tp_b, tp_w, ep_f, ep_b, xt, wait_f, wait_b;
   explicit ChunkActionTimes(int C)
       : fwd(C),
         bwd(C),
@@ -67,11 +67,12 @@ struct ChunkActionTimes {
         ep_f(C),
         ep_b(C),
         xt(C),
-        wait(C, 0.0) {}
+        wait_f(C, 0.0),
+        wait_b(C, 0.0) {}
   // The replayed actions' durations (unsplit schedules: wgt and tp_w are 0 and backward runs
   // whole, bin = bwd).
-  double forward_action(int k) const { return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait[k]; }
-  double backward_action(int k) const { return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait[k]; }
+  double forward_action(int k) const { return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait_f[k]; }
+  double backward_action(int k) const { return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait_b[k]; }
   double weight_action(int k) const { return wgt[k] + tp_w[k]; }
 };
 
@@ -144,6 +145,29 @@ void chunk_collective_times(const model::ModelConfig& m, const Scenario& c,
   t.tp_w[k] = traffic_time(tpt.backward_weight, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
   t.ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   t.ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
+}
+
+// A blocking pipeline engine (DeepSpeed's PipelineEngine, docs/perfmodel.md "Step time"): each
+// forward waits for its activation's receive and send, each backward for its gradient's, none
+// past the pipeline's ends. With tp > 1 the engine partitions every transfer over the
+// tensor-parallel ranks: a rank sends 1/tp of the message and the receiver all-gathers it over
+// tp; a backward first all-gathers its own forward output again (kept partitioned after its
+// send), then the received gradient.
+void blocking_transfer_waits(const model::ModelConfig& m, const Scenario& c,
+                             const StepTimeInputs& in, ChunkActionTimes& t) {
+  const int C = c.chunks();
+  if (c.pp <= 1) return;
+  const double bytes = pipeline_message_bytes(m, c);
+  const double part = call_time(Collective::point_to_point, 2, bytes / c.tp, in.links.pp,
+                                &in.op_links.pp, in.all_reduce);
+  const double gather = c.tp > 1 ? call_time(Collective::all_gather, c.tp, bytes, in.links.tp,
+                                             &in.op_links.tp, in.all_reduce)
+                                 : 0.0;
+  for (int k = 0; k < C; ++k) {
+    const bool from_before = k > 0, to_after = k < C - 1;
+    t.wait_f[k] = transfer_time(C, k, part) + (from_before ? gather : 0.0);
+    t.wait_b[k] = transfer_time(C, k, part) + (to_after ? 2 * gather : 0.0);
+  }
 }
 
 // The pipeline replayed with the chunks' action durations, from in.replay_memo when it has one
@@ -224,7 +248,7 @@ StepTimeBreakdown stage_step_time(const model::ModelConfig& m, const Scenario& c
     r.compute += mb * (t.fwd[k] + t.bwd[k]);
     r.tp += mb * (t.tp_f[k] + t.tp_b[k] + t.tp_w[k]);
     r.ep += mb * (t.ep_f[k] + t.ep_b[k]);
-    r.pp += mb * 2.0 * t.wait[k];  // blocking transfers: busy time, not bubble
+    r.pp += mb * (t.wait_f[k] + t.wait_b[k]);  // blocking transfers: busy time, not bubble
     last_backward += split ? t.wgt[k] : t.bwd[k];
   }
   r.bubble = bubble_s;
@@ -259,10 +283,7 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                                      in.links.pp, &in.op_links.pp, in.all_reduce)
                          : 0.0;
   for (int k = 0; k < C; ++k) t.xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
-  // With a blocking pipeline engine: a forward's and a backward's receive and send, one
-  // point-to-point time each (none past the pipeline's ends).
-  if (in.blocking_pipeline_transfers)
-    for (int k = 0; k < C; ++k) t.wait[k] = transfer_time(C, k, p2p);
+  if (in.blocking_pipeline_transfers) blocking_transfer_waits(m, c, in, t);
   ReplayMemo::Summary own;
   const ReplayMemo::Summary& replay = replay_pipeline(c, in, t, own);
 

@@ -31,7 +31,10 @@
 //     DeepSpeed's: docs/perfmodel.md "Validation") each action waits for its own instead: a
 //     forward for its activation's receive and send, a backward for its gradient's, one
 //     point-to-point time each (none past the pipeline's ends), in the pp term, and the fill
-//     and drain add nothing more;
+//     and drain add nothing more; with tp > 1 each transfer is partitioned over the tensor-
+//     parallel ranks (1/tp of the message each) and all-gathered over tp on receipt, and a
+//     backward also all-gathers its own forward output again first (DeepSpeed's
+//     is_pipe_partitioned and is_grad_partitioned);
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
 //     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
 //     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
