@@ -49,18 +49,15 @@ TARGET_MAX = 10.0
 # more than SLACK points, and fails once one meets the targets (then remove it here): a model
 # change that helps one table and hurts another shows up either way.
 KNOWN_MISSES = {
-    # Fitted on MT-NLG + BLOOM, which cannot fix memory_efficiency (large models: it goes to the
-    # grid's 0.9): the small-model rows (h 2304-6144) under-predict 8-9 %, mean 0.1 point over.
-    "narayanan2021": (5.1, 9.0),
-    # Narayanan's 530B shape on the same Selene, 13-16 % slower than the Megatron-LM fit predicts
-    # with the 1F1B bubble and DeepSpeed's blocking transfers modelled: not explained.
-    "mtnlg530b": (17.6, 19.5),
-    # Fitted on Narayanan + MT-NLG (equal weight): MT-NLG's unexplained slowness pulls
-    # gemm_efficiency to 0.58; with Narayanan's fit alone BLOOM is +3.3 %.
-    "bloom176b": (12.4, 12.4),
-    # The only H100 source, predicted with the A100 fit (gemm 0.66): H100 reaches a smaller share
-    # of its datasheet peak than A100 (its own fit: 0.58 at memory 0.8).
-    "mixtral8x7b": (7.3, 7.3),
+    # Fitted on BLOOM alone (one row: gemm 0.62, memory at the default 0.8): the mean meets the
+    # target (3.7 %), the 1T row does not (+10.7 %): the 1F1B rows with a pipeline over-predict
+    # (39B +6.4 %, 1T +10.7 %; with Narayanan's own fit +4.1, +5.3 %), not explained.
+    "narayanan2021": (3.7, 10.7),
+    # Narayanan's 530B shape on the same Selene, 12-15 % slower than the fit predicts with
+    # micro-batch 1, which the paper does not state (the deck assumes it); with micro-batch 2 the
+    # three rows are -1.6, -0.5, -1.4 % (the 1F1B bubble (p-1)/(m+p-1), m = 1920/(dp mb), grows
+    # with dp as the measured times do), but adopting it would fit the deck to the rows.
+    "mtnlg530b": (13.3, 15.3),
 }
 SLACK = 0.5
 FIT_UNSTATED = [False]  # --fit-unstated (a diagnostic): fit on every source
