@@ -236,6 +236,14 @@ TEST(step_time, blocking_transfers_are_partitioned_over_tensor_parallel_ranks) {
   EXPECT_NEAR(blocking.step_time, expected.step_time + norm, 1e-12);
   EXPECT_NEAR(blocking.pp, 8 * (wf[blocking.stage] + wb[blocking.stage]) + norm, 1e-12);
   EXPECT_NEAR(blocking.step_time, sum_of_terms(blocking), 1e-12 * blocking.step_time);
+  // With sequence parallelism the message is the rank's shard already: sent whole (its bytes
+  // are a tp-th of the activation), nothing gathered.
+  c.sequence_parallel = true;
+  const auto sp = predict_step_time(m, c, in);
+  const double Q = pipeline_message_bytes(m, c) * 1e-6;
+  EXPECT_DOUBLE_EQ(pipeline_message_bytes(m, c), bytes / 2);
+  const double per_microbatch = (sp.stage == 0 || sp.stage == 3) ? 2 * Q : 4 * Q;
+  EXPECT_NEAR(sp.pp, 8 * per_microbatch + norm, 1e-12);
 }
 
 TEST(step_time, refuses_what_it_cannot_model) {

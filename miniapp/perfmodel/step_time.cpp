@@ -152,17 +152,19 @@ void chunk_collective_times(const model::ModelConfig& m, const Scenario& c,
 // past the pipeline's ends. With tp > 1 the engine partitions every transfer over the
 // tensor-parallel ranks: a rank sends 1/tp of the message and the receiver all-gathers it over
 // tp; a backward first all-gathers its own forward output again (kept partitioned after its
-// send), then the received gradient.
+// send), then the received gradient. A sequence-parallel message is a rank's own shard already:
+// sent whole, nothing gathered.
 void blocking_transfer_waits(const model::ModelConfig& m, const Scenario& c,
                              const StepTimeInputs& in, ChunkActionTimes& t) {
   const int C = c.chunks();
   if (c.pp <= 1) return;
+  const bool partitioned = c.tp > 1 && !c.sp();
   const double bytes = pipeline_message_bytes(m, c);
-  const double part = call_time(Collective::point_to_point, 2, bytes / c.tp, in.links.pp,
-                                &in.op_links.pp, in.all_reduce);
-  const double gather = c.tp > 1 ? call_time(Collective::all_gather, c.tp, bytes, in.links.tp,
-                                             &in.op_links.tp, in.all_reduce)
-                                 : 0.0;
+  const double part = call_time(Collective::point_to_point, 2, partitioned ? bytes / c.tp : bytes,
+                                in.links.pp, &in.op_links.pp, in.all_reduce);
+  const double gather = partitioned ? call_time(Collective::all_gather, c.tp, bytes, in.links.tp,
+                                                &in.op_links.tp, in.all_reduce)
+                                    : 0.0;
   for (int k = 0; k < C; ++k) {
     const bool from_before = k > 0, to_after = k < C - 1;
     t.wait_f[k] = transfer_time(C, k, part) + (from_before ? gather : 0.0);
