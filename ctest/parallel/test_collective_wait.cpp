@@ -2,6 +2,7 @@
 // offsets, and the injected slowdown's stretch of an interval (model::stretch_interval); no MPI.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -55,8 +56,11 @@ TEST(collective_wait, slowdown_stretches_an_interval_by_factor_minus_one_times_i
   using paraxis::model::stretch_interval;
   const double end = steady_seconds();
   const double stretched = stretch_interval(end, 0.01, 3.0);
-  // Exactly (3 - 1) x 10 ms more, however late the scheduler woke the wait, which has passed.
-  EXPECT_NEAR(stretched - end, 0.02, 1e-12);
+  // Exactly (3 - 1) x 10 ms more, however late the scheduler woke the wait, which has passed:
+  // to the rounding of end + 0.02, one unit in the last place of the clock's reading (7e-12 s
+  // after 9 hours of uptime, so a fixed 1e-12 failed on a machine up that long).
+  const double ulp = std::nextafter(stretched, 2 * stretched) - stretched;
+  EXPECT_NEAR(stretched - end, 0.02, ulp);
   EXPECT_GE(steady_seconds(), stretched);
   // Off: returns the end at once.
   EXPECT_EQ(stretch_interval(end, 0.01, 1.0), end);
