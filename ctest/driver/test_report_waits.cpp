@@ -214,3 +214,33 @@ TEST(report_noise, the_bubble_range_scales_the_measured_bubble_by_each_steps_fra
   paraxis::driver::report::add_steps_ranges(point, false, 1, outside);
   EXPECT_EQ(outside[0]["within_steps_range"].get<bool>(), false);
 }
+
+// dp's steps' range is that of its exposed time, with comm.overlap too (where the calls' time is
+// mostly hidden, so `comm.dp.time_s` would give a range that is not the term's); a summary
+// without the exposed series falls back to the calls' time only without overlap.
+TEST(report_noise, the_dp_range_is_that_of_the_exposed_time_with_and_without_overlap) {
+  // Two ranks, warm-up 1; exposed per measured step (mean over ranks) 0.2, 0.3, 0.4 ms; the
+  // calls' time 1.0-1.2 ms (overlapped).
+  const json with_exposed = {
+      {"rank_series",
+       {{"steps", {0, 1, 2, 3}},
+        {"comm.dp.time_s", {{9e-3, 1.0e-3, 1.1e-3, 1.2e-3}, {9e-3, 1.0e-3, 1.1e-3, 1.2e-3}}},
+        {"comm.dp.exposed_s", {{9e-3, 0.1e-3, 0.3e-3, 0.3e-3}, {9e-3, 0.3e-3, 0.3e-3, 0.5e-3}}}}}};
+  for (const bool overlap : {false, true}) {
+    json terms = json::array(
+        {{{"name", "dp"}, {"unit", "s"}, {"measured", 0.3e-3}, {"predicted", 0.45e-3}}});
+    paraxis::driver::report::add_steps_ranges(with_exposed, overlap, 1, terms);
+    ASSERT_TRUE(terms[0].contains("steps_range_s")) << terms.dump();
+    EXPECT_NEAR(terms[0]["steps_range_s"][0].get<double>(), 0.2e-3, 1e-12);
+    EXPECT_NEAR(terms[0]["steps_range_s"][1].get<double>(), 0.4e-3, 1e-12);
+    EXPECT_EQ(terms[0]["within_steps_range"].get<bool>(), false);  // 0.45 ms: above them
+  }
+  json old = with_exposed;
+  old["rank_series"].erase("comm.dp.exposed_s");
+  for (const bool overlap : {false, true}) {
+    json terms = json::array(
+        {{{"name", "dp"}, {"unit", "s"}, {"measured", 1.1e-3}, {"predicted", 1.05e-3}}});
+    paraxis::driver::report::add_steps_ranges(old, overlap, 1, terms);
+    EXPECT_EQ(terms[0].contains("steps_range_s"), !overlap) << terms.dump();
+  }
+}

@@ -10,13 +10,13 @@ namespace paraxis::driver::report {
 
 using nlohmann::json;
 
-const char* term_series(const std::string& term, bool overlap) {
+const char* term_series(const std::string& term) {
   if (term == "step_time") return "step_s";
   if (term == "compute") return "compute_s";
   if (term == "tp") return "comm.tp.time_s";
   if (term == "ep") return "comm.ep.time_s";
-  // Without overlap every dp call blocks: its time is its exposed time, the dp term.
-  if (term == "dp" && !overlap) return "comm.dp.time_s";
+  // The dp term is the exposed time (with comm.overlap, what was not hidden behind compute).
+  if (term == "dp") return "comm.dp.exposed_s";
   return nullptr;
 }
 
@@ -70,10 +70,13 @@ void add_steps_ranges(const json& point, bool overlap, int warmup, json& terms) 
     if (t.at("unit") != "s") continue;
     const std::string name = t.at("name");
     const double measured = t.at("measured"), predicted = t.at("predicted");
-    const char* series = term_series(name, overlap);
-    const auto range = series             ? steps_range(point, series, warmup)
-                       : name == "bubble" ? bubble_range(point, warmup, measured)
-                                          : std::nullopt;
+    const char* series = term_series(name);
+    auto range = series             ? steps_range(point, series, warmup)
+                 : name == "bubble" ? bubble_range(point, warmup, measured)
+                                    : std::nullopt;
+    // A summary written before the exposed series was recorded: without overlap every dp call
+    // blocks, so its time is its exposed time.
+    if (!range && name == "dp" && !overlap) range = steps_range(point, "comm.dp.time_s", warmup);
     if (!range) continue;
     t["steps_range_s"] = {range->first, range->second};
     t["steps_spread_pct"] =

@@ -13,8 +13,9 @@ namespace paraxis::driver::report {
 
 // The per-step series (summary.json `rank_series`) a time term is measured from, or nullptr
 // when none is recorded per step in seconds (bubble: only its fraction per step, from which
-// add_steps_ranges scales the measured bubble; dp with comm.overlap, measured as exposed time).
-const char* term_series(const std::string& term, bool overlap);
+// add_steps_ranges scales the measured bubble). dp: its exposed time, `comm.dp.exposed_s`
+// (summaries written before it was recorded: `comm.dp.time_s` without comm.overlap).
+const char* term_series(const std::string& term);
 
 // [lo, hi] over the measured steps (step >= warmup) of the per-step mean over ranks of
 // rank_series[name]; nullopt without that series or without a measured step.

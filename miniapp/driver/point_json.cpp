@@ -196,7 +196,8 @@ json rank_series_json(const PointResult& r) {
     };
     const bool wanted =
         n == "step_s" || n == "compute_s" || n == "bubble_fraction" ||
-        (n.rfind("comm.", 0) == 0 && (ends_with(".time_s") || ends_with(".wait_s")));
+        (n.rfind("comm.", 0) == 0 &&
+         (ends_with(".time_s") || ends_with(".wait_s") || ends_with(".exposed_s")));
     if (!wanted) continue;
     json per_rank = json::array();
     for (const auto& rank : r.rank_steps) {
