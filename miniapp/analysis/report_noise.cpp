@@ -2,6 +2,10 @@
 #include "analysis/report_noise.hpp"
 
 #include <algorithm>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <sstream>
 #include <vector>
 
 #include "analysis/statistics.hpp"
@@ -82,6 +86,70 @@ void add_steps_ranges(const json& point, bool overlap, int warmup, json& terms) 
     t["steps_spread_pct"] =
         measured > 0 ? json(100.0 * (range->second - range->first) / measured) : json();
     t["within_steps_range"] = range->first <= predicted && predicted <= range->second;
+  }
+}
+
+namespace {
+
+// The axis whose calls make a communication term; nullptr for the other terms.
+const char* term_axis(const std::string& term) {
+  for (const char* axis : {"tp", "dp", "ep"})
+    if (term == axis) return axis;
+  return nullptr;
+}
+
+// What the model knows of a point's term on `axis`: its folder and grid, the axis's calls (per
+// operation and size bucket: count and predicted seconds, from the point's calibration) and,
+// for dp, comm.overlap. Two points with the same key are the same term to the model. "" without
+// calls on the axis.
+std::string repeat_key(const json& point, const std::string& term, const std::string& axis) {
+  if (!point.contains("calls") || !point.at("calls").contains("rows")) return "";
+  std::ostringstream k;
+  k << point.value("dir", "") << '|' << term << '|' << point.value("grid", json()).dump();
+  if (axis == "dp")
+    k << '|' << point.value("settings", json::object()).value("comm.overlap", json()).dump();
+  int rows = 0;
+  for (const json& r : point.at("calls").at("rows")) {
+    if (r.value("axis", "") != axis) continue;
+    ++rows;
+    k << '|' << r.value("op", "") << ':' << r.value("bucket_bytes", 0.0) << ':'
+      << r.value("calls", 0.0) << ':';
+    const json pr = r.value("predicted_s", json());
+    if (pr.is_number())
+      k << std::setprecision(6) << pr.get<double>();
+    else
+      k << '-';
+  }
+  return rows > 0 ? k.str() : "";
+}
+
+}  // namespace
+
+void add_repeats_ranges(const std::vector<json*>& points) {
+  std::map<std::string, std::vector<json*>> repeats;
+  for (json* p : points) {
+    if (!p->contains("terms")) continue;
+    for (json& t : p->at("terms")) {
+      const char* axis = term_axis(t.value("name", ""));
+      if (axis == nullptr || t.value("unit", "") != "s" || !(t.value("predicted", 0.0) > 0))
+        continue;
+      const std::string key = repeat_key(*p, t.at("name"), axis);
+      if (!key.empty()) repeats[key].push_back(&t);
+    }
+  }
+  for (auto& [key, terms] : repeats) {
+    if (terms.size() < 2) continue;
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (const json* t : terms) {
+      const double r = t->at("measured").get<double>() / t->at("predicted").get<double>();
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    for (json* t : terms) {
+      (*t)["repeats"] = terms.size();
+      (*t)["repeats_ratio_range"] = {lo, hi};
+      (*t)["within_repeats_range"] = lo <= 1.0 && 1.0 <= hi;
+    }
   }
 }
 
