@@ -250,14 +250,17 @@ TEST(report_noise, the_dp_range_is_that_of_the_exposed_time_with_and_without_ove
 // other calls, or in another folder, is not one of them.
 TEST(report_noise, repeats_are_the_points_whose_term_is_the_same_to_the_model) {
   auto point = [](const std::string& dir, double measured, double per_call_s) {
-    return json{{"dir", dir},
-                {"grid", {{"tp", 2}, {"pp", 1}, {"dp", 1}}},
-                {"terms", {{{"name", "tp"}, {"unit", "s"}, {"measured", measured},
-                            {"predicted", 1e-3}}}},
-                {"calls",
-                 {{"rows",
-                   {{{"axis", "tp"}, {"op", "all_reduce"}, {"bucket_bytes", 16384},
-                     {"calls", 720}, {"predicted_s", 720 * per_call_s}}}}}}};
+    return json{
+        {"dir", dir},
+        {"grid", {{"tp", 2}, {"pp", 1}, {"dp", 1}}},
+        {"terms", {{{"name", "tp"}, {"unit", "s"}, {"measured", measured}, {"predicted", 1e-3}}}},
+        {"calls",
+         {{"rows",
+           {{{"axis", "tp"},
+             {"op", "all_reduce"},
+             {"bucket_bytes", 16384},
+             {"calls", 720},
+             {"predicted_s", 720 * per_call_s}}}}}}};
   };
   std::vector<json> pts{point("a", 0.6e-3, 7e-6), point("a", 1.6e-3, 7e-6),
                         point("a", 1.5e-3, 7e-6), point("a", 0.6e-3, 8e-6),

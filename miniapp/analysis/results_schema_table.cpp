@@ -211,7 +211,7 @@ const std::vector<Field> kSummary = {
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.latency_s", num, "s", kAny, always, "the smallest sample's time"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.beta_eff_s_per_byte", num, "s/B", kAny, always, "the largest sample's time per byte"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.rms_residual_s", num, "s", kAny, always, "the fit's RMS residual"},
-    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.async_progress", num, "", kFrac, when, "dp all_reduce: share of a non-blocking call progressed behind compute"},
+    {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.async_progress", num, "", kFrac, when, "dp all_reduce, reduce_scatter: share of a non-blocking call of the bucket size progressed behind compute"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples", arr, "", kNone, need, "the timed sizes"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[]", arr, "", kNone, always, "[bytes, seconds]"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[][]", num, "", kNonNeg, always, "bytes or seconds"},
