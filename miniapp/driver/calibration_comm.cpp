@@ -145,12 +145,14 @@ std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm
 
 // comm.overlap's premise: a non-blocking gradient reduction progresses while the caller
 // computes. The step's own reduction (`op`: the all-reduce at ZeRO 0, the reduce-scatter at 1-3)
-// of its own bucket size S: its blocking time (median of 5), then 5 times: post it, compute
-// (spin, no MPI call) for twice that time, wait; the part of the blocking time the wait no
-// longer takes progressed in the background (the slowest rank's wait; the median). About 1 for
-// NCCL or an MPI with a progress thread, 0 for one that advances a request only inside MPI
-// calls. A 1 MiB all-reduce, the test before, progressed 23-33 % on the 2-core VM while the
-// step's 32-256 KiB reduce-scatters hid 0-7 % (docs/perf-log/2026-12-05-dp-tp-round3.md).
+// of its own bucket size S: its blocking time (the median of its repetitions), then 5 times:
+// post it, compute (spin, no MPI call) for twice that time, wait; the part of the blocking time
+// that the post and the wait together no longer take progressed in the background (the slowest
+// rank's; the median). About 1 for NCCL or an MPI with a progress thread, 0 for one that
+// advances a request only inside MPI calls. The post counts as the step counts it (exposed): on
+// the 2-core VM MPICH's post of a 100-256 KiB reduce-scatter does 40-70 % of the work before it
+// returns, which a test timing the wait alone took for progress behind compute
+// (docs/perf-log/2026-12-05-dp-tp-round3.md).
 double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis,
                       perfmodel::Collective op, std::size_t S) {
   const auto blocking = time_collective(c, comm, axis, op, S, false);
@@ -163,17 +165,19 @@ double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis
   std::vector<double> fractions;
   for (int rep = 0; rep < 5; ++rep) {
     parallel::watchdog::barrier(comm, "calibration: barrier before an overlap test", axis);
+    const double p0 = now();
     parallel::Request r =
         op == perfmodel::Collective::reduce_scatter
             ? c.ireduce_scatter(a.data(), b.data(), n / c.size(), model::DType::f32)
             : c.iall_reduce(b.data(), b.data(), n, model::DType::f32);
+    const double posted = now() - p0;  // blocked in the post: exposed, as in the step
     const double until = now() + 2 * blocking_s + 50e-6;
     volatile double sink = 0;
     while (now() < until) sink = sink + 1.0;  // compute that makes no MPI call
     const double w0 = now();
     c.wait(r);
     Kokkos::fence();
-    double wait = now() - w0;
+    double wait = posted + (now() - w0);
     parallel::watchdog::all_reduce(MPI_IN_PLACE, &wait, 1, MPI_DOUBLE, MPI_MAX, comm,
                                    "calibration: slowest rank's wait", axis);
     fractions.push_back(std::clamp(1.0 - wait / blocking_s, 0.0, 1.0));
