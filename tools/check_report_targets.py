@@ -8,7 +8,9 @@ folders (docs/perf-log/2026-12-05-dp-bubble.md):
 
 Per point it prints each time term's measured / predicted ratio and, where the report has it,
 whether the prediction lies inside the range the point's own steps took (docs/report.md,
-"Noise": "in" = the miss is no larger than the machine's step-to-step spread). Then per folder
+"Noise": "in" = the miss is no larger than the machine's step-to-step spread; "rep" = outside
+it, but the folder's points whose tp, dp or ep term is the same to the model were measured both
+above and below the prediction, "out" = neither). Then per folder
 the worst term, the step's max / mean |residual|, every term that misses with whether that miss
 lies inside its steps' range (noise) or outside (the model, or a point that ran unlike its
 calibration), the load beside it when RUN_DIR.uptime exists (what `uptime` printed before and
@@ -40,18 +42,30 @@ def load(run_dir):
         sys.exit(2)
 
 
+def noise_of(term):
+    """None (no per-step series, no repeats), "steps" (the prediction inside the point's own
+    steps' range), "repeats" (1 inside the measured / predicted range of the points whose term is
+    the same to the model) or False (neither)."""
+    within, repeats = term.get("within_steps_range"), term.get("within_repeats_range")
+    if within:
+        return "steps"
+    if repeats:
+        return "repeats"
+    return None if within is None and repeats is None else False
+
+
 def time_terms(point):
-    """(name, measured, predicted, within_steps_range or None) of the point's predicted time terms."""
+    """(name, measured, predicted, noise_of) of the point's predicted time terms."""
     out = []
     for t in point.get("terms", []):
         if t.get("name") in TIME_TERMS and t.get("unit") == "s" and t.get("predicted"):
-            out.append((t["name"], t["measured"], t["predicted"], t.get("within_steps_range")))
+            out.append((t["name"], t["measured"], t["predicted"], noise_of(t)))
     return out
 
 
 def check(report):
     """Per point rows and the folder's verdict: {rows, worst, misses, step_max, step_mean, ok};
-    misses: (label, term, ratio, within_steps_range) of every term beyond its target."""
+    misses: (label, term, ratio, noise_of) of every term beyond its target."""
     rows, worst, steps, misses = [], None, [], []
     for p in report.get("points", []):
         terms = time_terms(p)
@@ -91,7 +105,7 @@ def show(run_dir, r):
     for label, terms in r["rows"]:
         cells = []
         for name, measured, predicted, within in terms:
-            noise = "" if within is None else (" in" if within else " out")
+            noise = {None: "", "steps": " in", "repeats": " rep", False: " out"}[within]
             cells.append(f"{name} {measured / predicted:.2f}{noise}")
         print(f"  {label:<28} " + "  ".join(cells))
     if r["worst"] is None:
@@ -102,7 +116,9 @@ def show(run_dir, r):
     print(f"  step time: max {r['step_max']:.1f} % (target {STEP_MAX_PCT:g} %), "
           f"mean {r['step_mean']:.1f} % (target {STEP_MEAN_PCT:g} %)")
     for label, name, ratio, within in r["misses"]:
-        why = {None: "no per-step series", True: "inside its steps' range: the machine's noise",
+        why = {None: "no per-step series", "steps": "inside its steps' range: the machine's noise",
+               "repeats": "outside its steps' range, but the points whose term is the same to "
+                          "the model straddle it: the machine's noise",
                False: "outside its steps' range: the model, or the point ran unlike its "
                       "calibration"}[within]
         print(f"  miss: {name} of {label}, {ratio:.2f}x ({why})")

@@ -104,9 +104,16 @@ TEST(call_accounting, costs_as_the_step_model_takes_them) {
   const pd::CommCosts c = pd::comm_costs_of({ar, fit("dp", "all_gather", 7e-6, 5e-9)});
   EXPECT_EQ(c.links.dp.alpha, 3e-6);  // the axis's link: its first fit
   EXPECT_EQ(c.op_links.dp.at(pm::Collective::all_gather).beta, 5e-9);
-  EXPECT_EQ(c.dp_overlap, 0.25);
+  EXPECT_EQ(c.dp_overlap(pm::Collective::all_reduce), 0.25);
+  // Without the reduce-scatter's own (a calibration before it was measured): the all-reduce's.
+  EXPECT_EQ(c.dp_overlap(pm::Collective::reduce_scatter), 0.25);
+  pd::CommCalibration rs = fit("dp", "reduce_scatter", 4e-6, 2e-9);
+  rs.async_progress = 0.0;
+  const pd::CommCosts both = pd::comm_costs_of({ar, rs});
+  EXPECT_EQ(both.dp_overlap(pm::Collective::reduce_scatter), 0.0);  // each reduction its own
+  EXPECT_EQ(both.dp_overlap(pm::Collective::all_reduce), 0.25);
   EXPECT_EQ(c.links.tp.alpha, 0.0);
-  EXPECT_EQ(pd::comm_costs_of({}).dp_overlap, 1.0);
+  EXPECT_EQ(pd::comm_costs_of({}).dp_overlap(pm::Collective::all_reduce), 1.0);
 }
 
 TEST(call_accounting, summary_json_counts_measured_steps) {

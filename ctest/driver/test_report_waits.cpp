@@ -214,3 +214,72 @@ TEST(report_noise, the_bubble_range_scales_the_measured_bubble_by_each_steps_fra
   paraxis::driver::report::add_steps_ranges(point, false, 1, outside);
   EXPECT_EQ(outside[0]["within_steps_range"].get<bool>(), false);
 }
+
+// dp's steps' range is that of its exposed time, with comm.overlap too (where the calls' time is
+// mostly hidden, so `comm.dp.time_s` would give a range that is not the term's); a summary
+// without the exposed series falls back to the calls' time only without overlap.
+TEST(report_noise, the_dp_range_is_that_of_the_exposed_time_with_and_without_overlap) {
+  // Two ranks, warm-up 1; exposed per measured step (mean over ranks) 0.2, 0.3, 0.4 ms; the
+  // calls' time 1.0-1.2 ms (overlapped).
+  const json with_exposed = {
+      {"rank_series",
+       {{"steps", {0, 1, 2, 3}},
+        {"comm.dp.time_s", {{9e-3, 1.0e-3, 1.1e-3, 1.2e-3}, {9e-3, 1.0e-3, 1.1e-3, 1.2e-3}}},
+        {"comm.dp.exposed_s", {{9e-3, 0.1e-3, 0.3e-3, 0.3e-3}, {9e-3, 0.3e-3, 0.3e-3, 0.5e-3}}}}}};
+  for (const bool overlap : {false, true}) {
+    json terms = json::array(
+        {{{"name", "dp"}, {"unit", "s"}, {"measured", 0.3e-3}, {"predicted", 0.45e-3}}});
+    paraxis::driver::report::add_steps_ranges(with_exposed, overlap, 1, terms);
+    ASSERT_TRUE(terms[0].contains("steps_range_s")) << terms.dump();
+    EXPECT_NEAR(terms[0]["steps_range_s"][0].get<double>(), 0.2e-3, 1e-12);
+    EXPECT_NEAR(terms[0]["steps_range_s"][1].get<double>(), 0.4e-3, 1e-12);
+    EXPECT_EQ(terms[0]["within_steps_range"].get<bool>(), false);  // 0.45 ms: above them
+  }
+  json old = with_exposed;
+  old["rank_series"].erase("comm.dp.exposed_s");
+  for (const bool overlap : {false, true}) {
+    json terms = json::array(
+        {{{"name", "dp"}, {"unit", "s"}, {"measured", 1.1e-3}, {"predicted", 1.05e-3}}});
+    paraxis::driver::report::add_steps_ranges(old, overlap, 1, terms);
+    EXPECT_EQ(terms[0].contains("steps_range_s"), !overlap) << terms.dump();
+  }
+}
+
+// Repeats: points of one folder whose tp term the model cannot tell apart (same grid, same tp
+// calls and per-call predictions) get the range of measured / predicted over them; a point with
+// other calls, or in another folder, is not one of them.
+TEST(report_noise, repeats_are_the_points_whose_term_is_the_same_to_the_model) {
+  auto point = [](const std::string& dir, double measured, double per_call_s) {
+    return json{
+        {"dir", dir},
+        {"grid", {{"tp", 2}, {"pp", 1}, {"dp", 1}}},
+        {"terms", {{{"name", "tp"}, {"unit", "s"}, {"measured", measured}, {"predicted", 1e-3}}}},
+        {"calls",
+         {{"rows",
+           {{{"axis", "tp"},
+             {"op", "all_reduce"},
+             {"bucket_bytes", 16384},
+             {"calls", 720},
+             {"predicted_s", 720 * per_call_s}}}}}}};
+  };
+  std::vector<json> pts{point("a", 0.6e-3, 7e-6), point("a", 1.6e-3, 7e-6),
+                        point("a", 1.5e-3, 7e-6), point("a", 0.6e-3, 8e-6),
+                        point("b", 0.6e-3, 7e-6)};
+  std::vector<json*> ptrs;
+  for (auto& p : pts) ptrs.push_back(&p);
+  paraxis::driver::report::add_repeats_ranges(ptrs);
+  for (int i : {0, 1, 2}) {
+    const json& t = pts[i]["terms"][0];
+    ASSERT_TRUE(t.contains("repeats_ratio_range")) << i;
+    EXPECT_EQ(t["repeats"].get<int>(), 3);
+    EXPECT_NEAR(t["repeats_ratio_range"][0].get<double>(), 0.6, 1e-12);
+    EXPECT_NEAR(t["repeats_ratio_range"][1].get<double>(), 1.6, 1e-12);
+    EXPECT_TRUE(t["within_repeats_range"].get<bool>());
+  }
+  EXPECT_FALSE(pts[3]["terms"][0].contains("repeats"));  // another per-call prediction
+  EXPECT_FALSE(pts[4]["terms"][0].contains("repeats"));  // another folder
+  // Repeats all above the prediction: not the machine's noise.
+  std::vector<json> high{point("a", 1.5e-3, 7e-6), point("a", 1.6e-3, 7e-6)};
+  paraxis::driver::report::add_repeats_ranges({&high[0], &high[1]});
+  EXPECT_FALSE(high[0]["terms"][0]["within_repeats_range"].get<bool>());
+}

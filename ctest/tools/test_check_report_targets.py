@@ -56,6 +56,23 @@ with tempfile.TemporaryDirectory() as tmp:
     if "miss: dp of a, 1.30x (outside its steps' range" not in r.stdout:
         print("term: the miss's noise verdict missing:\n" + r.stdout)
         failed = True
+    # A miss outside its steps' range whose repeats (points the model cannot tell apart)
+    # straddle the prediction is the machine's noise; one whose repeats do not, the model's.
+    for name, straddle, text in (("rep", True, "miss: tp of a, 1.60x (outside its steps' range, "
+                                  "but the points whose term is the same"),
+                                 ("norep", False, "miss: tp of a, 1.60x (outside its steps' "
+                                  "range: the model")):
+        tp = term("tp", 1.6, 1.0, False)
+        tp.update({"repeats": 2, "repeats_ratio_range": [0.6 if straddle else 1.5, 1.6],
+                   "within_repeats_range": straddle})
+        d = os.path.join(tmp, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "report.json"), "w") as f:
+            json.dump({"points": [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}]}, f)
+        r = subprocess.run([sys.executable, script, d], capture_output=True, text=True)
+        if r.returncode != 1 or text not in r.stdout or ("tp 1.60 rep" in r.stdout) != straddle:
+            print(f"{name}: exit {r.returncode}, output:\n{r.stdout}{r.stderr}")
+            failed = True
     with open(os.path.join(tmp, "met.uptime"), "w") as f:
         f.write(" 03:51:44 up 4:42, 0 user, load average: 1.29, 2.39, 4.91\n"
                 " 03:51:52 up 4:42, 0 user, load average: 1.35, 2.36, 4.88\n")

@@ -70,6 +70,12 @@ Calibration calibration_from_json(const nlohmann::json& j) {
   return c;
 }
 
+double CommCosts::dp_overlap(pm::Collective reduction) const {
+  for (const auto op : {reduction, pm::Collective::all_reduce})
+    if (const auto it = dp_overlap_of.find(op); it != dp_overlap_of.end()) return it->second;
+  return 1.0;
+}
+
 CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
   CommCosts c;
   for (const auto& f : fits) {
@@ -84,7 +90,8 @@ CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
     std::sort(measured.curve.begin(), measured.curve.end());
     measured.curve_ranks = f.ranks;
     (*ops)[collective_named(f.op)] = measured;
-    if (f.axis == "dp" && f.async_progress >= 0) c.dp_overlap = f.async_progress;
+    if (f.axis == "dp" && f.async_progress >= 0)
+      c.dp_overlap_of[collective_named(f.op)] = f.async_progress;
     if (f.axis == "pp" && collective_named(f.op) == pm::Collective::point_to_point)
       c.pipeline_transfer_occupancy = 1.0;
     // Operations not calibrated: the axis's first fit, never another operation's curve.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -21,9 +22,10 @@ struct CommCalibration {
   double latency = 0, beta_eff = 0;  // the fitted line t = latency + S * beta_eff
   double rms_residual = 0;
   std::vector<std::pair<double, double>> samples;  // (S bytes, median seconds)
-  // The data-parallel all-reduce only (-1 elsewhere): the fraction of a non-blocking 1 MiB
-  // all-reduce that completed while the caller computed without calling MPI (comm.overlap's
-  // premise; 0 for an MPI without asynchronous progress).
+  // The data-parallel gradient reductions only (all-reduce, reduce-scatter; -1 elsewhere): the
+  // fraction of a non-blocking call of the step's bucket size that completed while the caller
+  // computed without calling MPI (comm.overlap's premise; 0 for an MPI without asynchronous
+  // progress). Summaries before round 3 hold it for a 1 MiB all-reduce only.
   double async_progress = -1;
 };
 
@@ -57,7 +59,12 @@ Calibration calibration_from_json(const nlohmann::json& j);
 struct CommCosts {
   perfmodel::AxisLinks links;
   perfmodel::AxisOpLinks op_links;
-  double dp_overlap = 1.0;
+  // Per data-parallel gradient reduction (all-reduce at ZeRO 0, reduce-scatter at 1-3): its
+  // calibrated async_progress (comm.overlap's premise).
+  std::map<perfmodel::Collective, double> dp_overlap_of;
+  // That of `reduction`; a calibration without it (one written before the reduce-scatter's
+  // was measured): the all-reduce's; none: 1.
+  double dp_overlap(perfmodel::Collective reduction) const;
   // 1 when the pipeline's point-to-point transfers were calibrated (paraxis's own MPI transfers,
   // which occupy the stages that make them: StepTimeInputs::pipeline_transfer_occupancy), else 0.
   double pipeline_transfer_occupancy = 0.0;

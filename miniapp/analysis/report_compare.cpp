@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/report_noise.hpp"
 #include "analysis/report_parts.hpp"
 
 namespace paraxis::driver::report {
@@ -162,6 +163,9 @@ void side_by_side(const std::vector<Analysed>& all, json& side) {
 
 Comparison compare_points(std::vector<Analysed>& all) {
   Comparison cmp;
+  std::vector<json*> entries;
+  for (auto& a : all) entries.push_back(&a.point);
+  add_repeats_ranges(entries);  // before the accuracy copies the points (docs/report.md, "Noise")
   rank_points(all);
   accuracy_of(all, cmp);
   scaling_of(all, cmp);

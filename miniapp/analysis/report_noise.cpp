@@ -2,6 +2,10 @@
 #include "analysis/report_noise.hpp"
 
 #include <algorithm>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <sstream>
 #include <vector>
 
 #include "analysis/statistics.hpp"
@@ -10,13 +14,13 @@ namespace paraxis::driver::report {
 
 using nlohmann::json;
 
-const char* term_series(const std::string& term, bool overlap) {
+const char* term_series(const std::string& term) {
   if (term == "step_time") return "step_s";
   if (term == "compute") return "compute_s";
   if (term == "tp") return "comm.tp.time_s";
   if (term == "ep") return "comm.ep.time_s";
-  // Without overlap every dp call blocks: its time is its exposed time, the dp term.
-  if (term == "dp" && !overlap) return "comm.dp.time_s";
+  // The dp term is the exposed time (with comm.overlap, what was not hidden behind compute).
+  if (term == "dp") return "comm.dp.exposed_s";
   return nullptr;
 }
 
@@ -70,15 +74,82 @@ void add_steps_ranges(const json& point, bool overlap, int warmup, json& terms) 
     if (t.at("unit") != "s") continue;
     const std::string name = t.at("name");
     const double measured = t.at("measured"), predicted = t.at("predicted");
-    const char* series = term_series(name, overlap);
-    const auto range = series             ? steps_range(point, series, warmup)
-                       : name == "bubble" ? bubble_range(point, warmup, measured)
-                                          : std::nullopt;
+    const char* series = term_series(name);
+    auto range = series             ? steps_range(point, series, warmup)
+                 : name == "bubble" ? bubble_range(point, warmup, measured)
+                                    : std::nullopt;
+    // A summary written before the exposed series was recorded: without overlap every dp call
+    // blocks, so its time is its exposed time.
+    if (!range && name == "dp" && !overlap) range = steps_range(point, "comm.dp.time_s", warmup);
     if (!range) continue;
     t["steps_range_s"] = {range->first, range->second};
     t["steps_spread_pct"] =
         measured > 0 ? json(100.0 * (range->second - range->first) / measured) : json();
     t["within_steps_range"] = range->first <= predicted && predicted <= range->second;
+  }
+}
+
+namespace {
+
+// The axis whose calls make a communication term; nullptr for the other terms.
+const char* term_axis(const std::string& term) {
+  for (const char* axis : {"tp", "dp", "ep"})
+    if (term == axis) return axis;
+  return nullptr;
+}
+
+// What the model knows of a point's term on `axis`: its folder and grid, the axis's calls (per
+// operation and size bucket: count and predicted seconds, from the point's calibration) and,
+// for dp, comm.overlap. Two points with the same key are the same term to the model. "" without
+// calls on the axis.
+std::string repeat_key(const json& point, const std::string& term, const std::string& axis) {
+  if (!point.contains("calls") || !point.at("calls").contains("rows")) return "";
+  std::ostringstream k;
+  k << point.value("dir", "") << '|' << term << '|' << point.value("grid", json()).dump();
+  if (axis == "dp")
+    k << '|' << point.value("settings", json::object()).value("comm.overlap", json()).dump();
+  int rows = 0;
+  for (const json& r : point.at("calls").at("rows")) {
+    if (r.value("axis", "") != axis) continue;
+    ++rows;
+    k << '|' << r.value("op", "") << ':' << r.value("bucket_bytes", 0.0) << ':'
+      << r.value("calls", 0.0) << ':';
+    const json pr = r.value("predicted_s", json());
+    if (pr.is_number())
+      k << std::setprecision(6) << pr.get<double>();
+    else
+      k << '-';
+  }
+  return rows > 0 ? k.str() : "";
+}
+
+}  // namespace
+
+void add_repeats_ranges(const std::vector<json*>& points) {
+  std::map<std::string, std::vector<json*>> repeats;
+  for (json* p : points) {
+    if (!p->contains("terms")) continue;
+    for (json& t : p->at("terms")) {
+      const char* axis = term_axis(t.value("name", ""));
+      if (axis == nullptr || t.value("unit", "") != "s" || !(t.value("predicted", 0.0) > 0))
+        continue;
+      const std::string key = repeat_key(*p, t.at("name"), axis);
+      if (!key.empty()) repeats[key].push_back(&t);
+    }
+  }
+  for (auto& [key, terms] : repeats) {
+    if (terms.size() < 2) continue;
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
+    for (const json* t : terms) {
+      const double r = t->at("measured").get<double>() / t->at("predicted").get<double>();
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    for (json* t : terms) {
+      (*t)["repeats"] = terms.size();
+      (*t)["repeats_ratio_range"] = {lo, hi};
+      (*t)["within_repeats_range"] = lo <= 1.0 && 1.0 <= hi;
+    }
   }
 }
 

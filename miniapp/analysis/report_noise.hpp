@@ -8,13 +8,15 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace paraxis::driver::report {
 
 // The per-step series (summary.json `rank_series`) a time term is measured from, or nullptr
 // when none is recorded per step in seconds (bubble: only its fraction per step, from which
-// add_steps_ranges scales the measured bubble; dp with comm.overlap, measured as exposed time).
-const char* term_series(const std::string& term, bool overlap);
+// add_steps_ranges scales the measured bubble). dp: its exposed time, `comm.dp.exposed_s`
+// (summaries written before it was recorded: `comm.dp.time_s` without comm.overlap).
+const char* term_series(const std::string& term);
 
 // [lo, hi] over the measured steps (step >= warmup) of the per-step mean over ranks of
 // rank_series[name]; nullopt without that series or without a measured step.
@@ -25,5 +27,14 @@ std::optional<std::pair<double, double>> steps_range(const nlohmann::json& point
 // (100 (hi - lo) / measured) and within_steps_range (lo <= predicted <= hi). The bubble's range
 // is the measured bubble x each measured step's bubble_fraction / their mean.
 void add_steps_ranges(const nlohmann::json& point, bool overlap, int warmup, nlohmann::json& terms);
+
+// Repeats of a point: the points of one folder whose tp, dp or ep term is the same to the model
+// (same grid, the same calls on the axis per operation and size bucket with the same per-call
+// predictions, for dp the same comm.overlap; in the demo, e.g., the tp terms of every tp point,
+// which ZeRO and overlap do not change at dp = 1). Each such term gets `repeats` (how many),
+// `repeats_ratio_range` [lo, hi] of measured / predicted over them and `within_repeats_range`
+// (lo <= 1 <= hi): where the same prediction was measured both above and below, the points
+// differ by the machine, not by anything the model knows.
+void add_repeats_ranges(const std::vector<nlohmann::json*>& points);
 
 }  // namespace paraxis::driver::report

@@ -185,7 +185,8 @@ pm::StepTimeInputs step_inputs(const Calibration& cal, const RunConfig& c) {
   const CommCosts costs = comm_costs_of(cal.comm);
   in.links = costs.links;
   in.op_links = costs.op_links;
-  in.dp_overlap = costs.dp_overlap;
+  in.dp_overlap = costs.dp_overlap(c.parallel.effective_zero() >= 1 ? pm::Collective::reduce_scatter
+                                                                    : pm::Collective::all_reduce);
   in.pipeline_transfer_occupancy = costs.pipeline_transfer_occupancy;
   return in;
 }

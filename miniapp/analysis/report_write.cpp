@@ -209,9 +209,14 @@ void md_term_row(std::ostream& md, const json& t) {
   if (t.contains("steps_range_s"))
     md << " | " << fmt(t["steps_range_s"][0].get<double>()) << "-"
        << fmt(t["steps_range_s"][1].get<double>()) << " s | "
-       << (t["within_steps_range"].get<bool>() ? "yes" : "no") << " |\n";
+       << (t["within_steps_range"].get<bool>() ? "yes" : "no");
   else
-    md << " | - | - |\n";
+    md << " | - | -";
+  if (t.contains("repeats_ratio_range"))  // the same term in other points of the run
+    md << "; repeats " << fmt(t["repeats_ratio_range"][0].get<double>(), 3) << "-"
+       << fmt(t["repeats_ratio_range"][1].get<double>(), 3) << "x of " << t["repeats"].get<int>()
+       << ": " << (t["within_repeats_range"].get<bool>() ? "yes" : "no");
+  md << " |\n";
 }
 
 void md_terms(std::ostream& md, const json& points) {

@@ -42,7 +42,8 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
           config::to_string(shape.order) + ' ' + config::to_string(cfg.comm.backend) + " nodes " +
           std::to_string(healthy.ranks_per_node) + ' ' + std::to_string(healthy.latency_us) + ' ' +
           std::to_string(healthy.bandwidth_gbs) +
-          (calibration_detail::gather_in_place(axes[a].first, shape) ? " gather in place" : "");
+          (calibration_detail::gather_in_place(axes[a].first, shape) ? " gather in place" : "") +
+          " overlap " + std::to_string(calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
       auto it = comm_cache_.find(key);
       if (it == comm_cache_.end()) {
         // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
@@ -51,7 +52,8 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
         const config::CommBackend backend = a == 1 ? config::CommBackend::mpi : cfg.comm.backend;
         auto fits = calibration_detail::calibrate_axis(
             axes[a].first, axes[a].second, backend, links,
-            calibration_detail::gather_in_place(axes[a].first, shape));
+            calibration_detail::gather_in_place(axes[a].first, shape),
+            calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
         it = comm_cache_.emplace(key, std::move(fits)).first;
         measured = true;
       }

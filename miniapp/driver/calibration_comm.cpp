@@ -143,29 +143,41 @@ std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm
   return out;
 }
 
-// comm.overlap's premise: a non-blocking all-reduce progresses while the caller computes. Post
-// one of S bytes, compute (spin, no MPI call) for twice its blocking time `blocking_s`, then
-// wait: the part of blocking_s the wait no longer takes progressed in the background (the
-// slowest rank's wait; the median of 5). About 1 for NCCL or an MPI with a progress thread, 0
-// for one that advances a request only inside MPI calls.
-double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis, std::size_t S,
-                      double blocking_s) {
+// comm.overlap's premise: a non-blocking gradient reduction progresses while the caller
+// computes. The step's own reduction (`op`: the all-reduce at ZeRO 0, the reduce-scatter at 1-3)
+// of its own bucket size S: its blocking time (the median of its repetitions), then 5 times:
+// post it, compute (spin, no MPI call) for twice that time, wait; the part of the blocking time
+// that the post and the wait together no longer take progressed in the background (the slowest
+// rank's; the median). About 1 for NCCL or an MPI with a progress thread, 0 for one that
+// advances a request only inside MPI calls. The post counts as the step counts it (exposed): on
+// the 2-core VM MPICH's post of a 100-256 KiB reduce-scatter does 40-70 % of the work before it
+// returns, which a test timing the wait alone took for progress behind compute
+// (docs/perf-log/2026-12-05-dp-tp-round3.md).
+double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                      perfmodel::Collective op, std::size_t S) {
+  const auto blocking = time_collective(c, comm, axis, op, S, false);
+  const double blocking_s = median(blocking);
   if (blocking_s <= 0) return 1.0;
-  const std::size_t n = std::max<std::size_t>(S / 4, 1);
+  const std::size_t n = elements_for(S, c.size());
   Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> a("paraxis::calib_a", n),
       b("paraxis::calib_b", n);
   Kokkos::fence();
   std::vector<double> fractions;
   for (int rep = 0; rep < 5; ++rep) {
     parallel::watchdog::barrier(comm, "calibration: barrier before an overlap test", axis);
-    parallel::Request r = c.iall_reduce(a.data(), b.data(), n, model::DType::f32);
+    const double p0 = now();
+    parallel::Request r =
+        op == perfmodel::Collective::reduce_scatter
+            ? c.ireduce_scatter(a.data(), b.data(), n / c.size(), model::DType::f32)
+            : c.iall_reduce(b.data(), b.data(), n, model::DType::f32);
+    const double posted = now() - p0;  // blocked in the post: exposed, as in the step
     const double until = now() + 2 * blocking_s + 50e-6;
     volatile double sink = 0;
     while (now() < until) sink = sink + 1.0;  // compute that makes no MPI call
     const double w0 = now();
     c.wait(r);
     Kokkos::fence();
-    double wait = now() - w0;
+    double wait = posted + (now() - w0);
     parallel::watchdog::all_reduce(MPI_IN_PLACE, &wait, 1, MPI_DOUBLE, MPI_MAX, comm,
                                    "calibration: slowest rank's wait", axis);
     fractions.push_back(std::clamp(1.0 - wait / blocking_s, 0.0, 1.0));
@@ -175,7 +187,8 @@ double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis
 
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
                                           config::CommBackend backend,
-                                          const parallel::LinkModel& links, bool gather_in_place) {
+                                          const parallel::LinkModel& links, bool gather_in_place,
+                                          std::size_t overlap_bytes) {
   // Labelled with its axis (a wait that expires names it); the slow axis, a fault, is not in
   // `links` (calibration.cpp), so the label adds no delay.
   auto c = parallel::make_communicator(backend, comm, parallel::axis_named(axis), nullptr, links);
@@ -193,13 +206,9 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
     cc.beta_eff = fit.beta_eff;
     cc.rms_residual = fit.rms_residual;
     // What comm.overlap can hide: measured for the data-parallel gradient reductions.
-    if (axis == "dp" && op == perfmodel::Collective::all_reduce) {
-      const std::size_t S = std::size_t(1) << 20;
-      double blocking = 0;
-      for (const auto& [size, t] : cc.samples)
-        if (size == static_cast<double>(S)) blocking = t;
-      cc.async_progress = async_progress(*c, comm, axis.c_str(), S, blocking);
-    }
+    if (axis == "dp" &&
+        (op == perfmodel::Collective::all_reduce || op == perfmodel::Collective::reduce_scatter))
+      cc.async_progress = async_progress(*c, comm, axis.c_str(), op, overlap_bytes);
     out.push_back(std::move(cc));
   }
   return out;
@@ -209,6 +218,11 @@ std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm
 
 namespace calibration_detail {
 
+std::size_t overlap_bytes(double bucket_mb) {
+  const double S = bucket_mb * double(1 << 20);
+  return static_cast<std::size_t>(std::clamp(S, 8192.0, double(1 << 22)));
+}
+
 bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {
   const int zero = p.effective_zero();
   return axis == "dp" && (zero == 1 || zero == 2);
@@ -216,9 +230,9 @@ bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {
 
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
                                             config::CommBackend backend,
-                                            const parallel::LinkModel& links,
-                                            bool gather_in_place) {
-  auto fits = measure_axis(axis, comm, backend, links, gather_in_place);
+                                            const parallel::LinkModel& links, bool gather_in_place,
+                                            std::size_t overlap_bytes) {
+  auto fits = measure_axis(axis, comm, backend, links, gather_in_place, overlap_bytes);
   for (auto& f : fits) {
     double v[5] = {f.alpha, f.beta, f.latency, f.beta_eff, f.async_progress};
     parallel::watchdog::broadcast(v, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD,

@@ -17,10 +17,14 @@ namespace paraxis::driver::calibration_detail {
 // Collective over MPI_COMM_WORLD.
 // Its communicator applies `links` (the run's emulated links) like the trainer's. The
 // all-gathers are timed in place (each rank's block already inside the gathered buffer) when
-// `gather_in_place`, else into a separate buffer.
+// `gather_in_place`, else into a separate buffer. On dp, the gradient reductions' asynchronous
+// progress (comm.overlap) is measured at `overlap_bytes`, the step's bucket size.
 std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm comm,
                                             config::CommBackend backend,
-                                            const parallel::LinkModel& links, bool gather_in_place);
+                                            const parallel::LinkModel& links, bool gather_in_place,
+                                            std::size_t overlap_bytes);
+// The size of the step's gradient buckets (comm.bucket_mb), within the sweep's 8 KiB-4 MiB.
+std::size_t overlap_bytes(double bucket_mb);
 // Whether the step's all-gathers on `axis` are in place: the data-parallel parameter gathers of
 // ZeRO 1-2 (each rank's updated shard gathered within the full parameters,
 // parallel/zero_optimizer.cpp); ZeRO-3 gathers a unit into a workspace and tensor parallelism a

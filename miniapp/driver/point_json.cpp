@@ -194,9 +194,9 @@ json rank_series_json(const PointResult& r) {
       const std::size_t t = std::char_traits<char>::length(tail);
       return n.size() >= t && n.compare(n.size() - t, t, tail) == 0;
     };
-    const bool wanted =
-        n == "step_s" || n == "compute_s" || n == "bubble_fraction" ||
-        (n.rfind("comm.", 0) == 0 && (ends_with(".time_s") || ends_with(".wait_s")));
+    const bool wanted = n == "step_s" || n == "compute_s" || n == "bubble_fraction" ||
+                        (n.rfind("comm.", 0) == 0 &&
+                         (ends_with(".time_s") || ends_with(".wait_s") || ends_with(".exposed_s")));
     if (!wanted) continue;
     json per_rank = json::array();
     for (const auto& rank : r.rank_steps) {
