@@ -93,9 +93,10 @@ struct Host {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<char> on_host;
   std::vector<int> members;
+  bool via_cache = false;  // the host's page cache, not a shared-memory window
 };
 
-Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
+Host host_of(MPI_Comm comm, const Reader& reader, bool share, const WaitFunction& wait) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -112,15 +113,26 @@ Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
   MPI_Iallgather(&rank, 1, MPI_INT, h.members.data(), 1, MPI_INT, h.comm, &r);
   wait(1, &r, "checkpoint read-once: the ranks of this host", h.comm);
   for (const int m : h.members) h.on_host[static_cast<std::size_t>(m)] = 1;
+  int cache = 0;
+  try {
+    cache = reader.host_cache_readable() ? 1 : 0;
+  } catch (const std::exception&) {  // the reads themselves say what is wrong
+  }
+  MPI_Iallreduce(MPI_IN_PLACE, &cache, 1, MPI_INT, MPI_MIN, h.comm, &r);
+  wait(1, &r, "checkpoint read-once: how this host shares what it reads", h.comm);
+  h.via_cache = cache == 1;
   return h;
 }
 
-// Where each shard read on this host for another rank of it lies in the host's shared memory:
-// the reader's host rank and the offset in its slice (-1: not in shared memory); `bytes` per
-// host rank. Every rank of the host computes the same from the same plan.
+// How each shard read on this host for another rank of it reaches them: through the host's page
+// cache (`cached`: the others read the same bytes of the file again, from memory), or where it
+// lies in the host's shared-memory window: the reader's host rank and the offset in its slice
+// (owner -1: not in the window); `bytes` per host rank. `off_host`: a needer on another host.
+// Every rank of the host computes the same from the same plan.
 struct Layout {
   std::vector<int> owner;
   std::vector<std::size_t> offset, bytes;
+  std::vector<char> cached, off_host;
 };
 
 Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
@@ -129,13 +141,20 @@ Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
   l.owner.assign(plan.size(), -1);
   l.offset.assign(plan.size(), 0);
   l.bytes.assign(h.members.size(), 0);
+  l.cached.assign(plan.size(), 0);
+  l.off_host.assign(plan.size(), 0);
   for (std::size_t s = 0; s < plan.size(); ++s) {
     const int r = plan[s];
+    for (const int n : needers[s]) l.off_host[s] |= !h.on_host[static_cast<std::size_t>(n)];
     if (r < 0 || !h.on_host[static_cast<std::size_t>(r)]) continue;
     const bool peer = std::any_of(needers[s].begin(), needers[s].end(), [&](int n) {
       return n != r && h.on_host[static_cast<std::size_t>(n)];
     });
     if (!peer) continue;
+    if (h.via_cache) {
+      l.cached[s] = 1;
+      continue;
+    }
     const auto i = static_cast<std::size_t>(std::find(h.members.begin(), h.members.end(), r) -
                                             h.members.begin());
     l.owner[s] = static_cast<int>(i);
@@ -171,20 +190,23 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
 
 namespace {
 
-// The shards this rank reads for others (or for itself twice), in file order: read and verified
-// into the host's shared memory or a buffer of their own. Returns this rank's error, "" for none.
+// The shards this rank reads for others (or for itself twice), in file order, read and verified:
+// into the host's page cache (through a small buffer) where only ranks of this host need them,
+// into the host's shared-memory window, or into a buffer of their own (to send, or to keep).
+// Returns this rank's error, "" for none.
 std::string read_mine(const Reader& reader, const std::vector<std::size_t>& mine, const Layout& l,
                       const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
                       ReadOnceStats& stats) {
   try {
     for (const std::size_t s : mine) {
       const auto bytes = static_cast<std::size_t>(reader.shard(s).bytes);
-      if (l.owner[s] >= 0) {
+      if (l.owner[s] >= 0)
         reader.read_shard_into(s, memory->slice(l.owner[s]) + l.offset[s]);
-        stats.shared_bytes += bytes;
-      } else {
+      else if (l.cached[s] && !l.off_host[s])
+        reader.read_for_host(s);
+      else
         data[s] = reader.read_shard(s);
-      }
+      if (l.owner[s] >= 0 || l.cached[s]) stats.shared_bytes += bytes;
       stats.read_bytes += bytes;
     }
   } catch (const std::exception& e) {
@@ -215,11 +237,12 @@ void exchange(MPI_Comm comm, const Host& h, const std::vector<std::vector<int>>&
       continue;
     if (plan[s] == rank) {
       for (const int peer : who)
-        if (peer != rank && !(l.owner[s] >= 0 && h.on_host[static_cast<std::size_t>(peer)])) {
+        if (peer != rank &&
+            !((l.owner[s] >= 0 || l.cached[s]) && h.on_host[static_cast<std::size_t>(peer)])) {
           post(requests, true, where(s, l, memory, data), sizes[s], peer, tag_of(s), comm);
           stats.sent_bytes += sizes[s];
         }
-    } else if (l.owner[s] < 0) {
+    } else if (l.owner[s] < 0 && !l.cached[s]) {
       data[s].resize(sizes[s]);
       post(requests, false, data[s].data(), sizes[s], plan[s], tag_of(s), comm);
       stats.received_bytes += sizes[s];
@@ -266,7 +289,7 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
   for (std::size_t s = 0; s < shards; ++s)
     sizes[s] = static_cast<std::size_t>(reader.shard(s).bytes);
   const std::vector<int> plan = read_once_plan(needers, sizes);
-  Host host = host_of(comm, share_host, wait);
+  Host host = host_of(comm, reader, share_host, wait);
   const Layout l = layout_of(host, needers, plan, sizes);
   ReadOnce out;
   if (std::accumulate(l.bytes.begin(), l.bytes.end(), std::size_t{0}) > 0) {
@@ -277,19 +300,14 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
     MPI_Comm_free(&host.comm);
   }
   // What this rank reads here: the shards it was given that another rank needs too, or that it
-  // names twice; in file order, the kernel reading ahead of the verification. The shards only
-  // it needs, once, after them (read in the caller's second pass, straight into its buffers).
-  std::vector<std::size_t> mine, alone;
-  for (std::size_t s = 0; s < shards; ++s) {
-    if (plan[s] != rank) continue;
-    const bool twice = std::count(needed.begin(), needed.end(), s) > 1;
-    (needers[s].size() > 1 || twice ? mine : alone).push_back(s);
-  }
+  // names twice, in file order. The shards only it needs, once, are left to the caller's second
+  // pass, which reads them straight into its buffers.
+  std::vector<std::size_t> mine;
+  for (std::size_t s = 0; s < shards; ++s)
+    if (plan[s] == rank &&
+        (needers[s].size() > 1 || std::count(needed.begin(), needed.end(), s) > 1))
+      mine.push_back(s);
   mine = reader.in_file_order(std::move(mine));
-  alone = reader.in_file_order(std::move(alone));
-  std::vector<std::size_t> ahead = mine;
-  ahead.insert(ahead.end(), alone.begin(), alone.end());
-  reader.prefetch(ahead);
   ReadOnceStats& stats = out.stats;
   std::vector<std::vector<std::byte>> data(shards);
   const double t0 = MPI_Wtime();
@@ -304,10 +322,13 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
   exchange(comm, host, needers, plan, sizes, l, out.memory.get(), data, stats, wait);
   stats.exchange_s = MPI_Wtime() - t1;
   for (std::size_t s = 0; s < shards; ++s) {
-    if (l.owner[s] >= 0 && std::binary_search(needed.begin(), needed.end(), s))
+    const bool need = std::binary_search(needed.begin(), needed.end(), s);
+    if (l.owner[s] >= 0 && need)
       reader.keep_view(s, where(s, l, out.memory.get(), data));
     else if (!data[s].empty())
       reader.keep(s, std::move(data[s]));
+    else if (l.cached[s] && need)
+      reader.in_host_cache(s);
   }
   return out;
 }

@@ -487,18 +487,14 @@ namespace {
 
 // Read once (docs/checkpoint.md): on several ranks, which saved shards each rank's pieces need
 // (a first pass over the trainer's pieces), each read by one rank and given to the others
-// (checkpoint/read_once.hpp): `memory` holds what the ranks of a host share. On one rank, the
-// kernel reads ahead of the verification. Throws CheckpointError on every rank when a read fails.
+// (checkpoint/read_once.hpp): `memory` holds what the ranks of a host share, if anything. One
+// rank reads everything itself, in the second pass. Throws CheckpointError on every rank when a
+// read fails.
 json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer, bool share_host,
                  std::unique_ptr<checkpoint::HostMemory>& memory) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world == 1) {
-    std::vector<std::size_t> all(reader.shard_count());
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    reader.prefetch(reader.in_file_order(std::move(all)));
-    return json();
-  }
+  if (world == 1) return json();
   std::string error;
   NeedsSource needs(reader);
   const double t0 = model::steady_seconds();
