@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "checkpoint/posix_file.hpp"
@@ -140,6 +141,17 @@ namespace {
 // the processor's cache, and the kernel's readahead brings the next meanwhile.
 constexpr std::size_t kChunk = std::size_t{4} << 20;
 
+// Waits until another rank of the host has read a shard into the page cache (read_once.hpp).
+void wait_ready(const int* ready, const std::string& path, const std::string& what) {
+  int v = 0;
+  while ((v = __atomic_load_n(ready, __ATOMIC_ACQUIRE)) == 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  if (v != 1)
+    throw std::runtime_error("checkpoint: '" + path + "': " + what +
+                             ": the rank of this host that reads it could not (its message says "
+                             "why)");
+}
+
 }  // namespace
 
 const posix::InFile& Reader::file(const std::string& name) const {
@@ -154,7 +166,9 @@ std::string Reader::read_hashed(std::size_t s, std::byte* out, bool reuse) const
   const ShardRecord& r = *shards_[s];
   const posix::InFile& f = file(r.file);
   const std::string what = shard_label(r.shard.tensor.name, r);
-  const bool cache = s < host_cached_.size() && host_cached_[s];
+  const auto h = host_cached_.find(s);
+  const bool cache = h != host_cached_.end();
+  if (cache && h->second) wait_ready(h->second, f.path(), what);
   const auto bytes = static_cast<std::size_t>(r.bytes);
   Checksum sum;
   for (std::size_t at = 0; at < bytes; at += kChunk) {
@@ -194,10 +208,15 @@ void Reader::read_for_host(std::size_t s) const {
   check(s, read_hashed(s, bounce_.data(), true));
 }
 
-void Reader::in_host_cache(std::size_t s) const {
+void Reader::in_host_cache(std::size_t s, const int* ready) const {
   (void)shards_.at(s);  // in range
-  host_cached_.resize(shards_.size(), 0);
-  host_cached_[s] = 1;
+  host_cached_[s] = ready;
+}
+
+void Reader::count(const Reader& other) const {
+  bytes_read_ += other.bytes_read_;
+  times_.storage_s += other.times_.storage_s;
+  times_.verify_s += other.times_.verify_s;
 }
 
 bool Reader::host_cache_readable() const {

@@ -83,7 +83,11 @@ class Reader {
   // host): its reads take the page cache's bytes without any storage access (preadv2
   // RWF_NOWAIT), and read from storage only what is no longer there (then counted in
   // bytes_read() and reread_bytes()). Verified as ever.
-  void in_host_cache(std::size_t s) const;
+  // `ready` (memory the host's ranks share, read_once.hpp): wait until it is 1 (read and
+  // verified there) first; 2: the reading rank failed (throws naming the file and tensor).
+  void in_host_cache(std::size_t s, const int* ready = nullptr) const;
+  // Adds another Reader's reads of the same folder (a thread's: read_once.hpp) to these figures.
+  void count(const Reader& other) const;
   // Whether the data files' file system serves reads from the page cache only (RWF_NOWAIT).
   bool host_cache_readable() const;
   // Bytes copied from the host's page cache for shards in_host_cache() (no storage access), and
@@ -120,7 +124,7 @@ class Reader {
   mutable std::unordered_map<std::size_t, std::vector<std::byte>> owned_;
   mutable std::list<std::pair<std::size_t, std::vector<std::byte>>> cache_;
   mutable std::unordered_map<std::string, std::unique_ptr<posix::InFile>> files_;
-  mutable std::vector<char> host_cached_;  // per shard: read into the host's page cache
+  mutable std::unordered_map<std::size_t, const int*> host_cached_;  // in the host's page cache
   mutable std::vector<std::byte> bounce_;  // read_for_host's buffer
   mutable std::size_t cached_bytes_ = 0, reread_bytes_ = 0;
   mutable std::size_t cache_bytes_ = 0;
