@@ -167,6 +167,11 @@ Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
 
 }  // namespace
 
+std::string first_error(MPI_Comm comm, const std::string& error, const WaitFunction& wait) {
+  const int failed = first_failure(comm, !error.empty(), wait);
+  return failed < 0 ? "" : message_of(comm, failed, error, wait);
+}
+
 namespace {
 
 std::vector<std::size_t> plan_of(const std::vector<int>& plan, int rank) {

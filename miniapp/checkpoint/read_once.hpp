@@ -88,6 +88,10 @@ struct ReadOnce {
 std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
                                 const std::vector<std::size_t>& shard_bytes);
 
+// Collective over `comm`: the `error` of its lowest rank with one, on every rank ("" when none):
+// the reading rank's own message (the file, the tensor) where others only waited for it.
+std::string first_error(MPI_Comm comm, const std::string& error, const WaitFunction& wait);
+
 // Collective over `comm` (every rank of it calls, with the same checkpoint folder open): see the
 // top of this file. `needed` are this rank's shard numbers (Reader::shards_of), sorted, a shard
 // it will read twice named twice (then it is read here and kept). `share`: how the ranks of a

@@ -485,6 +485,10 @@ void say_auto_cadence(const json& a, int rank) {
 
 namespace {
 
+void wait_world(int n, MPI_Request* q, const char* what, MPI_Comm comm) {
+  parallel::watchdog::wait_all(n, q, what, "world", comm);
+}
+
 // Read once (docs/checkpoint.md): on several ranks, which saved shards each rank's pieces need
 // (a first pass over the trainer's pieces), each read by one rank and given to the others
 // (checkpoint/read_once.hpp): `once` holds what the ranks of a host share, if anything, and the
@@ -507,12 +511,7 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer,
   const double needs_s = model::steady_seconds() - t0;
   checkpoint::ReadOnce& r = once;
   try {
-    r = checkpoint::read_once(
-        MPI_COMM_WORLD, reader, needs.needed(),
-        [](int n, MPI_Request* q, const char* what, MPI_Comm comm) {
-          parallel::watchdog::wait_all(n, q, what, "world", comm);
-        },
-        share);
+    r = checkpoint::read_once(MPI_COMM_WORLD, reader, needs.needed(), wait_world, share);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -541,10 +540,10 @@ json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
     error = e.what();
   }
   reader.forget_kept();  // then the host's shared memory ends, on every rank together
-  if (once.reads) {  // the reads for the host: their own message before a waiting rank's
-    const std::string own = once.reads->finish(reader);
-    if (!own.empty()) error = own;
-  }
+  // The reads for the host: the reading rank's own message before a waiting rank's.
+  std::string own = once.reads ? once.reads->finish(reader) : "";
+  if (!shared.empty()) own = checkpoint::first_error(MPI_COMM_WORLD, own, wait_world);
+  if (!own.empty()) error = own;
   once.memory.reset();
   agree(error, "agree on the checkpoint's contents");
   if (!shared.empty()) shared["assemble_s"] = spread(model::steady_seconds() - t0);
