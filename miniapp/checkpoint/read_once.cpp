@@ -4,8 +4,8 @@
 #include "checkpoint/read_once.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -365,7 +365,8 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
   const Layout l = layout_of(host, needers, plan, sizes);
   ReadOnce out;
   out.memory = host_memory(host, l, rank, wait);
-  int* ready = host.via_cache && out.memory ? reinterpret_cast<int*>(out.memory->slice(0)) : nullptr;
+  int* ready =
+      host.via_cache && out.memory ? reinterpret_cast<int*>(out.memory->slice(0)) : nullptr;
   // What this rank reads: the shards it was given that another rank needs too, or that it names
   // twice, in file order; those only the ranks of its host need, through the page cache, on a
   // thread (`later`) while the caller's second pass runs. The shards only it needs, once, are

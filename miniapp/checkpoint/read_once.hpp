@@ -2,11 +2,13 @@
 // communicator. Every rank names the saved shards it will read (Reader::shards_of for each of
 // its regions); a shard that several ranks need (ZeRO-0 replicas, tensors replicated over tensor
 // parallelism, the whole master copies a ZeRO 1-2 rank loads) is read from storage and verified
-// by one of them and given to the others: through memory the ranks of a host share (an MPI
-// shared-memory window: no copy) to those on its host, over the communicator to the others.
-// Afterwards each rank's Reader holds every such shard it named (Reader::keep, keep_view), so its
-// reads make no further storage access; a shard only one rank needs, once, is left to that rank's
-// own read (straight into its buffer: Reader::read_into).
+// by one of them and given to the others: through memory the ranks of a host share to those on
+// its host (the page cache: it reads the shard on a thread, HostReads, and they read the same
+// bytes from the cache; else an MPI shared-memory window), over the communicator to the others.
+// Afterwards each rank's Reader holds every such shard it named, or knows it is in the page cache
+// (Reader::keep, keep_view, in_host_cache), so its reads make no further storage access; a shard
+// only one rank needs, once, is left to that rank's own read (straight into its buffer:
+// Reader::read_into).
 #pragma once
 
 #include <mpi.h>
@@ -24,10 +26,11 @@ namespace paraxis::checkpoint {
 
 struct ReadOnceStats {
   std::size_t read_bytes = 0;      // this rank: read from storage (and verified) for others too
-  std::size_t shared_bytes = 0;    // this rank: of those, read into its host's shared memory
+  std::size_t shared_bytes = 0;    // this rank: of those, read for its host (page cache, window)
   std::size_t received_bytes = 0;  // this rank: received from the rank that read them
   std::size_t sent_bytes = 0;      // this rank: sent to ranks that need what it read
-  double read_s = 0;               // this rank: reading and verifying its shards
+  double read_s = 0;               // this rank: reading and verifying its shards before the
+                                   // second pass (its HostReads thread's run during it)
   double exchange_s = 0;           // this rank: the sends and receives
 };
 

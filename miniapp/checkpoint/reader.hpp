@@ -110,7 +110,7 @@ class Reader {
   const std::byte* fetch(std::size_t s, std::vector<std::byte>& buf) const;
   void read_verified(std::size_t s, std::byte* out) const;
   std::string read_hashed(std::size_t s, std::byte* out, bool reuse) const;
-  void check(std::size_t s, const std::string& sum) const;  // throws naming the file, tensor
+  void check(std::size_t s, const std::string& sum) const;   // throws naming the file, tensor
   const posix::InFile& file(const std::string& name) const;  // opened once
 
   std::string folder_;
@@ -125,7 +125,7 @@ class Reader {
   mutable std::list<std::pair<std::size_t, std::vector<std::byte>>> cache_;
   mutable std::unordered_map<std::string, std::unique_ptr<posix::InFile>> files_;
   mutable std::unordered_map<std::size_t, const int*> host_cached_;  // in the host's page cache
-  mutable std::vector<std::byte> bounce_;  // read_for_host's buffer
+  mutable std::vector<std::byte> bounce_;                            // read_for_host's buffer
   mutable std::size_t cached_bytes_ = 0, reread_bytes_ = 0;
   mutable std::size_t cache_bytes_ = 0;
   std::size_t cache_limit_ = std::size_t{256} << 20;
