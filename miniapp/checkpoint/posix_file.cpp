@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
 
 #include "io/checked_file.hpp"
 
@@ -59,6 +61,10 @@ InFile::~InFile() {
 
 namespace {
 
+// Tries of a read from the page cache only that finds a page locked, before it is read from
+// storage (about 10 ms in all).
+constexpr int kBusyTries = 200;
+
 // One pread(2) or, `cached` only, preadv2(2) with RWF_NOWAIT: -1 with errno as they set it.
 ssize_t read_once_at(int fd, char* p, std::size_t n, off_t at, bool cached) {
   if (!cached) return ::pread(fd, p, n, at);
@@ -73,14 +79,22 @@ std::size_t InFile::read(std::int64_t offset, std::size_t bytes, void* out, cons
   char* p = static_cast<char*>(out);
   std::size_t done = 0, stored = 0;
   bool cached = cache_first;
+  int busy = 0;  // EAGAIN in a row
   while (done < bytes) {
     const ssize_t n =
         read_once_at(fd_, p + done, bytes - done, offset + static_cast<off_t>(done), cached);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && cached && errno == EAGAIN && ++busy < kBusyTries) {
+      // Cached but briefly locked (a page another thread reads too, e.g. the file's last, only
+      // partly up to date): try again before counting it as gone from the cache.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
     if (n < 0 && cached && (errno == EAGAIN || errno == EOPNOTSUPP)) {
       cached = false;  // the rest is not (all) in the page cache: from storage
       continue;
     }
+    busy = 0;
     if (n < 0) fail("read " + what + " from", path_, errno);
     if (n == 0 && cached) {  // at the end of what is cached, or of the file: ask storage
       cached = false;

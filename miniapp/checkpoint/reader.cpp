@@ -141,11 +141,21 @@ namespace {
 // the processor's cache, and the kernel's readahead brings the next meanwhile.
 constexpr std::size_t kChunk = std::size_t{4} << 20;
 
-// Waits until another rank of the host has read a shard into the page cache (read_once.hpp).
+// Waits until another rank of the host has read a shard into the page cache (read_once.hpp); a
+// rank that gives no sign for this long (it died, or its storage hangs) is an error, not a hang.
+constexpr double kReadyTimeout_s = 600;
+
 void wait_ready(const int* ready, const std::string& path, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
   int v = 0;
-  while ((v = __atomic_load_n(ready, __ATOMIC_ACQUIRE)) == 0)
+  while ((v = __atomic_load_n(ready, __ATOMIC_ACQUIRE)) == 0) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+        kReadyTimeout_s)
+      throw std::runtime_error("checkpoint: '" + path + "': " + what +
+                               ": the rank of this host that reads it gave no sign for " +
+                               std::to_string(static_cast<int>(kReadyTimeout_s)) + " s");
+  }
   if (v != 1)
     throw std::runtime_error("checkpoint: '" + path + "': " + what +
                              ": the rank of this host that reads it could not (its message says "
