@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/posix_file.hpp"
 #include "checkpoint/reader.hpp"
 #include "checkpoint/writer.hpp"
 
@@ -209,6 +210,45 @@ TEST(checkpoint_storage, a_shard_cut_by_several_regions_is_read_once) {
   uncached.set_cache_limit(0);
   for (std::int64_t row = 0; row < 4; ++row) uncached.read(Shard{kW, {row, 0}, {1, 9}});
   EXPECT_EQ(uncached.bytes_read(), 4 * once);
+  barrier();
+}
+
+// Read once through the host's page cache (checkpoint/read_once.hpp): what one Reader read for
+// the host (read_for_host) another Reader of the folder reads from the page cache, bitwise, and
+// from storage only what has left the cache (counted as such: dropped here on purpose); the
+// bytes are verified again, so a file changed after the first read is refused.
+TEST(checkpoint_storage, a_shard_read_for_the_host_comes_from_the_page_cache_verified) {
+  const std::string root = root_for("host-cache");
+  save(root, 3);
+  const std::string folder = Reader::resolve(root);
+  const Reader first(folder);
+  if (!first.host_cache_readable()) GTEST_SKIP() << "reads from the page cache only: unsupported";
+  for (std::size_t s = 0; s < first.shard_count(); ++s) first.read_for_host(s);
+  EXPECT_EQ(first.bytes_read(), first.bytes());
+  for (const bool dropped : {false, true}) {
+    if (dropped)
+      for (int r = 0; r < ranks(); ++r)
+        paraxis::checkpoint::posix::drop_cached(folder + "/rank-" + std::to_string(r) + ".bin");
+    const Reader second(folder);
+    for (std::size_t s = 0; s < second.shard_count(); ++s) second.in_host_cache(s);
+    EXPECT_EQ(second.read(kW.name), as_bytes(ref_w())) << "dropped " << dropped;
+    EXPECT_EQ(second.cached_bytes() + second.reread_bytes(), 36 * sizeof(double));
+    EXPECT_EQ(second.bytes_read(), second.reread_bytes()) << "storage only for what left";
+  }
+  barrier();
+  std::size_t w = 0;  // a shard of the weight
+  while (first.shard(w).shard.tensor.name != kW.name) ++w;
+  const std::string file = folder + "/" + first.shard(w).file;
+  if (rank() == 0) {  // a byte changed through the page cache, after the first read
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(first.shard(w).byte_offset + 3);
+    f.put('\x5a');
+  }
+  barrier();
+  const Reader third(folder);
+  third.in_host_cache(w);
+  const std::string e = error_of([&] { third.read_shard(w); });
+  EXPECT_TRUE(contains(e, file) && contains(e, "'layer.0.w'") && contains(e, "checksum")) << e;
   barrier();
 }
 

@@ -230,10 +230,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> matrix_layouts(int
 
 // Same layout, through the checkpoint files and the read-once rule (driver::load_pieces): the
 // resumed run is bitwise the uninterrupted one, and the ranks together read every saved byte
-// from storage exactly once; `share_host`: the ranks of the host share what they read through
-// memory, else every shard travels in messages (as between hosts).
+// from storage exactly once; `share`: how the ranks of the host share what they read (the page
+// cache, the shared-memory window, or nothing: every shard travels in messages, as between hosts).
 void expect_read_once_resume(const std::vector<std::string>& set, const std::string& what,
-                             bool share_host) {
+                             checkpoint::HostShare share) {
   expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
     long id = ::getpid();
     MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
@@ -248,10 +248,10 @@ void expect_read_once_resume(const std::vector<std::string>& set, const std::str
     }
     {
       const checkpoint::Reader reader(folder);
-      const auto got = driver::load_pieces(reader, resumed, share_host);
+      const auto got = driver::load_pieces(reader, resumed, share);
       // Every rank of this test is on one host: through its memory nothing travels in a message;
       // without sharing, nothing goes through shared memory.
-      const char* none = share_host ? "received_bytes" : "shared_bytes";
+      const char* none = share != checkpoint::HostShare::none ? "received_bytes" : "shared_bytes";
       EXPECT_EQ(got.at(none).at("max").get<double>(), 0.0) << what << ": " << got.dump();
       unsigned long long read = reader.bytes_read();
       MPI_Allreduce(MPI_IN_PLACE, &read, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -265,15 +265,22 @@ void expect_read_once_resume(const std::vector<std::string>& set, const std::str
 }  // namespace
 
 // The read-once rule on every layout of the matrix (label checkpoint: 2 and 4 ranks, fp64),
-// through the host's shared memory; every other layout also through messages only.
+// through the host's page cache (where the file system allows it, else the window); every other
+// layout also through messages only, the rest also through the shared-memory window.
 TEST(checkpoint_read_once, every_layout_resumes_bitwise_through_files) {
   const int w = ptest::world_size();
   if (w != 2 && w != 4) GTEST_SKIP() << "the matrix has layouts for 2 and 4 ranks";
   const auto layouts = matrix_layouts(w);
   for (std::size_t i = 0; i < layouts.size(); ++i) {
-    expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (shared memory)", true);
+    using checkpoint::HostShare;
+    expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (host memory)",
+                            HostShare::memory);
     if (i % 2 == 1)
-      expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (messages)", false);
+      expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (messages)",
+                              HostShare::none);
+    else
+      expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (window)",
+                              HostShare::window);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 
@@ -176,11 +177,35 @@ std::string coverage_error(const TensorInfo& tensor, const std::vector<Shard>& s
   return "";
 }
 
-std::string checksum(const void* data, std::size_t bytes) {
-  const XXH64_hash_t h = XXH3_64bits(data, bytes);
+namespace {
+
+std::string hex_of(XXH64_hash_t h) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+}  // namespace
+
+std::string checksum(const void* data, std::size_t bytes) {
+  return hex_of(XXH3_64bits(data, bytes));
+}
+
+Checksum::Checksum() : state_(XXH3_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+
+Checksum::~Checksum() {
+  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
+}
+
+void Checksum::update(const void* data, std::size_t bytes) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, bytes);
+}
+
+std::string Checksum::hex() const {
+  return hex_of(XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)));
 }
 
 }  // namespace paraxis::checkpoint

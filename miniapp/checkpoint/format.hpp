@@ -78,4 +78,19 @@ std::string to_string(const std::vector<std::int64_t>& v);
 // The 64-bit XXH3 checksum of the bytes, as 16 lower-case hex digits.
 std::string checksum(const void* data, std::size_t bytes);
 
+// The same checksum taken piece by piece (a shard read in chunks, each hashed while it is still
+// in the processor's cache): update() with consecutive pieces, then hex() of all of them.
+class Checksum {
+ public:
+  Checksum();
+  ~Checksum();
+  Checksum(const Checksum&) = delete;
+  Checksum& operator=(const Checksum&) = delete;
+  void update(const void* data, std::size_t bytes);
+  std::string hex() const;
+
+ private:
+  void* state_;  // XXH3_state_t, kept out of this header
+};
+
 }  // namespace paraxis::checkpoint

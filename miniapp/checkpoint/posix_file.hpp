@@ -32,6 +32,29 @@ class OutFile {
 // be opened or ends before offset + bytes (`what` says whose bytes, for the message).
 void read_at(const std::string& path, std::int64_t offset, std::size_t bytes, void* out,
              const std::string& what);
+// A data file open for reading (closed with the object).
+class InFile {
+ public:
+  explicit InFile(std::string path);  // throws naming the file when it cannot be opened
+  ~InFile();
+  InFile(const InFile&) = delete;
+  InFile& operator=(const InFile&) = delete;
+  const std::string& path() const { return path_; }
+  // Reads `bytes` bytes at `offset` into `out` (throws naming the file when it ends before
+  // offset + bytes; `what` says whose bytes). `cache_first`: takes what the host's page cache
+  // holds without any storage access (preadv2 RWF_NOWAIT), then reads the rest from storage.
+  // Returns the bytes that came from storage (all of them without `cache_first`).
+  std::size_t read(std::int64_t offset, std::size_t bytes, void* out, const std::string& what,
+                   bool cache_first = false) const;
+  // Whether reads of this file may ask for the page cache only (RWF_NOWAIT): false where the
+  // file system refuses the flag (EOPNOTSUPP).
+  bool cache_reads() const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // Drops the page cache of a file's pages (posix_fadvise DONTNEED; advice: never an error).
 void drop_cached(const std::string& path);
 // The size of a file, or -1 when it does not exist (other errors throw).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -93,9 +94,10 @@ struct Host {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<char> on_host;
   std::vector<int> members;
+  bool via_cache = false;  // the host's page cache, not a shared-memory window
 };
 
-Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
+Host host_of(MPI_Comm comm, const Reader& reader, HostShare share, const WaitFunction& wait) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -103,7 +105,7 @@ Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
   h.on_host.assign(static_cast<std::size_t>(size), 0);
   h.on_host[static_cast<std::size_t>(rank)] = 1;
   h.members = {rank};
-  if (!share) return h;
+  if (share == HostShare::none) return h;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &h.comm);
   int n = 1;
   MPI_Comm_size(h.comm, &n);
@@ -112,15 +114,26 @@ Host host_of(MPI_Comm comm, bool share, const WaitFunction& wait) {
   MPI_Iallgather(&rank, 1, MPI_INT, h.members.data(), 1, MPI_INT, h.comm, &r);
   wait(1, &r, "checkpoint read-once: the ranks of this host", h.comm);
   for (const int m : h.members) h.on_host[static_cast<std::size_t>(m)] = 1;
+  int cache = 0;
+  try {
+    cache = share == HostShare::memory && reader.host_cache_readable() ? 1 : 0;
+  } catch (const std::exception&) {  // the reads themselves say what is wrong
+  }
+  MPI_Iallreduce(MPI_IN_PLACE, &cache, 1, MPI_INT, MPI_MIN, h.comm, &r);
+  wait(1, &r, "checkpoint read-once: how this host shares what it reads", h.comm);
+  h.via_cache = cache == 1;
   return h;
 }
 
-// Where each shard read on this host for another rank of it lies in the host's shared memory:
-// the reader's host rank and the offset in its slice (-1: not in shared memory); `bytes` per
-// host rank. Every rank of the host computes the same from the same plan.
+// How each shard read on this host for another rank of it reaches them: through the host's page
+// cache (`cached`: the others read the same bytes of the file again, from memory), or where it
+// lies in the host's shared-memory window: the reader's host rank and the offset in its slice
+// (owner -1: not in the window); `bytes` per host rank. `off_host`: a needer on another host.
+// Every rank of the host computes the same from the same plan.
 struct Layout {
   std::vector<int> owner;
   std::vector<std::size_t> offset, bytes;
+  std::vector<char> cached, off_host;
 };
 
 Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
@@ -129,13 +142,20 @@ Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
   l.owner.assign(plan.size(), -1);
   l.offset.assign(plan.size(), 0);
   l.bytes.assign(h.members.size(), 0);
+  l.cached.assign(plan.size(), 0);
+  l.off_host.assign(plan.size(), 0);
   for (std::size_t s = 0; s < plan.size(); ++s) {
     const int r = plan[s];
+    for (const int n : needers[s]) l.off_host[s] |= !h.on_host[static_cast<std::size_t>(n)];
     if (r < 0 || !h.on_host[static_cast<std::size_t>(r)]) continue;
     const bool peer = std::any_of(needers[s].begin(), needers[s].end(), [&](int n) {
       return n != r && h.on_host[static_cast<std::size_t>(n)];
     });
     if (!peer) continue;
+    if (h.via_cache) {
+      l.cached[s] = 1;
+      continue;
+    }
     const auto i = static_cast<std::size_t>(std::find(h.members.begin(), h.members.end(), r) -
                                             h.members.begin());
     l.owner[s] = static_cast<int>(i);
@@ -143,6 +163,22 @@ Layout layout_of(const Host& h, const std::vector<std::vector<int>>& needers,
     l.bytes[i] += (sizes[s] + 63) / 64 * 64;  // cache-line aligned
   }
   return l;
+}
+
+}  // namespace
+
+std::string first_error(MPI_Comm comm, const std::string& error, const WaitFunction& wait) {
+  const int failed = first_failure(comm, !error.empty(), wait);
+  return failed < 0 ? "" : message_of(comm, failed, error, wait);
+}
+
+namespace {
+
+std::vector<std::size_t> plan_of(const std::vector<int>& plan, int rank) {
+  std::vector<std::size_t> out;
+  for (std::size_t s = 0; s < plan.size(); ++s)
+    if (plan[s] == rank) out.push_back(s);
+  return out;
 }
 
 }  // namespace
@@ -171,20 +207,21 @@ std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
 
 namespace {
 
-// The shards this rank reads for others (or for itself twice), in file order: read and verified
-// into the host's shared memory or a buffer of their own. Returns this rank's error, "" for none.
+// The shards this rank reads now for others (or for itself twice), in file order, read and
+// verified: into the host's shared-memory window, or into a buffer of their own (to send, or to
+// keep; the ranks of its host then find them in the page cache). Returns this rank's error, ""
+// for none.
 std::string read_mine(const Reader& reader, const std::vector<std::size_t>& mine, const Layout& l,
                       const HostMemory* memory, std::vector<std::vector<std::byte>>& data,
                       ReadOnceStats& stats) {
   try {
     for (const std::size_t s : mine) {
       const auto bytes = static_cast<std::size_t>(reader.shard(s).bytes);
-      if (l.owner[s] >= 0) {
+      if (l.owner[s] >= 0)
         reader.read_shard_into(s, memory->slice(l.owner[s]) + l.offset[s]);
-        stats.shared_bytes += bytes;
-      } else {
+      else
         data[s] = reader.read_shard(s);
-      }
+      if (l.owner[s] >= 0 || l.cached[s]) stats.shared_bytes += bytes;
       stats.read_bytes += bytes;
     }
   } catch (const std::exception& e) {
@@ -215,11 +252,12 @@ void exchange(MPI_Comm comm, const Host& h, const std::vector<std::vector<int>>&
       continue;
     if (plan[s] == rank) {
       for (const int peer : who)
-        if (peer != rank && !(l.owner[s] >= 0 && h.on_host[static_cast<std::size_t>(peer)])) {
+        if (peer != rank &&
+            !((l.owner[s] >= 0 || l.cached[s]) && h.on_host[static_cast<std::size_t>(peer)])) {
           post(requests, true, where(s, l, memory, data), sizes[s], peer, tag_of(s), comm);
           stats.sent_bytes += sizes[s];
         }
-    } else if (l.owner[s] < 0) {
+    } else if (l.owner[s] < 0 && !l.cached[s]) {
       data[s].resize(sizes[s]);
       post(requests, false, data[s].data(), sizes[s], plan[s], tag_of(s), comm);
       stats.received_bytes += sizes[s];
@@ -256,8 +294,65 @@ void HostMemory::sync() const {
   MPI_Win_sync(win_);
 }
 
+HostReads::HostReads(std::string folder, std::vector<std::size_t> shards, int* ready) {
+  thread_ = std::thread([this, folder = std::move(folder), shards = std::move(shards), ready] {
+    std::size_t done = 0;
+    try {
+      own_ = std::make_unique<Reader>(folder);
+      for (; done < shards.size(); ++done) {
+        own_->read_for_host(shards[done]);
+        __atomic_store_n(ready + shards[done], 1, __ATOMIC_RELEASE);
+      }
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      for (; done < shards.size(); ++done)  // nobody waits for them in vain
+        __atomic_store_n(ready + shards[done], 2, __ATOMIC_RELEASE);
+    }
+  });
+}
+
+HostReads::~HostReads() {
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string HostReads::finish(const Reader& reader) {
+  if (thread_.joinable()) thread_.join();
+  if (own_) reader.count(*own_);
+  own_.reset();
+  return error_;
+}
+
+namespace {
+
+// The host's shared memory: the window's slices, or (through the page cache) one mark per shard
+// on host rank 0, all 0 (not read yet) once every rank of the host is here; none without either.
+std::unique_ptr<HostMemory> host_memory(Host& host, const Layout& l, int rank,
+                                        const WaitFunction& wait) {
+  const auto me = static_cast<std::size_t>(
+      std::find(host.members.begin(), host.members.end(), rank) - host.members.begin());
+  bool marks = false;
+  for (std::size_t s = 0; s < l.cached.size(); ++s) marks |= l.cached[s] && !l.off_host[s];
+  if (std::accumulate(l.bytes.begin(), l.bytes.end(), std::size_t{0}) > 0)
+    return std::make_unique<HostMemory>(host.comm, l.bytes[me]);
+  if (!marks) {
+    if (host.comm != MPI_COMM_NULL) MPI_Comm_free(&host.comm);
+    return nullptr;
+  }
+  const std::size_t bytes = me == 0 ? l.cached.size() * sizeof(int) : 0;
+  auto m = std::make_unique<HostMemory>(host.comm, bytes);
+  if (bytes > 0) std::memset(m->slice(0), 0, bytes);
+  m->sync();
+  MPI_Request r;
+  MPI_Ibarrier(m->comm(), &r);
+  wait(1, &r, "checkpoint read-once: the host's marks of read shards", m->comm());
+  m->sync();
+  return m;
+}
+
+}  // namespace
+
 ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
-                   const WaitFunction& wait, bool share_host) {
+                   const WaitFunction& wait, HostShare share) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   const std::size_t shards = reader.shard_count();
@@ -266,34 +361,30 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
   for (std::size_t s = 0; s < shards; ++s)
     sizes[s] = static_cast<std::size_t>(reader.shard(s).bytes);
   const std::vector<int> plan = read_once_plan(needers, sizes);
-  Host host = host_of(comm, share_host, wait);
+  Host host = host_of(comm, reader, share, wait);
   const Layout l = layout_of(host, needers, plan, sizes);
   ReadOnce out;
-  if (std::accumulate(l.bytes.begin(), l.bytes.end(), std::size_t{0}) > 0) {
-    const auto me = static_cast<std::size_t>(
-        std::find(host.members.begin(), host.members.end(), rank) - host.members.begin());
-    out.memory = std::make_unique<HostMemory>(host.comm, l.bytes[me]);
-  } else if (host.comm != MPI_COMM_NULL) {
-    MPI_Comm_free(&host.comm);
+  out.memory = host_memory(host, l, rank, wait);
+  int* ready =
+      host.via_cache && out.memory ? reinterpret_cast<int*>(out.memory->slice(0)) : nullptr;
+  // What this rank reads: the shards it was given that another rank needs too, or that it names
+  // twice, in file order; those only the ranks of its host need, through the page cache, on a
+  // thread (`later`) while the caller's second pass runs. The shards only it needs, once, are
+  // left to the second pass, which reads them straight into the caller's buffers.
+  std::vector<std::size_t> now, later;
+  for (const std::size_t s : reader.in_file_order(plan_of(plan, rank))) {
+    if (needers[s].size() < 2 && std::count(needed.begin(), needed.end(), s) < 2) continue;
+    (ready && l.cached[s] && !l.off_host[s] ? later : now).push_back(s);
   }
-  // What this rank reads here: the shards it was given that another rank needs too, or that it
-  // names twice; in file order, the kernel reading ahead of the verification. The shards only
-  // it needs, once, after them (read in the caller's second pass, straight into its buffers).
-  std::vector<std::size_t> mine, alone;
-  for (std::size_t s = 0; s < shards; ++s) {
-    if (plan[s] != rank) continue;
-    const bool twice = std::count(needed.begin(), needed.end(), s) > 1;
-    (needers[s].size() > 1 || twice ? mine : alone).push_back(s);
-  }
-  mine = reader.in_file_order(std::move(mine));
-  alone = reader.in_file_order(std::move(alone));
-  std::vector<std::size_t> ahead = mine;
-  ahead.insert(ahead.end(), alone.begin(), alone.end());
-  reader.prefetch(ahead);
+  if (!later.empty()) out.reads = std::make_unique<HostReads>(reader.folder(), later, ready);
   ReadOnceStats& stats = out.stats;
+  for (const std::size_t s : later) {
+    stats.shared_bytes += sizes[s];
+    stats.read_bytes += sizes[s];
+  }
   std::vector<std::vector<std::byte>> data(shards);
   const double t0 = MPI_Wtime();
-  const std::string error = read_mine(reader, mine, l, out.memory.get(), data, stats);
+  const std::string error = read_mine(reader, now, l, out.memory.get(), data, stats);
   stats.read_s = MPI_Wtime() - t0;
   if (out.memory) out.memory->sync();
   const int failed = first_failure(comm, !error.empty(), wait);
@@ -304,10 +395,13 @@ ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::s
   exchange(comm, host, needers, plan, sizes, l, out.memory.get(), data, stats, wait);
   stats.exchange_s = MPI_Wtime() - t1;
   for (std::size_t s = 0; s < shards; ++s) {
-    if (l.owner[s] >= 0 && std::binary_search(needed.begin(), needed.end(), s))
+    const bool need = std::binary_search(needed.begin(), needed.end(), s);
+    if (l.owner[s] >= 0 && need)
       reader.keep_view(s, where(s, l, out.memory.get(), data));
     else if (!data[s].empty())
       reader.keep(s, std::move(data[s]));
+    else if (l.cached[s] && need)
+      reader.in_host_cache(s, ready && !l.off_host[s] ? ready + s : nullptr);
   }
   return out;
 }

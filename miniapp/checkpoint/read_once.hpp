@@ -2,11 +2,13 @@
 // communicator. Every rank names the saved shards it will read (Reader::shards_of for each of
 // its regions); a shard that several ranks need (ZeRO-0 replicas, tensors replicated over tensor
 // parallelism, the whole master copies a ZeRO 1-2 rank loads) is read from storage and verified
-// by one of them and given to the others: through memory the ranks of a host share (an MPI
-// shared-memory window: no copy) to those on its host, over the communicator to the others.
-// Afterwards each rank's Reader holds every such shard it named (Reader::keep, keep_view), so its
-// reads make no further storage access; a shard only one rank needs, once, is left to that rank's
-// own read (straight into its buffer: Reader::read_into).
+// by one of them and given to the others: through memory the ranks of a host share to those on
+// its host (the page cache: it reads the shard on a thread, HostReads, and they read the same
+// bytes from the cache; else an MPI shared-memory window), over the communicator to the others.
+// Afterwards each rank's Reader holds every such shard it named, or knows it is in the page cache
+// (Reader::keep, keep_view, in_host_cache), so its reads make no further storage access; a shard
+// only one rank needs, once, is left to that rank's own read (straight into its buffer:
+// Reader::read_into).
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/reader.hpp"
@@ -23,10 +26,11 @@ namespace paraxis::checkpoint {
 
 struct ReadOnceStats {
   std::size_t read_bytes = 0;      // this rank: read from storage (and verified) for others too
-  std::size_t shared_bytes = 0;    // this rank: of those, read into its host's shared memory
+  std::size_t shared_bytes = 0;    // this rank: of those, read for its host (page cache, window)
   std::size_t received_bytes = 0;  // this rank: received from the rank that read them
   std::size_t sent_bytes = 0;      // this rank: sent to ranks that need what it read
-  double read_s = 0;               // this rank: reading and verifying its shards
+  double read_s = 0;               // this rank: reading and verifying its shards before the
+                                   // second pass (its HostReads thread's run during it)
   double exchange_s = 0;           // this rank: the sends and receives
 };
 
@@ -41,15 +45,43 @@ class HostMemory {
   HostMemory& operator=(const HostMemory&) = delete;
   std::byte* slice(int host_rank) const;  // that rank's part
   void sync() const;                      // MPI_Win_sync: this rank's writes visible
+  MPI_Comm comm() const { return host_; }
 
  private:
   MPI_Comm host_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
 };
 
+// How the ranks of a host share what one of them read: `memory`: through the host's page cache
+// (the others read the same file bytes again, from memory only: preadv2 RWF_NOWAIT) where the
+// file system allows it, else through a shared-memory window; `window`: always the window;
+// `none`: messages only, as between hosts.
+enum class HostShare { memory, window, none };
+
+// The shards this rank reads for the ranks of its host through the page cache, read and verified
+// on a thread of its own (no MPI call) while the caller's second pass runs: each shard is marked
+// ready (1) or failed (2) in memory the host's ranks share, which their Readers wait for before
+// taking its bytes from the page cache (Reader::in_host_cache).
+class HostReads {
+ public:
+  HostReads(std::string folder, std::vector<std::size_t> shards, int* ready);
+  ~HostReads();
+  HostReads(const HostReads&) = delete;
+  HostReads& operator=(const HostReads&) = delete;
+  // Waits for the thread; adds its reads to `reader`'s figures (Reader::count) and returns its
+  // error (the file and the tensor), "" for none.
+  std::string finish(const Reader& reader);
+
+ private:
+  std::unique_ptr<Reader> own_;  // the thread's, of the same folder
+  std::string error_;
+  std::thread thread_;
+};
+
 struct ReadOnce {
   ReadOnceStats stats;
-  std::unique_ptr<HostMemory> memory;  // null when no shard went through shared memory
+  std::unique_ptr<HostMemory> memory;  // the window, or the ready marks; null when none
+  std::unique_ptr<HostReads> reads;    // null when this rank reads nothing for its host's cache
 };
 
 // Which rank reads saved shard s: needers[s] is the sorted list of ranks that need it (empty:
@@ -59,15 +91,20 @@ struct ReadOnce {
 std::vector<int> read_once_plan(const std::vector<std::vector<int>>& needers,
                                 const std::vector<std::size_t>& shard_bytes);
 
+// Collective over `comm`: the `error` of its lowest rank with one, on every rank ("" when none):
+// the reading rank's own message (the file, the tensor) where others only waited for it.
+std::string first_error(MPI_Comm comm, const std::string& error, const WaitFunction& wait);
+
 // Collective over `comm` (every rank of it calls, with the same checkpoint folder open): see the
 // top of this file. `needed` are this rank's shard numbers (Reader::shards_of), sorted, a shard
-// it will read twice named twice (then it is read here and kept). `share_host`: the ranks of a
-// host (MPI_COMM_TYPE_SHARED) share what they read through memory; false: only messages. A shard
+// it will read twice named twice (then it is read here and kept). `share`: how the ranks of a
+// host (MPI_COMM_TYPE_SHARED) share what they read (HostShare). A shard
 // that cannot be read or fails its checksum makes every rank throw the same std::runtime_error:
 // the Reader's message on the (lowest) failing rank, naming the file and the tensor.
 // `wait` completes the requests it starts (the driver's watchdog; writer.hpp). Keep the returned
-// memory until the last read of the kept shards, then Reader::forget_kept() and end it.
+// memory until the last read of the kept shards, then Reader::forget_kept(), finish the reads and
+// end the memory.
 ReadOnce read_once(MPI_Comm comm, const Reader& reader, const std::vector<std::size_t>& needed,
-                   const WaitFunction& wait, bool share_host = true);
+                   const WaitFunction& wait, HostShare share = HostShare::memory);
 
 }  // namespace paraxis::checkpoint

@@ -1,9 +1,6 @@
 // Opening, checking and reading a checkpoint folder (reader.hpp).
 #include "checkpoint/reader.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -12,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "checkpoint/posix_file.hpp"
@@ -84,10 +82,6 @@ Reader::Reader(std::string folder) : folder_(std::move(folder)) {
   }
 }
 
-Reader::~Reader() {
-  stop_prefetch();
-}
-
 std::string Reader::resolve(const std::string& given) {
   return resolve_checkpoint(given);
 }
@@ -141,20 +135,104 @@ std::string shard_label(const std::string& tensor, const ShardRecord& r) {
 
 }  // namespace
 
-void Reader::read_verified(std::size_t s, std::byte* out) const {
+namespace {
+
+// Shards are read and hashed in chunks of this size: each chunk is hashed while it is still in
+// the processor's cache, and the kernel's readahead brings the next meanwhile.
+constexpr std::size_t kChunk = std::size_t{4} << 20;
+
+// Waits until another rank of the host has read a shard into the page cache (read_once.hpp); a
+// rank that gives no sign for this long (it died, or its storage hangs) is an error, not a hang.
+constexpr double kReadyTimeout_s = 600;
+
+void wait_ready(const int* ready, const std::string& path, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int v = 0;
+  while ((v = __atomic_load_n(ready, __ATOMIC_ACQUIRE)) == 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+        kReadyTimeout_s)
+      throw std::runtime_error("checkpoint: '" + path + "': " + what +
+                               ": the rank of this host that reads it gave no sign for " +
+                               std::to_string(static_cast<int>(kReadyTimeout_s)) + " s");
+  }
+  if (v != 1)
+    throw std::runtime_error("checkpoint: '" + path + "': " + what +
+                             ": the rank of this host that reads it could not (its message says "
+                             "why)");
+}
+
+}  // namespace
+
+const posix::InFile& Reader::file(const std::string& name) const {
+  auto& f = files_[name];
+  if (!f) f = std::make_unique<posix::InFile>((fs::path(folder_) / name).string());
+  return *f;
+}
+
+// Shard s read chunk by chunk into `out` (`reuse`: each chunk over the last, else one after the
+// other), each chunk hashed as it arrives; returns the checksum of the whole shard.
+std::string Reader::read_hashed(std::size_t s, std::byte* out, bool reuse) const {
   const ShardRecord& r = *shards_[s];
-  const std::string path = (fs::path(folder_) / r.file).string();
+  const posix::InFile& f = file(r.file);
   const std::string what = shard_label(r.shard.tensor.name, r);
-  const double t0 = now_s();
-  posix::read_at(path, r.byte_offset, static_cast<std::size_t>(r.bytes), out, what);
-  const double t1 = now_s();
-  bytes_read_ += static_cast<std::size_t>(r.bytes);
-  const std::string sum = checksum(out, static_cast<std::size_t>(r.bytes));
-  times_.storage_s += t1 - t0;
-  times_.verify_s += now_s() - t1;
+  const auto h = host_cached_.find(s);
+  const bool cache = h != host_cached_.end();
+  if (cache && h->second) wait_ready(h->second, f.path(), what);
+  const auto bytes = static_cast<std::size_t>(r.bytes);
+  Checksum sum;
+  for (std::size_t at = 0; at < bytes; at += kChunk) {
+    const std::size_t n = std::min(kChunk, bytes - at);
+    std::byte* to = reuse ? out : out + at;
+    const double t0 = now_s();
+    const std::size_t stored =
+        f.read(r.byte_offset + static_cast<std::int64_t>(at), n, to, what, cache);
+    const double t1 = now_s();
+    sum.update(to, n);
+    times_.storage_s += t1 - t0;
+    times_.verify_s += now_s() - t1;
+    bytes_read_ += stored;
+    if (cache) {
+      cached_bytes_ += n - stored;
+      reread_bytes_ += stored;
+    }
+  }
+  return sum.hex();
+}
+
+void Reader::check(std::size_t s, const std::string& sum) const {
+  const ShardRecord& r = *shards_[s];
   if (sum != r.checksum)
-    throw std::runtime_error("checkpoint: '" + path + "': " + what + ": checksum " + sum +
+    throw std::runtime_error("checkpoint: '" + file(r.file).path() +
+                             "': " + shard_label(r.shard.tensor.name, r) + ": checksum " + sum +
                              ", the index records " + r.checksum + " (corrupted data)");
+}
+
+void Reader::read_verified(std::size_t s, std::byte* out) const {
+  check(s, read_hashed(s, out, false));
+}
+
+void Reader::read_for_host(std::size_t s) const {
+  const auto bytes = static_cast<std::size_t>(shards_.at(s)->bytes);
+  if (bounce_.size() < std::min(kChunk, bytes)) bounce_.resize(std::min(kChunk, bytes));
+  check(s, read_hashed(s, bounce_.data(), true));
+}
+
+void Reader::in_host_cache(std::size_t s, const int* ready) const {
+  (void)shards_.at(s);  // in range
+  host_cached_[s] = ready;
+}
+
+void Reader::count(const Reader& other) const {
+  bytes_read_ += other.bytes_read_;
+  times_.storage_s += other.times_.storage_s;
+  times_.verify_s += other.times_.verify_s;
+}
+
+bool Reader::host_cache_readable() const {
+  for (const auto& f : index_.files)
+    if (f.bytes > 0) return file(f.name).cache_reads();
+  return true;
 }
 
 std::vector<std::size_t> Reader::in_file_order(std::vector<std::size_t> shards) const {
@@ -290,37 +368,6 @@ void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) c
     throw std::logic_error("checkpoint: tensor '" + saved.name + "': assembled " +
                            std::to_string(filled) + " of " +
                            std::to_string(region.end - region.begin) + " elements");
-}
-
-void Reader::prefetch(std::vector<std::size_t> shards) const {
-  stop_prefetch();
-  stop_ = false;
-  std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> ranges;
-  for (const std::size_t s : shards)
-    ranges.push_back({(fs::path(folder_) / shards_.at(s)->file).string(),
-                      {shards_[s]->byte_offset, shards_[s]->bytes}});
-  prefetcher_ = std::thread([this, ranges = std::move(ranges)] {
-    constexpr std::int64_t kStep = std::int64_t{16} << 20;
-    std::string open_path;
-    int fd = -1;
-    for (const auto& [path, range] : ranges) {
-      if (path != open_path) {
-        if (fd >= 0) ::close(fd);
-        fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        open_path = path;
-      }
-      if (fd < 0) continue;  // the reads themselves say what is wrong
-      for (std::int64_t at = 0; at < range.second && !stop_; at += kStep)
-        ::posix_fadvise(fd, range.first + at, std::min(kStep, range.second - at),
-                        POSIX_FADV_WILLNEED);
-    }
-    if (fd >= 0) ::close(fd);
-  });
-}
-
-void Reader::stop_prefetch() const {
-  stop_ = true;
-  if (prefetcher_.joinable()) prefetcher_.join();
 }
 
 }  // namespace paraxis::checkpoint

@@ -7,22 +7,22 @@
 
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <list>
+#include <memory>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/format.hpp"
 #include "checkpoint/index.hpp"
+#include "checkpoint/posix_file.hpp"
 
 namespace paraxis::checkpoint {
 
-// Where a Reader's time went (seconds, this rank): reading shards from storage (pread) and
-// verifying their checksums. The rest of a resume is assembling the pieces.
+// Where a Reader's time went (seconds, this rank): reading shards (pread: from storage or the
+// page cache) and verifying their checksums. The rest of a resume is assembling the pieces.
 struct ReadTimes {
   double storage_s = 0, verify_s = 0;
 };
@@ -31,7 +31,6 @@ class Reader {
  public:
   // A step-<N> folder (resolve() finds one from a root or `latest`). Throws std::runtime_error.
   explicit Reader(std::string folder);
-  ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
@@ -76,10 +75,25 @@ class Reader {
   // which must stay valid until forget_kept() or the Reader's end.
   void keep_view(std::size_t s, const std::byte* data) const;
   void forget_kept() const;
-  // Asks the kernel to read these shards' bytes ahead (posix_fadvise WILLNEED, in order, from a
-  // thread of its own that makes no MPI call), so that storage works while this rank verifies
-  // and assembles what came before. Advice only: the reads stay checked as ever.
-  void prefetch(std::vector<std::size_t> shards) const;
+  // Read once through the host's page cache (read_once.hpp): shard s read from storage and
+  // verified, through a small buffer of the Reader's, so that the other ranks of this host find
+  // its bytes in the page cache (throws as a read does).
+  void read_for_host(std::size_t s) const;
+  // Shard s was read into this host's page cache (read_for_host, here or on another rank of the
+  // host): its reads take the page cache's bytes without any storage access (preadv2
+  // RWF_NOWAIT), and read from storage only what is no longer there (then counted in
+  // bytes_read() and reread_bytes()). Verified as ever.
+  // `ready` (memory the host's ranks share, read_once.hpp): wait until it is 1 (read and
+  // verified there) first; 2: the reading rank failed (throws naming the file and tensor).
+  void in_host_cache(std::size_t s, const int* ready = nullptr) const;
+  // Adds another Reader's reads of the same folder (a thread's: read_once.hpp) to these figures.
+  void count(const Reader& other) const;
+  // Whether the data files' file system serves reads from the page cache only (RWF_NOWAIT).
+  bool host_cache_readable() const;
+  // Bytes copied from the host's page cache for shards in_host_cache() (no storage access), and
+  // of those, bytes that had left the cache and were read from storage again.
+  std::size_t cached_bytes() const { return cached_bytes_; }
+  std::size_t reread_bytes() const { return reread_bytes_; }
   const ReadTimes& times() const { return times_; }
 
   std::size_t bytes() const;  // data bytes of every shard
@@ -95,7 +109,9 @@ class Reader {
   const std::byte* held(std::size_t s) const;  // kept or cached, else null
   const std::byte* fetch(std::size_t s, std::vector<std::byte>& buf) const;
   void read_verified(std::size_t s, std::byte* out) const;
-  void stop_prefetch() const;
+  std::string read_hashed(std::size_t s, std::byte* out, bool reuse) const;
+  void check(std::size_t s, const std::string& sum) const;   // throws naming the file, tensor
+  const posix::InFile& file(const std::string& name) const;  // opened once
 
   std::string folder_;
   Index index_;
@@ -107,8 +123,10 @@ class Reader {
   mutable std::unordered_map<std::size_t, const std::byte*> kept_;  // owned_ or another's
   mutable std::unordered_map<std::size_t, std::vector<std::byte>> owned_;
   mutable std::list<std::pair<std::size_t, std::vector<std::byte>>> cache_;
-  mutable std::thread prefetcher_;
-  mutable std::atomic<bool> stop_{false};
+  mutable std::unordered_map<std::string, std::unique_ptr<posix::InFile>> files_;
+  mutable std::unordered_map<std::size_t, const int*> host_cached_;  // in the host's page cache
+  mutable std::vector<std::byte> bounce_;                            // read_for_host's buffer
+  mutable std::size_t cached_bytes_ = 0, reread_bytes_ = 0;
   mutable std::size_t cache_bytes_ = 0;
   std::size_t cache_limit_ = std::size_t{256} << 20;
 };

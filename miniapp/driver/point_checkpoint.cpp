@@ -485,20 +485,20 @@ void say_auto_cadence(const json& a, int rank) {
 
 namespace {
 
+void wait_world(int n, MPI_Request* q, const char* what, MPI_Comm comm) {
+  parallel::watchdog::wait_all(n, q, what, "world", comm);
+}
+
 // Read once (docs/checkpoint.md): on several ranks, which saved shards each rank's pieces need
 // (a first pass over the trainer's pieces), each read by one rank and given to the others
-// (checkpoint/read_once.hpp): `memory` holds what the ranks of a host share. On one rank, the
-// kernel reads ahead of the verification. Throws CheckpointError on every rank when a read fails.
-json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer, bool share_host,
-                 std::unique_ptr<checkpoint::HostMemory>& memory) {
+// (checkpoint/read_once.hpp): `once` holds what the ranks of a host share, if anything, and the
+// reads for the host still running. One rank reads everything itself, in the second pass.
+// Throws CheckpointError on every rank when a read fails.
+json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer,
+                 checkpoint::HostShare share, checkpoint::ReadOnce& once) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world == 1) {
-    std::vector<std::size_t> all(reader.shard_count());
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    reader.prefetch(reader.in_file_order(std::move(all)));
-    return json();
-  }
+  if (world == 1) return json();
   std::string error;
   NeedsSource needs(reader);
   const double t0 = model::steady_seconds();
@@ -509,19 +509,13 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer, bool
   }
   agree(error, "agree on the checkpoint's pieces");
   const double needs_s = model::steady_seconds() - t0;
-  checkpoint::ReadOnce r;
+  checkpoint::ReadOnce& r = once;
   try {
-    r = checkpoint::read_once(
-        MPI_COMM_WORLD, reader, needs.needed(),
-        [](int n, MPI_Request* q, const char* what, MPI_Comm comm) {
-          parallel::watchdog::wait_all(n, q, what, "world", comm);
-        },
-        share_host);
+    r = checkpoint::read_once(MPI_COMM_WORLD, reader, needs.needed(), wait_world, share);
   } catch (const std::exception& e) {
     error = e.what();
   }
   agree(error, "agree on the checkpoint's reads");
-  memory = std::move(r.memory);
   const checkpoint::ReadOnceStats& st = r.stats;
   return {{"received_bytes", spread(static_cast<double>(st.received_bytes))},
           {"sent_bytes", spread(static_cast<double>(st.sent_bytes))},
@@ -533,9 +527,10 @@ json read_shared(const checkpoint::Reader& reader, model::Trainer& trainer, bool
 
 }  // namespace
 
-json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer, bool share_host) {
-  std::unique_ptr<checkpoint::HostMemory> memory;
-  json shared = read_shared(reader, trainer, share_host, memory);
+json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
+                 checkpoint::HostShare share) {
+  checkpoint::ReadOnce once;
+  json shared = read_shared(reader, trainer, share, once);
   std::string error;
   const double t0 = model::steady_seconds();
   try {
@@ -545,7 +540,11 @@ json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer, bool
     error = e.what();
   }
   reader.forget_kept();  // then the host's shared memory ends, on every rank together
-  memory.reset();
+  // The reads for the host: the reading rank's own message before a waiting rank's.
+  std::string own = once.reads ? once.reads->finish(reader) : "";
+  if (!shared.empty()) own = checkpoint::first_error(MPI_COMM_WORLD, own, wait_world);
+  if (!own.empty()) error = own;
+  once.memory.reset();
   agree(error, "agree on the checkpoint's contents");
   if (!shared.empty()) shared["assemble_s"] = spread(model::steady_seconds() - t0);
   return shared;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "checkpoint/read_once.hpp"
 #include "checkpoint/reader.hpp"
 #include "deck/run_config.hpp"
 #include "driver/checkpoint_claim.hpp"
@@ -82,11 +83,11 @@ void say_auto_cadence(const nlohmann::json& cadence, int rank);
 // Collective over MPI_COMM_WORLD: loads this rank's pieces of an open checkpoint into the
 // trainer (its step count set to the checkpoint's) under the read-once rule (docs/checkpoint.md):
 // on several ranks each saved shard is read from storage by one rank that needs it and given to
-// the others (through the host's shared memory, `share_host`, else messages). Returns
+// the others (`share`: through the host's memory, else messages, read_once.hpp). Returns
 // {received_bytes, sent_bytes, shared_bytes, needs_s, read_s, exchange_s, assemble_s} per rank
 // {min, mean, max} (null on one rank). Throws CheckpointError (exit code 2) on every rank.
 nlohmann::json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
-                           bool share_host = true);
+                           checkpoint::HostShare share = checkpoint::HostShare::memory);
 
 // Collective over MPI_COMM_WORLD: resolves `where` (a step folder, a root, or "latest": the
 // newest complete checkpoint under this point's root), refuses a checkpoint whose configuration
