@@ -232,7 +232,11 @@ void gather_rows(const ExecSpace& space, const XV& X, const IV& index, int rows,
       Kokkos::parallel_for(k, Kokkos::RangePolicy<ExecSpace>(space, 0, rows), [=](const int i) {
         const auto x = detail::row_ptr(X, index(i));
         const auto y = detail::row_ptr(Y, i);
-        for (int j = 0; j < C; ++j) y[j] = static_cast<TY>(static_cast<A>(x[j]));
+        if constexpr (std::is_same_v<TY, value_t<XV>>) {
+          for (int j = 0; j < C; ++j) y[j] = x[j];  // one type: a copy (bf16 sNaN kept)
+        } else {
+          detail::store_row(y, C, [=](int j) { return static_cast<A>(x[j]); });
+        }
       });
       return;
     }
