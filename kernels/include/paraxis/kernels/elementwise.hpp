@@ -11,6 +11,8 @@
 // on both (math::vexp).
 #pragma once
 
+#include <cstring>
+
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
 #include "paraxis/kernels/row_lanes.hpp"
@@ -233,7 +235,9 @@ void gather_rows(const ExecSpace& space, const XV& X, const IV& index, int rows,
         const auto x = detail::row_ptr(X, index(i));
         const auto y = detail::row_ptr(Y, i);
         if constexpr (std::is_same_v<TY, value_t<XV>>) {
-          for (int j = 0; j < C; ++j) y[j] = x[j];  // one type: a copy (bf16 sNaN kept)
+          // One type: a copy (a bf16 signalling NaN kept). memcpy: GCC 12 left the loop over
+          // bf16 structs scalar here (0.30 ns an element, fp32 0.13).
+          std::memcpy(static_cast<void*>(y), static_cast<const void*>(x), C * sizeof(TY));
         } else {
           detail::store_row(y, C, [=](int j) { return static_cast<A>(x[j]); });
         }
