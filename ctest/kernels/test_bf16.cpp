@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "paraxis/kernels/bf16.hpp"
+#include "paraxis/kernels/row_lanes.hpp"
 
 using paraxis::bf16;
 
@@ -82,4 +84,31 @@ TEST(bf16, every_upper_half_rounds_as_defined) {
     if (bf16::round_from_float(from_bits32(u)) != want && wrong++ == 0) first = u;
   }
   EXPECT_EQ(wrong, 0u) << "first at bits 0x" << std::hex << first;
+}
+
+// The host rows' block store (row_lanes.hpp store_row: vcvtne2ps2bf16 where the build targets
+// AVX512-BF16, which reads subnormals as zero) is bitwise the scalar rounding: the same 786,432
+// patterns stored 32 at a time, blocks of every kind (a subnormal among normal values included),
+// plus a row whose length is not a multiple of 32 (the tail).
+TEST(bf16, row_store_rounds_as_scalar) {
+  constexpr std::uint32_t n = (1u << 16) * 12u + 7u;
+  std::vector<float> in(n);
+  for (std::uint32_t b = 0; b < n; ++b) {
+    static const std::uint32_t lows[12] = {0x0000u, 0x0001u, 0x3fffu, 0x7ffeu, 0x7fffu, 0x8000u,
+                                           0x8001u, 0x8002u, 0xbfffu, 0xc000u, 0xfffeu, 0xffffu};
+    // Interleave upper halves so most blocks mix subnormal-free and arbitrary values.
+    const std::uint32_t hi = (b / 12u * 40503u) & 0xffffu;
+    in[b] = from_bits32((hi << 16) | lows[b % 12u]);
+  }
+  in[64] = from_bits32(0x00000001u);  // a block of normal values but one subnormal
+  for (std::uint32_t j = 96; j < 128; ++j) in[j] = 1.0f + static_cast<float>(j) / 256.0f;
+  std::vector<bf16> out(n);
+  paraxis::kernels::detail::store_row(out.data(), static_cast<int>(n),
+                                      [&](int k) { return in[k]; });
+  unsigned long long wrong = 0;
+  std::uint32_t first = 0;
+  for (std::uint32_t k = 0; k < n; ++k)
+    if (out[k].bits != bf16::round_from_float(in[k]) && wrong++ == 0) first = k;
+  EXPECT_EQ(wrong, 0u) << "first at element " << first;
+  RecordProperty("host_bf16_cvt", PARAXIS_HOST_BF16_CVT);  // which path ran
 }

@@ -41,8 +41,7 @@ void check_targets(const ExecSpace& space, const char* kernel, const TV& targets
 // (target outside [0, n): no one-hot term), d[j] = 0 for n <= j < width.
 template <class A, class T, class D>
 inline void ce_row_backward(const T* x, D* d, int n, int width, A lse, A sc, int target) {
-  for (int j = 0; j < n; ++j)
-    d[j] = static_cast<D>(sc * math::vexp_bounded(static_cast<A>(x[j]) - lse));
+  store_row(d, n, [&](int j) { return sc * math::vexp_bounded(static_cast<A>(x[j]) - lse); });
   if (target >= 0 && target < n)
     d[target] = static_cast<D>(sc * (math::vexp_bounded(static_cast<A>(x[target]) - lse) - A(1)));
   for (int j = n; j < width; ++j) d[j] = static_cast<D>(A(0));

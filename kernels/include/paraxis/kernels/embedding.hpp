@@ -43,11 +43,11 @@ template <class A, class TW, class TP, class TX>
 inline void embedding_forward_row(int h, const TW* KOKKOS_RESTRICT w, const TP* KOKKOS_RESTRICT p,
                                   TX* KOKKOS_RESTRICT x) {
   if (w && p)
-    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(static_cast<A>(w[j]) + static_cast<A>(p[j]));
+    store_row(x, h, [&](int j) { return static_cast<A>(w[j]) + static_cast<A>(p[j]); });
   else if (w)
     for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(static_cast<A>(w[j]));
   else if (p)
-    for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(A(0) + static_cast<A>(p[j]));
+    store_row(x, h, [&](int j) { return A(0) + static_cast<A>(p[j]); });
   else
     for (int j = 0; j < h; ++j) x[j] = static_cast<TX>(A(0));
 }

@@ -76,9 +76,9 @@ inline void layernorm_forward_row(int h, A inv_h, A eps, const TX* KOKKOS_RESTRI
   });
   r = static_cast<A>(1) / math::sqrt(sq * inv_h + eps);
   const A rr = r;
-  for (int j = 0; j < h; ++j)
-    y[j] = static_cast<TY>((static_cast<A>(x[j]) - m) * rr * static_cast<A>(g[j]) +
-                           static_cast<A>(b[j]));
+  store_row(y, h, [&](int j) {
+    return (static_cast<A>(x[j]) - m) * rr * static_cast<A>(g[j]) + static_cast<A>(b[j]);
+  });
 }
 
 // One row of the host backward pass: dx written, the row's dgamma/dbeta terms added to the
@@ -95,11 +95,14 @@ inline void layernorm_backward_row(int h, A inv_h, A mu, A r, const TD* KOKKOS_R
     return static_cast<A>(dy[j]) * static_cast<A>(gm[j]) * ((static_cast<A>(x[j]) - mu) * r);
   });
   const A mg = sum_g * inv_h, mgx = sum_gx * inv_h;
+  // dx first (bf16: rounded 32 at a time, store_row), then the partials (the same terms).
+  store_row(dx, h, [&](int j) {
+    const A xhat = (static_cast<A>(x[j]) - mu) * r;
+    return r * (static_cast<A>(dy[j]) * static_cast<A>(gm[j]) - mg - xhat * mgx);
+  });
   for (int j = 0; j < h; ++j) {
     const A d = static_cast<A>(dy[j]);
-    const A xhat = (static_cast<A>(x[j]) - mu) * r;
-    dx[j] = static_cast<TO>(r * (d * static_cast<A>(gm[j]) - mg - xhat * mgx));
-    pg[j] += d * xhat;
+    pg[j] += d * ((static_cast<A>(x[j]) - mu) * r);
     pb[j] += d;
   }
 }

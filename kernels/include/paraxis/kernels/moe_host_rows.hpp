@@ -14,10 +14,15 @@ inline constexpr int kMoeChunk = 256;
 // Rows ahead whose source rows are prefetched: rows are gathered by index (prefetch_row).
 inline constexpr int kMoePrefetch = 4;
 
-// dst = src, converted through A.
+// dst = src, converted through A (a plain copy when both have one type: the same values, a
+// bf16 signalling NaN kept as it is rather than quietened by a round trip through float).
 template <class A, class S, class D>
 inline void moe_copy_row(int h, const S* KOKKOS_RESTRICT src, D* KOKKOS_RESTRICT dst) {
-  for (int j = 0; j < h; ++j) dst[j] = static_cast<D>(static_cast<A>(src[j]));
+  if constexpr (std::is_same_v<S, D>) {
+    for (int j = 0; j < h; ++j) dst[j] = src[j];
+  } else {
+    store_row(dst, h, [&](int j) { return static_cast<A>(src[j]); });
+  }
 }
 
 // dx += sum over slots s < k of src_of(s) (in order of s; a null row is a dropped slot), summed
@@ -35,7 +40,7 @@ inline void moe_add_rows(int h, int k, const SrcOf& src_of, D* KOKKOS_RESTRICT d
       const auto* KOKKOS_RESTRICT in = row + j0;
       for (int l = 0; l < w; ++l) acc[l] += static_cast<A>(in[l]);
     }
-    for (int l = 0; l < w; ++l) out[l] = static_cast<D>(acc[l]);
+    store_row(out, w, [&](int l) { return acc[l]; });
   }
 }
 
@@ -54,8 +59,7 @@ inline void moe_weighted_rows(int h, int k, const SrcOf& src_of, const GateOf& g
       const A g = gate_of(s);
       for (int l = 0; l < w; ++l) acc[l] += g * static_cast<A>(in[l]);
     }
-    D* KOKKOS_RESTRICT out = y + j0;
-    for (int l = 0; l < w; ++l) out[l] = static_cast<D>(acc[l]);
+    store_row(y + j0, w, [&](int l) { return acc[l]; });
   }
 }
 
@@ -63,7 +67,7 @@ inline void moe_weighted_rows(int h, int k, const SrcOf& src_of, const GateOf& g
 template <class A, class TY, class TE, class TD>
 inline A moe_combine_backward_row(int h, A gate, const TY* KOKKOS_RESTRICT dy,
                                   const TE* KOKKOS_RESTRICT ye, TD* KOKKOS_RESTRICT dye) {
-  for (int j = 0; j < h; ++j) dye[j] = static_cast<TD>(gate * static_cast<A>(dy[j]));
+  store_row(dye, h, [&](int j) { return gate * static_cast<A>(dy[j]); });
   return lane_sum<A>(h, [&](int j) { return static_cast<A>(dy[j]) * static_cast<A>(ye[j]); });
 }
 
