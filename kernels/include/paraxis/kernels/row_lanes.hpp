@@ -36,8 +36,10 @@
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
     !defined(__INTEL_LLVM_COMPILER)
 #define PARAXIS_UNROLL_LANES _Pragma("GCC unroll 32")
+#define PARAXIS_LANES_NOINLINE __attribute__((noinline))
 #else
 #define PARAXIS_UNROLL_LANES
+#define PARAXIS_LANES_NOINLINE
 #endif
 
 namespace paraxis::kernels::detail {

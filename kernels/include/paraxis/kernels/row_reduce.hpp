@@ -83,8 +83,13 @@ inline A row_sum_exp_into(int n, int len, A mx, const F& f, A* out) {
 // (bitwise equal to row_sum_exp_into's sum). Nothing but the exponential inside the lane loop:
 // with a store there as well (an early version of row_sum_exp_into), GCC 12 left vexp partly
 // scalar, 2.6x (fp32) to 8x (bf16) slower per element (docs/perf-log/2026-12-05-kernels.md).
+// Not inlined (GCC): inlined into the body of a `#pragma omp parallel for` (Kokkos 4.x OpenMP's
+// RangePolicy ParallelFor), GCC 12 left these lanes scalar (cross-entropy forward bf16 at
+// 0.9 GB/s a thread, 8x slower than as a function of its own: round 3b of
+// docs/perf-log/2026-12-05-kernels-round3.md). Only here: lane_sum's other callers (LayerNorm)
+// were vectorized inlined and lost up to half their rate as calls.
 template <class A, class F>
-inline A row_sum_exp(int n, A mx, const F& f) {
+PARAXIS_LANES_NOINLINE A row_sum_exp(int n, A mx, const F& f) {
   return lane_sum<A>(n, [&](int j) { return math::vexp_bounded(f(j) - mx); });
 }
 
