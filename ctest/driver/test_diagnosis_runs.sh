@@ -22,7 +22,8 @@
 # Exit status: 0 passed; 1 a verdict no load can move failed (the run's exit code, the top
 # finding's kind, axis, group and ranks); 3 only a verdict that rests on measured time failed (a
 # fault finding in a clean run, a second fault finding beside the injected one: noise on a busy
-# machine can make either), which ctest/timing_guard.py --timing-exit 3 skips on a busy machine.
+# machine can make either) in a run and in its one repeat, which ctest/timing_guard.py
+# --timing-exit 3 skips on a busy machine.
 set -euo pipefail
 paraxis=$1 mpiexec=$2 inputs=$3 kind=$4
 shift 4
@@ -48,7 +49,9 @@ common=(--set train.steps=8 --set train.micro_batch=1 --set hardware.calibrate=f
         --set output.trace=false --set hardware.ranks_per_node=2
         --set hardware.emulate.latency_us=100)
 failed=0 timing=0
-for grid in "${grids[@]}"; do
+# One grid's run, report and verdict: returns 0 passed, 1 failed, 3 a timing verdict failed.
+check_grid() {
+  local grid=$1 attempt=$2
   ranks=4
   case $grid in
     dp2) layout=(--set parallel.dp=2) ranks=2 ;;
@@ -123,7 +126,7 @@ for grid in "${grids[@]}"; do
       want='{"kind": "slow_axis", "axis": "tp", "group": -1, "ranks": [0, 1, 2, 3]}' ;;
     *) echo "unknown kind $kind" >&2; exit 2 ;;
   esac
-  dir=$out/$grid
+  dir=$out/$grid.$attempt
   set +e
   "$mpiexec" -n $ranks "$paraxis" run "$inputs/tiny.yaml" "${common[@]}" "${layout[@]}" "${inject[@]}" \
     --out "$dir" > "$out/$grid.log" 2>&1
@@ -131,10 +134,10 @@ for grid in "${grids[@]}"; do
   set -e
   # mpiexec may report a job one rank ended with its own non-zero code.
   if { [ "$rc_want" = 0 ] && [ "$rc" != 0 ]; } || { [ "$rc_want" != 0 ] && [ "$rc" = 0 ]; }; then
-    echo "$grid: paraxis run exited $rc, expected $rc_want"; cat "$out/$grid.log"; failed=1; continue
+    echo "$grid: paraxis run exited $rc, expected $rc_want"; cat "$out/$grid.log"; return 1
   fi
   if ! "$paraxis" report "$dir" > "$out/$grid.report.log" 2>&1; then
-    echo "$grid: paraxis report failed"; cat "$out/$grid.report.log"; failed=1; continue
+    echo "$grid: paraxis report failed"; cat "$out/$grid.report.log"; return 1
   fi
   # Its summary.json and report.json (findings and all) against the results schema (issue 31);
   # a job a dead or hung rank ended wrote no summary.json: its report.json alone.
@@ -142,7 +145,7 @@ for grid in "${grids[@]}"; do
     what=(check "$dir")
     [ -f "$dir/summary.json" ] || what=(check-report "$dir/report.json")
     if ! "$PARAXIS_RESULTS_SCHEMA" "${what[@]}"; then
-      echo "$grid: the output does not conform to the results schema"; failed=1; continue
+      echo "$grid: the output does not conform to the results schema"; return 1
     fi
   fi
   if python3 - "$dir/report.json" "$want" "$grid" "$kind" <<'PY'
@@ -204,9 +207,18 @@ if others:
     timing_fail("%s: more than one fault finding:\n%s" % (grid, show(faults)))
 print("%s: %s (reference: %s)" % (grid, top["text"], top["evidence"].get("reference", "-")))
 PY
-  then :; else
-    case $? in 3) timing=1 ;; *) failed=1 ;; esac
+  then return 0; else return $?; fi
+}
+# A verdict that rests on measured time (exit 3) holds only if a repeat of the run gives it
+# again: a finding the machine's noise made once (a scheduler slice on 4 ranks time-sharing 2
+# cores) does not come back, a fault the model or the report got wrong does.
+for grid in "${grids[@]}"; do
+  if check_grid "$grid" 1; then rc=0; else rc=$?; fi
+  if [ $rc = 3 ]; then
+    echo "$grid: a verdict that rests on measured time failed; repeating the run once"
+    if check_grid "$grid" 2; then rc=0; else rc=$?; fi
   fi
+  case $rc in 0) ;; 3) timing=1 ;; *) failed=1 ;; esac
 done
 if [ $failed = 1 ]; then exit 1; fi
 if [ $timing = 1 ]; then exit 3; fi
