@@ -12,7 +12,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -232,20 +234,28 @@ std::vector<std::pair<std::string, std::vector<std::string>>> matrix_layouts(int
 // resumed run is bitwise the uninterrupted one, and the ranks together read every saved byte
 // from storage exactly once; `share`: how the ranks of the host share what they read (the page
 // cache, the shared-memory window, or nothing: every shard travels in messages, as between hosts).
-void expect_read_once_resume(const std::vector<std::string>& set, const std::string& what,
-                             checkpoint::HostShare share) {
+// A fresh checkpoint root in the temporary folder, the same on every rank.
+std::filesystem::path test_root() {
+  long id = ::getpid();
+  MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  return std::filesystem::temp_directory_path() / ("paraxis-read-once-" + std::to_string(id));
+}
+
+// Collective: `t`'s state saved as step k under `root`; returns the step folder.
+std::string save_files(const model::Trainer& t, const std::filesystem::path& root, int k) {
+  checkpoint::Writer w(MPI_COMM_WORLD, root.string(), k, nlohmann::json::object());
+  FileSink sink(w);
+  t.save_state(sink);
+  return w.commit().folder;
+}
+
+// `check` sees load_pieces' figures (read_once.hpp's, per rank {min, mean, max}) and the reader.
+void expect_read_once_resume(
+    const std::vector<std::string>& set, const std::string& what, checkpoint::HostShare share,
+    const std::function<void(const nlohmann::json&, const checkpoint::Reader&)>& check = {}) {
   expect_resume(set, what, [&](const model::Trainer& saved, model::Trainer& resumed, int k) {
-    long id = ::getpid();
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    const auto root =
-        std::filesystem::temp_directory_path() / ("paraxis-read-once-" + std::to_string(id));
-    std::string folder;
-    {
-      checkpoint::Writer w(MPI_COMM_WORLD, root.string(), k, nlohmann::json::object());
-      FileSink sink(w);
-      saved.save_state(sink);
-      folder = w.commit().folder;
-    }
+    const auto root = test_root();
+    const std::string folder = save_files(saved, root, k);
     {
       const checkpoint::Reader reader(folder);
       const auto got = driver::load_pieces(reader, resumed, share);
@@ -256,6 +266,7 @@ void expect_read_once_resume(const std::vector<std::string>& set, const std::str
       unsigned long long read = reader.bytes_read();
       MPI_Allreduce(MPI_IN_PLACE, &read, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
       EXPECT_EQ(read, reader.bytes()) << what << ": bytes read from storage by all ranks together";
+      if (check) check(got, reader);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (ptest::world_rank() == 0) std::filesystem::remove_all(root);
@@ -282,6 +293,60 @@ TEST(checkpoint_read_once, every_layout_resumes_bitwise_through_files) {
       expect_read_once_resume(with(layouts[i].second), layouts[i].first + " (window)",
                               HostShare::window);
   }
+}
+
+// ZeRO-0 on 2 ranks (each needs every saved shard), through the host's page cache: each rank's
+// reading thread reads its shards straight into their places in the trainer's buffers (none
+// copied or verified twice on that rank), bitwise; and a shard corrupted on storage is still
+// refused on every rank, naming the file and the tensor.
+TEST(checkpoint_read_once, own_shards_land_in_place_and_are_verified) {
+  if (ptest::world_size() != 2) GTEST_SKIP() << "2 ranks";
+  const auto set = with({"parallel.dp=2"});
+  expect_read_once_resume(set, "dp2 zero0 in place", checkpoint::HostShare::memory,
+                          [](const nlohmann::json& got, const checkpoint::Reader& reader) {
+                            if (!reader.host_cache_readable())
+                              return;  // the window instead: nothing in place
+                            const double shared = got.at("shared_bytes").at("min").get<double>();
+                            EXPECT_GT(shared, 0.0) << got.dump();
+                            EXPECT_EQ(got.at("placed_bytes").at("min").get<double>(), shared)
+                                << got.dump();
+                            EXPECT_EQ(got.at("placed_bytes").at("max").get<double>(),
+                                      got.at("shared_bytes").at("max").get<double>())
+                                << got.dump();
+                          });
+  const auto c = ptest::tiny(set);
+  auto saved = make(c);
+  losses(*saved, 1);
+  const auto root = test_root();
+  const std::string folder = save_files(*saved, root, 1);
+  std::string file;
+  {
+    const checkpoint::Reader reader(folder);
+    const auto& r = reader.shard(reader.shard_count() / 2);  // a shard with other shards around
+    file = (std::filesystem::path(folder) / r.file).string();
+    if (ptest::world_rank() == 0) {  // one byte changed in its middle
+      std::FILE* f = std::fopen(file.c_str(), "r+b");
+      ASSERT_NE(f, nullptr);
+      std::fseek(f, static_cast<long>(r.byte_offset + r.bytes / 2), SEEK_SET);
+      const int b = std::fgetc(f);
+      std::fseek(f, static_cast<long>(r.byte_offset + r.bytes / 2), SEEK_SET);
+      std::fputc(b ^ 0x5a, f);
+      std::fclose(f);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto resumed = make(c);
+    try {
+      driver::load_pieces(reader, *resumed, checkpoint::HostShare::memory);
+      ADD_FAILURE() << "a corrupted shard was loaded";
+    } catch (const driver::CheckpointError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(file), std::string::npos) << m;
+      EXPECT_NE(m.find("corrupted data"), std::string::npos) << m;
+      EXPECT_NE(m.find(r.shard.tensor.name), std::string::npos) << m;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (ptest::world_rank() == 0) std::filesystem::remove_all(root);
 }
 
 // The full matrix (label slow): every layout of the world size resumed bitwise in fp64 and bf16,

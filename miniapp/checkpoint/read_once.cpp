@@ -4,6 +4,7 @@
 #include "checkpoint/read_once.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -294,28 +295,97 @@ void HostMemory::sync() const {
   MPI_Win_sync(win_);
 }
 
-HostReads::HostReads(std::string folder, std::vector<std::size_t> shards, int* ready) {
-  thread_ = std::thread([this, folder = std::move(folder), shards = std::move(shards), ready] {
-    std::size_t done = 0;
-    try {
-      own_ = std::make_unique<Reader>(folder);
-      for (; done < shards.size(); ++done) {
-        own_->read_for_host(shards[done]);
-        __atomic_store_n(ready + shards[done], 1, __ATOMIC_RELEASE);
-      }
-    } catch (const std::exception& e) {
-      error_ = e.what();
-      for (; done < shards.size(); ++done)  // nobody waits for them in vain
-        __atomic_store_n(ready + shards[done], 2, __ATOMIC_RELEASE);
+// A reading thread that gives no sign for this long (its storage hangs) is an error, not a hang
+// (as Reader::in_host_cache's wait for another rank's).
+constexpr auto kPlacedTimeout = std::chrono::seconds(600);
+
+HostReads::HostReads(std::string folder, std::vector<std::size_t> shards, int* ready)
+    : ready_(ready), shards_(std::move(shards)) {
+  thread_ = std::thread([this, folder = std::move(folder)] {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return started_; });
     }
+    run(folder, shards_);
   });
 }
 
+void HostReads::run(const std::string& folder, const std::vector<std::size_t>& shards) {
+  std::size_t done = 0;
+  try {
+    own_ = std::make_unique<Reader>(folder);
+    for (; done < shards.size(); ++done) {
+      const std::size_t s = shards[done];
+      if (std::byte* out = take_place(s)) {
+        own_->read_shard_into(s, out);
+        placed_bytes_ += static_cast<std::size_t>(own_->shard(s).bytes);
+      } else {
+        own_->read_for_host(s);
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+      __atomic_store_n(ready_ + s, 1, __ATOMIC_RELEASE);
+      changed_.notify_all();
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = e.what();
+    busy_ = false;
+    for (; done < shards.size(); ++done)  // nobody waits for them in vain
+      __atomic_store_n(ready_ + shards[done], 2, __ATOMIC_RELEASE);
+    changed_.notify_all();
+  }
+}
+
+std::byte* HostReads::take_place(std::size_t s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = places_.find(s);
+  if (it == places_.end()) return nullptr;
+  std::byte* out = it->second;
+  places_.erase(it);
+  busy_ = true;
+  return out;
+}
+
+bool HostReads::place(std::size_t s, std::byte* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (started_ || places_.count(s) || std::find(shards_.begin(), shards_.end(), s) == shards_.end())
+    return false;
+  places_[s] = out;
+  return true;
+}
+
+void HostReads::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  started_ = true;
+  changed_.notify_all();
+}
+
+void HostReads::wait_placed(std::size_t s) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const int* mark = ready_ + s;
+  if (!changed_.wait_for(lock, kPlacedTimeout,
+                         [&] { return __atomic_load_n(mark, __ATOMIC_ACQUIRE) != 0; }))
+    throw std::runtime_error("checkpoint: shard " + std::to_string(s) +
+                             ": this rank's reading thread gave no sign for 600 s");
+  if (__atomic_load_n(mark, __ATOMIC_ACQUIRE) != 1) throw std::runtime_error(error_);
+}
+
+void HostReads::abandon() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  places_.clear();
+  changed_.wait(lock, [this] { return !busy_; });
+}
+
 HostReads::~HostReads() {
+  abandon();
+  start();
   if (thread_.joinable()) thread_.join();
 }
 
 std::string HostReads::finish(const Reader& reader) {
+  abandon();
+  start();
   if (thread_.joinable()) thread_.join();
   if (own_) reader.count(*own_);
   own_.reset();

@@ -13,10 +13,13 @@
 
 #include <mpi.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "checkpoint/reader.hpp"
@@ -61,20 +64,45 @@ enum class HostShare { memory, window, none };
 // The shards this rank reads for the ranks of its host through the page cache, read and verified
 // on a thread of its own (no MPI call) while the caller's second pass runs: each shard is marked
 // ready (1) or failed (2) in memory the host's ranks share, which their Readers wait for before
-// taking its bytes from the page cache (Reader::in_host_cache).
+// taking its bytes from the page cache (Reader::in_host_cache). A shard this rank needs whole,
+// once, the thread reads straight into its place in the trainer's buffer (place()), so that this
+// rank neither copies nor verifies it twice; the others through a buffer of its own.
+// The thread begins at start() (or finish()), after the second pass named the places.
 class HostReads {
  public:
   HostReads(std::string folder, std::vector<std::size_t> shards, int* ready);
   ~HostReads();
   HostReads(const HostReads&) = delete;
   HostReads& operator=(const HostReads&) = delete;
-  // Waits for the thread; adds its reads to `reader`'s figures (Reader::count) and returns its
-  // error (the file and the tensor), "" for none.
+  // Before start(): shard s, one of the thread's, goes straight into `out` (shard(s).bytes,
+  // valid until wait_placed(s) or abandon() returns). False when it cannot (not the thread's,
+  // placed already, or the thread began): read it as any other shard.
+  bool place(std::size_t s, std::byte* out);
+  void start();  // the thread begins (again: nothing)
+  // Waits until placed shard s is in place, read and verified (throws the thread's message,
+  // naming the file and the tensor, when it could not; or when it gives no sign for 600 s).
+  void wait_placed(std::size_t s) const;
+  // Forgets the places not begun (the thread reads those through its buffer) and waits for the
+  // one being read into: the places may end after it returns (a load that failed).
+  void abandon();
+  std::size_t placed_bytes() const { return placed_bytes_; }  // read straight into place
+  // Waits for the thread (begun if it was not, without places); adds its reads to `reader`'s
+  // figures (Reader::count) and returns its error (the file and the tensor), "" for none.
   std::string finish(const Reader& reader);
 
  private:
+  void run(const std::string& folder, const std::vector<std::size_t>& shards);
+  std::byte* take_place(std::size_t s);  // the thread: s's place (null: none), now being read
+
+  int* ready_;
+  std::vector<std::size_t> shards_;
   std::unique_ptr<Reader> own_;  // the thread's, of the same folder
   std::string error_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::unordered_map<std::size_t, std::byte*> places_;
+  bool started_ = false, busy_ = false;  // busy_: reading into a place
+  std::size_t placed_bytes_ = 0;
   std::thread thread_;
 };
 

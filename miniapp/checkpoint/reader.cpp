@@ -324,7 +324,7 @@ std::vector<std::byte> Reader::read(const Shard& region) const {
   return out;
 }
 
-void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) const {
+long Reader::whole_shard(const Shard& region_in, std::size_t bytes) const {
   const TensorRecord& rec = record(region_in.tensor.name);
   const TensorInfo& saved = rec.info;
   if (!(saved == region_in.tensor))
@@ -333,22 +333,31 @@ void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) c
                              saved.dtype + ", asked for as " + to_string(region_in.tensor.shape) +
                              " " + region_in.tensor.dtype);
   const Shard region = normalized(region_in);
-  const std::size_t es = dtype_size(saved.dtype);
-  if (bytes != static_cast<std::size_t>(region.end - region.begin) * es)
+  if (bytes != static_cast<std::size_t>(region.end - region.begin) * dtype_size(saved.dtype))
     throw std::logic_error("checkpoint: tensor '" + saved.name + "': " + std::to_string(bytes) +
                            " bytes asked for a region of " +
                            std::to_string(region.end - region.begin) + " elements");
-  auto* out = static_cast<std::byte*>(out_v);
   const std::size_t first = first_shard_[tensor_.at(saved.name)];
-  // The common case of a resume in the layout that saved: the region is one saved shard.
   for (std::size_t i = 0; i < rec.shards.size(); ++i) {
     const Shard& sh = rec.shards[i].shard;
     if (sh.offset == region.offset && sh.extent == region.extent && sh.begin == region.begin &&
-        sh.end == region.end && !held(first + i)) {
-      read_verified(first + i, out);
-      return;
-    }
+        sh.end == region.end)
+      return static_cast<long>(first + i);
   }
+  return -1;
+}
+
+void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) const {
+  auto* out = static_cast<std::byte*>(out_v);
+  const long whole = whole_shard(region_in, bytes);
+  if (whole >= 0 && !held(static_cast<std::size_t>(whole))) {
+    read_verified(static_cast<std::size_t>(whole), out);  // straight into place
+    return;
+  }
+  const TensorRecord& rec = record(region_in.tensor.name);
+  const Shard region = normalized(region_in);
+  const std::size_t es = dtype_size(rec.info.dtype);
+  const std::size_t first = first_shard_[tensor_.at(rec.info.name)];
   const std::vector<Run> want = runs_of(region);
   std::int64_t filled = 0;
   std::vector<std::byte> buf;
@@ -365,7 +374,7 @@ void Reader::read_into(const Shard& region_in, void* out_v, std::size_t bytes) c
   }
   // Coverage was checked when the index was opened; this guards the assembly itself.
   if (filled != region.end - region.begin)
-    throw std::logic_error("checkpoint: tensor '" + saved.name + "': assembled " +
+    throw std::logic_error("checkpoint: tensor '" + rec.info.name + "': assembled " +
                            std::to_string(filled) + " of " +
                            std::to_string(region.end - region.begin) + " elements");
 }

@@ -57,6 +57,9 @@ class Reader {
   // region that is one whole saved shard not held in memory is read straight into `out` and
   // verified there: no copy, nothing kept.
   void read_into(const Shard& region, void* out, std::size_t bytes) const;
+  // The saved shard that is exactly `region` (the common case of a resume in the layout that
+  // saved), or -1; checks the region as read_into does (throws).
+  long whole_shard(const Shard& region, std::size_t bytes) const;
 
   // The saved shards, numbered 0 .. shard_count() - 1 in the index's order (tensor by tensor).
   std::size_t shard_count() const { return shards_.size(); }

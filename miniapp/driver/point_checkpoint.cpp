@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/posix_file.hpp"
@@ -56,16 +57,69 @@ class WriterSink final : public model::StateSink {
   checkpoint::Writer& w_;
 };
 
+// The second pass of a resume (the only one on one rank): read_later's reads wait for settle(),
+// which makes them in file order; a whole saved shard this rank's HostReads thread reads from
+// storage anyway (read once, docs/checkpoint.md) goes straight into its place there.
 class ReaderSource final : public model::StateSource {
  public:
-  explicit ReaderSource(const checkpoint::Reader& r) : r_(r) {}
+  ReaderSource(const checkpoint::Reader& r, checkpoint::HostReads* reads) : r_(r), reads_(reads) {}
   void read(const model::StatePiece& p, void* out, std::size_t bytes) const override {
+    // It may wait for a shard another rank's thread reads: this rank's runs too, without places
+    // (the load may end before settle()).
+    unplace();
     r_.read_into(shard_of(p), out, bytes);
   }
+  void read_later(const model::StatePiece& p, void* out, std::size_t bytes) const override {
+    const checkpoint::Shard region = shard_of(p);
+    const long s = r_.whole_shard(region, bytes);
+    const bool placed = s >= 0 && reads_ &&
+                        reads_->place(static_cast<std::size_t>(s), static_cast<std::byte*>(out));
+    later_.push_back(
+        {region, out, bytes, s >= 0 ? s : static_cast<long>(r_.shards_of(region)[0]), placed});
+  }
+  void settle() const override;
+  std::size_t unsettled() const { return later_.size(); }
 
  private:
+  struct Later {
+    checkpoint::Shard region;
+    void* out;
+    std::size_t bytes;
+    long shard;   // the whole saved shard, else the first it overlaps (its place in the files)
+    bool placed;  // read by this rank's HostReads thread
+  };
+  void unplace() const {
+    if (!reads_) return;
+    reads_->abandon();
+    for (auto& l : later_) l.placed = false;
+    reads_->start();
+  }
   const checkpoint::Reader& r_;
+  checkpoint::HostReads* reads_;
+  mutable std::vector<Later> later_;
 };
+
+void ReaderSource::settle() const {
+  if (reads_) reads_->start();
+  std::vector<const Later*> order;
+  for (const auto& l : later_)
+    if (!l.placed) order.push_back(&l);
+  std::stable_sort(order.begin(), order.end(), [&](const Later* a, const Later* b) {
+    const auto &x = r_.shard(static_cast<std::size_t>(a->shard)),
+               &y = r_.shard(static_cast<std::size_t>(b->shard));
+    return std::tie(x.file, x.byte_offset) < std::tie(y.file, y.byte_offset);
+  });
+  try {
+    for (const Later* l : order) r_.read_into(l->region, l->out, l->bytes);
+    for (const auto& l : later_)
+      if (l.placed) reads_->wait_placed(static_cast<std::size_t>(l.shard));
+  } catch (...) {
+    if (reads_) reads_->abandon();  // no write into the places once this throws
+    later_.clear();
+    throw;
+  }
+  later_.clear();
+}
 
 // The first of a resume's two passes over the trainer's pieces (read once, docs/checkpoint.md):
 // it records which saved shards this rank's pieces need, and how often, and fills nothing (the
@@ -534,8 +588,10 @@ json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
   std::string error;
   const double t0 = model::steady_seconds();
   try {
-    ReaderSource source(reader);
+    ReaderSource source(reader, once.reads.get());
     trainer.load_state(source, static_cast<int>(reader.step()));
+    if (source.unsettled() > 0)
+      throw std::logic_error("checkpoint: the trainer's load left reads unsettled");
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -544,9 +600,12 @@ json load_pieces(const checkpoint::Reader& reader, model::Trainer& trainer,
   std::string own = once.reads ? once.reads->finish(reader) : "";
   if (!shared.empty()) own = checkpoint::first_error(MPI_COMM_WORLD, own, wait_world);
   if (!own.empty()) error = own;
+  const double placed = once.reads ? static_cast<double>(once.reads->placed_bytes()) : 0.0;
   once.memory.reset();
   agree(error, "agree on the checkpoint's contents");
-  if (!shared.empty()) shared["assemble_s"] = spread(model::steady_seconds() - t0);
+  if (shared.empty()) return shared;
+  shared["assemble_s"] = spread(model::steady_seconds() - t0);
+  shared["placed_bytes"] = spread(placed);
   return shared;
 }
 

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/param_layout.hpp"
@@ -72,6 +74,16 @@ class StateSource {
   // docs/checkpoint.md); read() then gets out = nullptr, and a trainer that honours it skips
   // the rest of its load (the state is left as it was).
   virtual bool fills() const { return true; }
+  // A read whose `out` the trainer leaves alone until settle() (its place in the trainer's
+  // buffer, or a buffer it scatters afterwards): the source may fill it then, in the order it
+  // chooses (read once's reads straight into place, docs/checkpoint.md). `out` stays valid until
+  // settle() returns or throws; a load that throws before settle() leaves it unfilled.
+  virtual void read_later(const StatePiece& piece, void* out, std::size_t bytes) const {
+    read(piece, out, bytes);
+  }
+  // Every read_later() so far filled (throws as read() does). A trainer calls it once, after its
+  // last read_later() and before it uses what they fill.
+  virtual void settle() const {}
 };
 
 // Host helpers: the box's elements out of / into a flat host array (row by row, `stride`
@@ -96,5 +108,43 @@ void scatter_box(V* flat, const LogicalBox& b, const std::vector<V>& in) {
     std::copy(in.begin() + r * b.cols, in.begin() + (r + 1) * b.cols,
               flat + b.flat + static_cast<std::size_t>(r) * b.stride);
 }
+
+// A trainer's load through a StateSource (read_later): a piece contiguous in its destination is
+// read in place; another into a buffer of its own, scattered into the destination by settle().
+// A source whose fills() is false (read once's first pass) is only told the pieces.
+template <class V>
+class PieceReads {
+ public:
+  PieceReads(const StateSource& source, std::string dtype)
+      : source_(source), dtype_(std::move(dtype)), fill_(source.fills()) {}
+  // The piece `kind` of tensor s covering `box`, into `dst` at `at` (box's place there).
+  void load(const std::string& kind, const TensorSpec& s, const LogicalBox& box, V* dst,
+            const LogicalBox& at) {
+    const StatePiece piece = state_piece(kind, s, box, dtype_);
+    const std::size_t bytes = box.size() * sizeof(V);
+    if (!fill_) return source_.read(piece, nullptr, bytes);
+    if (contiguous(at)) return source_.read_later(piece, dst + at.flat, bytes);
+    scatters_.push_back({dst, at, std::vector<V>(box.size())});
+    source_.read_later(piece, scatters_.back().data.data(), bytes);
+  }
+  // Every destination filled (StateSource::settle, then the scatters).
+  void settle() {
+    if (!fill_) return;
+    source_.settle();
+    for (const auto& sc : scatters_) scatter_box(sc.dst, sc.at, sc.data);
+    scatters_.clear();
+  }
+
+ private:
+  struct Scatter {
+    V* dst;
+    LogicalBox at;
+    std::vector<V> data;
+  };
+  const StateSource& source_;
+  std::string dtype_;
+  bool fill_;
+  std::deque<Scatter> scatters_;  // stable addresses: the source fills their buffers later
+};
 
 }  // namespace paraxis::model

@@ -142,21 +142,14 @@ class TrainerImpl final : public Trainer {
     Kokkos::deep_copy(master, G(0));  // padding stays 0, as initialised
     Kokkos::deep_copy(m, G(0));
     Kokkos::deep_copy(v, G(0));
-    const std::string dt = state_dtype<G>();
+    PieceReads<G> reads(source, state_dtype<G>());
     for (const auto& s : ps.specs())
       for (const auto& box : logical_boxes(s, s.offset, s.offset + s.size()))
         for (const auto& [kind, view] :
              {std::make_pair("master", master.data()), std::make_pair("adam_m", m.data()),
-              std::make_pair("adam_v", v.data())}) {
-          const auto piece = state_piece(kind, s, box, dt);
-          if (contiguous(box)) {
-            source.read(piece, view + box.flat, box.size() * sizeof(G));  // contiguous
-            continue;
-          }
-          std::vector<G> data(box.size());
-          source.read(piece, data.data(), data.size() * sizeof(G));
-          scatter_box(view, box, data);
-        }
+              std::make_pair("adam_v", v.data())})
+          reads.load(kind, s, box, view, box);
+    reads.settle();
     Kokkos::deep_copy(ps.master_view(), master);
     Kokkos::deep_copy(ps.m, m);
     Kokkos::deep_copy(ps.v, v);

@@ -105,18 +105,8 @@ void ZeroOptimizer<T>::save_state(model::StateSink& sink, bool tp_writer) const 
 template <class T>
 void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   const auto& ps = model_.params();
-  const char* dt = model::state_dtype<G>();
   const bool fill = source.fills();  // false: read once's first pass (no buffers, no change)
-  auto load = [&](const char* kind, const model::TensorSpec& s, const model::LogicalBox& box,
-                  G* dst, const model::LogicalBox& at) {
-    const auto piece = model::state_piece(kind, s, box, dt);
-    if (!fill) return source.read(piece, nullptr, box.size() * sizeof(G));
-    if (model::contiguous(at))  // in place
-      return source.read(piece, dst + at.flat, box.size() * sizeof(G));
-    std::vector<G> data(box.size());
-    source.read(piece, data.data(), data.size() * sizeof(G));
-    model::scatter_box(dst, at, data);
-  };
+  model::PieceReads<G> reads(source, model::state_dtype<G>());
   // The owned shard's master copies are apart only in bf16 and ZeRO-3 (else the parameters,
   // loaded whole below). Each destination is filled through its host view (LoadTargets).
   const bool compact_master = kHasMaster<T> || opt_.zero == 3;
@@ -139,9 +129,9 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
       if (lo >= hi) continue;
       for (const auto& box : model::logical_boxes(s, lo, hi)) {
         const auto cb = in_compact(box, ob, c0);
-        if (compact_master) load("master", s, box, t.master_h.data(), cb);
-        load("adam_m", s, box, t.m_h.data(), cb);
-        load("adam_v", s, box, t.v_h.data(), cb);
+        if (compact_master) reads.load("master", s, box, t.master_h.data(), cb);
+        reads.load("adam_m", s, box, t.m_h.data(), cb);
+        reads.load("adam_v", s, box, t.v_h.data(), cb);
       }
     }
   }
@@ -150,8 +140,9 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   if (opt_.zero != 3)
     for (const auto& s : ps.specs())
       for (const auto& box : model::logical_boxes(s, s.offset, s.offset + s.size()))
-        load("master", s, box, t.flat_h.data(), box);
+        reads.load("master", s, box, t.flat_h.data(), box);
   if (!fill) return;
+  reads.settle();
   Kokkos::deep_copy(m_c_, t.m_h);  // no copy where they are the same view
   Kokkos::deep_copy(v_c_, t.v_h);
   if (compact_master) Kokkos::deep_copy(t.master, t.master_h);
