@@ -166,6 +166,62 @@ TEST(checkpoint_state, logical_boxes_cover_a_flat_range_without_padding) {
   EXPECT_EQ(model::logical_shape(s), (std::vector<std::int64_t>{5, 8}));
 }
 
+namespace {
+
+// A source that fills read_later's pieces only in settle() (each element its piece's number
+// plus 1), as read once's second pass does.
+class LaterSource final : public model::StateSource {
+ public:
+  void read(const model::StatePiece&, void*, std::size_t) const override {
+    ADD_FAILURE() << "a piece read at once";
+  }
+  void read_later(const model::StatePiece&, void* out, std::size_t bytes) const override {
+    later_.push_back({static_cast<double*>(out), bytes / sizeof(double)});
+  }
+  void settle() const override {
+    for (std::size_t i = 0; i < later_.size(); ++i)
+      std::fill(later_[i].first, later_[i].first + later_[i].second, double(i + 1));
+    later_.clear();
+  }
+
+ private:
+  mutable std::vector<std::pair<double*, std::size_t>> later_;
+};
+
+}  // namespace
+
+// model::PieceReads: pieces contiguous in the buffer are read in place, the others scattered
+// after settle(); zero_rest then sets exactly what no piece covered to 0, whatever the buffer
+// held before (a load no longer zeroes the whole buffer first).
+TEST(checkpoint_state, piece_reads_fill_in_place_scatter_and_zero_the_rest) {
+  model::TensorSpec s;
+  s.name = "w";
+  s.rows = 3;
+  s.cols = 4;
+  s.offset = 2;  // two elements of padding before it, two after (a buffer of 16)
+  s.logical_rows = 3;
+  s.logical_cols = 4;
+  std::vector<double> buf(16, 7.0);  // stale values, not zeros
+  const LaterSource source;
+  model::PieceReads<double> reads(source, "f64");
+  model::LogicalBox row0 = model::logical_boxes(s, 2, 14)[0], block = row0;
+  row0.rows = 1;   // row 0: contiguous, read in place
+  block.row0 = 1;  // rows 1-2, cols 1-2: 4 apart in the buffer, scattered
+  block.rows = 2;
+  block.col0 = 1;
+  block.cols = 2;
+  block.flat = 7;
+  ASSERT_TRUE(model::contiguous(row0));
+  ASSERT_FALSE(model::contiguous(block));
+  reads.load("master", s, row0, buf.data(), row0);
+  reads.load("master", s, block, buf.data(), block);
+  EXPECT_EQ(buf[2], 7.0) << "filled before settle()";
+  reads.settle();
+  reads.zero_rest(buf.data(), buf.size());
+  const std::vector<double> want = {0, 0, 1, 1, 1, 1, 0, 2, 2, 0, 0, 2, 2, 0, 0, 0};
+  EXPECT_EQ(buf, want);
+}
+
 TEST(checkpoint_state, same_layout_resumes_bitwise) {
   const int w = ptest::world_size();
   if (w == 1) {

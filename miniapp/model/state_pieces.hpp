@@ -123,6 +123,11 @@ class PieceReads {
     const StatePiece piece = state_piece(kind, s, box, dtype_);
     const std::size_t bytes = box.size() * sizeof(V);
     if (!fill_) return source_.read(piece, nullptr, bytes);
+    for (std::int64_t r = 0; r < (contiguous(at) ? 1 : at.rows); ++r) {
+      const std::size_t lo = at.flat + static_cast<std::size_t>(r) * at.stride;
+      covered_.push_back(
+          {dst, lo, lo + (contiguous(at) ? at.size() : static_cast<std::size_t>(at.cols))});
+    }
     if (contiguous(at)) return source_.read_later(piece, dst + at.flat, bytes);
     scatters_.push_back({dst, at, std::vector<V>(box.size())});
     source_.read_later(piece, scatters_.back().data.data(), bytes);
@@ -134,6 +139,20 @@ class PieceReads {
     for (const auto& sc : scatters_) scatter_box(sc.dst, sc.at, sc.data);
     scatters_.clear();
   }
+  // After settle(): the elements of dst[0, n) that no piece covered (the alignment padding) set
+  // to 0, so that a load need not zero its whole buffer before the reads.
+  void zero_rest(V* dst, std::size_t n) const {
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    for (const auto& c : covered_)
+      if (c.dst == dst) runs.emplace_back(c.lo, c.hi);
+    std::sort(runs.begin(), runs.end());
+    std::size_t at = 0;
+    for (const auto& [lo, hi] : runs) {
+      if (lo > at) std::fill(dst + at, dst + std::min(lo, n), V(0));
+      at = std::max(at, hi);
+    }
+    if (at < n) std::fill(dst + at, dst + n, V(0));
+  }
 
  private:
   struct Scatter {
@@ -144,7 +163,12 @@ class PieceReads {
   const StateSource& source_;
   std::string dtype_;
   bool fill_;
+  struct Run {
+    const V* dst;
+    std::size_t lo, hi;  // [lo, hi) of dst
+  };
   std::deque<Scatter> scatters_;  // stable addresses: the source fills their buffers later
+  std::vector<Run> covered_;      // what the pieces fill
 };
 
 }  // namespace paraxis::model

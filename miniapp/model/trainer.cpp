@@ -139,9 +139,6 @@ class TrainerImpl final : public Trainer {
     auto master = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.master_view());
     auto m = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.m);
     auto v = Kokkos::create_mirror_view(Kokkos::HostSpace(), ps.v);
-    Kokkos::deep_copy(master, G(0));  // padding stays 0, as initialised
-    Kokkos::deep_copy(m, G(0));
-    Kokkos::deep_copy(v, G(0));
     PieceReads<G> reads(source, state_dtype<G>());
     for (const auto& s : ps.specs())
       for (const auto& box : logical_boxes(s, s.offset, s.offset + s.size()))
@@ -150,6 +147,9 @@ class TrainerImpl final : public Trainer {
               std::make_pair("adam_v", v.data())})
           reads.load(kind, s, box, view, box);
     reads.settle();
+    reads.zero_rest(master.data(), master.extent(0));  // the padding, as initialised
+    reads.zero_rest(m.data(), m.extent(0));
+    reads.zero_rest(v.data(), v.extent(0));
     Kokkos::deep_copy(ps.master_view(), master);
     Kokkos::deep_copy(ps.m, m);
     Kokkos::deep_copy(ps.v, v);

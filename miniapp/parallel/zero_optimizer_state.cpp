@@ -24,7 +24,8 @@ model::LogicalBox in_compact(model::LogicalBox b, std::size_t lo, std::size_t c0
 
 // A load's destinations and the host views it fills them through: the views themselves where
 // the host reaches their memory (Kokkos::create_mirror_view: no copy, no fresh pages), else host
-// mirrors; zeroed first (what no piece covers, the alignment padding, stays 0).
+// mirrors. What no piece covers (the alignment padding) is set to 0 after the reads
+// (model::PieceReads::zero_rest), not the whole buffer before them.
 template <class V>
 struct LoadTargets {
   typename V::HostMirror m_h, v_h, master_h, flat_h;
@@ -32,10 +33,13 @@ struct LoadTargets {
 };
 
 template <class V>
-typename V::HostMirror zeroed_host(const V& v) {
-  auto h = Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
-  Kokkos::deep_copy(h, typename V::non_const_value_type(0));
-  return h;
+typename V::HostMirror host_of(const V& v) {
+  return Kokkos::create_mirror_view(Kokkos::HostSpace(), v);
+}
+
+template <class G, class H>
+void zero_rest(model::PieceReads<G>& reads, const H& h) {
+  if (h.data()) reads.zero_rest(h.data(), h.extent(0));
 }
 
 // `own`: the view a destination already has (the optimizer's), else one of `n` elements.
@@ -43,7 +47,7 @@ template <class V>
 V target(const V* own, std::size_t n, typename V::HostMirror& host) {
   const V v =
       own ? *own : V(Kokkos::view_alloc("paraxis::load_master", Kokkos::WithoutInitializing), n);
-  host = zeroed_host(v);
+  host = host_of(v);
   return v;
 }
 
@@ -112,8 +116,8 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
   const bool compact_master = kHasMaster<T> || opt_.zero == 3;
   LoadTargets<GView> t;
   if (fill) {
-    t.m_h = zeroed_host(m_c_);
-    t.v_h = zeroed_host(v_c_);
+    t.m_h = host_of(m_c_);
+    t.v_h = host_of(v_c_);
     if (compact_master)
       t.master = target<GView>(kHasMaster<T> ? &master_c_ : nullptr, compact_total_, t.master_h);
     const GView* params = nullptr;  // the parameters themselves, where they are the master copies
@@ -143,6 +147,7 @@ void ZeroOptimizer<T>::load_state(const model::StateSource& source) {
         reads.load("master", s, box, t.flat_h.data(), box);
   if (!fill) return;
   reads.settle();
+  for (const auto* h : {&t.m_h, &t.v_h, &t.master_h, &t.flat_h}) zero_rest(reads, *h);
   Kokkos::deep_copy(m_c_, t.m_h);  // no copy where they are the same view
   Kokkos::deep_copy(v_c_, t.v_h);
   if (compact_master) Kokkos::deep_copy(t.master, t.master_h);
