@@ -539,11 +539,16 @@ TEST(checkpoint_deadline, a_rank_that_never_commits_ends_the_job) {
   const std::string root = root_for("deadline");
   WriterOptions o = options();
   o.timeout_s = 3;
-  // Both ranks enter the writer together: its constructor's own wait (duplicating the
-  // communicator) is under the same deadline, and a rank that a busy machine delayed by that
-  // long there would end the job in the wrong wait (with 1 s, a loaded -j2 suite did once).
-  barrier();
+  // The default wait, with the 3 s deadline only from the commit on: the constructor's own waits
+  // (duplicating the communicator, the folder's name) have 600 s, so that a rank a busy machine
+  // holds up there cannot end the job in another wait than the one this test is about (with a
+  // 1 s, then a 3 s deadline on every wait, loaded -j2 suites did).
+  bool armed = false;
+  o.wait = [&armed](int n, MPI_Request* q, const char* what, MPI_Comm comm) {
+    default_wait(n, q, what, comm, armed ? 3.0 : 600.0);
+  };
   Writer w(MPI_COMM_WORLD, root, 1, {}, o);
+  armed = true;
   if (rank() == 0) {
     w.commit();
     ADD_FAILURE() << "commit returned without rank 1";

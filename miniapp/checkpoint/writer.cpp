@@ -36,8 +36,6 @@ struct Writer::File {
   posix::OutFile out;
 };
 
-namespace {
-
 void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm, double timeout_s) {
   const double start = seconds_now();
   for (;;) {
@@ -59,6 +57,8 @@ void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm,
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
+
+namespace {
 
 // Elements of a shard's bytes that are NaN or infinite (floating-point dtypes only).
 std::int64_t count_non_finite(const std::string& dtype, const void* data, std::size_t bytes) {

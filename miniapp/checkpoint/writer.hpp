@@ -33,6 +33,10 @@ namespace paraxis::checkpoint {
 using WaitFunction =
     std::function<void(int n, MPI_Request* requests, const char* what, MPI_Comm comm)>;
 
+// The default wait: polls the requests, and once `timeout_s` has passed prints which rank waited
+// for what and ends the job (MPI_Abort, exit code 5).
+void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm, double timeout_s);
+
 struct WriterOptions {
   int keep = 2;            // complete checkpoints of the lineage kept after a commit (>= 1)
   double timeout_s = 600;  // the default wait's deadline (> 0)
