@@ -373,6 +373,59 @@ def fit_all(args, srcs):
     return 0
 
 
+def layout_figure(layout, key):
+    """The integer `key=` of a --layout string."""
+    return int(re.search(r"\b%s=(\d+)" % key, layout).group(1))
+
+
+def line_fit(xs, ys):
+    """Least squares y = a + b x: (a, b, the residuals' standard deviation, sum of squares of
+    x about its mean, mean of x)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    a = my - b * mx
+    sd = (sum((y - a - b * x) ** 2 for x, y in zip(xs, ys)) / max(n - 2, 1)) ** 0.5
+    return a, b, sd, sxx, mx
+
+
+def decompose(args, srcs):
+    """For a source whose rows differ only in dp (MT-NLG): a 1F1B step is (m + p - 1) slots of
+    one micro-batch's forward and backward plus a per-step rest c (reductions, optimizer), with
+    m = global batch / (dp mb). The published times, fitted as a + S/dp, give per micro-batch
+    size mb the slot t = S mb / B and c = a - (p - 1) t (its standard error from the fit's
+    residuals); the model's own t and c at that mb, from its predictions, beside them."""
+    for src in srcs:
+        lays = [re.sub(r"\bdp=\d+,?", "", r.layout) for r in src.rows]
+        if len(src.rows) < 3 or len(set(lays)) != 1:
+            continue
+        dps = [layout_figure(r.layout, "dp") for r in src.rows]
+        p = layout_figure(src.rows[0].layout, "pp")
+        batch = int(re.search(r"global_batch:\s*(\d+)", open(src.rows[0].deck).read()).group(1))
+        xs = [1.0 / d for d in dps]
+        a, b, sd, sxx, mx = line_fit(xs, [r.published for r in src.rows])
+        print("%s: published = %.3f + %.2f / dp (residual sd %.2f s)" % (src.key, a, b, sd))
+        path = machine_copy(src)
+        try:
+            for mb in (1, 2):
+                t = b * mb / batch
+                c = a - (p - 1) * t
+                x0 = -(p - 1) * mb / batch  # c is the line's value at this x
+                se = sd * (1.0 / len(xs) + (x0 - mx) ** 2 / sxx) ** 0.5
+                pred = [predicted_step(args.paraxis, r.deck, path,
+                                       re.sub(r"\bmb=\d+", "mb=%d" % mb, r.layout))[0]
+                        for r in src.rows]
+                pa, pb = line_fit(xs, pred)[:2]
+                pt = pb * mb / batch
+                print("  mb %d: slot %.4f s (model %.4f s, %+.1f %%), per-step rest c %.2f s "
+                      "+- %.2f (model %.2f s)" % (mb, t, pt, 100 * (t - pt) / pt, c, se,
+                                                  pa - (p - 1) * pt))
+        finally:
+            os.unlink(path)
+    return 0
+
+
 def committed(args, srcs):
     """Every row with the machine files as committed."""
     print("%-14s %-6s %-48s %10s %10s %8s" % ("source", "row", "layout", "published",
@@ -413,6 +466,9 @@ def main():
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--loso", action="store_true",
                       help="leave-one-source-out validation; exit 1 when a target is missed")
+    mode.add_argument("--decompose", action="store_true",
+                      help="for a source whose rows differ only in dp: the published and the "
+                           "predicted steps as pipeline slots and a per-step rest, per mb")
     mode.add_argument("--fit", "--calibrate", action="store_true",
                       help="the all-sources fit per GPU type (--calibrate: its former name)")
     ap.add_argument("--machine", help="one machine file for every source (default: each "
@@ -437,6 +493,8 @@ def main():
             return loso(args, srcs)
         if args.fit:
             return fit_all(args, srcs)
+        if args.decompose:
+            return decompose(args, srcs)
         return committed(args, srcs)
     except (OSError, ValueError) as e:
         print("validate_published: %s" % e, file=sys.stderr)
