@@ -60,6 +60,25 @@ KNOWN_MISSES = {
     "mtnlg530b": (13.3, 15.3),
 }
 SLACK = 0.5
+# Each stack's per-micro-batch gradient accumulation pass, bytes per parameter of the rank (the
+# machine-file key gradient_accumulation_bytes), declared from the stack's code. Applied with
+# --accumulation, a diagnostic: modelled for these stacks it moves the A100 fit that H100 carries
+# over, and Mixtral misses (docs/perfmodel.md, "Validation"), so the machine files leave it out.
+ACCUMULATION = {
+    # Megatron-LM 2021 with --fp16 and no fp32 accumulation: autograd adds each micro-batch's
+    # weight gradient into .grad (read 2 + 2 B, write 2 B).
+    "narayanan2021": 6,
+    # DeepSpeed 2021, ZeRO stage 1 (before its BF16_Optimizer): the same autograd add, in bf16.
+    "mtnlg530b": 6,
+    # DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0, BigScience tr11-176B-ml.slurm): after
+    # every micro-batch's backward the pipeline engine calls update_hp_grads, which casts the bf16
+    # gradient to an fp32 temporary (read 2, write 4) and adds it to the fp32 one (read 4 + 4,
+    # write 4) (deepspeed/runtime/pipe/engine.py, _exec_backward_pass; bf16_optimizer.py).
+    "bloom176b": 18,
+    # Megatron-Core's gradient accumulation fusion: the weight-gradient GEMM accumulates into the
+    # fp32 main_grad in its epilogue, no pass of its own.
+    "mixtral8x7b": 0,
+}
 FIT_UNSTATED = [False]  # --fit-unstated (a diagnostic): fit on every source
 DEFAULT_MEMORY_EFFICIENCY = 0.8  # compute_efficiency.hpp's default: the one-row fit keeps it
 
@@ -479,6 +498,9 @@ def main():
     ap.add_argument("--fit-unstated", action="store_true",
                     help="a diagnostic: also fit on sources whose layout the publication leaves "
                          "partly unstated (Source.unstated)")
+    ap.add_argument("--accumulation", action="store_true",
+                    help="a diagnostic: model each stack's gradient accumulation pass "
+                         "(ACCUMULATION) over the machine files")
     ap.add_argument("--gemm-grid", default="0.50:0.90:0.02", help="lo:hi:step")
     ap.add_argument("--memory-grid", default="0.30:0.90:0.10", help="lo:hi:step")
     ap.add_argument("--jobs", type=int, default=2, help="paraxis processes at once")
@@ -486,9 +508,11 @@ def main():
     FIT_UNSTATED[0] = args.fit_unstated
     try:
         srcs = sources(root, args.decks)
-        if args.machine:
-            for src in srcs:
+        for src in srcs:
+            if args.machine:
                 src.machine = args.machine
+            if args.accumulation and ACCUMULATION[src.key]:
+                src.stack["gradient_accumulation_bytes"] = ACCUMULATION[src.key]
         if args.loso:
             return loso(args, srcs)
         if args.fit:
