@@ -424,8 +424,8 @@ def decompose(args, srcs):
     residuals); the model's own t and c at that mb, from its predictions, beside them."""
     for src in srcs:
         lays = [re.sub(r"\bdp=\d+,?", "", r.layout) for r in src.rows]
-        if len(src.rows) < 3 or len(set(lays)) != 1:
-            continue
+        if len(src.rows) < 3 or len(set(lays)) != 1 or "schedule=1f1b" not in lays[0]:
+            continue  # the slot count m + p - 1 is 1F1B's
         dps = [layout_figure(r.layout, "dp") for r in src.rows]
         p = layout_figure(src.rows[0].layout, "pp")
         batch = int(re.search(r"global_batch:\s*(\d+)", open(src.rows[0].deck).read()).group(1))
