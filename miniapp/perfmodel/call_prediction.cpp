@@ -68,6 +68,18 @@ const char* call_name(const LoggedOp& o) {
   return o.receive ? "receive" : to_string(o.op);
 }
 
+std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls) {
+  if (seq.empty() || seq.size() != calls.size()) return {};
+  std::vector<double> out;
+  for (std::size_t n = 0; n < seq.size(); ++n) {
+    const auto& q = seq[n];
+    const auto& c = calls[n];
+    if (q.op != c.op || q.bytes != c.bytes || q.group != c.group) return {};
+    out.push_back(q.seconds);
+  }
+  return out;
+}
+
 std::uint64_t size_bucket(double bytes) {
   if (!(bytes >= 1)) return 0;
   return std::uint64_t{1} << static_cast<int>(std::floor(std::log2(bytes)));

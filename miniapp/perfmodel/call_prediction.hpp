@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "perfmodel/collectives.hpp"
+#include "perfmodel/step_traffic.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -61,6 +62,13 @@ struct LoggedOp {
 bool logged_op(const std::string& name, LoggedOp* out);
 // The name the accounting gives it: the collective's (to_string), or "receive".
 const char* call_name(const LoggedOp& o);
+
+// A call's time by its position in a calibrated sequence (step_traffic.hpp,
+// data_parallel_call_sequence): the calibrated seconds of each of `calls` (every call of one step
+// on the axis, in issue order; op, bytes and group compared) when they are exactly `seq`'s calls
+// in its order — the step issued the sequence the calibration timed, so its n-th call takes
+// position n's time — else empty (each call then takes its curve's time, call_time).
+std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls);
 
 // The message-size bucket of S bytes: the largest power of two <= S (0 for S < 1).
 std::uint64_t size_bucket(double bytes);
