@@ -131,7 +131,7 @@ TEST(call_accounting, summary_json_counts_measured_steps) {
 // The step's data-parallel calls in issue order take their positions' times in the calibrated
 // sequence (CommCosts::dp_sequence) when they are its calls in its order: the first bucket its
 // first position's (after the backward), a later bucket of the same size its own position's;
-// a step whose calls are in another order takes each call's curve.
+// a step whose calls are others takes each call's curve.
 TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
   pd::CommCosts costs = pd::comm_costs_of({fit("dp", "all_reduce", 1e-5, 1e-9)});
   using C = pm::Collective;
@@ -150,14 +150,22 @@ TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
   EXPECT_EQ(p[3].value(), 2e-3);
   const auto rows = pd::call_rows({as_issued}, 0, &costs);
   EXPECT_DOUBLE_EQ(find(rows, "dp", "all_reduce", 512)->predicted_s.value(), 9e-3);
-  // Another order: not the sequence the calibration timed.
-  const auto other = step(1, {call("dp", "all_reduce", 4000, 1e-3, 2),
-                              call("dp", "all_reduce", 1000, 1e-3, 2),
-                              call("dp", "all_reduce", 1000, 1e-3, 2)});
-  const auto q = pd::step_call_predictions(other, costs);
+  // Logged in another order (overlapped requests completing out of order): each call its own
+  // size's first free position.
+  const auto swapped = step(1, {call("dp", "all_reduce", 4000, 1e-3, 2),
+                                call("dp", "all_reduce", 1000, 1e-3, 2),
+                                call("dp", "all_reduce", 1000, 1e-3, 2)});
+  const auto q = pd::step_call_predictions(swapped, costs);
+  EXPECT_EQ(q[0].value(), 1e-3);
+  EXPECT_EQ(q[1].value(), 7e-3);
+  EXPECT_EQ(q[2].value(), 2e-3);
+  // Other calls (a size the sequence does not hold): each call's curve.
+  const auto other = step(1, {call("dp", "all_reduce", 1000, 1e-3, 2),
+                              call("dp", "all_reduce", 4000, 1e-3, 2),
+                              call("dp", "all_reduce", 2000, 1e-3, 2)});
+  const auto o = pd::step_call_predictions(other, costs);
   const double curve = pd::predicted_call_s(costs, "dp", "all_reduce", 2, 1000).value();
-  EXPECT_EQ(q[1].value(), curve);
-  EXPECT_EQ(q[2].value(), curve);
+  EXPECT_EQ(o[0].value(), curve);
   EXPECT_NE(curve, 7e-3);
 }
 

@@ -70,12 +70,16 @@ const char* call_name(const LoggedOp& o) {
 
 std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls) {
   if (seq.empty() || seq.size() != calls.size()) return {};
+  std::vector<bool> used(seq.size(), false);
   std::vector<double> out;
-  for (std::size_t n = 0; n < seq.size(); ++n) {
-    const auto& q = seq[n];
-    const auto& c = calls[n];
-    if (q.op != c.op || q.bytes != c.bytes || q.group != c.group) return {};
-    out.push_back(q.seconds);
+  for (const auto& c : calls) {
+    std::size_t k = 0;
+    while (k < seq.size() &&
+           (used[k] || seq[k].op != c.op || seq[k].bytes != c.bytes || seq[k].group != c.group))
+      ++k;
+    if (k == seq.size()) return {};  // not one of the sequence's calls
+    used[k] = true;
+    out.push_back(seq[k].seconds);
   }
   return out;
 }
