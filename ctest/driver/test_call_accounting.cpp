@@ -176,9 +176,11 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
   cal.dp_sequence = {{{pm::Collective::reduce_scatter, 2048, 2, true, 3e-5},
                       {pm::Collective::all_gather, 2048, 2, true, 4e-5}},
                      6u << 20,
-                     1e-3};
+                     1e-3,
+                     2e-4};
   const pd::Calibration back = pd::calibration_from_json(pd::calibration_to_json(cal));
   EXPECT_EQ(back.dp_sequence.sweep_bytes, 6u << 20);
+  EXPECT_EQ(back.dp_sequence.later_sweep_s, 2e-4);
   const auto costs = pd::comm_costs_of_calibration(back);
   ASSERT_EQ(costs.dp_sequence.size(), 2u);
   EXPECT_EQ(costs.dp_sequence[1].op, pm::Collective::all_gather);
@@ -191,12 +193,16 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
 // A calibration of another bucket sequence misses the cache: the sequence is part of the key.
 TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
   using C = pm::Collective;
-  const pm::CallSequence a = {{C::all_reduce, 33792, 2, true, 0}, {C::all_reduce, 265216, 2, false, 0}};
-  pm::CallSequence b = a;
-  b[1].bytes = 132608;
+  pd::SequenceCalibration a{
+      {{C::all_reduce, 33792, 2, true, 0}, {C::all_reduce, 265216, 2, false, 0}}, 1 << 20, 1e-3,
+      2e-4};
+  pd::SequenceCalibration b = a;
+  b.calls[1].bytes = 132608;
+  pd::SequenceCalibration longer = a;
+  longer.sweep_s = 2e-3;
   namespace cd = paraxis::driver::calibration_detail;
-  EXPECT_EQ(cd::sequence_key("dp 2", a, 1 << 20, 1e-3), cd::sequence_key("dp 2", a, 1 << 20, 1e-3));
-  EXPECT_NE(cd::sequence_key("dp 2", a, 1 << 20, 1e-3), cd::sequence_key("dp 2", b, 1 << 20, 1e-3));
-  EXPECT_NE(cd::sequence_key("dp 2", a, 1 << 20, 1e-3), cd::sequence_key("dp 2", a, 2 << 20, 1e-3));
-  EXPECT_NE(cd::sequence_key("dp 2", a, 1 << 20, 1e-3), cd::sequence_key("dp 3", a, 1 << 20, 1e-3));
+  EXPECT_EQ(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", a));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", b));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", longer));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 3", a));
 }

@@ -19,13 +19,17 @@ nlohmann::json sequence_to_json(const SequenceCalibration& q) {
                      {"ranks", s.group},
                      {"after_compute", s.after_compute},
                      {"seconds", s.seconds}});
-  return {{"sweep_bytes", q.sweep_bytes}, {"sweep_s", q.sweep_s}, {"calls", calls}};
+  return {{"sweep_bytes", q.sweep_bytes},
+          {"sweep_s", q.sweep_s},
+          {"later_sweep_s", q.later_sweep_s},
+          {"calls", calls}};
 }
 
 SequenceCalibration sequence_from_json(const nlohmann::json& j) {
   SequenceCalibration q;
   q.sweep_bytes = j.at("sweep_bytes").get<std::size_t>();
   q.sweep_s = j.at("sweep_s").get<double>();
+  q.later_sweep_s = j.at("later_sweep_s").get<double>();
   for (const auto& c : j.at("calls"))
     q.calls.push_back({collective_named(c.at("op").get<std::string>()), c.at("bytes").get<double>(),
                        c.at("ranks").get<int>(), c.at("after_compute").get<bool>(),

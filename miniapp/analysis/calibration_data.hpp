@@ -45,14 +45,15 @@ struct ComputeCalibration {
 };
 
 // The data-parallel calls timed as the step issues them (perfmodel::data_parallel_call_sequence;
-// driver/calibration_comm.cpp, time_sequence): each repetition a barrier, a compute stand-in
-// sweeping `sweep_bytes` of memory for `sweep_s` (the ranks leave it on a shared deadline), then
-// the calls in order on one buffer; per call the median over repetitions of the last-arriving
-// rank's time. Empty calls: not measured (dp = 1, ZeRO 2-3, or an older summary).
+// driver/calibration_comm.cpp, time_sequence_on): each repetition a barrier, then a compute
+// stand-in sweeping `sweep_bytes` of memory, for `sweep_s` before the first call (the ranks leave
+// it on a shared deadline) and `later_sweep_s` before a later call that follows compute (the
+// optimizer's), the calls in order on one buffer; per call the median over repetitions of the
+// last-arriving rank's time. Empty calls: not measured (dp = 1, ZeRO 2-3, an older summary).
 struct SequenceCalibration {
   perfmodel::CallSequence calls;
   std::size_t sweep_bytes = 0;
-  double sweep_s = 0;
+  double sweep_s = 0, later_sweep_s = 0;
 };
 
 struct Calibration {

@@ -46,32 +46,42 @@ std::string comm_key(const RunConfig& cfg, const char* axis, int size,
          " overlap " + std::to_string(calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
 }
 
-// The compute stand-in of the data-parallel sequence: the memory the compute calibration held
-// (at least the sequence's own buffer twice over), capped at 64 MiB (past any last-level cache),
-// for one micro-batch's backward of a stage (the chunks' mean per stage), within 0.2-20 ms.
-std::pair<std::size_t, double> sweep_of(const ComputeCalibration& k,
-                                        const perfmodel::CallSequence& seq, int pp) {
+// The compute stand-in of the data-parallel sequence (SequenceCalibration): the memory the
+// compute calibration held (at least the sequence's own buffer twice over), capped at 64 MiB
+// (past any last-level cache); before the first call the compute a step runs before it (every
+// micro-batch's forward and backward of a stage: the chunks' sum over pp), before a later call
+// after compute the optimizer's; each within 0.2-20 ms.
+SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequence recorded,
+                                int pp, int micro_batches) {
   double bytes = 0;
-  for (const auto& q : seq) bytes += q.bytes;
-  const std::size_t sweep =
-      std::min<std::size_t>(std::max<std::size_t>(k.peak_bytes, 2 * bytes), std::size_t{64} << 20);
-  double backward = 0;
-  for (double b : k.backward_s) backward += b;
-  return {sweep, std::clamp(backward / std::max(pp, 1), 0.2e-3, 20e-3)};
+  for (const auto& q : recorded) bytes += q.bytes;
+  SequenceCalibration out;
+  out.sweep_bytes = std::min<std::size_t>(
+      std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)), std::size_t{64}
+                                                                                  << 20);
+  double step = 0;
+  for (std::size_t c = 0; c < k.backward_s.size(); ++c)
+    step += k.forward_s[c] + k.backward_s[c] +
+            (c < k.backward_weight_s.size() ? k.backward_weight_s[c] : 0.0);
+  out.sweep_s = std::clamp(step * micro_batches / std::max(pp, 1), 0.2e-3, 20e-3);
+  out.later_sweep_s = std::clamp(k.optimizer_s, 0.2e-3, 20e-3);
+  out.calls = std::move(recorded);
+  return out;
 }
 
 }  // namespace
 
 namespace calibration_detail {
 
-std::string sequence_key(const std::string& dp_key, const perfmodel::CallSequence& seq,
-                         std::size_t sweep_bytes, double sweep_s) {
+std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q) {
   std::ostringstream os;
   os << dp_key << " sequence";
-  for (const auto& q : seq)
-    os << ' ' << perfmodel::to_string(q.op) << ':' << static_cast<long long>(q.bytes) << ':' << q.group
-       << (q.after_compute ? "c" : "");
-  os << " sweep " << sweep_bytes << ' ' << static_cast<long>(sweep_s * 1e5);  // 10 us
+  for (const auto& c : q.calls)
+    os << ' ' << perfmodel::to_string(c.op) << ':' << static_cast<long long>(c.bytes) << ':'
+       << c.group << (c.after_compute ? "c" : "");
+  // The stand-in's durations to 10 us.
+  os << " sweep " << q.sweep_bytes << ' ' << static_cast<long>(q.sweep_s * 1e5) << ' '
+     << static_cast<long>(q.later_sweep_s * 1e5);
   return os.str();
 }
 
@@ -131,22 +141,23 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   auto recorded = perfmodel::data_parallel_call_sequence(
       sc, perfmodel::shard_units(cfg.model, sc, 0));
   if (recorded.empty()) return false;
-  const auto [bytes, seconds] = sweep_of(out.compute, recorded, cfg.parallel.pp);
+  SequenceCalibration q =
+      stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, sc.micro_batches());
   const config::LinkEmulation healthy = healthy_links(cfg);
-  const std::string key = calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), recorded,
-                                       bytes, seconds);
+  const std::string key =
+      calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
   auto it = sequence_cache_.find(key);
   const bool fresh = it == sequence_cache_.end();
   if (fresh) {
     const parallel::LinkModel links =
         parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
-    std::vector<double> t = calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links,
-                                                              mine, bytes, seconds);
-    t.resize(recorded.size());  // rank 0's stage's, broadcast so that every rank stores the same
+    std::vector<double> t =
+        calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links, mine, q);
+    t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
     parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0,
                                   MPI_COMM_WORLD, "calibration: broadcast a sequence");
-    for (std::size_t k = 0; k < recorded.size(); ++k) recorded[k].seconds = t[k];
-    it = sequence_cache_.emplace(key, SequenceCalibration{recorded, bytes, seconds}).first;
+    for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+    it = sequence_cache_.emplace(key, std::move(q)).first;
   }
   out.dp_sequence = it->second;
   return fresh;

@@ -252,13 +252,14 @@ void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* b
 }
 
 // The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
-// before every call marked after_compute (`sweep_s` before the first, the same sweep before a
-// later one: the optimizer's), then the calls back to back in place on one buffer. Per call the
-// median over repetitions of the smallest of the ranks' times: the last-arriving rank's, which
-// waits for nobody (the call, not the ranks' skew, which is the compute spread's term).
+// before every call marked after_compute (sweep_s before the first, later_sweep_s before a later
+// one: the optimizer's), the buffer written first as the backward writes the gradients; then the
+// calls back to back in place on that buffer. Per call the median over repetitions of the
+// smallest of the ranks' times: the last-arriving rank's, which waits for nobody (the call, not
+// the ranks' skew, which is the compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
-                                     const perfmodel::CallSequence& seq, std::size_t sweep_bytes,
-                                     double sweep_s) {
+                                     const perfmodel::CallSequence& seq,
+                                     const SequenceCalibration& stand_in) {
   std::vector<std::size_t> n, at;
   std::size_t total = 0, most = 1;
   for (const auto& q : seq) {
@@ -269,14 +270,17 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
   }
   Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq", total),
       out("paraxis::calib_seq_out", most);
-  std::vector<std::uint64_t> mem(sweep_bytes / sizeof(std::uint64_t), 1);
+  std::vector<std::uint64_t> mem(stand_in.sweep_bytes / sizeof(std::uint64_t), 1);
   const bool shared = one_node(comm);
   std::vector<std::vector<double>> times(seq.size());
   for (int rep = 0; rep <= kSequenceReps; ++rep) {  // repetition 0: a warm-up
     std::vector<double> t(seq.size());
-    double deadline = sweep_deadline(comm, sweep_s, shared, axis);
+    const double deadline = sweep_deadline(comm, stand_in.sweep_s, shared, axis);
+    Kokkos::deep_copy(buf, 1.0f);  // the gradients, written
+    Kokkos::fence();
     for (std::size_t k = 0; k < seq.size(); ++k) {
-      if (seq[k].after_compute) sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + sweep_s);
+      if (seq[k].after_compute)
+        sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + stand_in.later_sweep_s);
       const double t0 = now();
       issue(c, seq[k], buf.data() + at[k], out.data(), n[k]);
       Kokkos::fence();
@@ -332,10 +336,10 @@ std::size_t overlap_bytes(double bucket_mb) {
 
 std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
-                                  const perfmodel::CallSequence& seq, std::size_t sweep_bytes,
-                                  double sweep_s) {
+                                  const perfmodel::CallSequence& seq,
+                                  const SequenceCalibration& stand_in) {
   auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
-  return time_sequence_on(*c, comm, "dp", seq, sweep_bytes, sweep_s);
+  return time_sequence_on(*c, comm, "dp", seq, stand_in);
 }
 
 bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {
