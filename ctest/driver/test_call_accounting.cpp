@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "driver/call_accounting.hpp"
 #include "driver/calibration_detail.hpp"
+#include "driver/call_accounting.hpp"
 #include "perfmodel/collectives.hpp"
 
 namespace pd = paraxis::driver;
@@ -138,10 +138,9 @@ TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
   costs.dp_sequence = {{C::all_reduce, 1000, 2, true, 7e-3},
                        {C::all_reduce, 4000, 2, false, 1e-3},
                        {C::all_reduce, 1000, 2, false, 2e-3}};
-  const auto as_issued = step(1, {call("dp", "all_reduce", 1000, 1e-3, 2),
-                                  call("tp", "all_reduce", 1000, 1e-3, 2),
-                                  call("dp", "all_reduce", 4000, 1e-3, 2),
-                                  call("dp", "all_reduce", 1000, 1e-3, 2)});
+  const auto as_issued =
+      step(1, {call("dp", "all_reduce", 1000, 1e-3, 2), call("tp", "all_reduce", 1000, 1e-3, 2),
+               call("dp", "all_reduce", 4000, 1e-3, 2), call("dp", "all_reduce", 1000, 1e-3, 2)});
   const auto p = pd::step_call_predictions(as_issued, costs);
   ASSERT_EQ(p.size(), 4u);
   EXPECT_EQ(p[0].value(), 7e-3);
@@ -152,17 +151,17 @@ TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
   EXPECT_DOUBLE_EQ(find(rows, "dp", "all_reduce", 512)->predicted_s.value(), 9e-3);
   // Logged in another order (overlapped requests completing out of order): each call its own
   // size's first free position.
-  const auto swapped = step(1, {call("dp", "all_reduce", 4000, 1e-3, 2),
-                                call("dp", "all_reduce", 1000, 1e-3, 2),
-                                call("dp", "all_reduce", 1000, 1e-3, 2)});
+  const auto swapped =
+      step(1, {call("dp", "all_reduce", 4000, 1e-3, 2), call("dp", "all_reduce", 1000, 1e-3, 2),
+               call("dp", "all_reduce", 1000, 1e-3, 2)});
   const auto q = pd::step_call_predictions(swapped, costs);
   EXPECT_EQ(q[0].value(), 1e-3);
   EXPECT_EQ(q[1].value(), 7e-3);
   EXPECT_EQ(q[2].value(), 2e-3);
   // Other calls (a size the sequence does not hold): each call's curve.
-  const auto other = step(1, {call("dp", "all_reduce", 1000, 1e-3, 2),
-                              call("dp", "all_reduce", 4000, 1e-3, 2),
-                              call("dp", "all_reduce", 2000, 1e-3, 2)});
+  const auto other =
+      step(1, {call("dp", "all_reduce", 1000, 1e-3, 2), call("dp", "all_reduce", 4000, 1e-3, 2),
+               call("dp", "all_reduce", 2000, 1e-3, 2)});
   const auto o = pd::step_call_predictions(other, costs);
   const double curve = pd::predicted_call_s(costs, "dp", "all_reduce", 2, 1000).value();
   EXPECT_EQ(o[0].value(), curve);
@@ -194,7 +193,9 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
 TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
   using C = pm::Collective;
   pd::SequenceCalibration a{
-      {{C::all_reduce, 33792, 2, true, 0}, {C::all_reduce, 265216, 2, false, 0}}, 1 << 20, 1e-3,
+      {{C::all_reduce, 33792, 2, true, 0}, {C::all_reduce, 265216, 2, false, 0}},
+      1 << 20,
+      1e-3,
       2e-4};
   pd::SequenceCalibration b = a;
   b.calls[1].bytes = 132608;

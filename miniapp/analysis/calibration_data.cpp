@@ -55,16 +55,16 @@ nlohmann::json calibration_to_json(const Calibration& c) {
   }
   nlohmann::json out = {{"seconds", c.seconds},
                         {"comm", comm},
-          {"compute",
-           {{"forward_s_per_chunk", c.compute.forward_s},
-            {"backward_s_per_chunk", c.compute.backward_s},
-            {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
-            {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
-            {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
-            {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
-            {"optimizer_s", c.compute.optimizer_s},
-            {"flops_per_s", c.compute.flops_per_s},
-            {"peak_bytes", c.compute.peak_bytes}}}};
+                        {"compute",
+                         {{"forward_s_per_chunk", c.compute.forward_s},
+                          {"backward_s_per_chunk", c.compute.backward_s},
+                          {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
+                          {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
+                          {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
+                          {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
+                          {"optimizer_s", c.compute.optimizer_s},
+                          {"flops_per_s", c.compute.flops_per_s},
+                          {"peak_bytes", c.compute.peak_bytes}}}};
   if (!c.dp_sequence.calls.empty()) out["dp_sequence"] = sequence_to_json(c.dp_sequence);
   return out;
 }

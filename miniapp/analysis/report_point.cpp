@@ -343,9 +343,10 @@ void point_extras(const json& p, const RunConfig& c, const pm::StepTraffic& traf
                   const pm::Scenario& pc, const diagnosis::Host& host, const json& model_terms,
                   json& out) {
   if (p.contains("calls")) {
-    const CommCosts costs = p.contains("calibration")
-                                ? comm_costs_of_calibration(calibration_from_json(p.at("calibration")))
-                                : CommCosts{};
+    const CommCosts costs =
+        p.contains("calibration")
+            ? comm_costs_of_calibration(calibration_from_json(p.at("calibration")))
+            : CommCosts{};
     out["calls"] =
         calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);
   }

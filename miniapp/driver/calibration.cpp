@@ -39,9 +39,8 @@ std::string comm_key(const RunConfig& cfg, const char* axis, int size,
   return std::string(axis) + ' ' + std::to_string(size) + ' ' + std::to_string(shape.tp) + 'x' +
          std::to_string(shape.pp) + 'x' + std::to_string(shape.dp) + 'x' +
          std::to_string(shape.ep) + ' ' + config::to_string(shape.order) + ' ' +
-         config::to_string(cfg.comm.backend) + " nodes " +
-         std::to_string(healthy.ranks_per_node) + ' ' + std::to_string(healthy.latency_us) + ' ' +
-         std::to_string(healthy.bandwidth_gbs) +
+         config::to_string(cfg.comm.backend) + " nodes " + std::to_string(healthy.ranks_per_node) +
+         ' ' + std::to_string(healthy.latency_us) + ' ' + std::to_string(healthy.bandwidth_gbs) +
          (calibration_detail::gather_in_place(axis, shape) ? " gather in place" : "") +
          " overlap " + std::to_string(calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
 }
@@ -57,8 +56,8 @@ SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequ
   for (const auto& q : recorded) bytes += q.bytes;
   SequenceCalibration out;
   out.sweep_bytes = std::min<std::size_t>(
-      std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)), std::size_t{64}
-                                                                                  << 20);
+      std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)),
+      std::size_t{64} << 20);
   double step = 0;
   for (std::size_t c = 0; c < k.backward_s.size(); ++c)
     step += k.forward_s[c] + k.backward_s[c] +
@@ -135,11 +134,10 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
                                     Calibration& out) {
   const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
   // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
-  const auto mine =
-      perfmodel::data_parallel_call_sequence(sc, perfmodel::shard_units(cfg.model, sc,
-                                                                        grid.coords().pp));
-  auto recorded = perfmodel::data_parallel_call_sequence(
-      sc, perfmodel::shard_units(cfg.model, sc, 0));
+  const auto mine = perfmodel::data_parallel_call_sequence(
+      sc, perfmodel::shard_units(cfg.model, sc, grid.coords().pp));
+  auto recorded =
+      perfmodel::data_parallel_call_sequence(sc, perfmodel::shard_units(cfg.model, sc, 0));
   if (recorded.empty()) return false;
   SequenceCalibration q =
       stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, sc.micro_batches());

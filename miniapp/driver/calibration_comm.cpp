@@ -268,7 +268,8 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
     total += n.back();
     most = std::max(most, n.back());
   }
-  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq", total),
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq",
+                                                                        total),
       out("paraxis::calib_seq_out", most);
   std::vector<std::uint64_t> mem(stand_in.sweep_bytes / sizeof(std::uint64_t), 1);
   const bool shared = one_node(comm);
@@ -286,9 +287,9 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
       Kokkos::fence();
       t[k] = now() - t0;
     }
-    parallel::watchdog::all_reduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()),
-                                   MPI_DOUBLE, MPI_MIN, comm,
-                                   "calibration: the last-arriving rank's times", axis);
+    parallel::watchdog::all_reduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE,
+                                   MPI_MIN, comm, "calibration: the last-arriving rank's times",
+                                   axis);
     for (std::size_t k = 0; rep > 0 && k < seq.size(); ++k) times[k].push_back(t[k]);
   }
   std::vector<double> med;

@@ -41,8 +41,7 @@ std::vector<std::optional<double>> step_call_predictions(const model::StepResult
   std::size_t n = 0;
   for (const auto& c : s.comm_spans) {
     pm::LoggedOp o;
-    if (!as_issued.empty() && std::string(c.axis) == "dp" && pm::logged_op(c.op, &o) &&
-        !o.receive)
+    if (!as_issued.empty() && std::string(c.axis) == "dp" && pm::logged_op(c.op, &o) && !o.receive)
       out.push_back(as_issued[n++]);
     else
       out.push_back(predicted_call_s(costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes)));

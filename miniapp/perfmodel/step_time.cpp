@@ -234,8 +234,8 @@ double exposed_data_parallel_time(const model::ModelConfig& m, const Scenario& c
       (gradient_reduction(q.op, q.bytes) ? reductions : rest) += q.seconds;
   } else {
     for (const auto& o : dpt.ops) {
-      const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes,
-                                           in.links.dp, &in.op_links.dp, in.all_reduce);
+      const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
+                                           &in.op_links.dp, in.all_reduce);
       (gradient_reduction(o.op, o.bytes) ? reductions : rest) += t;
     }
   }

@@ -293,8 +293,8 @@ void add_bucket_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
 
 // ZeRO 1: the units' reduce-scatters after the backward, the norm, the all-gathers after the
 // optimizer (zero_optimizer.cpp: finish_gradients, apply).
-void add_zero1_calls(const Scenario& c, const std::vector<ParamUnit>& units,
-                     const ElementBytes& eb, CallSequence& out) {
+void add_zero1_calls(const Scenario& c, const std::vector<ParamUnit>& units, const ElementBytes& eb,
+                     CallSequence& out) {
   std::vector<const ParamUnit*> order;
   for (const auto& u : units)
     if (u.group > 1) order.push_back(&u);
@@ -306,8 +306,8 @@ void add_zero1_calls(const Scenario& c, const std::vector<ParamUnit>& units,
   bool first = true;
   for (const auto& u : units)
     if (u.group > 1) {
-      out.push_back({C::all_gather, static_cast<double>(u.padded) * eb.parameter, u.group, first,
-                     0.0});
+      out.push_back(
+          {C::all_gather, static_cast<double>(u.padded) * eb.parameter, u.group, first, 0.0});
       first = false;
     }
 }
