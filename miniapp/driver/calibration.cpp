@@ -138,7 +138,11 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
       sc, perfmodel::shard_units(cfg.model, sc, grid.coords().pp));
   auto recorded =
       perfmodel::data_parallel_call_sequence(sc, perfmodel::shard_units(cfg.model, sc, 0));
-  if (recorded.empty()) return false;
+  // Timed on the dp communicator: a sequence with calls over another group (expert units over
+  // their dp / ep ranks) keeps the curves.
+  const bool on_dp = std::all_of(recorded.begin(), recorded.end(),
+                                 [&](const auto& q) { return q.group == cfg.parallel.dp; });
+  if (recorded.empty() || !on_dp) return false;
   SequenceCalibration q =
       stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, sc.micro_batches());
   const config::LinkEmulation healthy = healthy_links(cfg);
