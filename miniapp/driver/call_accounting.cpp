@@ -30,18 +30,20 @@ std::vector<std::optional<double>> step_call_predictions(const model::StepResult
                                                          const CommCosts& costs) {
   // The step's data-parallel calls in issue order: the calibrated sequence's, position by
   // position, when they are its calls (perfmodel::sequence_call_times).
+  auto dp_call = [](const model::StepResult::CommSpan& c, pm::LoggedOp* o) {
+    return std::string(c.axis) == "dp" && pm::logged_op(c.op, o) && !o->receive;
+  };
   pm::CallSequence dp_calls;
   for (const auto& c : s.comm_spans) {
     pm::LoggedOp o;
-    if (std::string(c.axis) == "dp" && pm::logged_op(c.op, &o) && !o.receive)
-      dp_calls.push_back({o.op, static_cast<double>(c.bytes), c.ranks, false, 0.0});
+    if (dp_call(c, &o)) dp_calls.push_back({o.op, static_cast<double>(c.bytes), c.ranks, false, 0});
   }
   const auto as_issued = pm::sequence_call_times(costs.dp_sequence, dp_calls);
   std::vector<std::optional<double>> out;
   std::size_t n = 0;
   for (const auto& c : s.comm_spans) {
     pm::LoggedOp o;
-    if (!as_issued.empty() && std::string(c.axis) == "dp" && pm::logged_op(c.op, &o) && !o.receive)
+    if (!as_issued.empty() && dp_call(c, &o))
       out.push_back(as_issued[n++]);
     else
       out.push_back(predicted_call_s(costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes)));
