@@ -232,8 +232,8 @@ double sweep_deadline(MPI_Comm comm, double sweep_s, bool shared, const char* ax
   return shared ? deadline : MPI_Wtime() + sweep_s;
 }
 
-// One call of a sequence on `buf` at `at` (n elements of it, in place as the step issues it:
-// all-reduces and all-gathers in place, reduce-scatters into `out`).
+// One call of a sequence on the n elements at `buf`, in place as the step issues it (all-reduces
+// and all-gathers in place, reduce-scatters into `out`).
 void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* buf, float* out,
            std::size_t n) {
   const auto p = static_cast<std::size_t>(c.size());
