@@ -144,15 +144,18 @@ void bias_add(const ExecSpace& space, const YV& Y, const BV& b) {
 
 namespace detail {
 // out[c] += sum over rows i < n of dY(i, j0 + c), c < w <= W, rows added in order from 0 into
-// a zeroed sum. Four rows per pass over the sums, ((s + d0) + d1) + d2) + d3 (the same
-// additions in the same order as one row at a time): a quarter of the loads and stores of the
-// sums, which stay in memory (L1) for a width known only at run time.
+// a zeroed sum. dY of the sums' type: four rows per pass over the sums, ((s + d0) + d1) + d2) +
+// d3 (the same additions in the same order as one row at a time), a quarter of the loads and
+// stores of the sums, which stay in memory (L1) for a width known only at run time. Narrower
+// dY (bf16) one row per pass: four converted rows at a time ran slower past the cache
+// (docs/perf-log/2026-12-05-kernels-round4.md).
 template <int W, class DYV, class A>
 inline void bias_grad_block(const DYV& dY, int n, int j0, int w, A* KOKKOS_RESTRICT out) {
+  constexpr bool four = sizeof(value_t<DYV>) >= sizeof(A);
   A s[W];
   for (int c = 0; c < w; ++c) s[c] = 0;
   int i = 0;
-  for (; i + 4 <= n; i += 4) {
+  for (; four && i + 4 <= n; i += 4) {
     const auto* KOKKOS_RESTRICT d0 = row_ptr(dY, i) + j0;
     const auto* KOKKOS_RESTRICT d1 = row_ptr(dY, i + 1) + j0;
     const auto* KOKKOS_RESTRICT d2 = row_ptr(dY, i + 2) + j0;
