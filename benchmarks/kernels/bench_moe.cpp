@@ -110,7 +110,7 @@ void check_op(benchmark::State& state, Op op, int h, const std::vector<double>& 
 // floor (gather_fwd only): the floor row, whole rows copied by memcpy from the routing's
 // slot_token (bench_floors.hpp), the kernel's output exactly.
 template <class T>
-void bench_op(benchmark::State& state, int n, int h, Op op, bool floor = false) {
+void bench_op(benchmark::State& state, int n, int h, Op op, bool floor) {
   // Two distinct experts per token from a fixed hash: roughly balanced, no capacity drops.
   pk::View2<int, Exec> idx("idx", n, kTopK);
   auto hi = Kokkos::create_mirror_view(idx);
@@ -185,10 +185,10 @@ const bool registered = [] {
     for (const auto& o : ops) {
       const std::string f = o.family;
       benchmark::RegisterBenchmark((f + "/" + o.pass + "/" + s).c_str(), bench_op<float>, n, h,
-                                   o.op)
+                                   o.op, false)
           ->UseRealTime();
       benchmark::RegisterBenchmark((f + "/" + o.pass + "/bf16/" + s).c_str(),
-                                   bench_op<paraxis::bf16>, n, h, o.op)
+                                   bench_op<paraxis::bf16>, n, h, o.op, false)
           ->UseRealTime();
       if (o.op == Op::gather_fwd) {
         benchmark::RegisterBenchmark((f + "/fwd/floor/memcpy/" + s).c_str(), bench_op<float>, n, h,
