@@ -50,13 +50,22 @@ double update_bytes(std::size_t n) {
   return static_cast<double>(n) * (sizeof(G) + 6.0 * sizeof(float));
 }
 
+// The optimizer state of n parameters: gradient and master weights filled, m = v = 0.
+template <class G>
+struct AdamWState {
+  pk::View1<G, Exec> grad;
+  pk::View1<float, Exec> m, v, master;
+  explicit AdamWState(std::size_t n) : grad("grad", n), m("m", n), v("v", n), master("master", n) {
+    fill_formula(grad, 1);
+    fill_formula(master, 2);
+    Kokkos::fence();
+  }
+};
+
 template <class G>
 void bench_update(benchmark::State& state, std::size_t n) {
-  pk::View1<G, Exec> grad("grad", n);
-  pk::View1<float, Exec> m("m", n), v("v", n), master("master", n);
-  fill_formula(grad, 1);
-  fill_formula(master, 2);
-  Kokkos::fence();
+  const AdamWState<G> st(n);
+  const auto &grad = st.grad, &m = st.m, &v = st.v, &master = st.master;
   pk::AdamWHyper h;
   h.lr = 1e-3;
   h.weight_decay = 0.1;
@@ -80,11 +89,8 @@ void bench_update(benchmark::State& state, std::size_t n) {
 // written) with one add each, from m = v = 0 and master = fill 2.
 template <class G>
 void bench_streams_floor(benchmark::State& state, std::size_t n) {
-  pk::View1<G, Exec> grad("grad", n);
-  pk::View1<float, Exec> m("m", n), v("v", n), master("master", n);
-  fill_formula(grad, 1);
-  fill_formula(master, 2);
-  Kokkos::fence();
+  const AdamWState<G> st(n);
+  const auto &grad = st.grad, &m = st.m, &v = st.v, &master = st.master;
   if constexpr (paraxis::bench::floors::host_v<Exec>) {
     const auto g = host_values(grad);
     auto p = host_values(master);
