@@ -27,8 +27,21 @@ inline void moe_copy_row(int h, const S* KOKKOS_RESTRICT src, D* KOKKOS_RESTRICT
 
 // dx += sum over slots s < k of src_of(s) (in order of s; a null row is a dropped slot), summed
 // in A, rounded once.
+// Two kept slots (top-2) take one pass: (dx + x0) + x1 per element in a register, the same
+// additions in the same order as the chunked loop.
 template <class A, class D, class SrcOf>
 inline void moe_add_rows(int h, int k, const SrcOf& src_of, D* KOKKOS_RESTRICT dx) {
+  if (k == 2 && src_of(0) && src_of(1)) {
+    const auto* KOKKOS_RESTRICT x0 = src_of(0);
+    const auto* KOKKOS_RESTRICT x1 = src_of(1);
+    store_row(dx, h, [&](int l) {
+      A a = static_cast<A>(dx[l]);
+      a += static_cast<A>(x0[l]);
+      a += static_cast<A>(x1[l]);
+      return a;
+    });
+    return;
+  }
   for (int j0 = 0; j0 < h; j0 += kMoeChunk) {
     const int w = h - j0 < kMoeChunk ? h - j0 : kMoeChunk;
     A acc[kMoeChunk];
