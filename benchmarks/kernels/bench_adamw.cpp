@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench_copy_bytes.hpp"
+#include "bench_floors.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/adamw.hpp"
 
@@ -49,13 +50,22 @@ double update_bytes(std::size_t n) {
   return static_cast<double>(n) * (sizeof(G) + 6.0 * sizeof(float));
 }
 
+// The optimizer state of n parameters: gradient and master weights filled, m = v = 0.
+template <class G>
+struct AdamWState {
+  pk::View1<G, Exec> grad;
+  pk::View1<float, Exec> m, v, master;
+  explicit AdamWState(std::size_t n) : grad("grad", n), m("m", n), v("v", n), master("master", n) {
+    fill_formula(grad, 1);
+    fill_formula(master, 2);
+    Kokkos::fence();
+  }
+};
+
 template <class G>
 void bench_update(benchmark::State& state, std::size_t n) {
-  pk::View1<G, Exec> grad("grad", n);
-  pk::View1<float, Exec> m("m", n), v("v", n), master("master", n);
-  fill_formula(grad, 1);
-  fill_formula(master, 2);
-  Kokkos::fence();
+  const AdamWState<G> st(n);
+  const auto &grad = st.grad, &m = st.m, &v = st.v, &master = st.master;
   pk::AdamWHyper h;
   h.lr = 1e-3;
   h.weight_decay = 0.1;
@@ -75,12 +85,40 @@ void bench_update(benchmark::State& state, std::size_t n) {
   set_bytes(state, update_bytes<G>(n));
 }
 
+// The floor (bench_floors.hpp): the update's streams (gradient read; m, v, master read and
+// written) with one add each, from m = v = 0 and master = fill 2.
+template <class G>
+void bench_streams_floor(benchmark::State& state, std::size_t n) {
+  const AdamWState<G> st(n);
+  const auto &grad = st.grad, &m = st.m, &v = st.v, &master = st.master;
+  if constexpr (paraxis::bench::floors::host_v<Exec>) {
+    const auto g = host_values(grad);
+    auto p = host_values(master);
+    for (std::size_t i = 0; i < n; ++i) p[i] += g[i];
+    paraxis::bench::floors::three_adds<Exec>(pk::View1<const G, Exec>(grad), m, v, master);
+    check_output(state, "m", m, g);
+    check_output(state, "v", v, g);
+    check_output(state, "master", master, p);
+    for (auto _ : state) {
+      paraxis::bench::floors::three_adds<Exec>(pk::View1<const G, Exec>(grad), m, v, master);
+      Kokkos::fence();
+    }
+  }
+  set_bytes(state, update_bytes<G>(n));
+}
+
 const bool registered = [] {
   for (int hidden : {512, 1536}) {
     const std::size_t n = 12ull * hidden * hidden;
     const std::string s = std::to_string(n);
     benchmark::RegisterBenchmark(("adamw/" + s).c_str(), bench_update<float>, n)->UseRealTime();
     benchmark::RegisterBenchmark(("adamw/bf16/" + s).c_str(), bench_update<paraxis::bf16>, n)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("adamw/floor/streams/" + s).c_str(), bench_streams_floor<float>,
+                                 n)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("adamw/floor/streams/bf16/" + s).c_str(),
+                                 bench_streams_floor<paraxis::bf16>, n)
         ->UseRealTime();
     benchmark::RegisterBenchmark(("adamw/baseline_copy/" + s).c_str(), bench_copy<float>,
                                  paraxis::bench::copy_elements<float>(update_bytes<float>(n)))

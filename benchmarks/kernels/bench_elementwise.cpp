@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_floors.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 
@@ -106,13 +107,25 @@ void bias_add(benchmark::State& state, int n, int h) {
   set_bytes(state, 2.0 * n * h * sizeof(T) + 1.0 * h * sizeof(T));
 }
 
+// floor = true: the floor row (bench_floors.hpp's column_sums_by_rows, one column block per
+// thread), the same sums in the same order as the kernel.
 template <class T>
-void bias_grad(benchmark::State& state, int n, int h) {
+void bias_grad_run(benchmark::State& state, int n, int h, bool floor) {
   using A = pk::acc_t<T>;
   pk::View2<T, Exec> dY("dY", n, h);
   pk::View1<A, Exec> db("db", h);
   fill_formula(dY, 1);
-  pk::bias_grad_accumulate(Exec(), dY, db);  // onto db = 0
+  auto run = [&] {
+    if constexpr (paraxis::bench::floors::host_v<Exec>) {
+      if (floor) {
+        paraxis::bench::floors::column_sums_by_rows<Exec>(pk::View2<const T, Exec>(dY), db,
+                                                          Exec().concurrency());
+        return;
+      }
+    }
+    pk::bias_grad_accumulate(Exec(), dY, db);
+  };
+  run();  // onto db = 0
   std::vector<double> expected(h, 0.0);
   const auto dy = host_values(dY);
   for (std::size_t k = 0; k < dy.size(); ++k) expected[k % h] += dy[k];
@@ -123,10 +136,18 @@ void bias_grad(benchmark::State& state, int n, int h) {
   check_output(state, "db", db, expected,
                paraxis::bench::check_tolerance<A>() * std::max(1.0, n / 4096.0));
   for (auto _ : state) {
-    pk::bias_grad_accumulate(Exec(), dY, db);
+    run();
     Kokkos::fence();
   }
   set_bytes(state, 1.0 * n * h * sizeof(T) + 2.0 * h * sizeof(A));
+}
+template <class T>
+void bias_grad(benchmark::State& state, int n, int h) {
+  bias_grad_run<T>(state, n, h, false);
+}
+template <class T>
+void bias_grad_floor(benchmark::State& state, int n, int h) {
+  bias_grad_run<T>(state, n, h, true);
 }
 
 template <class T>
@@ -186,24 +207,42 @@ void convert(benchmark::State& state, int n, int h) {
 // Y = X(index, :) with index a permutation (row i takes row 7919 i mod n: odd stride, a
 // bijection for n a power of two; scattered like expert dispatch).
 template <class T>
-void gather(benchmark::State& state, int n, int h) {
+void gather_run(benchmark::State& state, int n, int h, bool floor) {
   pk::View2<T, Exec> X("X", n, h), Y("Y", n, h);
   pk::View1<int, Exec> index("index", n);
   fill_formula(X, 1);
   auto hi = Kokkos::create_mirror_view(index);
   for (int i = 0; i < n; ++i) hi(i) = static_cast<int>((7919LL * i) % n);
   Kokkos::deep_copy(index, hi);
-  pk::gather_rows(Exec(), X, index, n, Y);
+  auto run = [&] {
+    if constexpr (paraxis::bench::floors::host_v<Exec>) {
+      if (floor) {  // whole rows by memcpy (bench_floors.hpp)
+        paraxis::bench::floors::gather_rows<Exec>(pk::View2<const T, Exec>(X),
+                                                  pk::View1<const int, Exec>(index), Y);
+        return;
+      }
+    }
+    pk::gather_rows(Exec(), X, index, n, Y);
+  };
+  run();
   const auto x = host_values(X);
   std::vector<double> expected(x.size());
   for (std::size_t k = 0; k < x.size(); ++k)
     expected[k] = x[static_cast<std::size_t>(hi(static_cast<int>(k / h))) * h + k % h];
   check_output(state, "Y", Y, expected, kExact);
   for (auto _ : state) {
-    pk::gather_rows(Exec(), X, index, n, Y);
+    run();
     Kokkos::fence();
   }
   set_bytes(state, 2.0 * n * h * sizeof(T) + 1.0 * n * sizeof(int));
+}
+template <class T>
+void gather(benchmark::State& state, int n, int h) {
+  gather_run<T>(state, n, h, false);
+}
+template <class T>
+void gather_floor(benchmark::State& state, int n, int h) {
+  gather_run<T>(state, n, h, true);
 }
 
 using Fn = void (*)(benchmark::State&, int, int);
@@ -230,10 +269,10 @@ template <class T>
 void register_type() {
   register_family<T>("gelu", {{"fwd/", gelu_fwd<T>}, {"bwd/", gelu_bwd<T>}});
   register_family<T>("bias_add", {{"", bias_add<T>}});
-  register_family<T>("bias_grad", {{"", bias_grad<T>}});
+  register_family<T>("bias_grad", {{"", bias_grad<T>}, {"floor/rows/", bias_grad_floor<T>}});
   register_family<T>("residual", {{"", residual<T>}});
   register_family<T>("scale", {{"", scale<T>}});
-  register_family<T>("gather_rows", {{"", gather<T>}});
+  register_family<T>("gather_rows", {{"", gather<T>}, {"floor/memcpy/", gather_floor<T>}});
   // convert/to/bf16/RxC: fp32 -> bf16; convert/to/RxC: bf16 -> fp32 (named by the type written).
   register_family<T>("convert", {{"to/", convert<T>}});
 }

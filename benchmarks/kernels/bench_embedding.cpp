@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_copy_bytes.hpp"
+#include "bench_floors.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/embedding.hpp"
 
@@ -74,17 +75,20 @@ void add_row(std::vector<double>& dst, std::size_t to, const std::vector<double>
   for (int j = 0; j < kHidden; ++j) dst[to * kHidden + j] += src[from * kHidden + j];
 }
 
-// Minimal traffic of each pass, in bytes.
+// Minimal traffic of each pass, in bytes (positions = false: without the position rows, the floors'
+// bytes).
 template <class T>
-double fwd_bytes(int tokens) {
-  return (static_cast<double>(distinct_ids(tokens)) + kSeq + tokens) * kHidden * sizeof(T) +
+double fwd_bytes(int tokens, bool positions = true) {
+  return (static_cast<double>(distinct_ids(tokens)) + (positions ? kSeq : 0) + tokens) * kHidden *
+             sizeof(T) +
          tokens * sizeof(int);
 }
 template <class T>
-double bwd_bytes(int tokens) {
+double bwd_bytes(int tokens, bool positions = true) {
   using A = pk::acc_t<T>;
   return static_cast<double>(tokens) * kHidden * sizeof(T) +
-         2.0 * (static_cast<double>(distinct_ids(tokens)) + kSeq) * kHidden * sizeof(A) +
+         2.0 * (static_cast<double>(distinct_ids(tokens)) + (positions ? kSeq : 0)) * kHidden *
+             sizeof(A) +
          tokens * sizeof(int);
 }
 
@@ -136,6 +140,59 @@ void bench_bwd(benchmark::State& state, int n_tokens) {
   set_bytes(state, bwd_bytes<T>(n_tokens));
 }
 
+// Floors (bench_floors.hpp), same tokens, tables and bytes as the passes: forward gathers the
+// token rows of wte into X by memcpy (no position rows); backward adds each dX row onto its
+// token's dwte row in token order (no bucketing, no dwpe).
+template <class T>
+void bench_fwd_floor(benchmark::State& state, int n_tokens) {
+  auto tokens = make_tokens(n_tokens);
+  pk::View2<T, Exec> wte("wte", kVocab, kHidden), X("X", n_tokens, kHidden);
+  fill_formula(wte, 1);
+  if constexpr (paraxis::bench::floors::host_v<Exec>) {
+    auto run = [&] {
+      paraxis::bench::floors::gather_rows<Exec>(pk::View2<const T, Exec>(wte),
+                                                pk::View1<const int, Exec>(tokens), X);
+    };
+    run();
+    const auto ids = token_ids(n_tokens);
+    const auto w = host_values(wte);
+    std::vector<double> expected(static_cast<std::size_t>(n_tokens) * kHidden, 0.0);
+    for (int n = 0; n < n_tokens; ++n) add_row(expected, n, w, ids[n]);
+    check_output(state, "X", X, expected, paraxis::bench::kExact);
+    for (auto _ : state) {
+      run();
+      Kokkos::fence();
+    }
+  }
+  set_bytes(state, fwd_bytes<T>(n_tokens, false));
+}
+
+template <class T>
+void bench_bwd_floor(benchmark::State& state, int n_tokens) {
+  using A = pk::acc_t<T>;
+  auto tokens = make_tokens(n_tokens);
+  pk::View2<T, Exec> dX("dX", n_tokens, kHidden);
+  pk::View2<A, Exec> dwte("dwte", kVocab, kHidden);
+  fill_formula(dX, 3);
+  if constexpr (paraxis::bench::floors::host_v<Exec>) {
+    auto run = [&] {
+      paraxis::bench::floors::scatter_add_rows<Exec>(pk::View2<const T, Exec>(dX),
+                                                     pk::View1<const int, Exec>(tokens), dwte);
+    };
+    run();
+    const auto ids = token_ids(n_tokens);
+    const auto dx = host_values(dX);
+    std::vector<double> expected(static_cast<std::size_t>(kVocab) * kHidden, 0.0);
+    for (int n = 0; n < n_tokens; ++n) add_row(expected, ids[n], dx, n);
+    check_output(state, "dwte", dwte, expected);
+    for (auto _ : state) {
+      run();
+      Kokkos::fence();
+    }
+  }
+  set_bytes(state, bwd_bytes<T>(n_tokens, false));
+}
+
 // The rows of one storage type at `tokens` tokens: forward, backward, the copy of the same
 // [tokens, hidden] elements and the copy of the backward pass's own bytes (fp32 gradients:
 // about 3x the [tokens, hidden] copy's).
@@ -148,6 +205,12 @@ void register_shape(int tokens) {
   benchmark::RegisterBenchmark(("embedding/fwd/" + t + s).c_str(), bench_fwd<T>, tokens)
       ->UseRealTime();
   benchmark::RegisterBenchmark(("embedding/bwd/" + t + s).c_str(), bench_bwd<T>, tokens)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/fwd/floor/gather/" + t + s).c_str(), bench_fwd_floor<T>,
+                               tokens)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark(("embedding/bwd/floor/scatter/" + t + s).c_str(), bench_bwd_floor<T>,
+                               tokens)
       ->UseRealTime();
   benchmark::RegisterBenchmark(("embedding/baseline_copy/" + t + s).c_str(), bench_copy<T>,
                                elements)

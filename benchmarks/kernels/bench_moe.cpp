@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench_copy_bytes.hpp"
+#include "bench_floors.hpp"
 #include "bench_util.hpp"
 #include "paraxis/kernels/moe.hpp"
 
@@ -106,8 +107,10 @@ void check_op(benchmark::State& state, Op op, int h, const std::vector<double>& 
   if (op == Op::combine_bwd) check_output(state, "dgate", dgate, dg);
 }
 
+// floor (gather_fwd only): the floor row, whole rows copied by memcpy from the routing's
+// slot_token (bench_floors.hpp), the kernel's output exactly.
 template <class T>
-void bench_op(benchmark::State& state, int n, int h, Op op) {
+void bench_op(benchmark::State& state, int n, int h, Op op, bool floor) {
   // Two distinct experts per token from a fixed hash: roughly balanced, no capacity drops.
   pk::View2<int, Exec> idx("idx", n, kTopK);
   auto hi = Kokkos::create_mirror_view(idx);
@@ -127,6 +130,13 @@ void bench_op(benchmark::State& state, int n, int h, Op op) {
   fill_formula(E1, 2);
   fill_formula(gate, 3);
   auto run = [&] {
+    if constexpr (paraxis::bench::floors::host_v<Exec>) {
+      if (floor && op == Op::gather_fwd) {
+        paraxis::bench::floors::gather_rows<Exec>(pk::View2<const T, Exec>(X),
+                                                  pk::View1<const int, Exec>(r.slot_token), E1);
+        return;
+      }
+    }
     switch (op) {
       case Op::gather_fwd:
         pk::moe_gather(Exec(), X, r, E1);
@@ -175,11 +185,19 @@ const bool registered = [] {
     for (const auto& o : ops) {
       const std::string f = o.family;
       benchmark::RegisterBenchmark((f + "/" + o.pass + "/" + s).c_str(), bench_op<float>, n, h,
-                                   o.op)
+                                   o.op, false)
           ->UseRealTime();
       benchmark::RegisterBenchmark((f + "/" + o.pass + "/bf16/" + s).c_str(),
-                                   bench_op<paraxis::bf16>, n, h, o.op)
+                                   bench_op<paraxis::bf16>, n, h, o.op, false)
           ->UseRealTime();
+      if (o.op == Op::gather_fwd) {
+        benchmark::RegisterBenchmark((f + "/fwd/floor/memcpy/" + s).c_str(), bench_op<float>, n, h,
+                                     o.op, true)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark((f + "/fwd/floor/memcpy/bf16/" + s).c_str(),
+                                     bench_op<paraxis::bf16>, n, h, o.op, true)
+            ->UseRealTime();
+      }
       // A copy of this op's bytes: the same working set (bench_copy_bytes.hpp).
       const std::string c = f + "/baseline_copy/" + o.pass + "_bytes/";
       benchmark::RegisterBenchmark(

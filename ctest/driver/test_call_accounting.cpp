@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "driver/calibration_detail.hpp"
 #include "driver/call_accounting.hpp"
 #include "perfmodel/collectives.hpp"
 
@@ -125,4 +126,84 @@ TEST(call_accounting, summary_json_counts_measured_steps) {
   ASSERT_EQ(j["rows"].size(), 1u);
   EXPECT_EQ(j["rows"][0]["bucket_bytes"], 64);
   EXPECT_TRUE(j["rows"][0]["predicted_s"].is_null());
+}
+
+// The step's data-parallel calls in issue order take their positions' times in the calibrated
+// sequence (CommCosts::dp_sequence) when they are its calls in its order: the first bucket its
+// first position's (after the backward), a later bucket of the same size its own position's;
+// a step whose calls are others takes each call's curve.
+TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
+  pd::CommCosts costs = pd::comm_costs_of({fit("dp", "all_reduce", 1e-5, 1e-9)});
+  using C = pm::Collective;
+  costs.dp_sequence = {{C::all_reduce, 1000, 2, true, 7e-3},
+                       {C::all_reduce, 4000, 2, false, 1e-3},
+                       {C::all_reduce, 1000, 2, false, 2e-3}};
+  const auto as_issued =
+      step(1, {call("dp", "all_reduce", 1000, 1e-3, 2), call("tp", "all_reduce", 1000, 1e-3, 2),
+               call("dp", "all_reduce", 4000, 1e-3, 2), call("dp", "all_reduce", 1000, 1e-3, 2)});
+  const auto p = pd::step_call_predictions(as_issued, costs);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].value(), 7e-3);
+  EXPECT_EQ(p[1], pd::predicted_call_s(costs, "tp", "all_reduce", 2, 1000));  // not dp
+  EXPECT_EQ(p[2].value(), 1e-3);
+  EXPECT_EQ(p[3].value(), 2e-3);
+  const auto rows = pd::call_rows({as_issued}, 0, &costs);
+  EXPECT_DOUBLE_EQ(find(rows, "dp", "all_reduce", 512)->predicted_s.value(), 9e-3);
+  // Logged in another order (overlapped requests completing out of order): each call its own
+  // size's first free position.
+  const auto swapped =
+      step(1, {call("dp", "all_reduce", 4000, 1e-3, 2), call("dp", "all_reduce", 1000, 1e-3, 2),
+               call("dp", "all_reduce", 1000, 1e-3, 2)});
+  const auto q = pd::step_call_predictions(swapped, costs);
+  EXPECT_EQ(q[0].value(), 1e-3);
+  EXPECT_EQ(q[1].value(), 7e-3);
+  EXPECT_EQ(q[2].value(), 2e-3);
+  // Other calls (a size the sequence does not hold): each call's curve.
+  const auto other =
+      step(1, {call("dp", "all_reduce", 1000, 1e-3, 2), call("dp", "all_reduce", 4000, 1e-3, 2),
+               call("dp", "all_reduce", 2000, 1e-3, 2)});
+  const auto o = pd::step_call_predictions(other, costs);
+  const double curve = pd::predicted_call_s(costs, "dp", "all_reduce", 2, 1000).value();
+  EXPECT_EQ(o[0].value(), curve);
+  EXPECT_NE(curve, 7e-3);
+}
+
+// The sequence travels with the calibration's JSON form into the costs the models take.
+TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
+  pd::Calibration cal;
+  cal.comm = {fit("dp", "all_reduce", 1e-5, 1e-9)};
+  cal.dp_sequence = {{{pm::Collective::reduce_scatter, 2048, 2, true, 3e-5},
+                      {pm::Collective::all_gather, 2048, 2, true, 4e-5}},
+                     6u << 20,
+                     1e-3,
+                     2e-4};
+  const pd::Calibration back = pd::calibration_from_json(pd::calibration_to_json(cal));
+  EXPECT_EQ(back.dp_sequence.sweep_bytes, 6u << 20);
+  EXPECT_EQ(back.dp_sequence.later_sweep_s, 2e-4);
+  const auto costs = pd::comm_costs_of_calibration(back);
+  ASSERT_EQ(costs.dp_sequence.size(), 2u);
+  EXPECT_EQ(costs.dp_sequence[1].op, pm::Collective::all_gather);
+  EXPECT_TRUE(costs.dp_sequence[1].after_compute);
+  EXPECT_EQ(costs.dp_sequence[1].seconds, 4e-5);
+  // Without one (dp = 1, ZeRO 2-3, older summaries): no sequence.
+  EXPECT_FALSE(pd::calibration_to_json(pd::Calibration{}).contains("dp_sequence"));
+}
+
+// A calibration of another bucket sequence misses the cache: the sequence is part of the key.
+TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
+  using C = pm::Collective;
+  pd::SequenceCalibration a{
+      {{C::all_reduce, 33792, 2, true, 0}, {C::all_reduce, 265216, 2, false, 0}},
+      1 << 20,
+      1e-3,
+      2e-4};
+  pd::SequenceCalibration b = a;
+  b.calls[1].bytes = 132608;
+  pd::SequenceCalibration longer = a;
+  longer.sweep_s = 2e-3;
+  namespace cd = paraxis::driver::calibration_detail;
+  EXPECT_EQ(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", a));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", b));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", longer));
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 3", a));
 }

@@ -524,7 +524,7 @@ TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
   const auto on = paraxis::driver::load_machine_text(
       std::string(kMachine) +
           "memory_bandwidth_gbs: 2039\nmemory_efficiency: 0.9\ngemm_efficiency: 0.64\n"
-          "gemm_tile: [256, 128]\n",
+          "gemm_tile: [256, 128]\ngradient_accumulation_bytes: 18\n",
       "m.yaml");
   EXPECT_TRUE(on.machine.compute.enabled());
   EXPECT_DOUBLE_EQ(on.machine.compute.memory_bytes_per_s, 2039e9);
@@ -533,12 +533,14 @@ TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
   EXPECT_DOUBLE_EQ(on.machine.compute.peak_flops, 1.0e12);
   EXPECT_EQ(on.machine.compute.tile_m, 256);
   EXPECT_EQ(on.machine.compute.tile_n, 128);
+  EXPECT_DOUBLE_EQ(on.machine.compute.gradient_accumulation_bytes, 18);
   // Defaults when only the bandwidth is given.
   const auto dflt = paraxis::driver::load_machine_text(
       std::string(kMachine) + "memory_bandwidth_gbs: 3350\n", "m.yaml");
   EXPECT_DOUBLE_EQ(dflt.machine.compute.gemm_efficiency, 0.8);
   EXPECT_DOUBLE_EQ(dflt.machine.compute.memory_efficiency, 0.8);
   EXPECT_EQ(dflt.machine.compute.tile_m, 128);
+  EXPECT_DOUBLE_EQ(dflt.machine.compute.gradient_accumulation_bytes, 0);
   const struct {
     std::string extra, expected;
   } cases[] = {
@@ -551,6 +553,10 @@ TEST(machine_file, work_dependent_compute_keys_validated_and_optional) {
        "m.yaml:9: 'gemm_tile': expected [rows, columns]"},
       {"memory_bandwidth_gbs: 2039\ngemm_tile: [128, 0]\n", "'gemm_tile[1]': expected an integer"},
       {"memory_bandwith_gbs: 2039\n", "m.yaml:8: 'memory_bandwith_gbs': unknown key"},
+      {"memory_bandwidth_gbs: 2039\ngradient_accumulation_bytes: -2\n",
+       "m.yaml:9: 'gradient_accumulation_bytes': expected a finite number >= 0 and <= 1000"},
+      {"gradient_accumulation_bytes: 6\n",
+       "m.yaml:8: 'gradient_accumulation_bytes': needs memory_bandwidth_gbs"},
   };
   for (const auto& c : cases) {
     const std::string e = machine_error(std::string(kMachine) + c.extra);

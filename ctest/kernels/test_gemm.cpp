@@ -428,6 +428,35 @@ long tiles_of(const GemmTileShape& t, int m, int n, int batch) {
 }
 }  // namespace
 
+#if PARAXIS_GEMM_HOST_VECTORS
+// The host packing of transposed panels moves values only: its output is bitwise the plain
+// loop's, for every K length (8-blocks and the tail), both destination strides the tiles use
+// (MR = 8, NR = 16 / 32), padded source lines, and bit patterns arithmetic would change (NaN
+// payloads, signed zeros, subnormals).
+template <class T, class Bits>
+void expect_transpose_pack_is_a_copy() {
+  for (int ldd : {8, 16, 32})
+    for (int kc : {1, 7, 8, 9, 64, 127, 128}) {
+      const long lds = kc + 3;
+      std::vector<T> src(8 * lds), got(kc * ldd, T(-1)), want(kc * ldd, T(-1));
+      for (std::size_t i = 0; i < src.size(); ++i) {
+        Bits b = static_cast<Bits>(0x9E3779B97F4A7C15ull * (i + 1) >> (64 - 8 * sizeof(T)));
+        std::memcpy(&src[i], &b, sizeof(T));
+      }
+      for (int p = 0; p < kc; ++p)
+        for (int r = 0; r < 8; ++r) want[p * ldd + r] = src[r * lds + p];
+      pk::detail::transpose_pack8(got.data(), ldd, src.data(), lds, kc);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+          << "ldd " << ldd << " kc " << kc;
+    }
+}
+
+TEST(gemm_host_pack, transposed_panel_is_bitwise_the_plain_copy) {
+  expect_transpose_pack_is_a_copy<float, std::uint32_t>();
+  expect_transpose_pack_is_a_copy<double, std::uint64_t>();
+}
+#endif
+
 TEST(gemm_host_tiles, one_thread_takes_the_largest_tile) {
   // The Serial tiling as it always was: one tile up to 512 x 512, full tiles beyond.
   for (auto s : {Mnk{512, 512, 512}, Mnk{512, 2048, 512}, Mnk{128, 64, 128}, Mnk{37, 53, 1}}) {

@@ -290,3 +290,23 @@ TEST(param_layout, param_store_is_laid_out_by_it) {
   md::ParamStore<float> other(2);
   EXPECT_THROW(other.set_layout(L), std::logic_error);  // padded for 4, the store expects 2
 }
+
+// The ZeRO-0 buckets (model::gradient_buckets), the one bucketing ZeroOptimizer reduces, the
+// step model counts and the calibration times: whole units from the last, each closed when the
+// next unit would take it past the cap, never across groups.
+TEST(param_layout, gradient_buckets_run_from_the_last_unit_within_the_cap_and_group) {
+  using paraxis::model::FlatRange;
+  const std::vector<FlatRange> units = {{0, 10}, {10, 30}, {30, 60}, {60, 100}};
+  const auto b = paraxis::model::gradient_buckets(units, {0, 0, 0, 0}, 50);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].begin, 60u);  // the last unit alone: 40 + 30 > 50
+  EXPECT_EQ(b[0].end, 100u);
+  EXPECT_EQ(b[1].begin, 10u);  // units 1 and 2: 20 + 30 = 50
+  EXPECT_EQ(b[1].end, 60u);
+  EXPECT_EQ(b[1].first_unit, 1);
+  EXPECT_EQ(b[2].first_unit, 0);
+  // Another group (expert units) opens a bucket whatever the cap.
+  EXPECT_EQ(paraxis::model::gradient_buckets(units, {0, 0, 1, 1}, 1000).size(), 2u);
+  EXPECT_EQ(paraxis::model::bucket_cap_elements(0.1, 4), 26214u);
+  EXPECT_THROW(paraxis::model::gradient_buckets(units, {0}, 50), std::invalid_argument);
+}

@@ -300,6 +300,54 @@ TEST(compute_efficiency, planner_inputs_per_chunk_with_recompute_and_the_optimiz
   }
 }
 
+TEST(compute_efficiency, gradient_accumulation_pass_adds_each_stages_parameters_per_micro_batch) {
+  const auto m = gpt();
+  Scenario c = scenario(paraxis::model::Recompute::none);
+  c.pp = 2;
+  c.dp = 2;
+  c.global_batch = 8;
+  StepTimeInputs off;
+  set_compute_times(machine(), m, c, off);
+  ComputeEfficiency e = machine();
+  e.gradient_accumulation_bytes = 10;
+  StepTimeInputs on;
+  set_compute_times(e, m, c, on);
+  // One chunk per stage: its backward gains the stage's parameters x 10 B at 1 TB/s, whatever
+  // the ZeRO stage; the forward does not change.
+  for (int k = 0; k < 2; ++k) {
+    const double pass = static_cast<double>(unpadded_elements(shard_units(m, c, k))) * 10 / 1e12;
+    EXPECT_GT(pass, 0);
+    EXPECT_DOUBLE_EQ(on.forward_s[k], off.forward_s[k]);
+    EXPECT_NEAR(on.backward_s[k], off.backward_s[k] + pass, 1e-15);
+  }
+  // Interleaved (v 2): a stage's two chunks share its pass by their weight gradients; together
+  // they gain it once.
+  c.schedule = paraxis::schedule::ScheduleKind::interleaved;
+  c.virtual_stages = 2;
+  StepTimeInputs voff, von;
+  set_compute_times(machine(), m, c, voff);
+  set_compute_times(e, m, c, von);
+  ASSERT_EQ(von.backward_s.size(), 4u);
+  for (int s = 0; s < 2; ++s) {
+    double gained = 0;
+    for (int k : stage_chunk_ids(c, s)) gained += von.backward_s[k] - voff.backward_s[k];
+    EXPECT_NEAR(gained, static_cast<double>(unpadded_elements(shard_units(m, c, s))) * 10 / 1e12,
+                1e-15);
+  }
+  // zb-h1: W makes the gradients, so W gains the pass and B does not.
+  c.schedule = paraxis::schedule::ScheduleKind::zb_h1;
+  c.virtual_stages = 1;
+  StepTimeInputs zoff, zon;
+  set_compute_times(machine(), m, c, zoff);
+  set_compute_times(e, m, c, zon);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_DOUBLE_EQ(zon.backward_s[k], zoff.backward_s[k]);
+    EXPECT_GT(zon.backward_weight_s[k], zoff.backward_weight_s[k]);
+  }
+  e.gradient_accumulation_bytes = -1;
+  EXPECT_THROW(validate(e), std::invalid_argument);
+}
+
 TEST(compute_efficiency, planner_uses_the_model_only_when_the_machine_gives_a_bandwidth) {
   Machine mc;
   mc.devices_per_node = 4;

@@ -355,3 +355,46 @@ TEST(step_time, a_prebuilt_schedule_cut_and_shards_give_the_same_prediction) {
     EXPECT_GT(a.tp + a.dp, 0);  // the cases exercise the shard-dependent terms
   }
 }
+
+// The data-parallel calls timed as the step issues them (StepTimeInputs::dp_sequence,
+// data_parallel_call_sequence): where the stage's calls are the sequence's, the dp term is the sum
+// of its calibrated times (each call its position's); a sequence timed for another bucket size
+// is not these calls, and each call then takes its curve's time.
+TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
+  const auto m = tiny_model();
+  auto c = config(1, 1, 2, 1, 8);
+  c.bucket_mb = 1e-3;  // 262 fp32 elements: a bucket per unit
+  StepTimeInputs in;
+  in.flops_per_s = 1e9;
+  in.links.dp = {1e-6, 1e-10, 0};
+  for (int zero : {0, 1}) {
+    c.zero = zero;
+    const auto units = shard_units(m, c, 0);
+    CallSequence seq = data_parallel_call_sequence(c, units);
+    ASSERT_GE(seq.size(), 3u) << zero;
+    EXPECT_TRUE(seq.front().after_compute);
+    EXPECT_TRUE(same_calls(traffic_of(seq), data_parallel_step_traffic(c, units))) << zero;
+    double sum = 0;
+    for (std::size_t k = 0; k < seq.size(); ++k) sum += seq[k].seconds = 1e-3 * double(k + 1);
+    const double curves = predict_step_time(m, c, in).dp;
+    EXPECT_GT(std::abs(curves - sum), 1e-3) << zero;
+    in.dp_sequence = seq;
+    EXPECT_NEAR(predict_step_time(m, c, in).dp, sum, 1e-12) << zero;
+    EXPECT_NEAR(traffic_time(data_parallel_step_traffic(c, units), 2, in.links.dp,
+                             AllReduceAlgorithm::ring, nullptr, &seq),
+                sum, 1e-12);
+    in.dp_sequence.clear();
+  }
+  // ZeRO 0: the buckets, the last unit's first; a sequence of 1e-3 MiB buckets is not a step of
+  // 1 MiB buckets (one bucket), which keeps its curve time.
+  c.zero = 0;
+  const auto small = data_parallel_call_sequence(c, shard_units(m, c, 0));
+  EXPECT_EQ(small.back().bytes, shard_units(m, c, 0).front().padded * 4.0);
+  auto big = c;
+  big.bucket_mb = 1.0;
+  EXPECT_EQ(data_parallel_call_sequence(big, shard_units(m, big, 0)).size(), 1u);
+  const double curves = predict_step_time(m, big, in).dp;
+  in.dp_sequence = small;
+  for (auto& q : in.dp_sequence) q.seconds = 1.0;
+  EXPECT_EQ(predict_step_time(m, big, in).dp, curves);
+}

@@ -38,11 +38,15 @@ doc = {"benchmarks": [
     bench("softmax/causal/fwd/256x8192", 99.0),  # no softmax/causal copy: not a row
     bench("gemm/portable/512", 1.0),  # no copy in its family: not a row
     bench("scale/4096x512", 8.0), bench("scale/baseline_copy/4096x512", 32.0),  # no pass name
+    bench("scale/floor/plain/4096x512", 4.0),  # a floor row: listed, not counted
     {"name": "attention/fwd/b1", "run_type": "iteration"},  # no bytes/s
 ]}
 rows = {(r[0].split("/")[0], "/".join(r[0].split("/")[1:]), r[1]): (None,) + r for r in rt.table(doc)}
 assert set(rows) == {("layernorm", "fwd", "fp32"), ("layernorm", "bwd", "bf16"),
-                     ("softmax", "rows/fwd", "fp32"), ("scale", "", "fp32")}, rows
+                     ("softmax", "rows/fwd", "fp32"), ("scale", "", "fp32"),
+                     ("scale", "floor/plain", "fp32")}, rows
+assert abs(rows[("scale", "floor/plain", "fp32")][6] - 0.125) < 1e-9
+assert rt.is_floor("scale/floor/plain") and not rt.is_floor("softmax/rows/fwd")
 assert abs(rows[("scale", "", "fp32")][6] - 0.25) < 1e-9
 r = rows[("layernorm", "fwd", "fp32")]
 assert abs(r[4] - 20.0) < 1e-9 and abs(r[6] - 0.5) < 1e-9 and r[7] is None, r
@@ -57,7 +61,9 @@ with tempfile.TemporaryDirectory() as d:
         json.dump(doc, f)
     run = lambda *a: subprocess.run([sys.executable, script, *a], capture_output=True, text=True)
     p = run(path, "--check", "--target", "0.5")
-    assert p.returncode == 1 and "2 below 0.5" in p.stdout, p  # softmax and scale at 0.25
+    # softmax and scale at 0.25; the floor at 0.125 is listed last and not counted
+    assert p.returncode == 1 and "2 below 0.5" in p.stdout and "1 floor rows" in p.stdout, p
+    assert p.stdout.index("scale/floor/plain") > p.stdout.index("| softmax/rows/fwd"), p
     p = run(path, "--check", "--target", "0.2")
     assert p.returncode == 0 and "0 below 0.2" in p.stdout, p
     p = run(path, "--families", "layernorm")

@@ -9,6 +9,36 @@ namespace paraxis::driver {
 
 namespace pm = paraxis::perfmodel;
 
+namespace {
+
+nlohmann::json sequence_to_json(const SequenceCalibration& q) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const auto& s : q.calls)
+    calls.push_back({{"op", pm::to_string(s.op)},
+                     {"bytes", s.bytes},
+                     {"ranks", s.group},
+                     {"after_compute", s.after_compute},
+                     {"seconds", s.seconds}});
+  return {{"sweep_bytes", q.sweep_bytes},
+          {"sweep_s", q.sweep_s},
+          {"later_sweep_s", q.later_sweep_s},
+          {"calls", calls}};
+}
+
+SequenceCalibration sequence_from_json(const nlohmann::json& j) {
+  SequenceCalibration q;
+  q.sweep_bytes = j.at("sweep_bytes").get<std::size_t>();
+  q.sweep_s = j.at("sweep_s").get<double>();
+  q.later_sweep_s = j.at("later_sweep_s").get<double>();
+  for (const auto& c : j.at("calls"))
+    q.calls.push_back({collective_named(c.at("op").get<std::string>()), c.at("bytes").get<double>(),
+                       c.at("ranks").get<int>(), c.at("after_compute").get<bool>(),
+                       c.at("seconds").get<double>()});
+  return q;
+}
+
+}  // namespace
+
 nlohmann::json calibration_to_json(const Calibration& c) {
   nlohmann::json comm = nlohmann::json::object();
   for (const auto& f : c.comm) {
@@ -23,18 +53,20 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                           {"samples", s}};
     if (f.async_progress >= 0) comm[f.axis][f.op]["async_progress"] = f.async_progress;
   }
-  return {{"seconds", c.seconds},
-          {"comm", comm},
-          {"compute",
-           {{"forward_s_per_chunk", c.compute.forward_s},
-            {"backward_s_per_chunk", c.compute.backward_s},
-            {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
-            {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
-            {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
-            {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
-            {"optimizer_s", c.compute.optimizer_s},
-            {"flops_per_s", c.compute.flops_per_s},
-            {"peak_bytes", c.compute.peak_bytes}}}};
+  nlohmann::json out = {{"seconds", c.seconds},
+                        {"comm", comm},
+                        {"compute",
+                         {{"forward_s_per_chunk", c.compute.forward_s},
+                          {"backward_s_per_chunk", c.compute.backward_s},
+                          {"forward_mean_s_per_chunk", c.compute.forward_mean_s},
+                          {"backward_mean_s_per_chunk", c.compute.backward_mean_s},
+                          {"backward_weight_s_per_chunk", c.compute.backward_weight_s},
+                          {"backward_weight_mean_s_per_chunk", c.compute.backward_weight_mean_s},
+                          {"optimizer_s", c.compute.optimizer_s},
+                          {"flops_per_s", c.compute.flops_per_s},
+                          {"peak_bytes", c.compute.peak_bytes}}}};
+  if (!c.dp_sequence.calls.empty()) out["dp_sequence"] = sequence_to_json(c.dp_sequence);
+  return out;
 }
 
 Calibration calibration_from_json(const nlohmann::json& j) {
@@ -67,6 +99,7 @@ Calibration calibration_from_json(const nlohmann::json& j) {
   c.compute.optimizer_s = k.at("optimizer_s");
   c.compute.flops_per_s = k.at("flops_per_s");
   c.compute.peak_bytes = k.value("peak_bytes", std::size_t{0});
+  if (j.contains("dp_sequence")) c.dp_sequence = sequence_from_json(j.at("dp_sequence"));
   return c;
 }
 
@@ -98,6 +131,12 @@ CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
     if (axis->alpha == 0 && axis->beta == 0) *axis = link;
   }
   return c;
+}
+
+CommCosts comm_costs_of_calibration(const Calibration& c) {
+  CommCosts costs = comm_costs_of(c.comm);
+  costs.dp_sequence = c.dp_sequence.calls;
+  return costs;
 }
 
 }  // namespace paraxis::driver

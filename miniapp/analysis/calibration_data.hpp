@@ -44,8 +44,21 @@ struct ComputeCalibration {
   std::size_t peak_bytes = 0;  // the most device memory the compute calibration held
 };
 
+// The data-parallel calls timed as the step issues them (perfmodel::data_parallel_call_sequence;
+// driver/calibration_comm.cpp, time_sequence_on): each repetition a barrier, then a compute
+// stand-in sweeping `sweep_bytes` of memory, for `sweep_s` before the first call (the ranks leave
+// it on a shared deadline) and `later_sweep_s` before a later call that follows compute (the
+// optimizer's), the calls in order on one buffer; per call the median over repetitions of the
+// last-arriving rank's time. Empty calls: not measured (dp = 1, ZeRO 2-3, an older summary).
+struct SequenceCalibration {
+  perfmodel::CallSequence calls;
+  std::size_t sweep_bytes = 0;
+  double sweep_s = 0, later_sweep_s = 0;
+};
+
 struct Calibration {
   std::vector<CommCalibration> comm;
+  SequenceCalibration dp_sequence;
   ComputeCalibration compute;
   double seconds = 0;  // time the calibration took (0 when every part was cached)
 };
@@ -68,8 +81,12 @@ struct CommCosts {
   // 1 when the pipeline's point-to-point transfers were calibrated (paraxis's own MPI transfers,
   // which occupy the stages that make them: StepTimeInputs::pipeline_transfer_occupancy), else 0.
   double pipeline_transfer_occupancy = 0.0;
+  // The data-parallel calls timed as the step issues them (SequenceCalibration; empty: none).
+  perfmodel::CallSequence dp_sequence;
 };
 CommCosts comm_costs_of(const std::vector<CommCalibration>& fits);
+// The same with the calibration's data-parallel sequence.
+CommCosts comm_costs_of_calibration(const Calibration& c);
 
 // The member of (tp, pp, dp, ep) an axis name ("tp", "pp", "dp", "ep") selects; null for another.
 template <class T>

@@ -113,7 +113,9 @@ json calls_table(const json& calls, const pm::StepTraffic& traffic, const pm::Sc
       for (const auto& r : calls.at("rows"))
         if (r.at("axis") == axis && r.at("op") != "receive" && r.at("predicted_s").is_number())
           recorded += r.at("predicted_s").get<double>();
-      const double model = pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops);
+      const double model =
+          pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops,
+                           std::string(axis) == "dp" ? &costs->dp_sequence : nullptr);
       if (recorded > 0 || model > 0)
         per_step[axis] = {{"calls_predicted_s", recorded / steps}, {"model_s", model}};
     }
@@ -182,12 +184,13 @@ pm::StepTimeInputs step_inputs(const Calibration& cal, const RunConfig& c) {
   if (schedule::splits_backward(c.parallel.schedule))
     in.backward_weight_s = cal.compute.backward_weight_s;
   in.optimizer_s = cal.compute.optimizer_s;
-  const CommCosts costs = comm_costs_of(cal.comm);
+  const CommCosts costs = comm_costs_of_calibration(cal);
   in.links = costs.links;
   in.op_links = costs.op_links;
   in.dp_overlap = costs.dp_overlap(c.parallel.effective_zero() >= 1 ? pm::Collective::reduce_scatter
                                                                     : pm::Collective::all_reduce);
   in.pipeline_transfer_occupancy = costs.pipeline_transfer_occupancy;
+  in.dp_sequence = costs.dp_sequence;
   return in;
 }
 
@@ -340,9 +343,10 @@ void point_extras(const json& p, const RunConfig& c, const pm::StepTraffic& traf
                   const pm::Scenario& pc, const diagnosis::Host& host, const json& model_terms,
                   json& out) {
   if (p.contains("calls")) {
-    const CommCosts costs = p.contains("calibration")
-                                ? comm_costs_of(calibration_from_json(p.at("calibration")).comm)
-                                : CommCosts{};
+    const CommCosts costs =
+        p.contains("calibration")
+            ? comm_costs_of_calibration(calibration_from_json(p.at("calibration")))
+            : CommCosts{};
     out["calls"] =
         calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);
   }

@@ -41,6 +41,7 @@ const char* const kTopKeys[] = {"name",
                                 "memory_bandwidth_gbs",
                                 "memory_efficiency",
                                 "gemm_efficiency",
+                                "gradient_accumulation_bytes",
                                 "gemm_tile"};
 const char* const kLinkKeys[] = {"latency_us", "bandwidth_gbs"};
 
@@ -208,14 +209,17 @@ void read_compute_model(Loader& ld, const YAML::Node& root, pm::Machine& mc) {
   if (auto v = ld.find(root, "", "memory_bandwidth_gbs", false))
     if (auto x = ld.real(*v, "memory_bandwidth_gbs", 1e-9, 1e30, false))
       ce.memory_bytes_per_s = *x * 1e9;
-  for (const char* key : {"memory_efficiency", "gemm_efficiency"}) {
+  for (const char* key : {"memory_efficiency", "gemm_efficiency", "gradient_accumulation_bytes"}) {
     const bool memory = std::strcmp(key, "memory_efficiency") == 0;
+    const bool bytes = std::strcmp(key, "gradient_accumulation_bytes") == 0;
     auto v = ld.find(root, "", key, false);
     if (!v) continue;
     if (!root["memory_bandwidth_gbs"])
       ld.error(v->Mark(), key, "needs memory_bandwidth_gbs (the work-dependent compute model)");
-    if (auto x = ld.real(*v, key, 0, 1, false))
-      (memory ? ce.memory_efficiency : ce.gemm_efficiency) = *x;
+    if (auto x = ld.real(*v, key, 0, bytes ? 1e3 : 1, bytes))
+      (bytes    ? ce.gradient_accumulation_bytes
+       : memory ? ce.memory_efficiency
+                : ce.gemm_efficiency) = *x;
   }
   if (auto v = ld.find(root, "", "gemm_tile", false)) {
     if (!root["memory_bandwidth_gbs"])

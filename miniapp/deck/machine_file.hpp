@@ -23,11 +23,14 @@
 //                                  #   waits on its own, DeepSpeed's; perfmodel/step_time.hpp)
 // The work-dependent compute model (perfmodel/compute_efficiency.hpp, docs/perfmodel.md,
 // "Compute efficiency"), all optional; without memory_bandwidth_gbs the planner times compute
-// as FLOPs / (peak_flops x achievable_fraction), and the other three are refused:
+// as FLOPs / (peak_flops x achievable_fraction), and the others are refused:
 //   memory_bandwidth_gbs: 2039     # > 0: device memory bandwidth (datasheet), GB/s
 //   memory_efficiency: 0.8         # in (0, 1]: of it, a streaming pass's share (default 0.8)
 //   gemm_efficiency: 0.8           # in (0, 1]: of peak, a GEMM's ceiling (default 0.8)
 //   gemm_tile: [128, 128]          # integers >= 1: output tile rows, columns (default 128 x 128)
+//   gradient_accumulation_bytes: 0 # in [0, 1000]: bytes per parameter the software stack moves
+//                                  #   after each micro-batch's backward to accumulate gradients
+//                                  #   (default 0: none, or inside the weight-gradient GEMM)
 #pragma once
 
 #include <string>

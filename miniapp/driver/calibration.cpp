@@ -5,14 +5,86 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include "driver/calibration_detail.hpp"
 #include "model/trainer.hpp"
 #include "parallel/process_grid.hpp"
+#include "parallel/watchdog.hpp"
+#include "perfmodel/parallel_config.hpp"
+#include "perfmodel/shard_params.hpp"
 
 namespace paraxis::driver {
+
+namespace {
+
+// The emulated links are measured like real ones; the injected slow link is a fault and is left
+// out, so that the report compares the faulty run with a healthy calibration (docs/diagnosis.md).
+config::LinkEmulation healthy_links(const RunConfig& cfg) {
+  config::LinkEmulation healthy = cfg.comm.links;
+  healthy.slow_ranks.clear();
+  healthy.slow_nodes.clear();
+  healthy.slow_axis = config::SlowAxis::none;  // fault.slow_axis: a fault too
+  return healthy;
+}
+
+// The communicator's shape: its axis, size, the rank order, the backend and the links; on dp
+// also the all-gathers' arrangement and the bucket size the overlap test uses.
+std::string comm_key(const RunConfig& cfg, const char* axis, int size,
+                     const config::LinkEmulation& healthy) {
+  const config::ParallelConfig& shape = cfg.parallel;
+  return std::string(axis) + ' ' + std::to_string(size) + ' ' + std::to_string(shape.tp) + 'x' +
+         std::to_string(shape.pp) + 'x' + std::to_string(shape.dp) + 'x' +
+         std::to_string(shape.ep) + ' ' + config::to_string(shape.order) + ' ' +
+         config::to_string(cfg.comm.backend) + " nodes " + std::to_string(healthy.ranks_per_node) +
+         ' ' + std::to_string(healthy.latency_us) + ' ' + std::to_string(healthy.bandwidth_gbs) +
+         (calibration_detail::gather_in_place(axis, shape) ? " gather in place" : "") +
+         " overlap " + std::to_string(calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
+}
+
+// The compute stand-in of the data-parallel sequence (SequenceCalibration): the memory the
+// compute calibration held (at least the sequence's own buffer twice over), capped at 64 MiB
+// (past any last-level cache); before the first call the compute a step runs before it (every
+// micro-batch's forward and backward of a stage: the chunks' sum over pp), before a later call
+// after compute the optimizer's; each within 0.2-20 ms.
+SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequence recorded,
+                                int pp, int micro_batches) {
+  double bytes = 0;
+  for (const auto& q : recorded) bytes += q.bytes;
+  SequenceCalibration out;
+  out.sweep_bytes = std::min<std::size_t>(
+      std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)),
+      std::size_t{64} << 20);
+  double step = 0;
+  for (std::size_t c = 0; c < k.backward_s.size(); ++c)
+    step += k.forward_s[c] + k.backward_s[c] +
+            (c < k.backward_weight_s.size() ? k.backward_weight_s[c] : 0.0);
+  out.sweep_s = std::clamp(step * micro_batches / std::max(pp, 1), 0.2e-3, 20e-3);
+  out.later_sweep_s = std::clamp(k.optimizer_s, 0.2e-3, 20e-3);
+  out.calls = std::move(recorded);
+  return out;
+}
+
+}  // namespace
+
+namespace calibration_detail {
+
+std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q) {
+  std::ostringstream os;
+  os << dp_key << " sequence";
+  for (const auto& c : q.calls)
+    os << ' ' << perfmodel::to_string(c.op) << ':' << static_cast<long long>(c.bytes) << ':'
+       << c.group << (c.after_compute ? "c" : "");
+  // The stand-in's durations to 10 us.
+  os << " sweep " << q.sweep_bytes << ' ' << static_cast<long>(q.sweep_s * 1e5) << ' '
+     << static_cast<long>(q.later_sweep_s * 1e5);
+  return os.str();
+}
+
+}  // namespace calibration_detail
 
 Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
   Calibration out;
@@ -20,13 +92,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   bool measured = false;
   const config::ParallelConfig& shape = cfg.parallel;  // the grid's shape, when there is one
   if (grid) {
-    // The emulated links are measured like real ones; the injected slow link is a fault and
-    // is left out, so that the report compares the faulty run with a healthy calibration
-    // (docs/diagnosis.md).
-    config::LinkEmulation healthy = cfg.comm.links;
-    healthy.slow_ranks.clear();
-    healthy.slow_nodes.clear();
-    healthy.slow_axis = config::SlowAxis::none;  // fault.slow_axis: a fault too
+    const config::LinkEmulation healthy = healthy_links(cfg);
     const parallel::LinkModel links =
         parallel::make_link_model(healthy, grid->nodes(healthy.ranks_per_node));
     const std::pair<const char*, MPI_Comm> axes[] = {
@@ -34,16 +100,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
     const int sizes[] = {shape.tp, shape.pp, shape.dp, shape.ep};
     for (int a = 0; a < 4; ++a) {
       if (sizes[a] < 2) continue;
-      // The communicator's shape: its axis, size, the rank order and the backend.
-      const std::string key =
-          std::string(axes[a].first) + ' ' + std::to_string(sizes[a]) + ' ' +
-          std::to_string(shape.tp) + 'x' + std::to_string(shape.pp) + 'x' +
-          std::to_string(shape.dp) + 'x' + std::to_string(shape.ep) + ' ' +
-          config::to_string(shape.order) + ' ' + config::to_string(cfg.comm.backend) + " nodes " +
-          std::to_string(healthy.ranks_per_node) + ' ' + std::to_string(healthy.latency_us) + ' ' +
-          std::to_string(healthy.bandwidth_gbs) +
-          (calibration_detail::gather_in_place(axes[a].first, shape) ? " gather in place" : "") +
-          " overlap " + std::to_string(calibration_detail::overlap_bytes(cfg.comm.bucket_mb));
+      const std::string key = comm_key(cfg, axes[a].first, sizes[a], healthy);
       auto it = comm_cache_.find(key);
       if (it == comm_cache_.end()) {
         // Rank 0's group speaks for the axis (every group of an axis runs at once, as in
@@ -68,8 +125,44 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
     measured = true;
   }
   out.compute = it->second;
+  if (grid && shape.dp > 1) measured = calibrate_sequence(cfg, *grid, out) || measured;
   if (measured) out.seconds = model::steady_seconds() - t0;
   return out;
+}
+
+bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                                    Calibration& out) {
+  const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
+  // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
+  const auto mine = perfmodel::data_parallel_call_sequence(
+      sc, perfmodel::shard_units(cfg.model, sc, grid.coords().pp));
+  auto recorded =
+      perfmodel::data_parallel_call_sequence(sc, perfmodel::shard_units(cfg.model, sc, 0));
+  // Timed on the dp communicator: a sequence with calls over another group (expert units over
+  // their dp / ep ranks) keeps the curves.
+  const bool on_dp = std::all_of(recorded.begin(), recorded.end(),
+                                 [&](const auto& q) { return q.group == cfg.parallel.dp; });
+  if (recorded.empty() || !on_dp) return false;
+  SequenceCalibration q =
+      stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, sc.micro_batches());
+  const config::LinkEmulation healthy = healthy_links(cfg);
+  const std::string key =
+      calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
+  auto it = sequence_cache_.find(key);
+  const bool fresh = it == sequence_cache_.end();
+  if (fresh) {
+    const parallel::LinkModel links =
+        parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+    std::vector<double> t =
+        calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links, mine, q);
+    t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
+    parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0,
+                                  MPI_COMM_WORLD, "calibration: broadcast a sequence");
+    for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+    it = sequence_cache_.emplace(key, std::move(q)).first;
+  }
+  out.dp_sequence = it->second;
+  return fresh;
 }
 
 }  // namespace paraxis::driver

@@ -27,7 +27,14 @@ class Calibrator {
   Calibration calibrate(const RunConfig& cfg, const parallel::ProcessGrid* grid);
 
  private:
+  // The data-parallel calls as the step issues them (calibration_detail::time_sequence): timed
+  // after the compute calibration, whose memory and backward time the stand-in takes; cached
+  // per dp communicator, call sequence and stand-in.
+  bool calibrate_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                          Calibration& out);
+
   std::map<std::string, std::vector<CommCalibration>> comm_cache_;
+  std::map<std::string, SequenceCalibration> sequence_cache_;
   std::map<std::string, ComputeCalibration> compute_cache_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,9 @@ std::size_t elements_for(std::size_t S, int ranks) {
 // the fast one predicted every tensor-parallel call of the run 40 % low
 // (docs/perf-log/2026-12-05-dp-bubble-followup.md).
 constexpr int kPasses = 3;
+
+// Repetitions of a data-parallel sequence (time_sequence_on), after one warm-up.
+constexpr int kSequenceReps = 15;
 
 // Repetitions per pass: small messages are latency-bound and noisy on a shared machine: more.
 int reps_per_pass(std::size_t S) {
@@ -185,6 +189,114 @@ double async_progress(parallel::Communicator& c, MPI_Comm comm, const char* axis
   return median(fractions);
 }
 
+// The compute stand-in of a sequence's repetition: read-modify-writes one word of every cache
+// line of `mem` in turn, round and round, until MPI_Wtime() reaches `deadline` (no MPI call in
+// between): what the backward's (or the optimizer's) sweep over the rank's memory does to the
+// caches the MPI library's shared-memory path uses (docs/perf-log/2026-12-05-dp-tp-round3.md,
+// "Round 3b").
+void sweep_memory(std::vector<std::uint64_t>& mem, double deadline) {
+  constexpr std::size_t kLine = 64 / sizeof(std::uint64_t);
+  std::size_t i = 0;
+  do {
+    for (int k = 0; k < 256 && !mem.empty(); ++k) {
+      mem[i] += 1;
+      i += kLine;
+      if (i >= mem.size()) i = 0;
+    }
+  } while (MPI_Wtime() < deadline);
+}
+
+// Whether every rank of `comm` shares one node, so that MPI_Wtime is one clock for all of them.
+bool one_node(MPI_Comm comm) {
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int n = 0, all = 0;
+  MPI_Comm_size(node, &n);
+  MPI_Comm_size(comm, &all);
+  MPI_Comm_free(&node);
+  int same = n == all ? 1 : 0;
+  parallel::watchdog::all_reduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, comm,
+                                 "calibration: whether the group shares a node", "dp");
+  return same == 1;
+}
+
+// A repetition's start: a barrier, then the time the ranks leave the compute stand-in, `sweep_s`
+// later: rank 0's clock, shared (on one node MPI_Wtime is one clock), so that the ranks reach the
+// first call together as the step's ranks leave their backward; else each rank's own.
+double sweep_deadline(MPI_Comm comm, double sweep_s, bool shared, const char* axis) {
+  double deadline = MPI_Wtime() + sweep_s + 50e-6;
+  if (shared)
+    parallel::watchdog::broadcast(&deadline, 1, MPI_DOUBLE, 0, comm,
+                                  "calibration: a sequence's deadline", axis);
+  parallel::watchdog::barrier(comm, "calibration: barrier before a sequence", axis);
+  return shared ? deadline : MPI_Wtime() + sweep_s;
+}
+
+// One call of a sequence on the n elements at `buf`, in place as the step issues it (all-reduces
+// and all-gathers in place, reduce-scatters into `out`).
+void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* buf, float* out,
+           std::size_t n) {
+  const auto p = static_cast<std::size_t>(c.size());
+  switch (q.op) {
+    case perfmodel::Collective::reduce_scatter:
+      c.reduce_scatter(buf, out, n / p, model::DType::f32);
+      break;
+    case perfmodel::Collective::all_gather:
+      c.all_gather(buf + static_cast<std::size_t>(c.rank()) * (n / p), buf, n / p,
+                   model::DType::f32);
+      break;
+    default:
+      c.all_reduce(buf, buf, n, model::DType::f32);
+      break;
+  }
+}
+
+// The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
+// before every call marked after_compute (sweep_s before the first, later_sweep_s before a later
+// one: the optimizer's), the buffer written first as the backward writes the gradients; then the
+// calls back to back in place on that buffer. Per call the median over repetitions of the
+// smallest of the ranks' times: the last-arriving rank's, which waits for nobody (the call, not
+// the ranks' skew, which is the compute spread's term).
+std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
+                                     const perfmodel::CallSequence& seq,
+                                     const SequenceCalibration& stand_in) {
+  std::vector<std::size_t> n, at;
+  std::size_t total = 0, most = 1;
+  for (const auto& q : seq) {
+    n.push_back(elements_for(static_cast<std::size_t>(q.bytes), c.size()));
+    at.push_back(total);
+    total += n.back();
+    most = std::max(most, n.back());
+  }
+  Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq",
+                                                                        total),
+      out("paraxis::calib_seq_out", most);
+  std::vector<std::uint64_t> mem(stand_in.sweep_bytes / sizeof(std::uint64_t), 1);
+  const bool shared = one_node(comm);
+  std::vector<std::vector<double>> times(seq.size());
+  for (int rep = 0; rep <= kSequenceReps; ++rep) {  // repetition 0: a warm-up
+    std::vector<double> t(seq.size());
+    const double deadline = sweep_deadline(comm, stand_in.sweep_s, shared, axis);
+    Kokkos::deep_copy(buf, 1.0f);  // the gradients, written
+    Kokkos::fence();
+    for (std::size_t k = 0; k < seq.size(); ++k) {
+      if (seq[k].after_compute)
+        sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + stand_in.later_sweep_s);
+      const double t0 = now();
+      issue(c, seq[k], buf.data() + at[k], out.data(), n[k]);
+      Kokkos::fence();
+      t[k] = now() - t0;
+    }
+    parallel::watchdog::all_reduce(MPI_IN_PLACE, t.data(), static_cast<int>(t.size()), MPI_DOUBLE,
+                                   MPI_MIN, comm, "calibration: the last-arriving rank's times",
+                                   axis);
+    for (std::size_t k = 0; rep > 0 && k < seq.size(); ++k) times[k].push_back(t[k]);
+  }
+  std::vector<double> med;
+  for (auto& v : times) med.push_back(median(std::move(v)));
+  return med;
+}
+
 std::vector<CommCalibration> measure_axis(const std::string& axis, MPI_Comm comm,
                                           config::CommBackend backend,
                                           const parallel::LinkModel& links, bool gather_in_place,
@@ -221,6 +333,14 @@ namespace calibration_detail {
 std::size_t overlap_bytes(double bucket_mb) {
   const double S = bucket_mb * double(1 << 20);
   return static_cast<std::size_t>(std::clamp(S, 8192.0, double(1 << 22)));
+}
+
+std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
+                                  const parallel::LinkModel& links,
+                                  const perfmodel::CallSequence& seq,
+                                  const SequenceCalibration& stand_in) {
+  auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
+  return time_sequence_on(*c, comm, "dp", seq, stand_in);
 }
 
 bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {

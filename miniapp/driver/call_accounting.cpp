@@ -26,6 +26,31 @@ std::optional<double> predicted_call_s(const CommCosts& costs, const std::string
   return pm::call_time(o.op, ranks, bytes, *link, per_op);
 }
 
+std::vector<std::optional<double>> step_call_predictions(const model::StepResult& s,
+                                                         const CommCosts& costs) {
+  // The step's data-parallel calls in issue order: the calibrated sequence's, position by
+  // position, when they are its calls (perfmodel::sequence_call_times).
+  auto dp_call = [](const model::StepResult::CommSpan& c, pm::LoggedOp* o) {
+    return std::string(c.axis) == "dp" && pm::logged_op(c.op, o) && !o->receive;
+  };
+  pm::CallSequence dp_calls;
+  for (const auto& c : s.comm_spans) {
+    pm::LoggedOp o;
+    if (dp_call(c, &o)) dp_calls.push_back({o.op, static_cast<double>(c.bytes), c.ranks, false, 0});
+  }
+  const auto as_issued = pm::sequence_call_times(costs.dp_sequence, dp_calls);
+  std::vector<std::optional<double>> out;
+  std::size_t n = 0;
+  for (const auto& c : s.comm_spans) {
+    pm::LoggedOp o;
+    if (!as_issued.empty() && dp_call(c, &o))
+      out.push_back(as_issued[n++]);
+    else
+      out.push_back(predicted_call_s(costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes)));
+  }
+  return out;
+}
+
 std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int warmup,
                                const CommCosts* costs) {
   using Key = std::tuple<std::string, std::string, std::uint64_t>;
@@ -33,7 +58,10 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
   std::map<Key, std::vector<double>> times;
   for (const auto& s : steps) {
     if (!is_measured_step(s.step, warmup)) continue;
-    for (const auto& c : s.comm_spans) {
+    const auto predicted =
+        costs ? step_call_predictions(s, *costs) : std::vector<std::optional<double>>{};
+    for (std::size_t i = 0; i < s.comm_spans.size(); ++i) {
+      const auto& c = s.comm_spans[i];
       pm::LoggedOp o;
       const bool known = pm::logged_op(c.op, &o);
       const std::string op = known ? pm::call_name(o) : c.op;
@@ -50,10 +78,7 @@ std::vector<CallRow> call_rows(const std::vector<model::StepResult>& steps, int 
       r.measured_s += c.end - c.begin;
       r.wait_s += c.wait;
       times[k].push_back(c.end - c.begin);
-      if (r.predicted_s)
-        *r.predicted_s +=
-            predicted_call_s(*costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes))
-                .value_or(0.0);
+      if (r.predicted_s) *r.predicted_s += predicted[i].value_or(0.0);
     }
   }
   std::vector<CallRow> out;

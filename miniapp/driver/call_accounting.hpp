@@ -31,6 +31,12 @@ namespace paraxis::driver {
 std::optional<double> predicted_call_s(const CommCosts& costs, const std::string& axis,
                                        const std::string& op, int ranks, double bytes);
 
+// The predicted seconds of each of a step's calls (comm_spans, in order): predicted_call_s, but
+// the step's data-parallel calls take their positions' times in the calibrated sequence
+// (CommCosts::dp_sequence) when they are its calls (perfmodel::sequence_call_times).
+std::vector<std::optional<double>> step_call_predictions(const model::StepResult& s,
+                                                         const CommCosts& costs);
+
 struct CallRow {
   std::string axis, op;            // op: perfmodel::call_name ("receive" for recv / irecv)
   std::uint64_t bucket_bytes = 0;  // perfmodel::size_bucket of every call's S

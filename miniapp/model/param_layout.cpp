@@ -264,4 +264,29 @@ int zero_group_size(const UnitSpec& u, int dp, int ep) {
   return u.expert && ep > 1 ? dp / ep : dp;
 }
 
+std::vector<GradientBucket> gradient_buckets(const std::vector<FlatRange>& units,
+                                             const std::vector<int>& group_key,
+                                             std::size_t cap_elements) {
+  if (group_key.size() != units.size())
+    throw std::invalid_argument("gradient_buckets: " + std::to_string(units.size()) +
+                                " units but " + std::to_string(group_key.size()) + " group keys");
+  std::vector<GradientBucket> out;
+  for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
+    const auto uu = static_cast<std::size_t>(u);
+    const bool fresh = out.empty() || out.back().end - units[uu].begin > cap_elements ||
+                       group_key[uu] != group_key[static_cast<std::size_t>(out.back().first_unit)];
+    if (fresh) {
+      out.push_back({units[uu].begin, units[uu].end, u});
+    } else {
+      out.back().begin = units[uu].begin;
+      out.back().first_unit = u;
+    }
+  }
+  return out;
+}
+
+std::size_t bucket_cap_elements(double bucket_mb, int element_bytes) {
+  return static_cast<std::size_t>(bucket_mb * 1024 * 1024 / element_bytes);
+}
+
 }  // namespace paraxis::model

@@ -134,4 +134,22 @@ FlatRange owned_range(const UnitSpec& u, int zero, int group_size, int group_ran
 // (dp / ep ranks: those holding the same experts).
 int zero_group_size(const UnitSpec& u, int dp, int ep);
 
+// A ZeRO-0 gradient bucket: the flat range of a run of whole units of one group, first_unit
+// the lowest of them.
+struct GradientBucket {
+  std::size_t begin = 0, end = 0;
+  int first_unit = 0;
+};
+// The ZeRO-0 gradient buckets in the order the step reduces them: runs of whole units (flat
+// ranges `units`, in layout order) of one group (`group_key[u]`: units with different keys never
+// share a bucket) from the last unit (whose gradients are final first in backward) to the first,
+// each closed when the next unit would take it past `cap_elements`. The one statement of the
+// bucketing: ZeroOptimizer reduces these, the step model counts them, the calibration times
+// them (docs/perfmodel.md, "Data parallelism").
+std::vector<GradientBucket> gradient_buckets(const std::vector<FlatRange>& units,
+                                             const std::vector<int>& group_key,
+                                             std::size_t cap_elements);
+// The elements of a bucket of comm.bucket_mb MiB of gradient elements of `element_bytes` each.
+std::size_t bucket_cap_elements(double bucket_mb, int element_bytes);
+
 }  // namespace paraxis::model

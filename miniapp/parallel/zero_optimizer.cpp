@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "config/parallel_config.hpp"
+#include "model/param_layout.hpp"
 #include "paraxis/kernels/adamw.hpp"
 #include "paraxis/kernels/elementwise.hpp"
 
@@ -63,19 +64,16 @@ void ZeroOptimizer<T>::layout() {
   }
   compact_total_ = c;
   unit_slot_.assign(units.size(), 0);
-  // Buckets for the stage-0 all-reduce: runs of whole units of one group from the last unit
-  // (whose gradients are final first in backward) to the first, each up to bucket_mb.
-  const std::size_t cap = static_cast<std::size_t>(opt_.bucket_mb * 1024 * 1024 / sizeof(G));
-  for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
-    const bool fresh = buckets_.empty() || (buckets_.back().end - units[u].begin) > cap ||
-                       group_[u] != group_[buckets_.back().first_unit];
-    if (fresh) {
-      buckets_.push_back({units[u].begin, units[u].begin + units[u].size, u, Request(), false});
-    } else {
-      buckets_.back().begin = units[u].begin;
-      buckets_.back().first_unit = u;
-    }
+  // Buckets for the stage-0 all-reduce (model::gradient_buckets): whole units of one group.
+  std::vector<model::FlatRange> ranges;
+  std::vector<int> group_key;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    ranges.push_back({units[u].begin, units[u].begin + units[u].size});
+    group_key.push_back(group_[u] == &dp_ ? 0 : 1);
   }
+  const auto cap = model::bucket_cap_elements(opt_.bucket_mb, sizeof(G));
+  for (const auto& b : model::gradient_buckets(ranges, group_key, cap))
+    buckets_.push_back({b.begin, b.end, b.first_unit, Request(), false});
 }
 
 template <class T>

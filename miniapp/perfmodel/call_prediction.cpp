@@ -68,6 +68,22 @@ const char* call_name(const LoggedOp& o) {
   return o.receive ? "receive" : to_string(o.op);
 }
 
+std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls) {
+  if (seq.empty() || seq.size() != calls.size()) return {};
+  std::vector<bool> used(seq.size(), false);
+  std::vector<double> out;
+  for (const auto& c : calls) {
+    std::size_t k = 0;
+    while (k < seq.size() &&
+           (used[k] || seq[k].op != c.op || seq[k].bytes != c.bytes || seq[k].group != c.group))
+      ++k;
+    if (k == seq.size()) return {};  // not one of the sequence's calls
+    used[k] = true;
+    out.push_back(seq[k].seconds);
+  }
+  return out;
+}
+
 std::uint64_t size_bucket(double bytes) {
   if (!(bytes >= 1)) return 0;
   return std::uint64_t{1} << static_cast<int>(std::floor(std::log2(bytes)));

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "perfmodel/collectives.hpp"
+#include "perfmodel/step_traffic.hpp"
 
 namespace paraxis::perfmodel {
 
@@ -61,6 +62,15 @@ struct LoggedOp {
 bool logged_op(const std::string& name, LoggedOp* out);
 // The name the accounting gives it: the collective's (to_string), or "receive".
 const char* call_name(const LoggedOp& o);
+
+// A call's time by its position in a calibrated sequence (step_traffic.hpp,
+// data_parallel_call_sequence): when `calls` (every call of one step on the axis, in the order
+// the log holds them; op, bytes and group compared) are the sequence's calls, the k-th of them
+// takes the time of the first position not yet taken with its op, bytes and group — position k
+// when the step issued the sequence in order, as it does at ZeRO 0-1 without comm.overlap (with
+// it, requests may complete, and be logged, out of order: a swapped pair of calls takes each its
+// own size's position). Otherwise empty: each call then takes its curve's time (call_time).
+std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls);
 
 // The message-size bucket of S bytes: the largest power of two <= S (0 for S < 1).
 std::uint64_t size_bucket(double bytes);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "perfmodel/model_chunks.hpp"
 #include "perfmodel/shard_params.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -36,6 +37,8 @@ void validate(const ComputeEfficiency& e) {
           e.memory_efficiency, "in (0, 1]");
   require(e.tile_m >= 1, "tile_m", e.tile_m, ">= 1");
   require(e.tile_n >= 1, "tile_n", e.tile_n, ">= 1");
+  require(std::isfinite(e.gradient_accumulation_bytes) && e.gradient_accumulation_bytes >= 0,
+          "gradient_accumulation_bytes", e.gradient_accumulation_bytes, ">= 0");
 }
 
 double memory_time(const ComputeEfficiency& e, double bytes) {
@@ -254,6 +257,30 @@ double optimizer_time(const ComputeEfficiency& e, double parameters, double byte
   return memory_time(e, parameters * bytes_per_parameter);
 }
 
+// The stack's gradient accumulation pass after every micro-batch's backward: the stage's
+// parameters (its rank's share, all of them whatever the ZeRO stage) x
+// gradient_accumulation_bytes, shared among the stage's chunks by their weight gradients and
+// added to each chunk's backward (W's under a split schedule, which makes the gradients).
+void add_gradient_accumulation(const ComputeEfficiency& e, const model::ModelConfig& m,
+                               const Scenario& c, const std::vector<model::ModelChunk>& chunks,
+                               bool split, StepTimeInputs& in) {
+  if (e.gradient_accumulation_bytes <= 0) return;
+  std::vector<double>& times = split ? in.backward_weight_s : in.backward_s;
+  for (int s = 0; s < c.pp; ++s) {
+    const std::size_t elements = in.stage_units ? unpadded_elements((*in.stage_units)[s])
+                                                : unpadded_elements(shard_units(m, c, s));
+    const double pass =
+        memory_time(e, static_cast<double>(elements) * e.gradient_accumulation_bytes);
+    const std::vector<int> ids = stage_chunk_ids(c, s);
+    double total = 0;
+    for (int id : ids) total += chunk_weight_gradient_flops_per_token(m, chunks[id]);
+    for (int id : ids) {
+      const double w = chunk_weight_gradient_flops_per_token(m, chunks[id]);
+      times[id] += pass * (total > 0 ? w / total : 1.0 / static_cast<double>(ids.size()));
+    }
+  }
+}
+
 void set_compute_times(const ComputeEfficiency& e, const model::ModelConfig& m, const Scenario& c,
                        StepTimeInputs& in) {
   validate(e);
@@ -271,6 +298,7 @@ void set_compute_times(const ComputeEfficiency& e, const model::ModelConfig& m, 
     in.backward_s.push_back(t.backward + t.recompute - (split ? t.backward_weight : 0.0));
     if (split) in.backward_weight_s.push_back(t.backward_weight);
   }
+  add_gradient_accumulation(e, m, c, chunks, split, in);
   double parameters = 0;
   for (int s = 0; s < c.pp; ++s) {
     const std::size_t owned = in.stage_units

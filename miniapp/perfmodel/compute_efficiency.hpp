@@ -24,11 +24,14 @@ struct ComputeEfficiency {
   double memory_bytes_per_s = 0;   // device memory bandwidth (datasheet); 0: model off
   double memory_efficiency = 0.8;  // of that bandwidth, a streaming pass's share
   int tile_m = 128, tile_n = 128;  // output tile the GEMM kernels compute (rows, columns)
+  // The software stack's gradient accumulation pass: bytes moved per parameter of the rank after
+  // every micro-batch's backward (0: none, or fused into the weight-gradient GEMMs).
+  double gradient_accumulation_bytes = 0;
   bool enabled() const { return memory_bytes_per_s > 0 && peak_flops > 0; }
 };
 
 // Throws std::invalid_argument naming the field when a value is out of range (peak and
-// bandwidth > 0, efficiencies in (0, 1], tiles >= 1).
+// bandwidth > 0, efficiencies in (0, 1], tiles >= 1, gradient accumulation bytes >= 0).
 void validate(const ComputeEfficiency& e);
 
 // Seconds of `batch` GEMMs of shape (m, n, k) with `element_bytes`-byte operands.

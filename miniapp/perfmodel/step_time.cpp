@@ -13,8 +13,13 @@
 namespace paraxis::perfmodel {
 
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
-                    AllReduceAlgorithm all_reduce, const OpLinks* per_op) {
+                    AllReduceAlgorithm all_reduce, const OpLinks* per_op,
+                    const CallSequence* as_issued) {
   double t = 0;
+  if (as_issued && !as_issued->empty() && same_calls(traffic_of(*as_issued), traffic)) {
+    for (const auto& q : *as_issued) t += q.seconds;
+    return t;
+  }
   for (const auto& o : traffic.ops)
     t +=
         o.count * call_time(o.op, o.group > 0 ? o.group : group, o.bytes, link, per_op, all_reduce);
@@ -209,22 +214,30 @@ const ReplayMemo::Summary& replay_pipeline(const Scenario& c, const StepTimeInpu
   return in.replay_memo->get(in.schedule, std::move(key), summarise);
 }
 
+// The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
+// 16-element aligned tensor); every other reduce-scatter or all-reduce reduces gradients.
+bool gradient_reduction(Collective op, double bytes) {
+  return op == Collective::reduce_scatter || (op == Collective::all_reduce && bytes > 8);
+}
+
 // Stage s's data-parallel time that shows: gradient reductions may hide behind the backward work
-// `last_backward` (one micro-batch's), the rest shows.
+// `last_backward` (one micro-batch's), the rest shows. Each call's time: its position's in the
+// calibrated sequence when the stage's calls are that sequence's, else its curve's.
 double exposed_data_parallel_time(const model::ModelConfig& m, const Scenario& c,
                                   const StepTimeInputs& in, int s, double last_backward) {
   const double mb = c.micro_batches();
   const AxisTraffic dpt = in.stage_units ? data_parallel_step_traffic(c, (*in.stage_units)[s])
                                          : data_parallel_step_traffic(m, c, s);
   double reductions = 0, rest = 0;
-  for (const auto& o : dpt.ops) {
-    const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
-                                         &in.op_links.dp, in.all_reduce);
-    // The gradient norm is the one 8-byte all-reduce (a gradient bucket holds at least one
-    // 16-element aligned tensor).
-    const bool gradient =
-        o.op == Collective::reduce_scatter || (o.op == Collective::all_reduce && o.bytes > 8);
-    (gradient ? reductions : rest) += t;
+  if (!in.dp_sequence.empty() && same_calls(traffic_of(in.dp_sequence), dpt)) {
+    for (const auto& q : in.dp_sequence)
+      (gradient_reduction(q.op, q.bytes) ? reductions : rest) += q.seconds;
+  } else {
+    for (const auto& o : dpt.ops) {
+      const double t = o.count * call_time(o.op, o.group > 0 ? o.group : c.dp, o.bytes, in.links.dp,
+                                           &in.op_links.dp, in.all_reduce);
+      (gradient_reduction(o.op, o.bytes) ? reductions : rest) += t;
+    }
   }
   if (!c.overlap) return rest + reductions;
   const double window = c.effective_zero() >= 2 ? mb * last_backward : last_backward;

@@ -40,7 +40,9 @@
 //     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
 //     only reduction time - dp_overlap x min(reduction time, that backward time) shows
 //     (dp_overlap = 1: max(0, reduction time - backward time));
-//     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. ZeRO-3's gathers,
+//     parameter all-gathers (ZeRO 1-3) and the norm are always exposed. Where the calibration
+//     timed the stage's data-parallel calls as the step issues them (dp_sequence), each call
+//     costs its position's time in that sequence; ZeRO-3's gathers,
 //     which paraxis runs inside forward and backward, are charged after the pipeline;
 //   - per-step tensor-parallel calls (norm, sequence-parallel LayerNorm sum) after the pipeline;
 //   - the optimizer's compute: StepTimeInputs::optimizer_s when measured (calibration), else
@@ -120,6 +122,10 @@ struct StepTimeInputs {
   // backward (calibrated: an MPI without asynchronous progress advances a request only inside
   // MPI calls, 0); 1: all of it, as far as the backward is long.
   double dp_overlap = 1.0;
+  // The data-parallel calls timed as the step issues them (data_parallel_call_sequence, each
+  // call's calibrated seconds): where a stage's data-parallel traffic is these calls, its
+  // reductions and the rest are their sums instead of each call's curve time. Empty: curves.
+  CallSequence dp_sequence;
   // The point-to-point times each end of a pipeline transfer spends in its own calls, between
   // its compute actions (see above): 1 for paraxis's MPI transfers (the report's calibrated
   // costs), 0 where transfers run on their own engines (NCCL's kernels and copy engines: a
@@ -165,9 +171,10 @@ double pipeline_message_bytes(const model::ModelConfig& m, const Scenario& c);
 // each: one per neighbouring chunk (k - 1 and k + 1), each on another stage when pp > 1.
 double transfer_time(int chunks, int k, double p2p);
 
-// Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one).
+// Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one);
+// when `traffic` holds `as_issued`'s calls, the sum of their calibrated times (dp_sequence).
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
                     AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring,
-                    const OpLinks* per_op = nullptr);
+                    const OpLinks* per_op = nullptr, const CallSequence* as_issued = nullptr);
 
 }  // namespace paraxis::perfmodel

@@ -2,11 +2,15 @@
 // parallel_trainer.cpp, zero_optimizer.cpp).
 #include "perfmodel/step_traffic.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "config/parallel_config.hpp"
+#include "model/param_layout.hpp"
 #include "perfmodel/shard_params.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
@@ -258,40 +262,54 @@ AxisTraffic data_parallel_step_traffic(const model::ModelConfig& m, const Scenar
 
 namespace {
 
-// ZeRO 0: one all-reduce per gradient bucket of each group.
+// ZeRO 0: one all-reduce per gradient bucket of each group (model::gradient_buckets, as
+// zero_optimizer.cpp reduces them), in issue order. The flat layout is unpadded at stage 0.
+// Expert units have a group of their own only with expert parallelism.
+void add_bucket_calls(const Scenario& c, const std::vector<ParamUnit>& units,
+                      const ElementBytes& eb, CallSequence& out) {
+  std::vector<model::FlatRange> ranges;
+  std::vector<int> key;
+  std::size_t at = 0;
+  for (const auto& u : units) {
+    ranges.push_back({at, at + u.padded});
+    at += u.padded;
+    key.push_back(c.ep > 1 && u.expert ? 1 : 0);
+  }
+  const auto cap = model::bucket_cap_elements(c.bucket_mb, eb.gradient);
+  for (const auto& b : model::gradient_buckets(ranges, key, cap)) {
+    const int group = units[static_cast<std::size_t>(b.first_unit)].group;
+    if (group > 1)
+      out.push_back({C::all_reduce, static_cast<double>(b.end - b.begin) * eb.gradient, group,
+                     out.empty(), 0.0});
+  }
+}
+
 void add_bucket_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
                         const ElementBytes& eb, AxisTraffic& t) {
-  // Buckets of whole units of one group, from the last unit (its gradients are final first)
-  // to the first, each closed when the next unit would take it past bucket_mb
-  // (zero_optimizer.cpp). The flat layout is unpadded at stage 0.
-  const auto cap = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024 / eb.gradient);
-  std::vector<std::size_t> begin(units.size());
-  std::size_t at = 0;
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    begin[u] = at;
-    at += units[u].padded;
-  }
-  struct Bucket {
-    std::size_t begin, end;
-    bool expert_group;
-    int group;
-  };
-  std::vector<Bucket> buckets;
-  // Expert units have a group of their own only with expert parallelism.
-  auto own_group = [&](const ParamUnit& u) { return c.ep > 1 && u.expert; };
-  for (int u = static_cast<int>(units.size()) - 1; u >= 0; --u) {
-    const bool g = own_group(units[u]);
-    const bool fresh =
-        buckets.empty() || buckets.back().end - begin[u] > cap || buckets.back().expert_group != g;
-    if (fresh) {
-      buckets.push_back({begin[u], begin[u] + units[u].padded, g, units[u].group});
-    } else {
-      buckets.back().begin = begin[u];
+  CallSequence calls;
+  add_bucket_calls(c, units, eb, calls);
+  t.add(traffic_of(calls));
+}
+
+// ZeRO 1: the units' reduce-scatters after the backward, the norm, the all-gathers after the
+// optimizer (zero_optimizer.cpp: finish_gradients, apply).
+void add_zero1_calls(const Scenario& c, const std::vector<ParamUnit>& units, const ElementBytes& eb,
+                     CallSequence& out) {
+  std::vector<const ParamUnit*> order;
+  for (const auto& u : units)
+    if (u.group > 1) order.push_back(&u);
+  if (c.overlap) std::reverse(order.begin(), order.end());  // started as each backward ends
+  for (const ParamUnit* u : order)
+    out.push_back({C::reduce_scatter, static_cast<double>(u->padded) * eb.gradient, u->group,
+                   out.empty(), 0.0});
+  if (c.dp > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
+  bool first = true;
+  for (const auto& u : units)
+    if (u.group > 1) {
+      out.push_back(
+          {C::all_gather, static_cast<double>(u.padded) * eb.parameter, u.group, first, 0.0});
+      first = false;
     }
-  }
-  for (const auto& b : buckets)
-    if (b.group > 1)
-      t.add(C::all_reduce, static_cast<double>(b.end - b.begin) * eb.gradient, 1, b.group);
 }
 
 // ZeRO 1-3: each unit's reduce-scatter of its gradients and all-gather of its parameters.
@@ -323,6 +341,35 @@ void add_sharded_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
 }
 
 }  // namespace
+
+CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<ParamUnit>& units) {
+  config::require_zero_stage(c.zero);
+  CallSequence out;
+  const ElementBytes eb = element_bytes(c.precision);
+  if (c.effective_zero() == 0) {
+    add_bucket_calls(c, units, eb, out);
+    if (c.dp > 1 && c.ep > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
+  } else if (c.effective_zero() == 1) {
+    add_zero1_calls(c, units, eb, out);
+  }
+  return out;
+}
+
+AxisTraffic traffic_of(const CallSequence& seq) {
+  AxisTraffic t;
+  for (const auto& s : seq) t.add(s.op, s.bytes, 1, s.group);
+  return t;
+}
+
+bool same_calls(const AxisTraffic& a, const AxisTraffic& b) {
+  using Key = std::tuple<Collective, double, int>;
+  auto counts = [](const AxisTraffic& t) {
+    std::map<Key, long> m;
+    for (const auto& o : t.ops) m[{o.op, o.bytes, o.group}] += o.count;
+    return m;
+  };
+  return counts(a) == counts(b);
+}
 
 AxisTraffic data_parallel_step_traffic(const Scenario& c, const std::vector<ParamUnit>& units) {
   config::require_zero_stage(c.zero);

@@ -133,6 +133,29 @@ AxisTraffic expert_step_traffic(const model::ModelConfig& m, const Scenario& c, 
 StepTraffic step_traffic(const model::ModelConfig& m, const Scenario& c, int stage, int dp_rank = 0,
                          const ExpertRouting& routing = {});
 
+// One data-parallel call of a step, in the order the step issues it (data_parallel_call_sequence),
+// with its calibrated seconds once the calibration has timed the sequence as the step issues it
+// (docs/perfmodel.md, "Data parallelism: the calls as issued").
+struct SequenceCall {
+  Collective op = Collective::all_reduce;
+  double bytes = 0;            // nccl-tests S
+  int group = 0;               // ranks (0: the axis's whole group)
+  bool after_compute = false;  // a compute phase (the backward, the optimizer) comes just before
+  double seconds = 0;          // calibrated; 0 until measured
+};
+using CallSequence = std::vector<SequenceCall>;
+// The data-parallel calls of a step of `units` (one stage's), in issue order, where the step
+// issues them as one run after a compute phase: ZeRO 0 the gradient buckets' all-reduces
+// (model::gradient_buckets; then the norm's 8 B all-reduce with expert parallelism); ZeRO 1 the
+// units' reduce-scatters (the last unit first with comm.overlap), the norm's all-reduce, and after
+// the optimizer the units' all-gathers. Empty at ZeRO 2-3, whose calls are interleaved with the
+// micro-batches' compute.
+CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<ParamUnit>& units);
+// The calls of `seq` as traffic (counted per op, bytes and group).
+AxisTraffic traffic_of(const CallSequence& seq);
+// Whether two traffics hold the same calls: the same count per (op, bytes, group).
+bool same_calls(const AxisTraffic& a, const AxisTraffic& b);
+
 // The ZeRO volumes alone, for P elements over one group (no norm, no buckets): what the
 // ZeRO paper's 2 Psi / 3 Psi comparison is about. P is whatever the caller passes: paraxis's
 // padded count (padded_elements) for an exact figure, or an unpadded estimate.

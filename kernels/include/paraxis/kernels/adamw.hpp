@@ -9,8 +9,9 @@
 // gradient clipping and loss-scale / micro-batch averaging.
 //
 // One fused pass, one thread per element. On a host space (row_lanes.hpp) each iteration takes
-// a chunk of kAdamWChunk elements through restrict pointers, so the loop vectorizes (sqrt and
-// the division included); the same formula, term by term, as the device path.
+// a chunk of kAdamWChunk elements through restrict pointers in three vectorized loops
+// (adamw_chunk: the square roots apart, through sqrt_inplace); the same formula, term by term,
+// as the device path.
 #pragma once
 
 #include <cmath>
@@ -19,6 +20,15 @@
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
 #include "paraxis/kernels/row_lanes.hpp"
+
+// Host x86 builds: vector square roots for the host path (sqrt_inplace); never in a device pass.
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__AVX__) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+#include <immintrin.h>
+#define PARAXIS_ADAMW_X86_SQRT 1
+#else
+#define PARAXIS_ADAMW_X86_SQRT 0
+#endif
 
 namespace paraxis::kernels {
 
@@ -40,19 +50,51 @@ struct AdamWCoef {
   M b1, b2, one_b1, one_b2, inv_c1, inv_c2, lr, eps, decay, gs;
 };
 
-// The update of `count` consecutive elements (the device path's formula, element by element).
+// sqrt of x[0..n) in place with vector instructions where the build targets AVX-512 or AVX:
+// GCC leaves a loop over std::sqrt scalar (without -fno-math-errno a negative input must call
+// the library to set errno). Correctly rounded either way, so the same bits as std::sqrt.
+template <class M>
+inline void sqrt_inplace(int n, M* KOKKOS_RESTRICT x) {
+  int i = 0;
+#if PARAXIS_ADAMW_X86_SQRT && defined(__AVX512F__)
+  if constexpr (std::is_same_v<M, float>) {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(x + i, _mm512_maskz_sqrt_ps(__mmask16(-1), _mm512_loadu_ps(x + i)));
+  } else {
+    for (; i + 8 <= n; i += 8)
+      _mm512_storeu_pd(x + i, _mm512_maskz_sqrt_pd(__mmask8(-1), _mm512_loadu_pd(x + i)));
+  }
+#elif PARAXIS_ADAMW_X86_SQRT
+  if constexpr (std::is_same_v<M, float>) {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+  } else {
+    for (; i + 4 <= n; i += 4) _mm256_storeu_pd(x + i, _mm256_sqrt_pd(_mm256_loadu_pd(x + i)));
+  }
+#endif
+  for (; i < n; ++i) x[i] = std::sqrt(x[i]);
+}
+
+// The update of `count` <= kAdamWChunk consecutive elements (the device path's formula, element
+// by element), in three loops so that the first and last vectorize and the square roots go
+// through sqrt_inplace: m, v and d = v / c2; d = sqrt(d); master.
 template <class M, class G>
 inline void adamw_chunk(long long count, const AdamWCoef<M>& c, const G* KOKKOS_RESTRICT grad,
                         M* KOKKOS_RESTRICT m, M* KOKKOS_RESTRICT v, M* KOKKOS_RESTRICT master) {
+  alignas(64) M d[kAdamWChunk];
+  if (count > kAdamWChunk) count = kAdamWChunk;  // the caller's chunks never are (d's bound)
   for (long long i = 0; i < count; ++i) {
     const M g = c.gs * static_cast<M>(grad[i]);
     const M mi = c.b1 * m[i] + c.one_b1 * g;
     const M vi = c.b2 * v[i] + c.one_b2 * g * g;
     m[i] = mi;
     v[i] = vi;
+    d[i] = vi * c.inv_c2;
+  }
+  sqrt_inplace(static_cast<int>(count), d);
+  for (long long i = 0; i < count; ++i) {
     M p = master[i];
     p -= c.decay * p;
-    p -= c.lr * (mi * c.inv_c1) / (math::sqrt(vi * c.inv_c2) + c.eps);
+    p -= c.lr * (m[i] * c.inv_c1) / (d[i] + c.eps);
     master[i] = p;
   }
 }

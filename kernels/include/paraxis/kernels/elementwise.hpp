@@ -142,6 +142,36 @@ void bias_add(const ExecSpace& space, const YV& Y, const BV& b) {
       });
 }
 
+namespace detail {
+// out[c] += sum over rows i < n of dY(i, j0 + c), c < w <= W, rows added in order from 0 into
+// a zeroed sum. dY of the sums' type: four rows per pass over the sums, ((s + d0) + d1) + d2) +
+// d3 (the same additions in the same order as one row at a time), a quarter of the loads and
+// stores of the sums, which stay in memory (L1) for a width known only at run time. Narrower
+// dY (bf16) one row per pass: four converted rows at a time ran slower past the cache
+// (docs/perf-log/2026-12-05-kernels-round4.md).
+template <int W, class DYV, class A>
+inline void bias_grad_block(const DYV& dY, int n, int j0, int w, A* KOKKOS_RESTRICT out) {
+  constexpr bool four = sizeof(value_t<DYV>) >= sizeof(A);
+  A s[W];
+  for (int c = 0; c < w; ++c) s[c] = 0;
+  int i = 0;
+  for (; four && i + 4 <= n; i += 4) {
+    const auto* KOKKOS_RESTRICT d0 = row_ptr(dY, i) + j0;
+    const auto* KOKKOS_RESTRICT d1 = row_ptr(dY, i + 1) + j0;
+    const auto* KOKKOS_RESTRICT d2 = row_ptr(dY, i + 2) + j0;
+    const auto* KOKKOS_RESTRICT d3 = row_ptr(dY, i + 3) + j0;
+    for (int c = 0; c < w; ++c)
+      s[c] = (((s[c] + static_cast<A>(d0[c])) + static_cast<A>(d1[c])) + static_cast<A>(d2[c])) +
+             static_cast<A>(d3[c]);
+  }
+  for (; i < n; ++i) {
+    const auto* KOKKOS_RESTRICT d = row_ptr(dY, i) + j0;
+    for (int c = 0; c < w; ++c) s[c] += static_cast<A>(d[c]);
+  }
+  for (int c = 0; c < w; ++c) out[c] += s[c];
+}
+}  // namespace detail
+
 // db(j) += sum_i dY(i, j): one thread per column, rows summed in order (deterministic).
 template <class ExecSpace, class DYV, class DBV>
 void bias_grad_accumulate(const ExecSpace& space, const DYV& dY, const DBV& db) {
@@ -153,22 +183,15 @@ void bias_grad_accumulate(const ExecSpace& space, const DYV& dY, const DBV& db) 
   if constexpr (detail::host_exec_v<ExecSpace>) {
     if (detail::rows_contiguous(dY, db)) {
       // A block of columns per work item, walked row by row (contiguous reads, vectorized over
-      // the columns); each column's sum still adds its rows in order from 0, so the result is
-      // bitwise the device path's.
+      // the columns; bias_grad_block); each column's sum still adds its rows in order from 0,
+      // so the result is bitwise the device path's.
       constexpr int kCols = 256;
       const int m = static_cast<int>(dY.extent(1));
       Kokkos::parallel_for("paraxis::bias_grad_accumulate",
                            Kokkos::RangePolicy<ExecSpace>(space, 0, (m + kCols - 1) / kCols),
                            [=](const int blk) {
                              const int j0 = blk * kCols, w = m - j0 < kCols ? m - j0 : kCols;
-                             A s[kCols];
-                             for (int c = 0; c < w; ++c) s[c] = 0;
-                             for (int i = 0; i < n; ++i) {
-                               const auto d = detail::row_ptr(dY, i) + j0;
-                               for (int c = 0; c < w; ++c) s[c] += static_cast<A>(d[c]);
-                             }
-                             const auto out = db.data() + j0;
-                             for (int c = 0; c < w; ++c) out[c] += s[c];
+                             detail::bias_grad_block<kCols>(dY, n, j0, w, db.data() + j0);
                            });
       return;
     }

@@ -134,6 +134,39 @@ KOKKOS_FORCEINLINE_FUNCTION decltype(auto) mat_at(const V& v, int batch, int i, 
   }
 }
 
+#if PARAXIS_GEMM_HOST_VECTORS
+// Host packing of a transposed panel: dst[p * ldd + r] = src[r * lds + p] for the 8 rows
+// r < 8 of src (unit stride along p) and p < kc. Blocks of 8 x 8 go through vector registers
+// (eight 8-lane loads, three butterfly stages of two-source shuffles, eight stores); a block
+// stage with distance s swaps bit s of the row and column index, so the three stages
+// transpose. Plain copies, so the packed values are bitwise the scalar loop's.
+template <class T>
+inline void transpose_pack8(T* KOKKOS_RESTRICT dst, int ldd, const T* KOKKOS_RESTRICT src, long lds,
+                            int kc) {
+  typedef T vec8 __attribute__((vector_size(8 * sizeof(T))));
+  const int kb = kc / 8 * 8;
+  for (int p0 = 0; p0 < kb; p0 += 8) {
+    vec8 v[8], w[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&v[r], src + r * lds + p0, sizeof(vec8));
+    for (int i = 0; i < 8; i += 2) {  // s = 1
+      w[i] = __builtin_shufflevector(v[i], v[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+      w[i + 1] = __builtin_shufflevector(v[i], v[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+    }
+    for (int i : {0, 1, 4, 5}) {  // s = 2
+      v[i] = __builtin_shufflevector(w[i], w[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      v[i + 2] = __builtin_shufflevector(w[i], w[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; ++i) {  // s = 4
+      w[i] = __builtin_shufflevector(v[i], v[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+      w[i + 4] = __builtin_shufflevector(v[i], v[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+    for (int q = 0; q < 8; ++q) std::memcpy(dst + (p0 + q) * ldd, &w[q], sizeof(vec8));
+  }
+  for (int p = kb; p < kc; ++p)
+    for (int r = 0; r < 8; ++r) dst[p * ldd + r] = src[r * lds + p];
+}
+#endif
+
 template <class ExecSpace, class AV, class BV, class CV>
 struct GemmPortableFunctor {
   using Acc = gemm_acc_t<AV, BV, CV>;
@@ -176,6 +209,32 @@ struct GemmPortableFunctor {
     return static_cast<Acc>(tB ? mat_at(B, batch, j, l) : mat_at(B, batch, l, j));
   }
 
+#if PARAXIS_GEMM_HOST_VECTORS
+  // Addresses of op(A)(i, l) and op(B)(l, j) (host packing of transposed panels).
+  const auto* a_addr(int batch, int i, int l) const {
+    return tA ? &mat_at(A, batch, l, i) : &mat_at(A, batch, i, l);
+  }
+  const auto* b_addr(int batch, int l, int j) const {
+    return tB ? &mat_at(B, batch, j, l) : &mat_at(B, batch, l, j);
+  }
+
+  // A full strip of R source lines (line 0 at s0, line 1 at s1, the next element along K at
+  // sk) packed by transpose_pack8 when it has the panel's storage type and unit stride along
+  // K; false: the caller takes the plain loop.
+  template <int R, class P>
+  static bool transpose_strip(Acc* dst, const P* s0, const P* s1, const P* sk, int kc) {
+    if constexpr (std::is_same_v<std::remove_const_t<P>, Acc>) {
+      static_assert(R % 8 == 0, "transpose_pack8 packs 8 lines at a time");
+      if (sk - s0 == 1) {
+        const long lds = static_cast<long>(s1 - s0);
+        for (int g = 0; g < R; g += 8) transpose_pack8(dst + g, R, s0 + g * lds, lds, kc);
+        return true;
+      }
+    }
+    return false;
+  }
+#endif
+
   // Ap[r][p][ii] = op(A)(i0 + r*MR + ii, l0 + p), zero outside op(A).
   KOKKOS_INLINE_FUNCTION void pack_a(const team_member& team, Acc* Ap, int batch, int i0, int l0,
                                      int kc) const {
@@ -187,6 +246,12 @@ struct GemmPortableFunctor {
         Acc* dst = Ap + r * (KC * MR);
         const int ib = i0 + r * MR, rv = imin(MR, mc - r * MR);
         if (a_contig_k) {
+#if PARAXIS_GEMM_HOST_VECTORS
+          if (rv == MR && kc > 1 &&
+              transpose_strip<MR>(dst, a_addr(batch, ib, l0), a_addr(batch, ib + 1, l0),
+                                  a_addr(batch, ib, l0 + 1), kc))
+            continue;
+#endif
           for (int ii = 0; ii < MR; ++ii) {
             if (ii < rv) {
               if (tA) {
@@ -248,6 +313,12 @@ struct GemmPortableFunctor {
             }
           }
         } else {
+#if PARAXIS_GEMM_HOST_VECTORS
+          if (cv == NR && kc > 1 &&
+              transpose_strip<NR>(dst, b_addr(batch, l0, jb), b_addr(batch, l0, jb + 1),
+                                  b_addr(batch, l0 + 1, jb), kc))
+            continue;
+#endif
           for (int jj = 0; jj < NR; ++jj) {
             if (jj < cv) {
               for (int p = 0; p < kc; ++p) dst[p * NR + jj] = b_op(batch, l0 + p, jb + jj);

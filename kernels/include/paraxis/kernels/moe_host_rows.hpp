@@ -27,8 +27,21 @@ inline void moe_copy_row(int h, const S* KOKKOS_RESTRICT src, D* KOKKOS_RESTRICT
 
 // dx += sum over slots s < k of src_of(s) (in order of s; a null row is a dropped slot), summed
 // in A, rounded once.
+// Two kept slots (top-2) take one pass: (dx + x0) + x1 per element in a register, the same
+// additions in the same order as the chunked loop.
 template <class A, class D, class SrcOf>
 inline void moe_add_rows(int h, int k, const SrcOf& src_of, D* KOKKOS_RESTRICT dx) {
+  if (k == 2 && src_of(0) && src_of(1)) {
+    const auto* KOKKOS_RESTRICT x0 = src_of(0);
+    const auto* KOKKOS_RESTRICT x1 = src_of(1);
+    store_row(dx, h, [&](int l) {
+      A a = static_cast<A>(dx[l]);
+      a += static_cast<A>(x0[l]);
+      a += static_cast<A>(x1[l]);
+      return a;
+    });
+    return;
+  }
   for (int j0 = 0; j0 < h; j0 += kMoeChunk) {
     const int w = h - j0 < kMoeChunk ? h - j0 : kMoeChunk;
     A acc[kMoeChunk];
@@ -46,9 +59,23 @@ inline void moe_add_rows(int h, int k, const SrcOf& src_of, D* KOKKOS_RESTRICT d
 
 // y = sum over slots s < k of gate_of(s) * src_of(s) (in order of s, from 0; a null row is a
 // dropped slot), summed in A.
+// Two kept slots (top-2) take one pass, each element's sum in a register: (0 + g0 x0) + g1 x1,
+// the same operations in the same order as the chunked loop.
 template <class A, class D, class SrcOf, class GateOf>
 inline void moe_weighted_rows(int h, int k, const SrcOf& src_of, const GateOf& gate_of,
                               D* KOKKOS_RESTRICT y) {
+  if (k == 2 && src_of(0) && src_of(1)) {
+    const auto* KOKKOS_RESTRICT x0 = src_of(0);
+    const auto* KOKKOS_RESTRICT x1 = src_of(1);
+    const A g0 = gate_of(0), g1 = gate_of(1);
+    store_row(y, h, [&](int l) {
+      A a = A(0);
+      a += g0 * static_cast<A>(x0[l]);
+      a += g1 * static_cast<A>(x1[l]);
+      return a;
+    });
+    return;
+  }
   for (int j0 = 0; j0 < h; j0 += kMoeChunk) {
     const int w = h - j0 < kMoeChunk ? h - j0 : kMoeChunk;
     A acc[kMoeChunk] = {};
