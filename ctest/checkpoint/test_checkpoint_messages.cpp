@@ -80,9 +80,13 @@ TEST(checkpoint_messages, an_unreadable_index_says_why_not_missing) {
   { std::ofstream(folder + "/index.json") << to_json(two_rank_index()).dump(); }
   ::chmod((folder + "/index.json").c_str(), 0);
   const uid_t uid = ::geteuid();
-  if (uid == 0 && ::seteuid(65534) != 0) GTEST_SKIP() << "cannot drop root to test a read error";
+  if (uid == 0 && ::seteuid(65534) != 0) {
+    GTEST_SKIP() << "cannot drop root to test a read error";
+  }
   const std::string unreadable = reader_error(folder);
-  if (uid == 0) ASSERT_EQ(::seteuid(0), 0);
+  if (uid == 0) {
+    ASSERT_EQ(::seteuid(0), 0);
+  }
   EXPECT_NE(unreadable.find("Permission denied"), std::string::npos) << unreadable;
   EXPECT_NE(unreadable.find(folder + "/index.json"), std::string::npos) << unreadable;
   EXPECT_EQ(unreadable.find("missing"), std::string::npos) << unreadable;

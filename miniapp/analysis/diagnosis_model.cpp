@@ -180,13 +180,20 @@ void model_slow_ranks(const Point& pt, const json& model, double oversubscriptio
 
 namespace {
 
+// What a group's calls cost the step, per rank and step, as the model's term for the axis counts
+// it: the calls' time, or with comm.overlap on dp their exposed time (a call that progresses
+// behind the backward spans the compute it overlaps, which the model's term leaves out).
+const char* model_compared_series(const Point& pt, const std::string& axis) {
+  return axis == "dp" && pt.dp_overlap ? "exposed_s" : "time_s";
+}
+
 // Every group of the axis against the model; empty unless all are slow and none holds a slow
 // rank (the rank explains its groups' time).
 std::vector<AgainstModel> every_group_slow(const Point& pt, const std::string& axis,
                                            const std::vector<std::vector<int>>& groups,
                                            double model_s, double threshold,
                                            const std::vector<int>& slow_ranks) {
-  const Series time = series(pt.rs, "comm." + axis + ".time_s");
+  const Series time = series(pt.rs, "comm." + axis + "." + model_compared_series(pt, axis));
   const Series wait = series(pt.rs, "comm." + axis + ".wait_s");
   std::vector<AgainstModel> slow;
   if (model_s <= 0 || time.empty() || groups.front().size() < 2) return slow;
@@ -203,7 +210,8 @@ std::vector<AgainstModel> every_group_slow(const Point& pt, const std::string& a
   return slow;
 }
 
-json axis_finding(const std::string& axis, const std::vector<std::vector<int>>& groups,
+json axis_finding(const Point& pt, const std::string& axis,
+                  const std::vector<std::vector<int>>& groups,
                   const std::vector<AgainstModel>& slow, double model_s, double threshold) {
   std::vector<double> ratio, extra, measured;
   std::vector<int> ranks;
@@ -223,13 +231,17 @@ json axis_finding(const std::string& axis, const std::vector<std::vector<int>>& 
        {"least_group_ratio_to_model", *std::min_element(ratio.begin(), ratio.end())},
        {"group_time_s", median_of(measured)},
        {"model_s", model_s},
+       {"series", std::string("comm.") + axis + "." + model_compared_series(pt, axis)},
        {"groups", groups.size()},
        {"threshold", threshold}});
   std::ostringstream t;
   t << (one ? axis + " group 0, the axis's only group" : "every " + axis + " group") << " (ranks "
-    << rank_list(ranks) << ") spends " << fixed(median_of(ratio), 1)
-    << "x its calibrated collective time, net of waiting for late ranks, from step " << from << ": "
-    << fixed(median_of(extra), 3) << " s per step";
+    << rank_list(ranks) << ") spends " << fixed(median_of(ratio), 1) << "x its calibrated "
+    << (model_compared_series(pt, axis) == std::string("exposed_s")
+            ? "exposed collective time (comm.overlap: what the backward did not hide)"
+            : "collective time")
+    << ", net of waiting for late ranks, from step " << from << ": " << fixed(median_of(extra), 3)
+    << " s per step";
   f["text"] = t.str();
   f["advice"] = one ? "test the links between these ranks (a collective benchmark on the group) "
                       "against the calibration: a slow or degraded link"
@@ -252,7 +264,7 @@ void model_slow_links(const Point& pt, const json& model, double oversubscriptio
     const double model_s = model.value(axis, 0.0);
     const auto slow = every_group_slow(pt, axis, groups, model_s, threshold, slow_ranks);
     if (slow.empty()) continue;  // with several groups only a whole axis is news to peers
-    json f = axis_finding(axis, groups, slow, model_s, threshold);
+    json f = axis_finding(pt, axis, groups, slow, model_s, threshold);
     // The axis's own slowdown is its least slowed group's; a group the peers found slow by less
     // than that differs within it (a disturbance of the whole axis lands unevenly), so the
     // whole axis is the finding and the group's is dropped.

@@ -38,7 +38,9 @@ Point read_point(const json& p) {
         "diagnosis: the point has no rank_series (summary.json written before per-rank series "
         "were kept)");
   Point pt;
-  pt.par = config_from_json(p.at("config")).parallel;
+  const RunConfig c = config_from_json(p.at("config"));
+  pt.par = c.parallel;
+  pt.dp_overlap = c.comm.overlap;
   pt.rs = p.at("rank_series");
   pt.steps = pt.rs.at("steps").get<std::vector<int>>();
   pt.world = static_cast<int>(pt.rs.at("compute_s").size());

@@ -27,6 +27,7 @@ struct Point {
   std::vector<int> steps;     // step numbers of the series' columns
   std::vector<int> measured;  // columns of measured steps
   nlohmann::json rs;          // rank_series
+  bool dp_overlap = false;    // comm.overlap: dp calls progress behind the backward
 };
 // Throws std::invalid_argument when the point has no rank_series.
 Point read_point(const nlohmann::json& point);

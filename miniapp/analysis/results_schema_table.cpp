@@ -93,6 +93,7 @@ constexpr Presence need = Presence::need, always = Presence::always, when = Pres
   {P "evidence.<wire_ratio_to_other_groups|wire_ratio_to_model|least_group_ratio_to_model>", num, "", kNonNeg, when, "slow_link (peers); slow_link, slow_axis (model): the group's time over the other groups', over the model's; the least group's"}, \
   {P "evidence.group_time_s", num, "s", kNonNeg, when, "slow_link, slow_axis: the group's median time per step, net of waiting"}, \
   {P "evidence.groups", integer, "", kCount1, when, "slow_link, slow_axis: groups on the axis"}, \
+  {P "evidence.series", str, "", kNone, when, "slow_link, slow_axis (model): the per-rank series compared (comm.<axis>.time_s; comm.dp.exposed_s with comm.overlap)"}, \
   {P "evidence.nodes", arr, "", kNone, when, "slow_link (peers), with nodes known: the nodes the group spans"}, \
   {P "evidence.nodes[]", integer, "", kIndex, always, "a node"},                                  \
   {P "evidence.<measured_s|model_s>", num, "s", kNonNeg, when, "slow_rank, slow_link (peers, calibrated); slow_link, slow_axis (model: model_s): measured and modelled seconds per step"}, \
