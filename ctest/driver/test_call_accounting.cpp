@@ -10,6 +10,7 @@
 #include "driver/calibration_detail.hpp"
 #include "driver/call_accounting.hpp"
 #include "perfmodel/collectives.hpp"
+#include "perfmodel/step_traffic.hpp"
 
 namespace pd = paraxis::driver;
 namespace pm = paraxis::perfmodel;
@@ -166,6 +167,33 @@ TEST(call_accounting, the_nth_dp_call_takes_the_nth_position_of_the_sequence) {
   const double curve = pd::predicted_call_s(costs, "dp", "all_reduce", 2, 1000).value();
   EXPECT_EQ(o[0].value(), curve);
   EXPECT_NE(curve, 7e-3);
+}
+
+// ZeRO 2: the sequence holds every micro-batch's reduce-scatters (the same sizes again); a step
+// that logs its calls in issue order gives its n-th data-parallel call position n's time.
+TEST(call_accounting, zero2_dp_calls_take_their_positions_in_issue_order) {
+  pm::Scenario sc;
+  sc.dp = 2;
+  sc.zero = 2;
+  sc.global_batch = 4;  // two micro-batches of 1 per replica
+  pm::ParamUnit a, b;
+  a.padded = 256;
+  b.padded = 512;
+  a.group = b.group = 2;
+  pd::CommCosts costs = pd::comm_costs_of({fit("dp", "all_reduce", 1e-5, 1e-9)});
+  costs.dp_sequence = pm::data_parallel_call_sequence(sc, {a, b});
+  ASSERT_EQ(costs.dp_sequence.size(), 7u);  // 2 x (b, a) reduce-scatters, norm, a, b gathers
+  std::vector<StepResult::CommSpan> spans;
+  for (std::size_t k = 0; k < costs.dp_sequence.size(); ++k) {
+    auto& q = costs.dp_sequence[k];
+    q.seconds = 1e-3 * double(k + 1);
+    spans.push_back(call("dp", pm::to_string(q.op), static_cast<std::size_t>(q.bytes), 1e-3, 2));
+  }
+  EXPECT_EQ(costs.dp_sequence[0].bytes, 2048.0);  // b's gradients first: its backward ends first
+  EXPECT_EQ(costs.dp_sequence[2].bytes, 2048.0);
+  const auto p = pd::step_call_predictions(step(1, spans), costs);
+  ASSERT_EQ(p.size(), 7u);
+  for (std::size_t k = 0; k < p.size(); ++k) EXPECT_EQ(p[k].value(), 1e-3 * double(k + 1)) << k;
 }
 
 // The sequence travels with the calibration's JSON form into the costs the models take.

@@ -367,7 +367,7 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
   StepTimeInputs in;
   in.flops_per_s = 1e9;
   in.links.dp = {1e-6, 1e-10, 0};
-  for (int zero : {0, 1}) {
+  for (int zero : {0, 1, 2}) {
     c.zero = zero;
     const auto units = shard_units(m, c, 0);
     CallSequence seq = data_parallel_call_sequence(c, units);
@@ -385,6 +385,27 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
                 sum, 1e-12);
     in.dp_sequence.clear();
   }
+  // ZeRO 2: per micro-batch the units' reduce-scatters, the last unit first, the group's first
+  // after compute; then the norm and the all-gathers (the first after the optimizer). ZeRO 3:
+  // none (its calls are interleaved with every unit's compute).
+  c.zero = 2;
+  const auto units2 = shard_units(m, c, 0);
+  const auto z2 = data_parallel_call_sequence(c, units2);
+  const std::size_t n = units2.size(), mb = static_cast<std::size_t>(c.micro_batches());
+  ASSERT_GT(mb, 1u);
+  ASSERT_EQ(z2.size(), mb * n + 1 + n);
+  for (std::size_t g = 0; g < mb; ++g)
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& q = z2[g * n + k];
+      EXPECT_EQ(q.op, Collective::reduce_scatter);
+      EXPECT_EQ(q.bytes, units2[n - 1 - k].padded * 4.0) << g << ' ' << k;
+      EXPECT_EQ(q.after_compute, k == 0) << g << ' ' << k;
+    }
+  EXPECT_EQ(z2[mb * n].bytes, 8.0);
+  EXPECT_TRUE(z2[mb * n + 1].after_compute);
+  EXPECT_EQ(z2.back().op, Collective::all_gather);
+  c.zero = 3;
+  EXPECT_TRUE(data_parallel_call_sequence(c, shard_units(m, c, 0)).empty());
   // ZeRO 0: the buckets, the last unit's first; a sequence of 1e-3 MiB buckets is not a step of
   // 1 MiB buckets (one bucket), which keeps its curve time.
   c.zero = 0;

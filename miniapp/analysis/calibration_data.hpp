@@ -46,10 +46,12 @@ struct ComputeCalibration {
 
 // The data-parallel calls timed as the step issues them (perfmodel::data_parallel_call_sequence;
 // driver/calibration_comm.cpp, time_sequence_on): each repetition a barrier, then a compute
-// stand-in sweeping `sweep_bytes` of memory, for `sweep_s` before the first call (the ranks leave
-// it on a shared deadline) and `later_sweep_s` before a later call that follows compute (the
-// optimizer's), the calls in order on one buffer; per call the median over repetitions of the
-// last-arriving rank's time. Empty calls: not measured (dp = 1, ZeRO 2-3, an older summary).
+// stand-in sweeping `sweep_bytes` of memory, for `sweep_s` before a gradient reduction that
+// follows compute (the first: the ranks leave it on a shared deadline; at ZeRO 2 each
+// micro-batch's first, sweep_s then one micro-batch's compute) and `later_sweep_s` before an
+// all-gather that follows compute (the optimizer's), the calls in order on one buffer; per call
+// the median over repetitions of the last-arriving rank's time. Empty calls: not measured
+// (dp = 1, ZeRO 3, an older summary).
 struct SequenceCalibration {
   perfmodel::CallSequence calls;
   std::size_t sweep_bytes = 0;

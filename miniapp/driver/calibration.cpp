@@ -47,9 +47,10 @@ std::string comm_key(const RunConfig& cfg, const char* axis, int size,
 
 // The compute stand-in of the data-parallel sequence (SequenceCalibration): the memory the
 // compute calibration held (at least the sequence's own buffer twice over), capped at 64 MiB
-// (past any last-level cache); before the first call the compute a step runs before it (every
-// micro-batch's forward and backward of a stage: the chunks' sum over pp), before a later call
-// after compute the optimizer's; each within 0.2-20 ms.
+// (past any last-level cache); before a gradient reduction after compute the compute the step
+// runs before it (the forward and backward of the `micro_batches` micro-batches that come
+// before it: the chunks' sum over pp; at ZeRO 2, which reduces after each micro-batch, one),
+// before an all-gather after compute the optimizer's; each within 0.2-20 ms.
 SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequence recorded,
                                 int pp, int micro_batches) {
   double bytes = 0;
@@ -143,8 +144,8 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   const bool on_dp = std::all_of(recorded.begin(), recorded.end(),
                                  [&](const auto& q) { return q.group == cfg.parallel.dp; });
   if (recorded.empty() || !on_dp) return false;
-  SequenceCalibration q =
-      stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, sc.micro_batches());
+  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
+                                      sc.effective_zero() == 2 ? 1 : sc.micro_batches());
   const config::LinkEmulation healthy = healthy_links(cfg);
   const std::string key =
       calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);

@@ -252,9 +252,10 @@ void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* b
 }
 
 // The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
-// before every call marked after_compute (sweep_s before the first, later_sweep_s before a later
-// one: the optimizer's), the buffer written first as the backward writes the gradients; then the
-// calls back to back in place on that buffer. Per call the median over repetitions of the
+// before every call marked after_compute (sweep_s before a gradient reduction, the first on the
+// shared deadline, a later one at ZeRO 2 after each micro-batch; later_sweep_s before an
+// all-gather: the optimizer's), the buffer written first as the backward writes the gradients;
+// then the calls back to back in place on that buffer. Per call the median over repetitions of the
 // smallest of the ranks' times: the last-arriving rank's, which waits for nobody (the call, not
 // the ranks' skew, which is the compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
@@ -280,8 +281,11 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
     Kokkos::deep_copy(buf, 1.0f);  // the gradients, written
     Kokkos::fence();
     for (std::size_t k = 0; k < seq.size(); ++k) {
+      const bool gather = seq[k].op == perfmodel::Collective::all_gather;
       if (seq[k].after_compute)
-        sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + stand_in.later_sweep_s);
+        sweep_memory(mem, k == 0
+                              ? deadline
+                              : MPI_Wtime() + (gather ? stand_in.later_sweep_s : stand_in.sweep_s));
       const double t0 = now();
       issue(c, seq[k], buf.data() + at[k], out.data(), n[k]);
       Kokkos::fence();

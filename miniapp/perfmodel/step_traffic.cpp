@@ -291,17 +291,23 @@ void add_bucket_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
   t.add(traffic_of(calls));
 }
 
-// ZeRO 1: the units' reduce-scatters after the backward, the norm, the all-gathers after the
-// optimizer (zero_optimizer.cpp: finish_gradients, apply).
-void add_zero1_calls(const Scenario& c, const std::vector<ParamUnit>& units, const ElementBytes& eb,
-                     CallSequence& out) {
+// ZeRO 1-2: the units' reduce-scatters after the backward, the norm, the all-gathers after the
+// optimizer (zero_optimizer.cpp: after_backward, finish_gradients, apply). ZeRO 1 reduces once,
+// after the last backward (the last unit first with comm.overlap, started as each unit's backward
+// ends); ZeRO 2 after each micro-batch's backward, each unit's as its backward ends (the last
+// unit first), a group per micro-batch, each after that micro-batch's compute.
+void add_zero12_calls(const Scenario& c, const std::vector<ParamUnit>& units,
+                      const ElementBytes& eb, CallSequence& out) {
+  const bool zero2 = c.effective_zero() == 2;
   std::vector<const ParamUnit*> order;
   for (const auto& u : units)
     if (u.group > 1) order.push_back(&u);
-  if (c.overlap) std::reverse(order.begin(), order.end());  // started as each backward ends
-  for (const ParamUnit* u : order)
-    out.push_back({C::reduce_scatter, static_cast<double>(u->padded) * eb.gradient, u->group,
-                   out.empty(), 0.0});
+  if (c.overlap || zero2) std::reverse(order.begin(), order.end());
+  const long groups = zero2 ? c.micro_batches() : 1;
+  for (long g = 0; g < groups; ++g)
+    for (std::size_t k = 0; k < order.size(); ++k)
+      out.push_back({C::reduce_scatter, static_cast<double>(order[k]->padded) * eb.gradient,
+                     order[k]->group, k == 0, 0.0});
   if (c.dp > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
   bool first = true;
   for (const auto& u : units)
@@ -349,8 +355,8 @@ CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<Pa
   if (c.effective_zero() == 0) {
     add_bucket_calls(c, units, eb, out);
     if (c.dp > 1 && c.ep > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
-  } else if (c.effective_zero() == 1) {
-    add_zero1_calls(c, units, eb, out);
+  } else if (c.effective_zero() <= 2) {
+    add_zero12_calls(c, units, eb, out);
   }
   return out;
 }

@@ -144,12 +144,13 @@ struct SequenceCall {
   double seconds = 0;          // calibrated; 0 until measured
 };
 using CallSequence = std::vector<SequenceCall>;
-// The data-parallel calls of a step of `units` (one stage's), in issue order, where the step
-// issues them as one run after a compute phase: ZeRO 0 the gradient buckets' all-reduces
-// (model::gradient_buckets; then the norm's 8 B all-reduce with expert parallelism); ZeRO 1 the
-// units' reduce-scatters (the last unit first with comm.overlap), the norm's all-reduce, and after
-// the optimizer the units' all-gathers. Empty at ZeRO 2-3, whose calls are interleaved with the
-// micro-batches' compute.
+// The data-parallel calls of a step of `units` (one stage's), in issue order: ZeRO 0 the gradient
+// buckets' all-reduces (model::gradient_buckets; then the norm's 8 B all-reduce with expert
+// parallelism); ZeRO 1 the units' reduce-scatters (the last unit first with comm.overlap), the
+// norm's all-reduce, and after the optimizer the units' all-gathers; ZeRO 2 the units'
+// reduce-scatters (the last unit first) after each micro-batch's backward, a group per micro-batch
+// whose first call is after_compute, then the norm's all-reduce and the all-gathers. Empty at ZeRO
+// 3, whose all-gathers are interleaved with each unit's forward and backward.
 CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<ParamUnit>& units);
 // The calls of `seq` as traffic (counted per op, bytes and group).
 AxisTraffic traffic_of(const CallSequence& seq);
