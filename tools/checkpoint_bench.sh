@@ -109,6 +109,11 @@ if sys.argv[2] == "true":  # staging (saves 2-3) against the kernel bench's copy
     print(f"  staging {rate / 1e9:.2f} GB/s (2 x staged bytes / staging_s), kernel bench copy "
           f"{bw / 1e9:.2f} GB/s: {rate / bw:.2f} of it; commit off the training thread: "
           f"{all(c.get('commit_off_training_thread') for c in p['checkpoints'])}")
+    # What the stall was made of (docs/checkpoint.md, "Asynchronous saves"): the join wait is
+    # a write longer than the saves' spacing, the commit wait a commit not done by then.
+    parts = lambda k: "/".join(f"{c[k]['max']:.3f}" for c in p["checkpoints"][1:])
+    print(f"  saves 2-3: staging {parts('staging_s')} s, join wait {parts('join_wait_s')} s, "
+          f"commit wait {parts('commit_wait_s')} s, write {parts('write_s')} s")
 PY
   done
 done

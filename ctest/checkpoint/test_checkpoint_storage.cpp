@@ -532,6 +532,38 @@ TEST(checkpoint_storage, every_wait_goes_through_the_wait_hook) {
   barrier();
 }
 
+// A Writer alone on its communicator (1 rank) commits on another thread with no MPI call (an
+// asynchronous save's writing thread, docs/checkpoint.md); commit() then only returns the
+// outcome. With more ranks commit_alone does nothing and commit() agrees as before.
+TEST(checkpoint_storage, a_writer_alone_commits_on_another_thread_without_mpi) {
+  const std::string root = root_for("alone");
+  std::size_t waits = 0;
+  WriterOptions o = options();
+  o.wait = [&](int n, MPI_Request* requests, const char*, MPI_Comm) {
+    ++waits;
+    MPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
+  };
+  Writer w(MPI_COMM_WORLD, root, 1, {}, o);
+  add_all(w);
+  const std::size_t in_constructor = waits;
+  bool alone = false;
+  std::thread t([&] {
+    w.sync();
+    alone = w.commit_alone();
+  });
+  t.join();
+  EXPECT_EQ(alone, ranks() == 1);
+  if (alone) {
+    EXPECT_EQ(slurp(root + "/latest"), "step-1") << "published by the thread";
+  }
+  const SaveStats st = w.commit();
+  EXPECT_EQ(fs::path(st.folder).filename(), "step-1");
+  EXPECT_EQ(waits - in_constructor, alone ? 0u : 4u);
+  EXPECT_EQ(w.published_off_owner(), alone);
+  EXPECT_EQ(Reader(root + "/step-1").read(kW.name), as_bytes(ref_w()));
+  barrier();
+}
+
 // A rank that never commits: the others' waits end at the deadline with a message naming the
 // rank and the operation, and the job ends with exit code 5 (registered to run alone, on 2
 // ranks, with the expected output as its pass criterion: checkpoint_storage_deadline_np2).

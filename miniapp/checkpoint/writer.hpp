@@ -106,6 +106,12 @@ class Writer {
   // commit has a communicator of its own, so other collectives in between do not matter.
   void begin_commit();
   bool poll();
+  // A Writer alone on its communicator (one rank) needs no agreement: its whole commit (the
+  // record check, index.json, the rename, `latest`, the pruning) runs here without any MPI call,
+  // so on any thread, e.g. an asynchronous save's writing thread right after sync(), leaving
+  // nothing for the training thread; commit() then returns the outcome at once. False (nothing
+  // done) with more than one rank or once a commit began.
+  bool commit_alone();
   // Whether this rank's fsync and rank 0's publication ran on a thread other than the one that
   // constructed the Writer (true for an asynchronous save; known after commit()).
   bool synced_off_owner() const { return synced_off_owner_; }
@@ -117,6 +123,7 @@ class Writer {
   bool advance(bool block);
   bool next_request(bool block, const char* what);
   void begin(bool publish_on_thread);
+  void make_piece(bool publish_on_thread);
   void start_publishing();
   std::string broadcast_string(std::string s, const char* what);
   std::string rank0_publish(const std::vector<std::string>& pieces);

@@ -197,6 +197,12 @@ int world_rank() {
   return r;
 }
 
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
 // Every rank learns whether any rank failed (`error`: this rank's message, "" for none); then
 // every rank throws, and the lowest rank that has a message of its own prints it.
 void agree(const std::string& error, const char* what) {
@@ -315,10 +321,12 @@ struct CheckpointSave::Impl {
   std::thread thread;
   std::atomic<bool> written{false};  // the thread wrote and fsynced the file
   std::string thread_error;
-  bool begun = false;       // the commit begun (asynchronous: checkpoint::Writer::begin_commit)
-  double poll_s = 0;        // the training thread's time in poll()
-  std::string error;        // from the construction (a Writer that could not be opened)
-  bool cores_busy = false;  // async: the ranks on this host use all its cores
+  bool begun = false;  // the commit begun (asynchronous: checkpoint::Writer::begin_commit)
+  bool commit_on_thread = false;  // one rank, no fault at the commit: the thread commits too
+  bool committed_alone = false;   // the thread committed (checkpoint::Writer::commit_alone)
+  double poll_s = 0;              // the training thread's time in poll()
+  std::string error;              // from the construction (a Writer that could not be opened)
+  bool cores_busy = false;        // async: the ranks on this host use all its cores
 };
 
 namespace {
@@ -396,6 +404,10 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
   // Asynchronous: the state into host buffers now (training changes it next step), the file
   // written by a thread; the collective commit waits for finish() on the main thread.
   m.cores_busy = every_core_busy();
+  // Alone (one rank), the commit needs no agreement: the thread does it after the fsync, unless
+  // a fault is to strike between the written data and the commit (begin_commit's hook).
+  m.commit_on_thread =
+      cfg.checkpoint.async && world_size() == 1 && cfg.fault.dead_rank.at != DeadAt::checkpoint;
   trainer.save_state(m.staged);
   m.staged_bytes = m.staged.bytes_;
   m.staged_s = model::steady_seconds() - m.begin_s;
@@ -404,6 +416,7 @@ CheckpointSave::CheckpointSave(const RunConfig& cfg, const model::Trainer& train
       for (const auto& [shard, range] : m.staged.pieces_)
         m.writer->add(shard, m.staged.at(range.first), range.second);
       m.writer->sync();  // the fsync off the training thread too
+      if (m.commit_on_thread) m.committed_alone = m.writer->commit_alone();
     } catch (const std::exception& e) {
       m.thread_error = e.what();
     }
@@ -430,7 +443,7 @@ void begin_commit(CheckpointSave::Impl& m) {
   if (dead.at == DeadAt::checkpoint && dead.rank == world_rank() && m.steps >= dead.step)
     die_leaving_record(dead.rank, "checkpoint step-" + std::to_string(m.steps) + " is written",
                        m.steps);
-  if (m.async) m.writer->begin_commit();
+  if (m.async && !m.committed_alone) m.writer->begin_commit();
   m.begun = true;
 }
 

@@ -97,6 +97,9 @@ void PointSaves::after_step(int done) {
 
 std::string PointSaves::finish(std::string diverged) {
   commit();
+  // An asynchronous measuring save committed only now (a short run, a slow disk): its cadence
+  // is still chosen and recorded, though no step is left to use it.
+  if (every_ == kCheckpointAuto && auto_from_ != 0 && !r_.checkpoints.empty()) save_auto(0);
   // The plain-I/O baseline, away from the saves (docs/checkpoint.md, "Cost").
   if (!r_.checkpoints.empty())
     r_.checkpoints.front()["baseline"] = io_baseline(root_, r_.checkpoints.front(), 3);
