@@ -5,8 +5,8 @@
 // write (RLIMIT_FSIZE, as a full disk) failing every rank's commit and leaving the previous
 // checkpoint and `latest`; keep pruning; `latest` resolution; the data file's direct-I/O
 // writer. docs/checkpoint.md.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <mpi.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,8 +18,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -262,8 +262,8 @@ TEST(checkpoint_storage, a_shard_read_for_the_host_comes_from_the_page_cache_ver
 TEST(checkpoint_storage, a_data_file_holds_every_byte_appended_direct_or_not) {
   using posix::OutFile;
   const std::size_t chunk = OutFile::kDirectChunk;
-  const std::vector<std::size_t> sizes = {1,     4095,  4097, 0,     chunk - 4099, chunk + 5,
-                                          17,    3 * chunk + 4096, 4096, 12345};
+  const std::vector<std::size_t> sizes = {
+      1, 4095, 4097, 0, chunk - 4099, chunk + 5, 17, 3 * chunk + 4096, 4096, 12345};
   std::vector<char> all;
   for (std::size_t k = 0; k < sizes.size(); ++k)
     for (std::size_t i = 0; i < sizes[k]; ++i)

@@ -21,7 +21,7 @@ class OutFile {
  public:
   static constexpr std::size_t kDirectAlign = 4096;      // buffer, offsets and lengths
   static constexpr std::size_t kDirectChunk = 8u << 20;  // bytes per direct write
-  explicit OutFile(std::string path);  // throws
+  explicit OutFile(std::string path);                    // throws
   ~OutFile();
   OutFile(const OutFile&) = delete;
   OutFile& operator=(const OutFile&) = delete;
