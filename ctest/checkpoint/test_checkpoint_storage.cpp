@@ -3,7 +3,9 @@
 // written by one rank, bytes and checksums identical; coverage refused at commit; a truncated,
 // corrupted or missing file and a missing index refused naming the file and tensor; a failed
 // write (RLIMIT_FSIZE, as a full disk) failing every rank's commit and leaving the previous
-// checkpoint and `latest`; keep pruning; `latest` resolution. docs/checkpoint.md.
+// checkpoint and `latest`; keep pruning; `latest` resolution; the data file's direct-I/O
+// writer. docs/checkpoint.md.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <sys/resource.h>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -252,6 +255,42 @@ TEST(checkpoint_storage, a_shard_read_for_the_host_comes_from_the_page_cache_ver
   barrier();
 }
 
+// The data file's writer (posix::OutFile): whatever the pieces' sizes (empty, unaligned, across
+// the direct-I/O buffer's end, several buffers at once), the file holds exactly the bytes
+// appended, in order; on a file system that takes O_DIRECT (this test's own folder is probed)
+// every whole block went to storage directly, and tmpfs (/dev/shm) is written all the same.
+TEST(checkpoint_storage, a_data_file_holds_every_byte_appended_direct_or_not) {
+  using posix::OutFile;
+  const std::size_t chunk = OutFile::kDirectChunk;
+  const std::vector<std::size_t> sizes = {
+      1, 4095, 4097, 0, chunk - 4099, chunk + 5, 17, 3 * chunk + 4096, 4096, 12345};
+  std::vector<char> all;
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    for (std::size_t i = 0; i < sizes[k]; ++i)
+      all.push_back(static_cast<char>((i * 131 + k * 7 + (i >> 12)) & 0xff));
+  std::vector<std::string> folders = {::testing::TempDir()};
+  if (fs::is_directory("/dev/shm")) folders.push_back("/dev/shm/");
+  for (const std::string& folder : folders) {
+    const std::string path = folder + "outfile-" + std::to_string(rank()) + ".bin";
+    const int probe = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    const bool direct_taken = probe >= 0;
+    if (probe >= 0) ::close(probe);
+    {
+      OutFile f(path);
+      std::size_t at = 0;
+      for (const std::size_t n : sizes) f.append(all.data() + at, n), at += n;
+      EXPECT_EQ(f.size(), static_cast<std::int64_t>(all.size()));
+      EXPECT_EQ(f.direct(), direct_taken) << path;
+      f.sync_and_close();
+    }
+    std::ifstream in(path, std::ios::binary);
+    const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(back.size(), all.size()) << path;
+    EXPECT_TRUE(back == std::string(all.begin(), all.end())) << path;
+    fs::remove(path);
+  }
+}
+
 TEST(checkpoint_storage, coverage_gap_and_overlap_refused_on_every_rank) {
   const std::string root = root_for("coverage");
   save(root, 1);
@@ -384,9 +423,9 @@ TEST(checkpoint_storage, failed_write_on_one_rank_keeps_previous_checkpoint) {
       small.rlim_cur = 64;  // fewer bytes than the rank's shards
       ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
     }
-    add_all(w, 1.0);
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+    add_all(w, 1.0);  // written at the latest by the commit's sync (posix::OutFile)
     e = error_of([&] { w.commit(); });
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
   }
   const std::string file = "rank-" + std::to_string(p - 1) + ".bin";
   EXPECT_TRUE(contains(e, file) && contains(e, "File too large") &&
@@ -402,6 +441,7 @@ TEST(checkpoint_storage, failed_write_on_one_rank_keeps_previous_checkpoint) {
   {
     Writer w(MPI_COMM_WORLD, root, 2, {}, options());
     add_all(w, 1.0);
+    w.sync();  // the data file written in full before the limit
     rlimit old{};
     ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
     if (rank() == 0) {

@@ -1,7 +1,8 @@
 // `paraxis report`'s checkpoint figures (analysis/report_checkpoint.hpp) on a hand-made point:
 // the median save is the checkpoint cost C, the system MTBF M = 1 / (rate x ranks), Young's
 // interval sqrt(2 C M) and Daly's, in seconds and steps, the waste of Daly's model at Daly's
-// interval and at the run's own cadence, the restart when the point resumed.
+// interval and at the run's own cadence, the restart when the point resumed; asynchronous
+// saves' stall by part.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,4 +72,45 @@ TEST(report_checkpoint, a_resumed_point_gives_its_restart_and_no_save_gives_noth
   p.erase("checkpoints");
   EXPECT_TRUE(driver::report::checkpoint_figures(p, 1e-7).is_null());
   EXPECT_EQ(driver::report::checkpoint_markdown(json::array()), "");
+}
+
+// Asynchronous saves: the stall's parts (medians over saves) and the saves that waited for their
+// write longer than their staging took, named in report.md; a synchronous point has none.
+TEST(report_checkpoint, asynchronous_saves_give_their_stall_by_part) {
+  json p = point();
+  p["label"] = "dp1";
+  const double staging[] = {0.03, 0.02, 0.025}, join[] = {0.2, 0.0, 0.01},
+               write[] = {0.9, 0.2, 0.3};
+  for (int i = 0; i < 3; ++i) {
+    json& s = p["checkpoints"][i];
+    s["async"] = true;
+    s["staging_s"] = {{"min", staging[i]}, {"mean", staging[i]}, {"max", staging[i]}};
+    s["join_wait_s"] = {{"min", join[i]}, {"mean", join[i]}, {"max", join[i]}};
+    s["write_s"]["max"] = write[i];
+    s["async_can_hide"] = true;
+  }
+  const json c = driver::report::checkpoint_figures(p, 1e-7);
+  ASSERT_TRUE(c.contains("async")) << c.dump();
+  EXPECT_DOUBLE_EQ(c["async"]["staging_s"].get<double>(), 0.025);
+  EXPECT_DOUBLE_EQ(c["async"]["join_wait_s"].get<double>(), 0.01);
+  EXPECT_EQ(c["async"]["saves_waiting_for_storage"], 1);  // 0.2 > 0.03; 0.01 < 0.025
+  EXPECT_DOUBLE_EQ(c["async"]["longest_write_s"].get<double>(), 0.9);
+  EXPECT_TRUE(c["async"]["can_hide"].get<bool>());
+  p["checkpoint"] = c;
+  const std::string md = driver::report::checkpoint_markdown(json::array({p}));
+  EXPECT_NE(md.find("dp1: asynchronous saves, the stall by part (medians over saves): staging "
+                    "0.025 s, waiting for the write 0.010 s"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("1 of 3 saves waited longer for their write than their staging took (longest "
+                    "write 0.9 s)"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("every core"), std::string::npos) << md;
+  p["checkpoints"][1]["async_can_hide"] = false;
+  p["checkpoint"] = driver::report::checkpoint_figures(p, 1e-7);
+  EXPECT_FALSE(p["checkpoint"]["async"]["can_hide"].get<bool>());
+  EXPECT_NE(driver::report::checkpoint_markdown(json::array({p})).find("every core of their host"),
+            std::string::npos);
+  EXPECT_FALSE(driver::report::checkpoint_figures(point(), 1e-7).contains("async"));
 }

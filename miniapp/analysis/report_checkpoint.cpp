@@ -63,6 +63,50 @@ void cadence_waste(const json& p, double c, double restart, double mtbf, double 
   }
 }
 
+// Asynchronous saves: what training stalled for, by part (docs/checkpoint.md, "Asynchronous
+// saves"): the staging copy, and the wait for a write not done when the next save or the point's
+// end came (the join wait: the write's excess over the steps it ran behind). A save whose join
+// wait exceeds its staging stalled mostly for the storage, which no thread hides.
+json async_figures(const json& saves) {
+  std::vector<double> staging, join;
+  int waiting = 0;
+  double longest = 0;
+  bool can_hide = true;
+  for (const auto& s : saves) {
+    if (!s.value("async", false) || !s.contains("staging_s")) return json();
+    staging.push_back(s.at("staging_s").at("max").get<double>());
+    join.push_back(s.at("join_wait_s").at("max").get<double>());
+    if (join.back() > staging.back()) ++waiting;
+    longest = std::max(longest, s.at("write_s").at("max").get<double>());
+    can_hide = can_hide && s.value("async_can_hide", true);
+  }
+  return {{"staging_s", median(staging)},
+          {"join_wait_s", median(join)},
+          {"saves_waiting_for_storage", waiting},
+          {"longest_write_s", longest},
+          {"can_hide", can_hide}};
+}
+
+// One sentence per asynchronous point under the table.
+void async_markdown(const json& p, std::ostringstream& md) {
+  const json& a = p.at("checkpoint").at("async");
+  char parts[96];
+  std::snprintf(parts, sizeof parts, "staging %.3f s, waiting for the write %.3f s",
+                a.at("staging_s").get<double>(), a.at("join_wait_s").get<double>());
+  md << "\n"
+     << p.value("label", "") << ": asynchronous saves, the stall by part (medians over "
+     << "saves): " << parts << "; " << a.at("saves_waiting_for_storage") << " of "
+     << p.at("checkpoint").at("saves")
+     << " saves waited longer for their write than their staging took";
+  if (a.at("saves_waiting_for_storage").get<int>() > 0)
+    md << " (longest write " << g(a.at("longest_write_s").get<double>())
+       << " s): the storage wrote slower than training ran between saves, which no thread hides";
+  if (!a.at("can_hide").get<bool>())
+    md << "; the ranks used every core of their host, so the writing thread took its time from "
+          "them";
+  md << ".\n";
+}
+
 }  // namespace
 
 json checkpoint_figures(const json& p, double failures_per_device_s) {
@@ -109,6 +153,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
     out["daly_interval_steps"] = daly / step;
   }
   cadence_waste(p, c, restart, mtbf, daly, step, out);
+  if (const json a = async_figures(saves); !a.is_null()) out["async"] = a;
   return out;
 }
 
@@ -149,6 +194,10 @@ std::string checkpoint_markdown(const json& points) {
        << waste_cell(c, "waste_at_daly", "simulated_waste_at_daly") << " | "
        << waste_cell(c, "waste_at_run_cadence", "simulated_waste_at_run_cadence") << " |\n";
   }
+  for (const auto& p : points)
+    if (p.contains("checkpoint") && !p.at("checkpoint").is_null() &&
+        p.at("checkpoint").contains("async"))
+      async_markdown(p, md);
   md << "\nThe failure rate per rank is the deck's `checkpoint.device_mtbf_h`, else Llama 3's "
         "(419 interruptions in 54 days on 16,384 GPUs, the planner's default); `paraxis plan` "
         "takes a machine file's own.\n";

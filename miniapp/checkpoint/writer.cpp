@@ -51,6 +51,10 @@ void default_wait(int n, MPI_Request* requests, const char* what, MPI_Comm comm,
                    "rank stopped responding during the save; ending the job (exit code %d)\n",
                    rank, timeout_s, what, exit_code::hang);
       std::fflush(stderr);
+      // mpiexec forwards output asynchronously and MPI_Abort tears the job down at once: the
+      // message gets a moment to reach the user first, as the watchdog's (parallel/watchdog.cpp).
+      // (checkpoint_storage_deadline_np2 once missed this line in a loaded -j2 run.)
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       MPI_Abort(MPI_COMM_WORLD, exit_code::hang);
     }
     // The ranks may share cores: give the core away between polls.

@@ -218,9 +218,10 @@ void agree(const std::string& error, const char* what) {
 }
 
 // One trial of the filesystem's own speed for this rank's checkpoint bytes: the same number of
-// bytes written to a fresh file in the root (8 MiB writes, then fsync, as the checkpoint's data
-// file is written), its pages dropped (posix_fadvise DONTNEED, as a resume after eviction), read
-// back sequentially, removed. {write_s, read_s} of this rank; `error` set on failure.
+// bytes written to a fresh file in the root (posix::OutFile: 8 MiB writes, direct where taken, then
+// fsync, as the checkpoint's data file is written), its pages dropped (posix_fadvise DONTNEED, as a
+// resume after eviction), read back sequentially, removed. {write_s, read_s} of this rank; `error`
+// set on failure.
 std::pair<double, double> baseline_trial(const std::string& path, std::size_t total,
                                          std::string& error) {
   constexpr std::size_t kChunk = 8u << 20;
