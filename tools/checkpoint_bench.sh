@@ -75,8 +75,10 @@ done
 
 # Asynchronous against synchronous saves on 1 rank (a core left free on a 2-core machine): 7
 # steps, a save after steps 2, 4 and 6; RUNS alternating pairs. Stall: a save's exposed_s (the
-# first save, which pays for fresh staging pages, left out); step time during a save: steps 3, 5
-# and 7 (an asynchronous save's writes run behind them) against steps 2, 4 and 6.
+# first save, which pays for fresh staging pages, left out); step time during a save: the step
+# right after each save (summary.json numbers steps from 0, so the one after the save at `step` 2
+# is steps[2]: an asynchronous save's write runs behind it) against the step right before it.
+# (Until round 5 this compared steps[3, 5] with steps[2, 4, 6], the wrong way round.)
 # Staging against the copy bandwidth paraxis-bench-kernels measures (its largest copy baseline,
 # its bytes/s counts bytes read + written, as 2 x staged bytes here), taken before each pair.
 copy_bw() {
@@ -97,8 +99,9 @@ import json, statistics, sys
 p = json.load(open(sys.argv[1]))["points"][0]
 st = [c["exposed_s"]["max"] for c in p["checkpoints"][1:]]
 t = {s["step"]: s["time_s"] for s in p["steps"]}
-during = statistics.median([t[s] for s in (3, 5, 7) if s in t])
-without = statistics.median([t[s] for s in (2, 4, 6) if s in t])
+saves = [c["step"] for c in p["checkpoints"]]
+during = statistics.median([t[s] for s in saves if s in t])
+without = statistics.median([t[s - 1] for s in saves if s - 1 in t])
 print(f"run {sys.argv[3]} async={sys.argv[2]}: stall median {statistics.median(st):.3f} s "
       f"(saves 2-3: {', '.join(f'{x:.3f}' for x in st)}), step during a save {during:.3f} s, "
       f"without {without:.3f} s, ratio {during / without:.2f}  load {sys.argv[4]}")
