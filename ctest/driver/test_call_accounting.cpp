@@ -201,7 +201,7 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
   pd::Calibration cal;
   cal.comm = {fit("dp", "all_reduce", 1e-5, 1e-9)};
   cal.dp_sequence = {{{pm::Collective::reduce_scatter, 2048, 2, true, 3e-5},
-                      {pm::Collective::all_gather, 2048, 2, true, 4e-5}},
+                      {pm::Collective::all_gather, 2048, 2, true, 4e-5, 0.25}},
                      6u << 20,
                      1e-3,
                      2e-4};
@@ -213,6 +213,8 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
   EXPECT_EQ(costs.dp_sequence[1].op, pm::Collective::all_gather);
   EXPECT_TRUE(costs.dp_sequence[1].after_compute);
   EXPECT_EQ(costs.dp_sequence[1].seconds, 4e-5);
+  EXPECT_EQ(costs.dp_sequence[1].compute_share, 0.25);  // ZeRO 3's share of one micro-batch
+  EXPECT_EQ(costs.dp_sequence[0].compute_share, 0.0);
   // Without one (dp = 1, ZeRO 2-3, older summaries): no sequence.
   EXPECT_FALSE(pd::calibration_to_json(pd::Calibration{}).contains("dp_sequence"));
 }
@@ -233,5 +235,8 @@ TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
   EXPECT_EQ(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", a));
   EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", b));
   EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", longer));
+  pd::SequenceCalibration shared = a;
+  shared.calls[0].compute_share = 0.125;  // ZeRO 3: the compute before it, another stand-in
+  EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", shared));
   EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 3", a));
 }

@@ -111,6 +111,50 @@ void expect_step_model_sums_the_calls(const model::StepResult& step, const drive
   }
 }
 
+// The data-parallel calls this rank's step recorded, in the order the log holds them.
+pm::CallSequence recorded_dp_calls(const model::StepResult& step) {
+  pm::CallSequence out;
+  for (const auto& s : step.comm_spans) {
+    pm::LoggedOp o;
+    if (std::string(s.axis) == "dp" && pm::logged_op(s.op, &o) && !o.receive)
+      out.push_back({o.op, static_cast<double>(s.bytes), s.ranks, false, 0.0});
+  }
+  return out;
+}
+
+std::string describe(const pm::CallSequence& seq) {
+  std::ostringstream os;
+  for (const auto& q : seq) os << " " << pm::to_string(q.op) << ":" << q.bytes << "/" << q.group;
+  return os.str();
+}
+
+// The sequence the calibration times (perfmodel::data_parallel_call_sequence, this rank's stage)
+// against the calls the step made: the same calls in the same order, op, bytes and group. With
+// comm.overlap the gradient reductions are logged when they complete, later than issued: the
+// other calls keep their order, and every call takes a position of its own
+// (perfmodel::sequence_call_times, which the per-call predictions use).
+void expect_dp_calls_in_sequence_order(const model::StepResult& step, const driver::RunConfig& c,
+                                       const std::string& what) {
+  const pm::Scenario sc = pm::scenario_of(c.parallel, c.comm, c.train);
+  const auto coords = parallel::grid_coords_of(c.parallel, world_rank());
+  const pm::CallSequence want = pm::data_parallel_call_sequence(c.model, sc, coords.pp);
+  const pm::CallSequence got = recorded_dp_calls(step);
+  const std::string both = what + "\nstep:    " + describe(got) + "\nsequence:" + describe(want);
+  ASSERT_EQ(got.size(), want.size()) << both;
+  auto blocking = [&](const pm::CallSequence& seq) {
+    pm::CallSequence out;
+    for (const auto& q : seq)
+      if (!c.comm.overlap || q.op == pm::Collective::all_gather || q.bytes == 8) out.push_back(q);
+    return out;
+  };
+  const auto a = blocking(got), b = blocking(want);
+  ASSERT_EQ(a.size(), b.size()) << both;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    EXPECT_TRUE(a[k].op == b[k].op && a[k].bytes == b[k].bytes && a[k].group == b[k].group)
+        << "call " << k << " " << both;
+  EXPECT_EQ(pm::sequence_call_times(want, got).size(), want.size()) << both;
+}
+
 // Runs the case and compares every step of this rank with the model.
 void expect_calls_match_model(const std::vector<std::string>& set) {
   std::string what;
@@ -147,6 +191,7 @@ void expect_calls_match_model(const std::vector<std::string>& set) {
     EXPECT_EQ(static_cast<double>(step.comm.at("tp").bytes), traffic.tp.bytes()) << what;
     EXPECT_EQ(static_cast<double>(step.comm.at("pp").bytes), traffic.pp.bytes()) << what;
     expect_step_model_sums_the_calls(step, c, traffic, what);
+    if (c.parallel.dp > 1) expect_dp_calls_in_sequence_order(step, c, what);
   }
 }
 

@@ -16,6 +16,7 @@ using paraxis::schedule::ideal_bubble_fraction;
 using paraxis::schedule::ScheduleKind;
 using perfmodel_test::config;
 using perfmodel_test::tiny_model;
+using perfmodel_test::tiny_moe_model;
 
 namespace {
 
@@ -367,10 +368,10 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
   StepTimeInputs in;
   in.flops_per_s = 1e9;
   in.links.dp = {1e-6, 1e-10, 0};
-  for (int zero : {0, 1, 2}) {
+  for (int zero : {0, 1, 2, 3}) {
     c.zero = zero;
     const auto units = shard_units(m, c, 0);
-    CallSequence seq = data_parallel_call_sequence(c, units);
+    CallSequence seq = data_parallel_call_sequence(m, c, 0);
     ASSERT_GE(seq.size(), 3u) << zero;
     EXPECT_TRUE(seq.front().after_compute);
     EXPECT_TRUE(same_calls(traffic_of(seq), data_parallel_step_traffic(c, units))) << zero;
@@ -386,8 +387,7 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
     in.dp_sequence.clear();
   }
   // ZeRO 2: per micro-batch the units' reduce-scatters, the last unit first, the group's first
-  // after compute; then the norm and the all-gathers (the first after the optimizer). ZeRO 3:
-  // none (its calls are interleaved with every unit's compute).
+  // after compute; then the norm and the all-gathers (the first after the optimizer).
   c.zero = 2;
   const auto units2 = shard_units(m, c, 0);
   const auto z2 = data_parallel_call_sequence(c, units2);
@@ -404,8 +404,9 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
   EXPECT_EQ(z2[mb * n].bytes, 8.0);
   EXPECT_TRUE(z2[mb * n + 1].after_compute);
   EXPECT_EQ(z2.back().op, Collective::all_gather);
+  EXPECT_EQ(data_parallel_call_sequence(m, c, 0).size(), z2.size());
   c.zero = 3;
-  EXPECT_TRUE(data_parallel_call_sequence(c, shard_units(m, c, 0)).empty());
+  EXPECT_THROW(data_parallel_call_sequence(c, shard_units(m, c, 0)), std::invalid_argument);
   // ZeRO 0: the buckets, the last unit's first; a sequence of 1e-3 MiB buckets is not a step of
   // 1 MiB buckets (one bucket), which keeps its curve time.
   c.zero = 0;
@@ -418,4 +419,62 @@ TEST(step_time, dp_term_is_the_sum_of_the_calibrated_sequence) {
   in.dp_sequence = small;
   for (auto& q : in.dp_sequence) q.seconds = 1.0;
   EXPECT_EQ(predict_step_time(m, big, in).dp, curves);
+}
+
+// ZeRO 3 (1f1b on one stage: each micro-batch's forward, then its backward): per micro-batch every
+// unit gathered before its piece's forward (a MoE block's dense unit, then its experts'), then from
+// the head down each piece's units gathered, its backward, its units reduce-scattered (experts
+// first); the norm last. The compute between calls adds up to the step's (the embedding's is 0):
+// m micro-batches' forward and backward; the first call follows the optimizer (share 0).
+TEST(step_time, zero3_sequence_follows_the_units_and_the_schedule) {
+  const auto m = tiny_moe_model();
+  auto c = config(1, 1, 2, 1, 8);
+  c.zero = 3;
+  const auto units = shard_units(m, c, 0);
+  const auto seq = data_parallel_call_sequence(m, c, 0);
+  const std::size_t n = units.size(), mb = static_cast<std::size_t>(c.micro_batches());
+  ASSERT_EQ(n,
+            8u);  // embedding, layers.0, layers.1 (+ experts), layers.2, layers.3 (+ experts), head
+  ASSERT_EQ(seq.size(), mb * 3 * n + 1);
+  EXPECT_TRUE(same_calls(traffic_of(seq), data_parallel_step_traffic(c, units)));
+  using K = Collective;
+  const std::vector<std::pair<Collective, std::size_t>> want = {
+      {K::all_gather, 7},    {K::reduce_scatter, 7}, {K::all_gather, 5},
+      {K::all_gather, 6},    {K::reduce_scatter, 6}, {K::reduce_scatter, 5},
+      {K::all_gather, 4},    {K::reduce_scatter, 4}, {K::all_gather, 2},
+      {K::all_gather, 3},    {K::reduce_scatter, 3}, {K::reduce_scatter, 2},
+      {K::all_gather, 1},    {K::reduce_scatter, 1}, {K::all_gather, 0},
+      {K::reduce_scatter, 0}};
+  double shares = 0;
+  for (std::size_t g = 0; g < mb; ++g) {
+    const std::size_t at = g * 3 * n;
+    for (std::size_t k = 0; k < n; ++k) {
+      EXPECT_EQ(seq[at + k].op, Collective::all_gather) << g << ' ' << k;
+      EXPECT_EQ(seq[at + k].bytes, units[k].padded * 4.0) << g << ' ' << k;
+    }
+    ASSERT_EQ(want.size(), 2 * n);
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(seq[at + n + k].op, want[k].first) << g << ' ' << k;
+      EXPECT_EQ(seq[at + n + k].bytes, units[want[k].second].padded * 4.0) << g << ' ' << k;
+    }
+    // The embedding's backward computes no FLOPs: its reduce-scatter follows its gather.
+    EXPECT_FALSE(seq[at + 3 * n - 1].after_compute) << g;
+    for (std::size_t k = 0; k < 3 * n; ++k) {
+      const auto& q = seq[at + k];
+      EXPECT_EQ(q.after_compute, (g == 0 && k == 0) || q.compute_share > 0) << g << ' ' << k;
+      shares += q.compute_share;
+    }
+  }
+  EXPECT_TRUE(seq.front().after_compute);
+  EXPECT_EQ(seq.front().compute_share, 0.0);
+  EXPECT_NEAR(shares, double(mb), 1e-12);
+  EXPECT_EQ(seq.back().bytes, 8.0);
+  EXPECT_FALSE(seq.back().after_compute);
+  // Recomputation in full: each block's backward runs its forward again, so the blocks' reduce-
+  // scatters come after more compute; the calls stay the same.
+  auto r = c;
+  r.recompute = paraxis::model::Recompute::full;
+  const auto rseq = data_parallel_call_sequence(m, r, 0);
+  ASSERT_EQ(rseq.size(), seq.size());
+  EXPECT_GT(rseq[n + 4].compute_share, seq[n + 4].compute_share);  // layers.3's experts' RS
 }

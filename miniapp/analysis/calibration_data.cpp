@@ -18,6 +18,7 @@ nlohmann::json sequence_to_json(const SequenceCalibration& q) {
                      {"bytes", s.bytes},
                      {"ranks", s.group},
                      {"after_compute", s.after_compute},
+                     {"compute_share", s.compute_share},
                      {"seconds", s.seconds}});
   return {{"sweep_bytes", q.sweep_bytes},
           {"sweep_s", q.sweep_s},
@@ -33,7 +34,7 @@ SequenceCalibration sequence_from_json(const nlohmann::json& j) {
   for (const auto& c : j.at("calls"))
     q.calls.push_back({collective_named(c.at("op").get<std::string>()), c.at("bytes").get<double>(),
                        c.at("ranks").get<int>(), c.at("after_compute").get<bool>(),
-                       c.at("seconds").get<double>()});
+                       c.at("seconds").get<double>(), c.value("compute_share", 0.0)});
   return q;
 }
 

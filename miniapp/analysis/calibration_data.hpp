@@ -49,9 +49,10 @@ struct ComputeCalibration {
 // stand-in sweeping `sweep_bytes` of memory, for `sweep_s` before a gradient reduction that
 // follows compute (the first: the ranks leave it on a shared deadline; at ZeRO 2 each
 // micro-batch's first, sweep_s then one micro-batch's compute) and `later_sweep_s` before an
-// all-gather that follows compute (the optimizer's), the calls in order on one buffer; per call
-// the median over repetitions of the last-arriving rank's time. Empty calls: not measured
-// (dp = 1, ZeRO 3, an older summary).
+// all-gather that follows compute (the optimizer's); at ZeRO 3 each call's compute_share of
+// sweep_s (one micro-batch's compute); the calls in order on one buffer; per call the median
+// over repetitions of the last-arriving rank's time. Empty calls: not measured (dp = 1, expert
+// units over another group, an older summary).
 struct SequenceCalibration {
   perfmodel::CallSequence calls;
   std::size_t sweep_bytes = 0;

@@ -46,15 +46,16 @@ std::string comm_key(const RunConfig& cfg, const char* axis, int size,
 }
 
 // The compute stand-in of the data-parallel sequence (SequenceCalibration): the memory the
-// compute calibration held (at least the sequence's own buffer twice over), capped at 64 MiB
+// compute calibration held (at least the sequence's own buffer twice over; at ZeRO 3 the one
+// workspace), capped at 64 MiB
 // (past any last-level cache); before a gradient reduction after compute the compute the step
 // runs before it (the forward and backward of the `micro_batches` micro-batches that come
-// before it: the chunks' sum over pp; at ZeRO 2, which reduces after each micro-batch, one),
+// before it: the chunks' sum over pp; at ZeRO 2-3, which reduce after each micro-batch, one),
 // before an all-gather after compute the optimizer's; each within 0.2-20 ms.
 SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequence recorded,
-                                int pp, int micro_batches) {
-  double bytes = 0;
-  for (const auto& q : recorded) bytes += q.bytes;
+                                int pp, int micro_batches, bool one_workspace) {
+  double bytes = 0;  // the sequence's buffer: every call's, or (ZeRO 3) the largest
+  for (const auto& q : recorded) bytes = one_workspace ? std::max(bytes, q.bytes) : bytes + q.bytes;
   SequenceCalibration out;
   out.sweep_bytes = std::min<std::size_t>(
       std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)),
@@ -76,9 +77,11 @@ namespace calibration_detail {
 std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q) {
   std::ostringstream os;
   os << dp_key << " sequence";
-  for (const auto& c : q.calls)
+  for (const auto& c : q.calls) {
     os << ' ' << perfmodel::to_string(c.op) << ':' << static_cast<long long>(c.bytes) << ':'
        << c.group << (c.after_compute ? "c" : "");
+    if (c.compute_share > 0) os << static_cast<long>(c.compute_share * 1e4);  // to 1e-4
+  }
   // The stand-in's durations to 10 us.
   os << " sweep " << q.sweep_bytes << ' ' << static_cast<long>(q.sweep_s * 1e5) << ' '
      << static_cast<long>(q.later_sweep_s * 1e5);
@@ -135,17 +138,17 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
                                     Calibration& out) {
   const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
   // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
-  const auto mine = perfmodel::data_parallel_call_sequence(
-      sc, perfmodel::shard_units(cfg.model, sc, grid.coords().pp));
-  auto recorded =
-      perfmodel::data_parallel_call_sequence(sc, perfmodel::shard_units(cfg.model, sc, 0));
+  const auto mine = perfmodel::data_parallel_call_sequence(cfg.model, sc, grid.coords().pp);
+  auto recorded = perfmodel::data_parallel_call_sequence(cfg.model, sc, 0);
   // Timed on the dp communicator: a sequence with calls over another group (expert units over
   // their dp / ep ranks) keeps the curves.
   const bool on_dp = std::all_of(recorded.begin(), recorded.end(),
                                  [&](const auto& q) { return q.group == cfg.parallel.dp; });
   if (recorded.empty() || !on_dp) return false;
+  // ZeRO 2-3: sweep_s is one micro-batch's compute (ZeRO 3's calls take their shares of it).
+  const bool zero3 = sc.effective_zero() == 3;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
-                                      sc.effective_zero() == 2 ? 1 : sc.micro_batches());
+                                      sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3);
   const config::LinkEmulation healthy = healthy_links(cfg);
   const std::string key =
       calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
@@ -155,7 +158,7 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
     const parallel::LinkModel links =
         parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
     std::vector<double> t =
-        calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links, mine, q);
+        calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links, mine, q, zero3);
     t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
     parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0,
                                   MPI_COMM_WORLD, "calibration: broadcast a sequence");

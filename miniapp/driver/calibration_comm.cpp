@@ -232,18 +232,19 @@ double sweep_deadline(MPI_Comm comm, double sweep_s, bool shared, const char* ax
   return shared ? deadline : MPI_Wtime() + sweep_s;
 }
 
-// One call of a sequence on the n elements at `buf`, in place as the step issues it (all-reduces
-// and all-gathers in place, reduce-scatters into `out`).
+// One call of a sequence on the n elements at `buf`, as the step issues it: all-reduces in place,
+// reduce-scatters into `out`, all-gathers in place (ZeRO 1-2: the flat buffer) or, with
+// `from_shard` (ZeRO 3), from a shard in `out` into `buf` (the unit's workspace).
 void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* buf, float* out,
-           std::size_t n) {
+           std::size_t n, bool from_shard) {
   const auto p = static_cast<std::size_t>(c.size());
   switch (q.op) {
     case perfmodel::Collective::reduce_scatter:
       c.reduce_scatter(buf, out, n / p, model::DType::f32);
       break;
     case perfmodel::Collective::all_gather:
-      c.all_gather(buf + static_cast<std::size_t>(c.rank()) * (n / p), buf, n / p,
-                   model::DType::f32);
+      c.all_gather(from_shard ? out : buf + static_cast<std::size_t>(c.rank()) * (n / p), buf,
+                   n / p, model::DType::f32);
       break;
     default:
       c.all_reduce(buf, buf, n, model::DType::f32);
@@ -251,43 +252,51 @@ void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* b
   }
 }
 
+// The compute stand-in's duration before call `q` (SequenceCall::compute_share): none unless
+// after_compute; a share of one micro-batch's forward and backward (sweep_s at ZeRO 2-3); else a
+// whole phase: sweep_s before a gradient reduction, later_sweep_s (the optimizer) before an
+// all-gather.
+double stand_in_before(const perfmodel::SequenceCall& q, const SequenceCalibration& s) {
+  if (!q.after_compute) return 0;
+  if (q.compute_share > 0) return q.compute_share * s.sweep_s;
+  return q.op == perfmodel::Collective::all_gather ? s.later_sweep_s : s.sweep_s;
+}
+
 // The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
-// before every call marked after_compute (sweep_s before a gradient reduction, the first on the
-// shared deadline, a later one at ZeRO 2 after each micro-batch; later_sweep_s before an
-// all-gather: the optimizer's), the buffer written first as the backward writes the gradients;
-// then the calls back to back in place on that buffer. Per call the median over repetitions of the
-// smallest of the ranks' times: the last-arriving rank's, which waits for nobody (the call, not
-// the ranks' skew, which is the compute spread's term).
+// before every call marked after_compute (stand_in_before; the first on the shared deadline),
+// the buffer written first as the backward writes the gradients; then the calls in place on that
+// buffer, each at its own offset (the flat gradient buffer's buckets and units) or, with
+// `one_workspace` (ZeRO 3), all on the one workspace the step gathers every unit into. Per call
+// the median over repetitions of the smallest of the ranks' times: the last-arriving rank's,
+// which waits for nobody (the call, not the ranks' skew, which is the compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
                                      const perfmodel::CallSequence& seq,
-                                     const SequenceCalibration& stand_in) {
+                                     const SequenceCalibration& stand_in, bool one_workspace) {
   std::vector<std::size_t> n, at;
   std::size_t total = 0, most = 1;
   for (const auto& q : seq) {
     n.push_back(elements_for(static_cast<std::size_t>(q.bytes), c.size()));
-    at.push_back(total);
-    total += n.back();
+    at.push_back(one_workspace ? 0 : total);
+    total += one_workspace ? 0 : n.back();
     most = std::max(most, n.back());
   }
   Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq",
-                                                                        total),
+                                                                        std::max(total, most)),
       out("paraxis::calib_seq_out", most);
   std::vector<std::uint64_t> mem(stand_in.sweep_bytes / sizeof(std::uint64_t), 1);
   const bool shared = one_node(comm);
   std::vector<std::vector<double>> times(seq.size());
-  for (int rep = 0; rep <= kSequenceReps; ++rep) {  // repetition 0: a warm-up
+  for (int rep = 0; rep <= kSequenceReps && !seq.empty(); ++rep) {  // repetition 0: a warm-up
     std::vector<double> t(seq.size());
-    const double deadline = sweep_deadline(comm, stand_in.sweep_s, shared, axis);
+    const double deadline =
+        sweep_deadline(comm, stand_in_before(seq.front(), stand_in), shared, axis);
     Kokkos::deep_copy(buf, 1.0f);  // the gradients, written
     Kokkos::fence();
     for (std::size_t k = 0; k < seq.size(); ++k) {
-      const bool gather = seq[k].op == perfmodel::Collective::all_gather;
       if (seq[k].after_compute)
-        sweep_memory(mem, k == 0
-                              ? deadline
-                              : MPI_Wtime() + (gather ? stand_in.later_sweep_s : stand_in.sweep_s));
+        sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + stand_in_before(seq[k], stand_in));
       const double t0 = now();
-      issue(c, seq[k], buf.data() + at[k], out.data(), n[k]);
+      issue(c, seq[k], buf.data() + at[k], out.data(), n[k], one_workspace);
       Kokkos::fence();
       t[k] = now() - t0;
     }
@@ -342,9 +351,9 @@ std::size_t overlap_bytes(double bucket_mb) {
 std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
-                                  const SequenceCalibration& stand_in) {
+                                  const SequenceCalibration& stand_in, bool one_workspace) {
   auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
-  return time_sequence_on(*c, comm, "dp", seq, stand_in);
+  return time_sequence_on(*c, comm, "dp", seq, stand_in, one_workspace);
 }
 
 bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {

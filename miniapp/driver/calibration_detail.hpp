@@ -26,15 +26,18 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
 // The data-parallel calls `seq` (this rank's stage's, perfmodel::data_parallel_call_sequence)
 // timed as the step issues them on the data-parallel communicator `comm`: per call, in order, the
 // median over repetitions of the last-arriving rank's seconds, each repetition after the compute
-// stand-in `stand_in` describes (its sweep_bytes, sweep_s, later_sweep_s; SequenceCalibration).
-// Collective over `comm`; every group of the axis measures at once.
+// stand-in `stand_in` describes (its sweep_bytes, sweep_s, later_sweep_s; SequenceCalibration)
+// and each call's compute_share; with `one_workspace` (ZeRO 3) every call on one buffer, the
+// all-gathers from a shard into it. Collective over `comm`; every group of the axis measures at
+// once.
 std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
-                                  const SequenceCalibration& stand_in);
+                                  const SequenceCalibration& stand_in, bool one_workspace);
 // calibration.cpp. The sequence's cache key: the dp communicator's key, then every call of
-// `q` (op, bytes, ranks, after_compute) and its stand-in (bytes, durations to 10 us): a point
-// whose step issues other calls (another comm.bucket_mb, ZeRO stage or model) is timed anew.
+// `q` (op, bytes, ranks, after_compute, compute_share) and its stand-in (bytes, durations to 10
+// us): a point whose step issues other calls (another comm.bucket_mb, ZeRO stage or model) is timed
+// anew.
 std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q);
 // The size of the step's gradient buckets (comm.bucket_mb), within the sweep's 8 KiB-4 MiB.
 std::size_t overlap_bytes(double bucket_mb);

@@ -67,7 +67,7 @@ const char* call_name(const LoggedOp& o);
 // data_parallel_call_sequence): when `calls` (every call of one step on the axis, in the order
 // the log holds them; op, bytes and group compared) are the sequence's calls, the k-th of them
 // takes the time of the first position not yet taken with its op, bytes and group — position k
-// when the step issued the sequence in order, as it does at ZeRO 0-2 without comm.overlap (with
+// when the step issued the sequence in order, as it does at ZeRO 0-3 without comm.overlap (with
 // it, requests may complete, and be logged, out of order: a swapped pair of calls takes each its
 // own size's position). Otherwise empty: each call then takes its curve's time (call_time).
 std::vector<double> sequence_call_times(const CallSequence& seq, const CallSequence& calls);

@@ -318,6 +318,111 @@ void add_zero12_calls(const Scenario& c, const std::vector<ParamUnit>& units,
     }
 }
 
+// ZeRO 3: a piece of a chunk (the embedding, a block, the head): its units in the order the hooks
+// gather them (a block's dense unit, then its experts'), its forward FLOPs per token, and whether
+// its backward runs its forward again first (full recomputation).
+struct Zero3Piece {
+  std::vector<const ParamUnit*> units;
+  double flops = 0;
+  bool embedding = false, recomputed = false;
+};
+using Zero3Pieces = std::map<int, std::vector<Zero3Piece>>;  // by chunk id
+
+// The pieces of the stage's chunks, matched to `units` (shard_units: chunk by chunk, in flat
+// order).
+Zero3Pieces zero3_pieces(const model::ModelConfig& m, const Scenario& c, int stage,
+                         const std::vector<ParamUnit>& units) {
+  const auto chunks = split_layers(m, c.chunks(), c.stage_layers);
+  const auto cost = model::piece_costs(m);
+  Zero3Pieces out;
+  std::size_t next = 0;
+  for (int id : stage_chunk_ids(c, stage)) {
+    const ChunkLayers& ch = chunks[static_cast<std::size_t>(id)];
+    auto& pieces = out[id];
+    auto add = [&](double flops, int unit_count, bool embedding, bool recomputed) {
+      Zero3Piece p{{}, flops, embedding, recomputed};
+      for (int k = 0; k < unit_count; ++k) {
+        if (next >= units.size()) throw std::logic_error("ZeRO-3 sequence: a piece without units");
+        p.units.push_back(&units[next++]);
+      }
+      pieces.push_back(std::move(p));
+    };
+    if (ch.embedding) add(0.0, 1, true, false);
+    for (int l = ch.first_layer; l < ch.end_layer; ++l)
+      add(cost[static_cast<std::size_t>(l) + 1], m.is_moe_layer(l) ? 2 : 1, false,
+          model::recomputes_block(c.recompute, c.recompute_layers, l - ch.first_layer));
+    if (ch.head) add(cost.back(), 1, false, false);
+  }
+  if (next != units.size()) throw std::logic_error("ZeRO-3 sequence: units left over");
+  return out;
+}
+
+// Appends the calls one by one, each with the compute since the previous call as its
+// compute_share of one micro-batch's forward and backward of the stage (`pass` FLOPs per token).
+class Zero3Writer {
+ public:
+  Zero3Writer(const ElementBytes& eb, double pass, CallSequence& out)
+      : eb_(eb), pass_(pass), out_(out) {}
+  void compute(double flops) { since_ += flops; }
+  void gather(const ParamUnit& u) { call(C::all_gather, double(u.padded) * eb_.parameter, u); }
+  void reduce(const ParamUnit& u) { call(C::reduce_scatter, double(u.padded) * eb_.gradient, u); }
+
+ private:
+  void call(Collective op, double bytes, const ParamUnit& u) {
+    if (u.group <= 1) return;  // a group of one moves nothing and logs nothing
+    const double share = first_ || pass_ <= 0 ? 0.0 : since_ / pass_;
+    out_.push_back({op, bytes, u.group, first_ || share > 0, 0.0, share});
+    first_ = false;
+    since_ = 0;
+  }
+  ElementBytes eb_;
+  double pass_, since_ = 0;
+  bool first_ = true;  // the step's first call follows the previous step's optimizer
+  CallSequence& out_;
+};
+
+// One backward (or B of a split one) of a chunk's pieces, last piece first.
+void zero3_backward(const std::vector<Zero3Piece>& pieces, bool split, Zero3Writer& w) {
+  for (auto p = pieces.rbegin(); p != pieces.rend(); ++p) {
+    if (!split || !p->embedding)  // B of the embedding reads no parameter
+      for (const ParamUnit* u : p->units) w.gather(*u);
+    w.compute((split ? 1.0 : 2.0) * p->flops + (p->recomputed ? p->flops : 0.0));
+    if (split) continue;  // W reduces
+    for (auto u = p->units.rbegin(); u != p->units.rend(); ++u) w.reduce(**u);
+  }
+}
+
+void add_zero3_calls(const model::ModelConfig& m, const Scenario& c, int stage,
+                     const std::vector<ParamUnit>& units, const ElementBytes& eb,
+                     CallSequence& out) {
+  const Zero3Pieces pieces = zero3_pieces(m, c, stage, units);
+  const bool split = schedule::splits_backward(c.schedule);
+  double pass = 0;
+  for (const auto& [id, ps] : pieces)
+    for (const auto& p : ps) pass += (p.recomputed ? 4.0 : 3.0) * p.flops;
+  Zero3Writer w(eb, pass, out);
+  using K = schedule::ActionKind;
+  const schedule::Schedule sched = schedule::make_schedule(c.schedule, c.pipeline_shape());
+  for (const auto& a : sched[static_cast<std::size_t>(stage)]) {
+    const auto it = pieces.find(a.chunk);
+    if (it == pieces.end()) continue;
+    if (a.kind == K::forward) {
+      for (const auto& p : it->second) {
+        for (const ParamUnit* u : p.units) w.gather(*u);
+        w.compute(p.flops);
+      }
+    } else if (a.kind == K::backward) {
+      zero3_backward(it->second, split, w);
+    } else if (a.kind == K::backward_weight) {
+      for (auto p = it->second.rbegin(); p != it->second.rend(); ++p) {
+        w.compute(p->flops);
+        for (auto u = p->units.rbegin(); u != p->units.rend(); ++u) w.reduce(**u);
+      }
+    }
+  }
+  if (c.dp > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
+}
+
 // ZeRO 1-3: each unit's reduce-scatter of its gradients and all-gather of its parameters.
 void add_sharded_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
                          const ElementBytes& eb, long mb, AxisTraffic& t) {
@@ -350,14 +455,28 @@ void add_sharded_traffic(const Scenario& c, const std::vector<ParamUnit>& units,
 
 CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<ParamUnit>& units) {
   config::require_zero_stage(c.zero);
+  if (c.effective_zero() == 3)
+    throw std::invalid_argument(
+        "data_parallel_call_sequence: ZeRO 3's calls follow the model's pieces (pass the model)");
   CallSequence out;
   const ElementBytes eb = element_bytes(c.precision);
   if (c.effective_zero() == 0) {
     add_bucket_calls(c, units, eb, out);
     if (c.dp > 1 && c.ep > 1) out.push_back({C::all_reduce, 8, c.dp, false, 0.0});
-  } else if (c.effective_zero() <= 2) {
+  } else {
     add_zero12_calls(c, units, eb, out);
   }
+  return out;
+}
+
+CallSequence data_parallel_call_sequence(const model::ModelConfig& m, const Scenario& c,
+                                         int stage) {
+  check_stage(c, stage);
+  config::require_zero_stage(c.zero);
+  const auto units = shard_units(m, c, stage);
+  if (c.effective_zero() != 3) return data_parallel_call_sequence(c, units);
+  CallSequence out;
+  add_zero3_calls(m, c, stage, units, element_bytes(c.precision), out);
   return out;
 }
 

@@ -140,17 +140,30 @@ struct SequenceCall {
   Collective op = Collective::all_reduce;
   double bytes = 0;            // nccl-tests S
   int group = 0;               // ranks (0: the axis's whole group)
-  bool after_compute = false;  // a compute phase (the backward, the optimizer) comes just before
+  bool after_compute = false;  // a compute phase comes just before it
   double seconds = 0;          // calibrated; 0 until measured
+  // With after_compute, how much compute: 0 a whole phase (before a gradient reduction the
+  // backward, before an all-gather the optimizer); else that share of one micro-batch's forward
+  // and backward of the stage (ZeRO 3: the units' compute since the previous call, by FLOPs).
+  double compute_share = 0;
 };
 using CallSequence = std::vector<SequenceCall>;
-// The data-parallel calls of a step of `units` (one stage's), in issue order: ZeRO 0 the gradient
+// The data-parallel calls of a step of the stage `stage`, in issue order: ZeRO 0 the gradient
 // buckets' all-reduces (model::gradient_buckets; then the norm's 8 B all-reduce with expert
 // parallelism); ZeRO 1 the units' reduce-scatters (the last unit first with comm.overlap), the
 // norm's all-reduce, and after the optimizer the units' all-gathers; ZeRO 2 the units'
 // reduce-scatters (the last unit first) after each micro-batch's backward, a group per micro-batch
-// whose first call is after_compute, then the norm's all-reduce and the all-gathers. Empty at ZeRO
-// 3, whose all-gathers are interleaved with each unit's forward and backward.
+// whose first call is after_compute, then the norm's all-reduce and the all-gathers; ZeRO 3 the
+// stage's schedule action by action (zero_optimizer.cpp's hooks in gpt_model.cpp's order): a
+// forward gathers each unit before its piece (the embedding, a block: its dense unit then its
+// experts', the head) computes; a backward gathers a piece's units, computes, then
+// reduce-scatters them (experts first); under a split backward B gathers (not the embedding's)
+// and W reduce-scatters; then the norm's all-reduce. A call's compute_share is the FLOPs
+// (model::piece_costs; a backward 2x its forward, a recomputed block's forward again) since the
+// previous call; the step's first call follows the optimizer.
+CallSequence data_parallel_call_sequence(const model::ModelConfig& m, const Scenario& c, int stage);
+// The same from the stage's units alone, for ZeRO 0-2 (ZeRO 3 needs the model's pieces: throws
+// std::invalid_argument).
 CallSequence data_parallel_call_sequence(const Scenario& c, const std::vector<ParamUnit>& units);
 // The calls of `seq` as traffic (counted per op, bytes and group).
 AxisTraffic traffic_of(const CallSequence& seq);
