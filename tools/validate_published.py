@@ -216,6 +216,16 @@ def sources(root, decks):
 
 
 # --- evaluation ---------------------------------------------------------------------------------
+def check_all_decks_used(srcs, decks):
+    """Every deck in the decks folder is a row of some source: a source dropped from sources()
+    would otherwise leave the validation, and its CTest, silently."""
+    used = {os.path.abspath(r.deck) for s in srcs for r in s.rows}
+    for name in sorted(os.listdir(decks)):
+        path = os.path.abspath(os.path.join(decks, name))
+        if name.endswith(".yaml") and path not in used:
+            raise ValueError("%s: a published deck no source validates (sources())" % path)
+
+
 def check_deck(path, want):
     """The deck must describe the row's model: a drifted deck would validate another model."""
     text = open(path).read()
@@ -512,6 +522,7 @@ def main():
     FIT_UNSTATED[0] = args.fit_unstated
     try:
         srcs = sources(root, args.decks)
+        check_all_decks_used(srcs, args.decks)
         for src in srcs:
             if args.machine:
                 src.machine = args.machine
