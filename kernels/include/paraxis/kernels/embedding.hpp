@@ -64,6 +64,21 @@ inline void embedding_sum_rows(const DXV& dX, int j0, int w, int b, int e, const
   }
   for (int l = 0; l < w; ++l) out[l] += acc[l];
 }
+
+// out += the sum of the src rows row_of(q), q in [b, e), from 0 in that order: chunk by
+// chunk, or for a single row in one pass over it (the same 0 + x, then out += it; a pass per
+// chunk cost the one-token vocabulary rows 7-25 %, docs/perf-log/2026-12-05-kernels-round5.md).
+template <class G, class DXV, class RowOf>
+inline void embedding_add_rows(const DXV& dX, int h, int b, int e, const RowOf& row_of,
+                               G* KOKKOS_RESTRICT out) {
+  if (e - b == 1) {
+    const auto* KOKKOS_RESTRICT d = row_ptr(dX, row_of(b));
+    for (int j = 0; j < h; ++j) out[j] += G(0) + static_cast<G>(d[j]);
+    return;
+  }
+  for (int j0 = 0; j0 < h; j0 += kEmbChunk)
+    embedding_sum_rows<G>(dX, j0, h - j0 < kEmbChunk ? h - j0 : kEmbChunk, b, e, row_of, out + j0);
+}
 }  // namespace detail
 
 // X(n, :) = (tok in [off, off + Vl) ? wte(tok - off, :) : 0) + wpe(n % seq_len, :)
@@ -165,16 +180,13 @@ void embedding_backward(const ExecSpace& space, const TV& tokens, const DXV& dX,
   if constexpr (detail::host_exec_v<ExecSpace>) {
     if (detail::rows_contiguous(dX, dwte) &&
         (!accumulate_positions || detail::rows_contiguous(dwpe))) {
-      constexpr int C = detail::kEmbChunk;
       Kokkos::parallel_for("paraxis::embedding_bwd_wte_host",
                            Kokkos::RangePolicy<ExecSpace>(space, 0, vl), [=](const int v) {
                              const int b = start(v), e = start(v + 1);
                              if (b == e) return;
-                             auto* out = detail::row_ptr(dwte, v);
-                             for (int j0 = 0; j0 < h; j0 += C)
-                               detail::embedding_sum_rows<GW>(
-                                   dX, j0, h - j0 < C ? h - j0 : C, b, e,
-                                   [&](int q) { return order(q); }, out + j0);
+                             detail::embedding_add_rows<GW>(
+                                 dX, h, b, e, [&](int q) { return order(q); },
+                                 detail::row_ptr(dwte, v));
                            });
       if (!accumulate_positions) return;
       // Position s sums tokens s, s + sl, ...: q-th term is row s + q * sl.
@@ -182,11 +194,9 @@ void embedding_backward(const ExecSpace& space, const TV& tokens, const DXV& dX,
       Kokkos::parallel_for("paraxis::embedding_bwd_wpe_host",
                            Kokkos::RangePolicy<ExecSpace>(space, 0, rows), [=](const int s) {
                              const int terms = (n_tok - s + sl - 1) / sl;
-                             auto* out = detail::row_ptr(dwpe, s);
-                             for (int j0 = 0; j0 < h; j0 += C)
-                               detail::embedding_sum_rows<GP>(
-                                   dX, j0, h - j0 < C ? h - j0 : C, 0, terms,
-                                   [&](int q) { return s + q * sl; }, out + j0);
+                             detail::embedding_add_rows<GP>(
+                                 dX, h, 0, terms, [&](int q) { return s + q * sl; },
+                                 detail::row_ptr(dwpe, s));
                            });
       return;
     }

@@ -233,6 +233,22 @@ struct GemmPortableFunctor {
     }
     return false;
   }
+
+  // A full strip of R source lines whose elements are adjacent across the lines (line 1 at
+  // s0 + 1) with the next K step at sk: each K step's R values are one contiguous run, copied
+  // as a block when it has the panel's storage type (the plain loop went through the View per
+  // element: TN's A, NN's and TN's B); false: the caller takes the plain loop.
+  template <int R, class P>
+  static bool copy_strip(Acc* dst, const P* s0, const P* s1, const P* sk, int kc) {
+    if constexpr (std::is_same_v<std::remove_const_t<P>, Acc>) {
+      if (s1 - s0 == 1) {
+        const long ldk = static_cast<long>(sk - s0);
+        for (int p = 0; p < kc; ++p) std::memcpy(dst + p * R, s0 + p * ldk, R * sizeof(Acc));
+        return true;
+      }
+    }
+    return false;
+  }
 #endif
 
   // Ap[r][p][ii] = op(A)(i0 + r*MR + ii, l0 + p), zero outside op(A).
@@ -266,6 +282,12 @@ struct GemmPortableFunctor {
             }
           }
         } else {
+#if PARAXIS_GEMM_HOST_VECTORS
+          if (rv == MR && kc > 1 &&
+              copy_strip<MR>(dst, a_addr(batch, ib, l0), a_addr(batch, ib + 1, l0),
+                             a_addr(batch, ib, l0 + 1), kc))
+            continue;
+#endif
           for (int p = 0; p < kc; ++p) {
             if (rv == MR) {
               for (int ii = 0; ii < MR; ++ii) dst[p * MR + ii] = a_op(batch, ib + ii, l0 + p);
@@ -298,6 +320,12 @@ struct GemmPortableFunctor {
         Acc* dst = Bp + s * (KC * NR);
         const int jb = j0 + s * NR, cv = imin(NR, nc - s * NR);
         if (b_contig_n) {
+#if PARAXIS_GEMM_HOST_VECTORS
+          if (cv == NR && kc > 1 &&
+              copy_strip<NR>(dst, b_addr(batch, l0, jb), b_addr(batch, l0, jb + 1),
+                             b_addr(batch, l0 + 1, jb), kc))
+            continue;
+#endif
           for (int p = 0; p < kc; ++p) {
             if (cv == NR) {
               if (tB) {
