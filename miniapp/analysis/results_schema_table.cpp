@@ -217,7 +217,7 @@ const std::vector<Field> kSummary = {
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[]", arr, "", kNone, always, "[bytes, seconds]"},
     {"points[].calibration.comm.<tp|pp|dp|ep>.<op>.samples[][]", num, "", kNonNeg, always, "bytes or seconds"},
     {"points[].calibration.compute", obj, "", kNone, need, "the shard's compute, timed"},
-    {"points[].calibration.compute.<forward_s_per_chunk|backward_s_per_chunk>", arr, "s", kNone, need, "per model chunk (pp * virtual_stages), the median time"},
+    {"points[].calibration.compute.<forward_s_per_chunk|backward_s_per_chunk>", arr, "s", kNone, need, "per model chunk (pp * virtual_stages), the mean action time (samples above twice the median left out)"},
     {"points[].calibration.compute.<forward_s_per_chunk|backward_s_per_chunk>[]", num, "s", kPos, always, "a chunk's time"},
     {"points[].calibration.compute.<forward_mean_s_per_chunk|backward_mean_s_per_chunk>", arr, "s", kNone, always, "per model chunk, the mean time"},
     {"points[].calibration.compute.<forward_mean_s_per_chunk|backward_mean_s_per_chunk>[]", num, "s", kPos, always, "a chunk's time"},

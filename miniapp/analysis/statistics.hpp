@@ -1,6 +1,7 @@
 // The median the driver reports everywhere (per-step medians in summary.json, the calibration's
 // timings, the report's tables, the communication benchmark): one definition, so every figure
-// called "median" is the same statistic; and the warm-up rule, which steps those figures count.
+// called "median" is the same statistic; the mean of a repeated action (the calibration's chunk
+// times); and the warm-up rule, which steps those figures count.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +16,24 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The time of an action the step repeats and adds up (a chunk's forward over the micro-batches):
+// the mean of its samples at most twice their median; 0 for no samples. The step is a sum of
+// actions, so its time is the count times the mean action, and compute times are skewed to the
+// right (bounded below by the work; interruptions only add): in the 1F1B points of three quiet
+// demo runs a stage's mean forward or backward was 1.9 % above its median (the median over 96
+// stage-kinds; -3 % to +9 %), which a median misses on every action of the step
+// (docs/perf-log/2026-12-05-bubble-round5.md). A sample above twice the median lost a time
+// slice to another process (4 of 3840 samples there): the machine's, not the action's, left
+// out so that one of them does not move the mean by a whole slice over the sample count.
+inline double repeated_action_time(const std::vector<double>& v) {
+  const double cut = 2 * median(v);
+  double sum = 0;
+  std::size_t n = 0;
+  for (double x : v)
+    if (x <= cut) sum += x, ++n;
+  return n ? sum / static_cast<double>(n) : 0.0;
 }
 
 // The warm-up rule, stated once: step `step` (numbered from 0) is measured — counted in every

@@ -77,10 +77,10 @@ double optimizer_time(std::vector<double> samples) {
   return samples[std::min<std::size_t>(1, samples.size() - 1)];
 }
 
-// This rank's chunks (their model chunk indices) timed by the step, the medians over every
-// micro-batch of the five timed steps: one interrupted action (a shared machine, a page
-// fault) moves a mean of a dozen samples by several percent, not a median. Memory: the peak
-// the step held.
+// This rank's chunks (their model chunk indices) timed by the step, each action's mean over
+// every micro-batch of the five timed steps less the samples that lost a time slice
+// (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
+// it). Memory: the peak the step held.
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
   const auto& p = cfg.parallel;
   std::vector<int> global_of;
@@ -100,9 +100,9 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid*
   out.backward_weight_s.assign(total, 0.0);
   const bool split = schedule::splits_backward(p.schedule);
   for (std::size_t c = 0; c < global_of.size(); ++c) {
-    out.forward_s[global_of[c]] = median(s.forward[c]);
-    out.backward_s[global_of[c]] = median(s.backward[c]);
-    if (split) out.backward_weight_s[global_of[c]] = median(s.weight[c]);
+    out.forward_s[global_of[c]] = repeated_action_time(s.forward[c]);
+    out.backward_s[global_of[c]] = repeated_action_time(s.backward[c]);
+    if (split) out.backward_weight_s[global_of[c]] = repeated_action_time(s.weight[c]);
   }
   out.optimizer_s = optimizer_time(s.optimizer);
   out.peak_bytes = peak;
