@@ -89,8 +89,16 @@ TEST(report_checkpoint, asynchronous_saves_give_their_stall_by_part) {
     s["write_s"]["max"] = write[i];
     s["async_can_hide"] = true;
   }
+  // Saves after steps 2, 4, 6 (the point's checkpoints' own steps) are followed by steps[2], [4],
+  // [6]; steps[1], [3], [5] come before them: ratios 1.2, 1.0, 1.5 -> median 1.2.
+  p["checkpoints"][0]["step"] = 2;
+  p["checkpoints"][1]["step"] = 4;
+  p["checkpoints"][2]["step"] = 6;
+  const double t[] = {0.5, 0.5, 0.6, 0.4, 0.4, 0.2, 0.3};
+  for (int k = 0; k < 7; ++k) p["steps"].push_back({{"step", k}, {"time_s", t[k]}});
   const json c = driver::report::checkpoint_figures(p, 1e-7);
   ASSERT_TRUE(c.contains("async")) << c.dump();
+  EXPECT_NEAR(c["async"]["step_after_save_ratio"].get<double>(), 1.2, 1e-12);
   EXPECT_DOUBLE_EQ(c["async"]["staging_s"].get<double>(), 0.025);
   EXPECT_DOUBLE_EQ(c["async"]["join_wait_s"].get<double>(), 0.01);
   EXPECT_EQ(c["async"]["saves_waiting_for_storage"], 1);  // 0.2 > 0.03; 0.01 < 0.025
@@ -106,6 +114,9 @@ TEST(report_checkpoint, asynchronous_saves_give_their_stall_by_part) {
                     "write 0.9 s)"),
             std::string::npos)
       << md;
+  EXPECT_NE(md.find("the step right after a save took 1.2 of the step before it"),
+            std::string::npos)
+      << md;
   EXPECT_EQ(md.find("every core"), std::string::npos) << md;
   p["checkpoints"][1]["async_can_hide"] = false;
   p["checkpoint"] = driver::report::checkpoint_figures(p, 1e-7);
@@ -113,4 +124,7 @@ TEST(report_checkpoint, asynchronous_saves_give_their_stall_by_part) {
   EXPECT_NE(driver::report::checkpoint_markdown(json::array({p})).find("every core of their host"),
             std::string::npos);
   EXPECT_FALSE(driver::report::checkpoint_figures(point(), 1e-7).contains("async"));
+  p.erase("steps");  // no step pair recorded: no ratio
+  EXPECT_FALSE(
+      driver::report::checkpoint_figures(p, 1e-7)["async"].contains("step_after_save_ratio"));
 }

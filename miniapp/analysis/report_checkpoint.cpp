@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -67,7 +68,24 @@ void cadence_waste(const json& p, double c, double restart, double mtbf, double 
 // saves"): the staging copy, and the wait for a write not done when the next save or the point's
 // end came (the join wait: the write's excess over the steps it ran behind). A save whose join
 // wait exceeds its staging stalled mostly for the storage, which no thread hides.
-json async_figures(const json& saves) {
+// The step right after each save over the step right before it, the median over saves: what the
+// writing thread cost training (steps[] are numbered from 0, so the save after N steps is
+// followed by steps[N]). 0 when no such pair is recorded.
+double step_after_save_ratio(const json& p) {
+  std::map<int, double> time;
+  for (const auto& s : p.value("steps", json::array()))
+    time[s.at("step").get<int>()] = s.at("time_s").get<double>();
+  std::vector<double> ratio;
+  for (const auto& c : p.at("checkpoints")) {
+    const int n = c.at("step").get<int>();
+    if (time.count(n) && time.count(n - 1) && time.at(n - 1) > 0)
+      ratio.push_back(time.at(n) / time.at(n - 1));
+  }
+  return ratio.empty() ? 0.0 : median(ratio);
+}
+
+json async_figures(const json& p) {
+  const json& saves = p.at("checkpoints");
   std::vector<double> staging, join;
   int waiting = 0;
   double longest = 0;
@@ -80,11 +98,13 @@ json async_figures(const json& saves) {
     longest = std::max(longest, s.at("write_s").at("max").get<double>());
     can_hide = can_hide && s.value("async_can_hide", true);
   }
-  return {{"staging_s", median(staging)},
-          {"join_wait_s", median(join)},
-          {"saves_waiting_for_storage", waiting},
-          {"longest_write_s", longest},
-          {"can_hide", can_hide}};
+  json out = {{"staging_s", median(staging)},
+              {"join_wait_s", median(join)},
+              {"saves_waiting_for_storage", waiting},
+              {"longest_write_s", longest},
+              {"can_hide", can_hide}};
+  if (const double r = step_after_save_ratio(p); r > 0) out["step_after_save_ratio"] = r;
+  return out;
 }
 
 // One sentence per asynchronous point under the table.
@@ -101,6 +121,9 @@ void async_markdown(const json& p, std::ostringstream& md) {
   if (a.at("saves_waiting_for_storage").get<int>() > 0)
     md << " (longest write " << g(a.at("longest_write_s").get<double>())
        << " s): the storage wrote slower than training ran between saves, which no thread hides";
+  if (a.contains("step_after_save_ratio"))
+    md << "; the step right after a save took " << g(a.at("step_after_save_ratio").get<double>())
+       << " of the step before it (median over saves)";
   if (!a.at("can_hide").get<bool>())
     md << "; the ranks used every core of their host, so the writing thread took its time from "
           "them";
@@ -153,7 +176,7 @@ json checkpoint_figures(const json& p, double failures_per_device_s) {
     out["daly_interval_steps"] = daly / step;
   }
   cadence_waste(p, c, restart, mtbf, daly, step, out);
-  if (const json a = async_figures(saves); !a.is_null()) out["async"] = a;
+  if (const json a = async_figures(p); !a.is_null()) out["async"] = a;
   return out;
 }
 

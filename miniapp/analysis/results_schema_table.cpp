@@ -398,6 +398,7 @@ const std::vector<Field> kReport = {
     {"points[].checkpoint.async.saves_waiting_for_storage", integer, "", kIndex, always, "saves whose wait for their write exceeded their staging"},
     {"points[].checkpoint.async.longest_write_s", num, "s", kNonNeg, always, "the longest save's write, slowest rank"},
     {"points[].checkpoint.async.can_hide", boolean, "", kNone, always, "a core was free for the writing thread on every save"},
+    {"points[].checkpoint.async.step_after_save_ratio", num, "", kNonNeg, when, "the step right after a save over the one before it, median over saves"},
     {"points[].checkpoint.failures_per_device_s", num, "1/s", kNonNeg, always, "failure rate per device (checkpoint.device_mtbf_h, else Llama 3's)"},
     {"points[].checkpoint.<system_mtbf_s|young_interval_s|daly_interval_s>", num, "s", kNonNeg, always, "the job's MTBF; Young's and Daly's intervals"},
     {"points[].checkpoint.<young_interval_steps|daly_interval_steps>", num, "", kNonNeg, when, "with a step time: the intervals in steps"},
