@@ -11,9 +11,8 @@
 // on both (math::vexp).
 #pragma once
 
-#include <vector>
-
 #include <cstring>
+#include <vector>
 
 #include "paraxis/kernels/common.hpp"
 #include "paraxis/kernels/math.hpp"
