@@ -219,6 +219,25 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
   EXPECT_FALSE(pd::calibration_to_json(pd::Calibration{}).contains("dp_sequence"));
 }
 
+// A pipelined point's action samples and engine time per action travel with the calibration's
+// JSON form; without them (pp = 1, an older summary) they are empty, and not written.
+TEST(call_accounting, the_pipeline_samples_round_trip_through_the_calibration_json) {
+  pd::Calibration cal;
+  cal.compute.forward_s = cal.compute.backward_s = {2e-4, 3e-4};
+  cal.compute.forward_samples_s = {{2e-4, 2.5e-4}, {3e-4, 3.5e-4}};
+  cal.compute.backward_samples_s = {{4e-4, 4.5e-4}, {6e-4, 6.5e-4}};
+  cal.compute.action_overhead_s = {1.5e-6, 2.5e-6};
+  const pd::Calibration back = pd::calibration_from_json(pd::calibration_to_json(cal));
+  EXPECT_EQ(back.compute.forward_samples_s, cal.compute.forward_samples_s);
+  EXPECT_EQ(back.compute.backward_samples_s, cal.compute.backward_samples_s);
+  EXPECT_TRUE(back.compute.backward_weight_samples_s.empty());
+  EXPECT_EQ(back.compute.action_overhead_s, cal.compute.action_overhead_s);
+  const auto none = pd::calibration_to_json(pd::Calibration{});
+  EXPECT_FALSE(none.at("compute").contains("forward_samples_s_per_chunk"));
+  EXPECT_FALSE(none.at("compute").contains("action_overhead_s_per_chunk"));
+  EXPECT_TRUE(pd::calibration_from_json(none).compute.action_overhead_s.empty());
+}
+
 // A calibration of another bucket sequence misses the cache: the sequence is part of the key.
 TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
   using C = pm::Collective;

@@ -6,6 +6,7 @@
 #include "analysis/statistics.hpp"
 
 using paraxis::driver::median;
+using paraxis::driver::repeated_action_samples;
 using paraxis::driver::repeated_action_time;
 
 TEST(median, odd_count_is_the_middle_value_of_the_sorted_values) {
@@ -44,4 +45,11 @@ TEST(repeated_action_time, leaves_out_samples_above_twice_the_median) {
 
 TEST(repeated_action_time, empty_is_zero) {
   EXPECT_EQ(repeated_action_time({}), 0.0);
+}
+
+TEST(repeated_action_samples, are_the_samples_the_time_counts_in_their_order) {
+  // The pipeline replay draws from these (docs/perfmodel.md, "Step time"): the lost slice out.
+  EXPECT_EQ(repeated_action_samples({100.0, 1000.0, 90.0, 200.0}),
+            (std::vector<double>{100.0, 90.0, 200.0}));
+  EXPECT_TRUE(repeated_action_samples({}).empty());
 }

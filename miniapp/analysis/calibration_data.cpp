@@ -66,6 +66,13 @@ nlohmann::json calibration_to_json(const Calibration& c) {
                           {"optimizer_s", c.compute.optimizer_s},
                           {"flops_per_s", c.compute.flops_per_s},
                           {"peak_bytes", c.compute.peak_bytes}}}};
+  auto& k = out["compute"];
+  const auto& v = c.compute;
+  if (!v.action_overhead_s.empty()) k["action_overhead_s_per_chunk"] = v.action_overhead_s;
+  if (!v.forward_samples_s.empty()) k["forward_samples_s_per_chunk"] = v.forward_samples_s;
+  if (!v.backward_samples_s.empty()) k["backward_samples_s_per_chunk"] = v.backward_samples_s;
+  if (!v.backward_weight_samples_s.empty())
+    k["backward_weight_samples_s_per_chunk"] = v.backward_weight_samples_s;
   if (!c.dp_sequence.calls.empty()) out["dp_sequence"] = sequence_to_json(c.dp_sequence);
   return out;
 }
@@ -100,6 +107,11 @@ Calibration calibration_from_json(const nlohmann::json& j) {
   c.compute.optimizer_s = k.at("optimizer_s");
   c.compute.flops_per_s = k.at("flops_per_s");
   c.compute.peak_bytes = k.value("peak_bytes", std::size_t{0});
+  using Samples = std::vector<std::vector<double>>;
+  c.compute.action_overhead_s = k.value("action_overhead_s_per_chunk", std::vector<double>{});
+  c.compute.forward_samples_s = k.value("forward_samples_s_per_chunk", Samples{});
+  c.compute.backward_samples_s = k.value("backward_samples_s_per_chunk", Samples{});
+  c.compute.backward_weight_samples_s = k.value("backward_weight_samples_s_per_chunk", Samples{});
   if (j.contains("dp_sequence")) c.dp_sequence = sequence_from_json(j.at("dp_sequence"));
   return c;
 }

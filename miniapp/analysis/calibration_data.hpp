@@ -39,6 +39,14 @@ struct ComputeCalibration {
   // A split backward (zero-bubble schedules): backward_s is B's and these W's, the same way;
   // all zero otherwise.
   std::vector<double> backward_weight_s, backward_weight_mean_s;
+  // Pipelined points (pp > 1; empty otherwise), per model chunk: every timed action's compute
+  // seconds (the micro-batches of the timed steps in order; per sample the slowest rank holding
+  // the chunk), forward, backward (B) and W (a split backward's only), for the replay that holds
+  // their variation (perfmodel::ActionVariation); and the engine's own seconds per action: the
+  // compute-only step's pipelined span less its actions and its transfers' copies, over its
+  // actions (the slowest rank's), added to each replayed action as bubble.
+  std::vector<std::vector<double>> forward_samples_s, backward_samples_s, backward_weight_samples_s;
+  std::vector<double> action_overhead_s;
   double optimizer_s = 0;      // gradient norm + AdamW over the owned parameters (max over ranks)
   double flops_per_s = 0;      // model FLOPs of forward + backward per rank / their time
   std::size_t peak_bytes = 0;  // the most device memory the compute calibration held

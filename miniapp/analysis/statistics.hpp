@@ -27,13 +27,19 @@ inline double median(std::vector<double> v) {
 // (docs/perf-log/2026-12-05-bubble-round5.md). A sample above twice the median lost a time
 // slice to another process (4 of 3840 samples there): the machine's, not the action's, left
 // out so that one of them does not move the mean by a whole slice over the sample count.
-inline double repeated_action_time(const std::vector<double>& v) {
+// repeated_action_samples: the samples that time counts (the pipeline replay's draws, too).
+inline std::vector<double> repeated_action_samples(const std::vector<double>& v) {
   const double cut = 2 * median(v);
-  double sum = 0;
-  std::size_t n = 0;
+  std::vector<double> kept;
   for (double x : v)
-    if (x <= cut) sum += x, ++n;
-  return n ? sum / static_cast<double>(n) : 0.0;
+    if (x <= cut) kept.push_back(x);
+  return kept;
+}
+inline double repeated_action_time(const std::vector<double>& v) {
+  const std::vector<double> kept = repeated_action_samples(v);
+  double sum = 0;
+  for (double x : kept) sum += x;
+  return kept.empty() ? 0.0 : sum / static_cast<double>(kept.size());
 }
 
 // The warm-up rule, stated once: step `step` (numbered from 0) is measured — counted in every

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,28 @@ namespace paraxis::driver {
 namespace {
 
 // Compute seconds of every action of the timed steps: per local chunk, forward, backward (B
-// of a split backward) and W; the optimizer step's, once a step.
+// of a split backward) and W; the optimizer step's, once a step; with a pipeline, each step's
+// engine time per action (engine_overhead).
 struct ActionSamples {
   std::vector<std::vector<double>> forward, backward, weight;
-  std::vector<double> optimizer;
+  std::vector<double> optimizer, overhead;
 };
+
+// The engine's own seconds per compute action in a compute-only step's pipelined part: its span
+// less its compute actions (fenced, as the step's busy time) and less the transfers' copies (the
+// pipeline's sends and receives, which the model prices as point-to-point times), over the
+// actions: the schedule executor between actions (posting and testing the transfers, the
+// watchdog's marks, a micro-batch's tokens loaded), and the barrier's edges.
+double engine_overhead(const model::StepResult& r) {
+  const int actions = r.forward_actions + r.backward_actions + r.backward_weight_actions;
+  double copies = 0;
+  for (const auto& c : r.comm_spans)
+    if (std::string(c.axis) == "pp" &&
+        (std::string(c.op) == "isend" || std::string(c.op) == "irecv"))
+      copies += c.exposed;
+  const double rest = r.pipeline_span_s - r.pipeline_busy_s - copies;
+  return actions > 0 ? std::max(0.0, rest) / actions : 0.0;
+}
 
 // Six steps of the trainer, the first a warm-up: the chunks' compute with the memory traffic
 // of the step (activation sets in flight, gradients accumulating), not one micro-batch in a
@@ -43,6 +61,7 @@ ActionSamples time_steps(model::Trainer& engine, std::size_t chunks) {
   for (int rep = 0; rep < 6; ++rep) {
     const model::StepResult r = engine.step();
     if (rep == 0) continue;
+    if (r.pipeline_span_s > 0) s.overhead.push_back(engine_overhead(r));
     for (const auto& sp : r.spans) {
       const double t = sp.end - sp.begin - sp.blocked_s;
       const std::string name = sp.name;
@@ -77,6 +96,33 @@ double optimizer_time(std::vector<double> samples) {
   return samples[std::min<std::size_t>(1, samples.size() - 1)];
 }
 
+// A pipeline's samples for the replay of their variation and its engine time per action (its
+// mean over the timed steps, repeated_action_time), per model chunk: this rank's chunks, every
+// other chunk as many zeros (reduce_over_ranks keeps each sample's slowest holder).
+void keep_pipeline_samples(const ActionSamples& s, const std::vector<int>& global_of, int total,
+                           bool split, ComputeCalibration& out) {
+  std::size_t n = 0;
+  for (const auto& f : s.forward) n = std::max(n, f.size());
+  const std::vector<double> none(n, 0.0);
+  out.forward_samples_s.assign(total, none);
+  out.backward_samples_s.assign(total, none);
+  if (split) out.backward_weight_samples_s.assign(total, none);
+  out.action_overhead_s.assign(total, 0.0);
+  const double overhead = repeated_action_time(s.overhead);
+  const auto keep = [n](std::vector<double>& to, const std::vector<double>& from) {
+    if (from.size() != n)
+      throw std::logic_error("calibration: a chunk timed " + std::to_string(from.size()) +
+                             " actions, another " + std::to_string(n));
+    to = from;
+  };
+  for (std::size_t c = 0; c < global_of.size(); ++c) {
+    keep(out.forward_samples_s[global_of[c]], s.forward[c]);
+    keep(out.backward_samples_s[global_of[c]], s.backward[c]);
+    if (split) keep(out.backward_weight_samples_s[global_of[c]], s.weight[c]);
+    out.action_overhead_s[global_of[c]] = overhead;
+  }
+}
+
 // This rank's chunks (their model chunk indices) timed by the step, each action's mean over
 // every micro-batch of the five timed steps less the samples that lost a time slice
 // (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
@@ -106,7 +152,22 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid*
   }
   out.optimizer_s = optimizer_time(s.optimizer);
   out.peak_bytes = peak;
+  if (p.pp > 1) keep_pipeline_samples(s, global_of, total, split, out);
   return out;
+}
+
+// A pipeline's samples and engine time per action, each the slowest holder's (the ranks that hold
+// a chunk run its actions at once, sample by sample); every rank has the same lengths.
+void reduce_pipeline_samples(ComputeCalibration& c) {
+  namespace wd = parallel::watchdog;
+  const auto reduce = [](std::vector<double>& v) {
+    wd::all_reduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX,
+                   MPI_COMM_WORLD, "calibration: reduce the pipeline's action samples");
+  };
+  for (auto* per_chunk :
+       {&c.forward_samples_s, &c.backward_samples_s, &c.backward_weight_samples_s})
+    for (auto& v : *per_chunk) reduce(v);
+  if (!c.action_overhead_s.empty()) reduce(c.action_overhead_s);
 }
 
 // Every chunk's times from every rank that holds it: its tensor-parallel ranks, data-parallel
@@ -136,6 +197,7 @@ void reduce_over_ranks(ComputeCalibration& c) {
     c.backward_mean_s[k] /= h;
     c.backward_weight_mean_s[k] /= h;
   }
+  reduce_pipeline_samples(c);
   wd::all_reduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
                  "calibration: slowest optimizer time");
   unsigned long long peak = c.peak_bytes;

@@ -3,6 +3,8 @@
 #include "perfmodel/step_time.hpp"
 
 #include <algorithm>
+#include <array>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -49,6 +51,11 @@ void check_step_time_inputs(const Scenario& c, const StepTimeInputs& in) {
   check_size(in.forward_s, "forward_s");
   check_size(in.backward_s, "backward_s");
   check_size(in.backward_weight_s, "backward_weight_s");
+  check_size(in.action_overhead_s, "action_overhead_s");
+  for (double o : in.action_overhead_s)
+    if (!(o >= 0))
+      throw std::invalid_argument("predict_step_time: action_overhead_s has " + std::to_string(o) +
+                                  " s, expected >= 0");
   if (in.forward_s.empty() && !(in.flops_per_s > 0))
     throw std::invalid_argument(
         "predict_step_time: flops_per_s = " + std::to_string(in.flops_per_s) +
@@ -58,9 +65,10 @@ void check_step_time_inputs(const Scenario& c, const StepTimeInputs& in) {
 // Per chunk and micro-batch: compute, and the tensor/expert collectives inside it. bwd is the
 // whole backward; a split schedule runs it as B (bin) and W (wgt), any other as one action
 // (bin = bwd, wgt = 0). xt: the transfers of a forward, and of a backward; wait_f, wait_b: with
-// a blocking pipeline engine, what each forward and each backward waits on.
+// a blocking pipeline engine, what each forward and each backward waits on; ovh: the engine's
+// own time per action (StepTimeInputs::action_overhead_s).
 struct ChunkActionTimes {
-  std::vector<double> fwd, bwd, bin, wgt, tp_f, tp_b, tp_w, ep_f, ep_b, xt, wait_f, wait_b;
+  std::vector<double> fwd, bwd, bin, wgt, tp_f, tp_b, tp_w, ep_f, ep_b, xt, wait_f, wait_b, ovh;
   explicit ChunkActionTimes(int C)
       : fwd(C),
         bwd(C),
@@ -73,12 +81,22 @@ struct ChunkActionTimes {
         ep_b(C),
         xt(C),
         wait_f(C, 0.0),
-        wait_b(C, 0.0) {}
+        wait_b(C, 0.0),
+        ovh(C, 0.0) {}
   // The replayed actions' durations (unsplit schedules: wgt and tp_w are 0 and backward runs
   // whole, bin = bwd).
-  double forward_action(int k) const { return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait_f[k]; }
-  double backward_action(int k) const { return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait_b[k]; }
-  double weight_action(int k) const { return wgt[k] + tp_w[k]; }
+  double forward_action(int k) const {
+    return fwd[k] + tp_f[k] + ep_f[k] + xt[k] + wait_f[k] + ovh[k];
+  }
+  double backward_action(int k) const {
+    return bin[k] + tp_b[k] + ep_b[k] + xt[k] + wait_b[k] + ovh[k];
+  }
+  double weight_action(int k) const { return wgt[k] + tp_w[k] + ovh[k]; }
+  // Seconds of a stage's replayed busy time that are not its compute and collectives but its
+  // transfers and the engine's own time: the engine counts them as bubble.
+  double between_actions(int k, double micro_batches, bool split) const {
+    return micro_batches * (2 * xt[k] + (split ? 3 : 2) * ovh[k]);
+  }
 };
 
 // The time of `flops` per token of chunk k at the forward's rate: the achieved rate, or the
@@ -177,10 +195,111 @@ void blocking_transfer_waits(const model::ModelConfig& m, const Scenario& c,
   }
 }
 
+// Per chunk, the samples of one kind as factors of their mean (empty: none for the chunk).
+std::vector<std::vector<double>> sample_factors(const std::vector<std::vector<double>>& samples,
+                                                int C, const char* kind) {
+  std::vector<std::vector<double>> out(C);
+  if (samples.empty()) return out;
+  const std::string what = std::string("predict_step_time: variation.") + kind;
+  if (static_cast<int>(samples.size()) != C)
+    throw std::invalid_argument(what + " has " + std::to_string(samples.size()) + " chunks for " +
+                                std::to_string(C) + " model chunks");
+  for (int k = 0; k < C; ++k) {
+    double sum = 0;
+    for (double x : samples[k]) {
+      if (!(x >= 0))
+        throw std::invalid_argument(what + "[" + std::to_string(k) + "] has a sample " +
+                                    std::to_string(x) + ", expected >= 0");
+      sum += x;
+    }
+    if (samples[k].empty()) continue;
+    if (!(sum > 0))
+      throw std::invalid_argument(what + "[" + std::to_string(k) + "]: no positive mean");
+    const double mean = sum / static_cast<double>(samples[k].size());
+    for (double x : samples[k]) out[k].push_back(x / mean);
+  }
+  return out;
+}
+
+// Per action kind (forward, backward, W) and chunk, the factors of its samples.
+using VariationFactors = std::array<std::vector<std::vector<double>>, 3>;
+
+int kind_index(schedule::ActionKind a) {
+  return a == schedule::ActionKind::forward           ? 0
+         : a == schedule::ActionKind::backward_weight ? 2
+                                                      : 1;
+}
+
+// One draw: per (kind, chunk, micro-batch), in that order, a factor picked uniformly from its
+// samples' (1 without samples): the replay's order of asking does not change what it gets. The
+// pick from the generator's raw output (portable: std::mt19937_64's sequence is the standard's,
+// a distribution's is the library's).
+void draw_factors(const VariationFactors& f, int M, std::mt19937_64& rng, std::vector<double>& d) {
+  const int C = static_cast<int>(f[0].size());
+  d.assign(3 * C * M, 1.0);
+  for (int kind = 0; kind < 3; ++kind)
+    for (int k = 0; k < C; ++k) {
+      const auto& s = f[kind][k];
+      if (s.empty()) continue;
+      for (int mb = 0; mb < M; ++mb) {
+        const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
+        const auto i = std::min(s.size() - 1, static_cast<std::size_t>(u * s.size()));
+        d[(kind * C + k) * M + mb] = s[i];
+      }
+    }
+}
+
+// The pipeline replayed in.variation.draws times with each action's compute drawn from its
+// samples (StepTimeInputs::variation): the draws' mean span and busy times.
+ReplayMemo::Summary replay_with_variation(const Scenario& c, const StepTimeInputs& in,
+                                          const ChunkActionTimes& t) {
+  const int C = c.chunks();
+  const schedule::PipelineShape shape = c.pipeline_shape();
+  const int M = shape.micro_batches;
+  const VariationFactors f{sample_factors(in.variation.forward, C, "forward"),
+                           sample_factors(in.variation.backward, C, "backward"),
+                           sample_factors(in.variation.backward_weight, C, "backward_weight")};
+  schedule::Schedule own;
+  if (!in.schedule) {
+    own = schedule::make_schedule(c.schedule, shape);
+    const std::string problem = schedule::validate_schedule(own, shape);
+    if (!problem.empty()) throw std::invalid_argument("predict_step_time: " + problem);
+  }
+  const schedule::Schedule& sched = in.schedule ? *in.schedule : own;
+  std::vector<double> d;
+  const auto duration = [&](int, const schedule::Action& a) {
+    const int kind = kind_index(a.kind);
+    const double x = d[(kind * C + a.chunk) * M + a.micro_batch] - 1;  // 0: the action's own
+    if (kind == 0) return t.forward_action(a.chunk) + x * t.fwd[a.chunk];
+    if (kind == 2) return t.weight_action(a.chunk) + x * t.wgt[a.chunk];
+    return t.backward_action(a.chunk) + x * t.bin[a.chunk];
+  };
+  std::mt19937_64 rng(in.variation.seed);
+  ReplayMemo::Summary sum;
+  sum.busy.assign(c.pp, 0.0);
+  const int n = in.variation.draws;
+  for (int i = 0; i < n; ++i) {
+    draw_factors(f, M, rng, d);
+    const auto r = schedule::replay_validated_schedule(sched, shape, duration);
+    sum.makespan += r.makespan;
+    for (int s = 0; s < c.pp; ++s) sum.busy[s] += r.busy[s];
+  }
+  sum.makespan /= n;
+  for (int s = 0; s < c.pp; ++s) {
+    sum.busy[s] /= n;
+    sum.mean_bubble_fraction += (sum.makespan > 0 ? 1 - sum.busy[s] / sum.makespan : 0.0) / c.pp;
+  }
+  return sum;
+}
+
 // The pipeline replayed with the chunks' action durations, from in.replay_memo when it has one
-// (else into own).
+// (else into own); with the actions' samples, their draws' mean (never remembered).
 const ReplayMemo::Summary& replay_pipeline(const Scenario& c, const StepTimeInputs& in,
                                            const ChunkActionTimes& t, ReplayMemo::Summary& own) {
+  if (in.variation.draws > 0 && !in.variation.empty()) {
+    own = replay_with_variation(c, in, t);
+    return own;
+  }
   const int C = c.chunks();
   const schedule::PipelineShape shape = c.pipeline_shape();
   const auto duration = [&](int, const schedule::Action& a) {
@@ -297,7 +416,10 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
                          ? call_time(Collective::point_to_point, 2, pipeline_message_bytes(m, c),
                                      in.links.pp, &in.op_links.pp, in.all_reduce)
                          : 0.0;
-  for (int k = 0; k < C; ++k) t.xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
+  for (int k = 0; k < C; ++k) {
+    t.xt[k] = transfer_time(C, k, in.pipeline_transfer_occupancy * p2p);
+    if (!in.action_overhead_s.empty()) t.ovh[k] = in.action_overhead_s[k];
+  }
   if (in.blocking_pipeline_transfers) blocking_transfer_waits(m, c, in, t);
   ReplayMemo::Summary own;
   const ReplayMemo::Summary& replay = replay_pipeline(c, in, t, own);
@@ -311,13 +433,14 @@ StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario&
         call_time(Collective::all_reduce, c.pp, 8, in.links.pp, &in.op_links.pp, in.all_reduce);
 
   const double mb = c.micro_batches();
-  // Per stage: its bubble, counting its transfers' time (in the replay's busy time) as bubble,
-  // as the engine counts it (the time between compute actions).
+  // Per stage: its bubble, counting its transfers' and the engine's time (in the replay's busy
+  // time) as bubble, as the engine counts it (the time between compute actions).
   std::vector<double> bubble(c.pp, 0.0);
   double idle = 0;  // summed over stages
   for (int s = 0; s < c.pp; ++s) {
     double xfer = 0;
-    for (int k : stage_chunk_ids(c, s)) xfer += 2 * mb * t.xt[k];
+    for (int k : stage_chunk_ids(c, s))
+      xfer += t.between_actions(k, mb, schedule::splits_backward(c.schedule));
     bubble[s] = std::max(0.0, replay.makespan - replay.busy[s] + xfer);
     idle += bubble[s];
   }

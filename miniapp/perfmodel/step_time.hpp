@@ -35,6 +35,16 @@
 //     parallel ranks (1/tp of the message each) and all-gathered over tp on receipt, and a
 //     backward also all-gathers its own forward output again first (DeepSpeed's
 //     is_pipe_partitioned and is_grad_partitioned);
+//   - the engine's own time around each compute action (action_overhead_s: per chunk, what the
+//     calibration's compute-only step spent in its pipelined span outside its actions and
+//     transfer copies, per action), added to every replayed action of the chunk as the
+//     transfers are and counted as bubble, not as busy; none by default (the planner);
+//   - the actions' variation (ActionVariation, the calibration's own samples): each cross-stage
+//     dependency turns the other stage's late action into waiting, so the replay of mean times
+//     is a lower bound of the expected makespan (a max of sums). With samples and draws > 0 the
+//     pipeline is replayed `draws` times, each action's compute drawn independently from its
+//     chunk and kind's samples scaled to the action's time, from a seeded std::mt19937_64, and
+//     the span and busy times are the draws' means (the same inputs, the same prediction);
 //   - data parallelism: exposed in full without comm.overlap; with it the gradient
 //     reductions hide behind backward compute (the last micro-batch's at ZeRO 0-1, every
 //     micro-batch's at 2-3; under a split backward only W's, which makes the gradients) and
@@ -52,6 +62,7 @@
 // replayed span, then pp, dp and the per-step tp calls.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <utility>
 #include <vector>
@@ -101,6 +112,18 @@ class ReplayMemo {
   std::map<Key, Summary> memo_;
 };
 
+// The calibration's samples of each action, for a replay that holds their variation (see above).
+struct ActionVariation {
+  // Per model chunk (pp * v entries; empty: none): seconds of each timed forward, backward (B of
+  // a split backward) and W. Their scale is free: a draw is the action's compute time
+  // (forward_s, ...) times the sample over its set's mean, so the draws' mean is that time. A
+  // chunk or kind without samples keeps its time.
+  std::vector<std::vector<double>> forward, backward, backward_weight;
+  int draws = 0;           // replays averaged; 0: one replay of the action times
+  std::uint64_t seed = 1;  // the std::mt19937_64's seed
+  bool empty() const { return forward.empty() && backward.empty() && backward_weight.empty(); }
+};
+
 struct StepTimeInputs {
   double flops_per_s = 0;  // achieved per device (measured); unused when forward_s is given
   AxisLinks links;
@@ -133,6 +156,11 @@ struct StepTimeInputs {
   double pipeline_transfer_occupancy = 0.0;
   // The pipeline engine blocks compute on each point-to-point transfer (see above).
   bool blocking_pipeline_transfers = false;
+  // Per model chunk: the engine's seconds per action outside compute and transfers, added to
+  // each of the chunk's replayed actions and counted as bubble (see above). Empty: none.
+  std::vector<double> action_overhead_s;
+  // The actions' samples (see above); a replay with them is not remembered in replay_memo.
+  ActionVariation variation;
   // Device memory bandwidth (B/s) for memory-bound passes; 0: not modelled (today only the
   // softmax selective recomputation runs again uses it).
   double memory_bytes_per_s = 0;
@@ -159,8 +187,8 @@ struct StepTimeBreakdown {
 // Throws std::invalid_argument when the configuration does not fit the model (divisibility,
 // chunks, schedule shape), when forward_s/backward_s/backward_weight_s have the wrong length,
 // when a backward_weight_s entry is negative or (without backward_s) exceeds the modelled
-// backward, or when no rate
-// is given and forward_s is empty.
+// backward, when no rate is given and forward_s is empty, when action_overhead_s or a variation's
+// samples have the wrong length or a negative entry, or a chunk's samples have no positive mean.
 StepTimeBreakdown predict_step_time(const model::ModelConfig& m, const Scenario& c,
                                     const StepTimeInputs& in);
 
