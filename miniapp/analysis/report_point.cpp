@@ -178,9 +178,9 @@ MeasuredTerms measured_terms(const json& p) {
 // The pipeline's engine time per action and its actions' variation, where the calibration has
 // them (a pipelined point): the replay of the calibration's own samples (those
 // repeated_action_time counts) in kReplayDraws draws from a fixed seed, so that the report's
-// prediction is the same every time it is made from the same summary.json. 2000 draws: a 1F1B
-// step of 2 stages and 8 micro-batches with 5 % action spread moves its mean span by about
-// 0.1 % of its bubble between seeds.
+// prediction is the same every time it is made from the same summary.json. 2000 draws: another
+// seed moved the demo's pipelined points' predicted bubble by 0.1 % (at most 0.3 %, 3 seeds x 32
+// points; docs/perf-log/2026-12-05-bubble-round6.md), about 15 ms of the report's time a point.
 constexpr int kReplayDraws = 2000;
 constexpr std::uint64_t kReplaySeed = 20261205;
 void pipeline_inputs(const ComputeCalibration& k, pm::StepTimeInputs& in) {
