@@ -3,7 +3,8 @@
 //   - alpha and beta of every communicator the grid built (tp, pp, dp, ep groups), fitted
 //     (perfmodel/collectives.hpp) to a short size sweep of the operations paraxis calls on it;
 //   - the compute time of one micro-batch's forward and backward of every model chunk (the
-//     median over the micro-batches of five steps), and of the optimizer step, from the
+//     mean over the micro-batches of five steps; for a pipelined point also every action's
+//     time and the engine's time per action), and of the optimizer step, from the
 //     point's own trainer: on a grid the training step's engine on this rank's shard with
 //     every collective a local copy (parallel::make_compute_only_trainer), else the
 //     single-rank trainer.
