@@ -10,12 +10,17 @@
 //     routing, which the copies change, so its calls are counted only);
 //   - the compute calibration (driver calibrate_compute) holds the memory the step it times
 //     holds (the engine's on a grid, the single-rank trainer's without): bitwise the same
-//     peak, so a calibration that built its own step would differ.
+//     peak, so a calibration that built its own step would differ;
+//   - on 2 ranks with pp = 2 it keeps every timed action of each chunk (five steps' micro-batches,
+//     the holder's, whose mean over the samples kept is the chunk's time) and a positive engine
+//     time per action for the bubble's replay; without a pipeline neither.
 #include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "analysis/statistics.hpp"
+#include "config/parallel_config.hpp"
 #include "driver/calibration_detail.hpp"
 #include "training_run.hpp"
 
@@ -154,4 +159,38 @@ TEST(compute_only_step, the_calibration_holds_the_memory_of_the_step_it_times) {
     EXPECT_EQ(one.peak_bytes, single->memory().peak_bytes) << more.front();
     EXPECT_GT(one.optimizer_s, 0) << more.front();
   }
+}
+
+// A pipelined point's calibration keeps what the bubble's replay draws from (docs/report.md,
+// "Calibration"): per chunk, 5 x m samples of each action (W's only for a split backward), each
+// chunk's from the rank that holds it, so that the samples it counts average to its time exactly;
+// and the engine's time per action. A point without a pipeline keeps neither.
+TEST(compute_only_step, a_pipelined_calibration_keeps_its_action_samples) {
+  if (world_size() != 2) GTEST_SKIP() << "two ranks";
+  for (const char* schedule : {"parallel.schedule=1f1b", "parallel.schedule=zb-h1"}) {
+    const auto c = deck({"parallel.pp=2", schedule});
+    parallel::ProcessGrid grid(MPI_COMM_WORLD, c.parallel);
+    const auto cal = driver::calibration_detail::calibrate_compute(c, &grid);
+    const std::size_t n = 5 * config::micro_batches(c.train, c.parallel);
+    const bool split = cal.backward_weight_samples_s.size() == 2;
+    EXPECT_EQ(split, std::string(schedule) == "parallel.schedule=zb-h1");
+    ASSERT_EQ(cal.forward_samples_s.size(), 2u) << schedule;
+    ASSERT_EQ(cal.action_overhead_s.size(), 2u) << schedule;
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(cal.forward_samples_s[k].size(), n) << schedule << " chunk " << k;
+      EXPECT_EQ(cal.backward_samples_s[k].size(), n) << schedule << " chunk " << k;
+      EXPECT_EQ(driver::repeated_action_time(cal.forward_samples_s[k]), cal.forward_s[k]);
+      EXPECT_EQ(driver::repeated_action_time(cal.backward_samples_s[k]), cal.backward_s[k]);
+      if (split) {
+        EXPECT_EQ(driver::repeated_action_time(cal.backward_weight_samples_s[k]),
+                  cal.backward_weight_s[k]);
+      }
+      EXPECT_GT(cal.action_overhead_s[k], 0) << schedule << " chunk " << k;
+    }
+  }
+  const auto c = deck({"parallel.dp=2"});
+  parallel::ProcessGrid grid(MPI_COMM_WORLD, c.parallel);
+  const auto cal = driver::calibration_detail::calibrate_compute(c, &grid);
+  EXPECT_TRUE(cal.forward_samples_s.empty());
+  EXPECT_TRUE(cal.action_overhead_s.empty());
 }
