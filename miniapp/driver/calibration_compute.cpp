@@ -32,15 +32,15 @@ struct ActionSamples {
   std::vector<double> optimizer;
 };
 
-// Six steps of the trainer, the first a warm-up: the chunks' compute with the memory traffic
-// of the step (activation sets in flight, gradients accumulating), not one micro-batch in a
-// warm cache.
-ActionSamples time_steps(model::Trainer& engine, std::size_t chunks) {
+// 1 + timed_steps steps of the trainer (the calibration: 5), the first a warm-up: the chunks'
+// compute with the memory traffic of the step (activation sets in flight, gradients accumulating),
+// not one micro-batch in a warm cache.
+ActionSamples time_steps(model::Trainer& engine, std::size_t chunks, int timed_steps) {
   ActionSamples s;
   s.forward.resize(chunks);
   s.backward.resize(chunks);
   s.weight.resize(chunks);
-  for (int rep = 0; rep < 6; ++rep) {
+  for (int rep = 0; rep <= timed_steps; ++rep) {
     const model::StepResult r = engine.step();
     if (rep == 0) continue;
     for (const auto& sp : r.spans) {
@@ -81,7 +81,8 @@ double optimizer_time(std::vector<double> samples) {
 // every micro-batch of the five timed steps less the samples that lost a time slice
 // (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
 // it). Memory: the peak the step held.
-ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid,
+                              int timed_steps) {
   const auto& p = cfg.parallel;
   std::vector<int> global_of;
   parallel::shard_layout_of(cfg.model, p, grid ? grid->coords() : parallel::GridCoords{},
@@ -90,7 +91,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid*
   std::size_t peak = 0;
   {
     const auto trainer = timed_trainer(cfg, grid);
-    s = time_steps(*trainer, global_of.size());
+    s = time_steps(*trainer, global_of.size(), timed_steps);
     peak = trainer->memory().peak_bytes;
   }
   ComputeCalibration out;
@@ -165,8 +166,9 @@ std::string compute_key(const RunConfig& c) {
   return os.str();
 }
 
-ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
-  ComputeCalibration c = time_shard(cfg, grid);
+ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,
+                                     int timed_steps) {
+  ComputeCalibration c = time_shard(cfg, grid, timed_steps);
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
   c.backward_weight_mean_s = c.backward_weight_s;
