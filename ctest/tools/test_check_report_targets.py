@@ -26,6 +26,15 @@ def point(label, step, dp):
                                        "unit": "B"}]}
 
 
+def run_on(tmp, name, points):
+    """The script on a new folder `name` whose report.json holds `points`."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "report.json"), "w") as f:
+        json.dump({"points": points}, f)
+    return subprocess.run([sys.executable, script, d], capture_output=True, text=True)
+
+
 cases = {  # folder -> (points, expected exit, expected verdict line)
     "met": ([point("a", 1.10, 0.22), point("b", 0.95, 0.18)], 0, "targets met"),
     "term": ([point("a", 1.10, 0.26), point("b", 1.0, 0.2)], 1, "worst term: dp of a, 1.30x"),
@@ -65,11 +74,7 @@ with tempfile.TemporaryDirectory() as tmp:
         tp = term("tp", 1.6, 1.0, False)
         tp.update({"repeats": 2, "repeats_ratio_range": [0.6 if straddle else 1.5, 1.6],
                    "within_repeats_range": straddle})
-        d = os.path.join(tmp, name)
-        os.makedirs(d)
-        with open(os.path.join(d, "report.json"), "w") as f:
-            json.dump({"points": [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}]}, f)
-        r = subprocess.run([sys.executable, script, d], capture_output=True, text=True)
+        r = run_on(tmp, name, [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}])
         if r.returncode != 1 or text not in r.stdout or ("tp 1.60 rep" in r.stdout) != straddle:
             print(f"{name}: exit {r.returncode}, output:\n{r.stdout}{r.stderr}")
             failed = True
@@ -82,11 +87,7 @@ with tempfile.TemporaryDirectory() as tmp:
         tp.update({"recheck_predicted": 1.5 if verdict == "cal" else 1.1,
                    "recheck_residual_pct": 6.7 if verdict == "cal" else 45.5,
                    "recheck_verdict": verdict})
-        d = os.path.join(tmp, verdict)
-        os.makedirs(d)
-        with open(os.path.join(d, "report.json"), "w") as f:
-            json.dump({"points": [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}]}, f)
-        r = subprocess.run([sys.executable, script, d], capture_output=True, text=True)
+        r = run_on(tmp, verdict, [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}])
         counts = ("the machine's 1 (in, rep, cal), the model's 0" if verdict == "cal"
                   else "the machine's 0 (in, rep, cal), the model's 1")
         if (r.returncode != 1 or text not in r.stdout or f"tp 1.60 {verdict}" not in r.stdout

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "analysis/calibration_data.hpp"
 #include "analysis/diagnosis.hpp"
 #include "deck/run_config.hpp"
 
@@ -39,11 +38,6 @@ struct Analysed {
 // host: ranks and cores per host, which scale the diagnosis's thresholds (diagnosis.hpp).
 Analysed analyse(const nlohmann::json& p, const std::string& dir, const std::string& machine,
                  const diagnosis::Host& host = {});
-// The predicted seconds of each time term of a point of configuration `c` from calibration
-// `cal` ({"step_time", "compute", and "tp", "ep", "dp", "bubble" where the grid has them}): the
-// formula `analyse` compares the measured terms with. The recheck (driver/point_recheck.hpp)
-// feeds it its own measurements.
-nlohmann::json predicted_time_terms(const Calibration& cal, const RunConfig& c);
 // A point's short label ("tp2 pp2 dp1 z0 1f1b m8"), as the report's tables show it.
 std::string point_label(const RunConfig& c);
 

@@ -8,6 +8,7 @@
 
 #include "analysis/calibration_data.hpp"
 #include "analysis/diagnosis.hpp"
+#include "analysis/prediction.hpp"
 #include "analysis/report_checkpoint.hpp"
 #include "analysis/report_noise.hpp"
 #include "analysis/report_parts.hpp"

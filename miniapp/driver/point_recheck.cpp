@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "analysis/report_parts.hpp"
+#include "analysis/prediction.hpp"
 #include "analysis/summary_reader.hpp"
 #include "driver/calibration_detail.hpp"
 #include "parallel/watchdog.hpp"
