@@ -65,10 +65,10 @@ std::unique_ptr<model::Trainer> timed_trainer(const RunConfig& cfg,
   return parallel::make_compute_only_trainer(cfg.model, cfg.train, cfg.parallel, cfg.comm, *grid);
 }
 
-// The optimizer's time from its five samples, one a step: the second fastest. On a shared
-// machine a time slice lost inside its sub-millisecond interval multiplies it (the single-rank
-// step's own optimizer at load 18 on 2 cores: 0.77 ms, or 13-25 ms in 4 of 8 steps); a median
-// of the samples, each after a step's compute, fell on such a sample in 2 of 3 calibrations
+// The optimizer's time from its samples, one a step (five in the calibration): the second fastest.
+// On a shared machine a time slice lost inside its sub-millisecond interval multiplies it (the
+// single-rank step's own optimizer at load 18 on 2 cores: 0.77 ms, or 13-25 ms in 4 of 8 steps); a
+// median of the samples, each after a step's compute, fell on such a sample in 2 of 3 calibrations
 // there. The second fastest stands up to two lost slices and to one sample faster than the
 // rest.
 double optimizer_time(std::vector<double> samples) {
@@ -78,8 +78,8 @@ double optimizer_time(std::vector<double> samples) {
 }
 
 // This rank's chunks (their model chunk indices) timed by the step, each action's mean over
-// every micro-batch of the five timed steps less the samples that lost a time slice
-// (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
+// every micro-batch of the timed steps (five in the calibration) less the samples that lost a time
+// slice (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
 // it). Memory: the peak the step held.
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid,
                               int timed_steps) {
