@@ -10,12 +10,15 @@ Per point it prints each time term's measured / predicted ratio and, where the r
 whether the prediction lies inside the range the point's own steps took (docs/report.md,
 "Noise": "in" = the miss is no larger than the machine's step-to-step spread; "rep" = outside
 it, but the folder's points whose tp, dp or ep term is the same to the model were measured both
-above and below the prediction, "out" = neither). Then per folder
-the worst term, the step's max / mean |residual|, every term that misses with whether that miss
-lies inside its steps' range (noise) or outside (the model, or a point that ran unlike its
-calibration), the load beside it when RUN_DIR.uptime exists (what `uptime` printed before and
-after the run, docs/perf-log), and whether the targets hold. Last, the verdict of issue 30
-section 2: the targets met in CONSECUTIVE (3) consecutive folders, in the order given.
+above and below the prediction; then, from the recheck of the calibration right after the point
+(docs/report.md, "Recheck"), "cal" = the machine changed since calibration: the measured term
+agrees with the prediction rebuilt from the recheck, or lies between the two predictions;
+"model" = both predictions miss it the same way; "out" = none of these, without a recheck).
+Then per folder the worst term, the step's max / mean |residual|, every term that misses with
+its verdict, how many misses are the machine's ("in", "rep", "cal") and the model's, the load
+beside it when RUN_DIR.uptime exists (what `uptime` printed before and after the run,
+docs/perf-log), and whether the targets hold. Last, the verdict of issue 30 section 2: the
+targets met in CONSECUTIVE (3) consecutive folders, in the order given.
 
   tools/check_report_targets.py RUN_DIR [RUN_DIR ...]     (each after `paraxis report RUN_DIR`)
 Exit status: 0 every folder meets the targets, 1 one misses, 2 bad input.
@@ -43,15 +46,22 @@ def load(run_dir):
 
 
 def noise_of(term):
-    """None (no per-step series, no repeats), "steps" (the prediction inside the point's own
-    steps' range), "repeats" (1 inside the measured / predicted range of the points whose term is
-    the same to the model) or False (neither)."""
+    """None (no per-step series, no repeats, no recheck), "steps" (the prediction inside the
+    point's own steps' range), "repeats" (1 inside the measured / predicted range of the points
+    whose term is the same to the model), "cal" / "model" (the report's recheck_verdict: the
+    machine changed since calibration / both predictions miss the same way) or False (none)."""
     within, repeats = term.get("within_steps_range"), term.get("within_repeats_range")
     if within:
         return "steps"
     if repeats:
         return "repeats"
+    if term.get("recheck_verdict") in ("cal", "model"):
+        return term["recheck_verdict"]
     return None if within is None and repeats is None else False
+
+
+# The misses each verdict makes the machine's.
+MACHINE = ("steps", "repeats", "cal")
 
 
 def time_terms(point):
@@ -105,7 +115,8 @@ def show(run_dir, r):
     for label, terms in r["rows"]:
         cells = []
         for name, measured, predicted, within in terms:
-            noise = {None: "", "steps": " in", "repeats": " rep", False: " out"}[within]
+            noise = {None: "", "steps": " in", "repeats": " rep", "cal": " cal", "model": " model",
+                     False: " out"}[within]
             cells.append(f"{name} {measured / predicted:.2f}{noise}")
         print(f"  {label:<28} " + "  ".join(cells))
     if r["worst"] is None:
@@ -119,9 +130,18 @@ def show(run_dir, r):
         why = {None: "no per-step series", "steps": "inside its steps' range: the machine's noise",
                "repeats": "outside its steps' range, but the points whose term is the same to "
                           "the model straddle it: the machine's noise",
+               "cal": "outside its steps' range, but the recheck after the point agrees with "
+                      "it or the two predictions straddle it: the machine changed since "
+                      "calibration",
+               "model": "outside its steps' range, and the recheck after the point misses it "
+                        "the same way: the model",
                False: "outside its steps' range: the model, or the point ran unlike its "
-                      "calibration"}[within]
+                      "calibration (no recheck)"}[within]
         print(f"  miss: {name} of {label}, {ratio:.2f}x ({why})")
+    machine = sum(1 for m in r["misses"] if m[3] in MACHINE)
+    print(f"  misses: {len(r['misses'])}, the machine's {machine} (in, rep, cal), "
+          f"the model's {sum(1 for m in r['misses'] if m[3] == 'model')}, "
+          f"undecided {sum(1 for m in r['misses'] if m[3] in (None, False))}")
     load = load_beside(run_dir)
     if load:
         print(f"  load (uptime, 1 min) before / after: {load}")

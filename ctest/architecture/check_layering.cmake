@@ -73,12 +73,13 @@ set(_analysis_allow "^analysis/|^deck/|^config/|^schedule/|^io/|^perfmodel/|^${_
 set(_analysis_deny "${_no_kokkos}|${_no_mpi}")
 # The run orchestration (every driver file but the report command): any layer below it, but of
 # the analysis only the pieces a run shares with the report (the one median, the calibration's
-# JSON form, the diagnosis of a failed rank, the summary reader's names, a point's status); the
+# JSON form, the prediction's formula, the diagnosis of a failed rank, the summary reader's names,
+# a point's status); the
 # report's own parts (analysis/report_*) belong to the report command.
 set(_driver_dir "miniapp/driver")
 set(_driver_files ".*")
 set(_driver_skip "^report\\.cpp$")
-set(_driver_allow "^(driver|deck|config|schedule|perfmodel|io|checkpoint|parallel|model)/|^paraxis/(kernels/|build_info)|^analysis/(statistics|calibration_data|diagnosis|summary_reader|point_status|plan|results_schema)\\.hpp$")
+set(_driver_allow "^(driver|deck|config|schedule|perfmodel|io|checkpoint|parallel|model)/|^paraxis/(kernels/|build_info)|^analysis/(statistics|calibration_data|prediction|diagnosis|summary_reader|point_status|plan|results_schema)\\.hpp$")
 set(_driver_deny "^$")
 # The report command: MPI only to find rank 0, then the analysis.
 set(_report_command_dir "miniapp/driver")

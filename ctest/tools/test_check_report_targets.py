@@ -2,7 +2,7 @@
 """tools/check_report_targets.py on synthetic report.json files: a folder within every target,
 one whose step times meet theirs while one dp term is 1.3x its prediction (a term over 25 %),
 one whose mean step residual is above 10 %, and a folder without report.json (exit 2); the
-misses' noise verdicts, the load from FOLDER.uptime, and the verdict over consecutive folders."""
+misses' noise verdicts (steps' range, repeats, the recheck's cal / model), the load from FOLDER.uptime, and the verdict over consecutive folders."""
 import json
 import os
 import subprocess
@@ -24,6 +24,15 @@ def point(label, step, dp):
                                       term("dp", dp, 0.2, False),
                                       {"name": "bytes.dp", "measured": 9, "predicted": 1,
                                        "unit": "B"}]}
+
+
+def run_on(tmp, name, points):
+    """The script on a new folder `name` whose report.json holds `points`."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    with open(os.path.join(d, "report.json"), "w") as f:
+        json.dump({"points": points}, f)
+    return subprocess.run([sys.executable, script, d], capture_output=True, text=True)
 
 
 cases = {  # folder -> (points, expected exit, expected verdict line)
@@ -65,13 +74,25 @@ with tempfile.TemporaryDirectory() as tmp:
         tp = term("tp", 1.6, 1.0, False)
         tp.update({"repeats": 2, "repeats_ratio_range": [0.6 if straddle else 1.5, 1.6],
                    "within_repeats_range": straddle})
-        d = os.path.join(tmp, name)
-        os.makedirs(d)
-        with open(os.path.join(d, "report.json"), "w") as f:
-            json.dump({"points": [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}]}, f)
-        r = subprocess.run([sys.executable, script, d], capture_output=True, text=True)
+        r = run_on(tmp, name, [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}])
         if r.returncode != 1 or text not in r.stdout or ("tp 1.60 rep" in r.stdout) != straddle:
             print(f"{name}: exit {r.returncode}, output:\n{r.stdout}{r.stderr}")
+            failed = True
+    # The recheck after the point decides a miss outside its steps' range without straddling
+    # repeats: "cal" (the machine changed since calibration) counts as the machine's, "model" as
+    # the model's.
+    for verdict, text in (("cal", "the machine changed since calibration"),
+                          ("model", "misses it the same way: the model")):
+        tp = term("tp", 1.6, 1.0, False)
+        tp.update({"recheck_predicted": 1.5 if verdict == "cal" else 1.1,
+                   "recheck_residual_pct": 6.7 if verdict == "cal" else 45.5,
+                   "recheck_verdict": verdict})
+        r = run_on(tmp, verdict, [{"label": "a", "terms": [term("step_time", 1.0, 1.0), tp]}])
+        counts = ("the machine's 1 (in, rep, cal), the model's 0" if verdict == "cal"
+                  else "the machine's 0 (in, rep, cal), the model's 1")
+        if (r.returncode != 1 or text not in r.stdout or f"tp 1.60 {verdict}" not in r.stdout
+                or counts not in r.stdout):
+            print(f"{verdict}: exit {r.returncode}, output:\n{r.stdout}{r.stderr}")
             failed = True
     with open(os.path.join(tmp, "met.uptime"), "w") as f:
         f.write(" 03:51:44 up 4:42, 0 user, load average: 1.29, 2.39, 4.91\n"

@@ -36,7 +36,7 @@ void rank_points(std::vector<Analysed>& all) {
 void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
   json& misses = cmp.misses;
   double max_abs = 0, sum_abs = 0, max_even = 0, sum_even = 0;
-  int n_pred = 0, n_uneven = 0, n_noise = 0;
+  int n_pred = 0, n_uneven = 0, n_noise = 0, n_changed = 0;
   for (const auto& a : all) {
     cmp.points.push_back(a.point);
     if (!a.predicted) continue;
@@ -56,12 +56,20 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
                 {"term_most_off", a.point.value("term_most_off", "")}};
       if (a.uneven()) miss["uneven_ranks_excess_s"] = excess;
       // The point's own steps beside the miss (docs/report.md, "Noise").
-      for (const json& st : a.point.value("terms", json::array()))
-        if (st.value("name", "") == "step_time" && st.contains("within_steps_range")) {
+      for (const json& st : a.point.value("terms", json::array())) {
+        if (st.value("name", "") != "step_time") continue;
+        if (st.contains("within_steps_range")) {
           miss["steps_range_s"] = st["steps_range_s"];
           miss["within_steps_range"] = st["within_steps_range"];
           n_noise += st["within_steps_range"].get<bool>() ? 1 : 0;
         }
+        // The recheck after the point (docs/report.md, "Recheck"): the machine's or the model's.
+        if (st.contains("recheck_verdict")) {
+          miss["recheck_verdict"] = st["recheck_verdict"];
+          miss["recheck_reason"] = recheck_reason(st);
+          n_changed += st["recheck_verdict"] == "cal" ? 1 : 0;
+        }
+      }
       misses.push_back(miss);
     }
   }
@@ -74,6 +82,7 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
     accuracy["mean_within_target"] = mean_abs <= kMeanPct;
     accuracy["misses"] = misses;
     accuracy["misses_within_steps_range"] = n_noise;
+    accuracy["misses_machine_changed"] = n_changed;
     accuracy["uneven_ranks"] = {{"points", n_uneven},
                                 {"max_abs_residual_pct", max_even},
                                 {"mean_abs_residual_pct", sum_even / n_pred}};

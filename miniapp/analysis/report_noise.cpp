@@ -2,12 +2,14 @@
 #include "analysis/report_noise.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <limits>
 #include <map>
 #include <sstream>
 #include <vector>
 
+#include "analysis/report_parts.hpp"
 #include "analysis/statistics.hpp"
 
 namespace paraxis::driver::report {
@@ -87,6 +89,52 @@ void add_steps_ranges(const json& point, bool overlap, int warmup, json& terms) 
         measured > 0 ? json(100.0 * (range->second - range->first) / measured) : json();
     t["within_steps_range"] = range->first <= predicted && predicted <= range->second;
   }
+}
+
+double term_target_pct(const std::string& term) {
+  return term == "step_time" ? kEveryPointPct : 25.0;
+}
+
+void add_recheck(const json& point, json& terms) {
+  const json none = json::object();
+  const json& rp = point.value("recheck", none).value("predicted", none);
+  for (json& t : terms) {
+    const std::string name = t.value("name", "");
+    if (t.value("unit", "") != "s" || !rp.contains(name) || !rp.at(name).is_number()) continue;
+    const double measured = t.at("measured"), predicted = t.at("predicted");
+    const double again = rp.at(name);
+    if (!(again > 0) || !(predicted > 0)) continue;
+    const double residual = 100.0 * (measured - predicted) / predicted;
+    const double again_residual = 100.0 * (measured - again) / again;
+    t["recheck_predicted"] = again;
+    t["recheck_residual_pct"] = again_residual;
+    const double target = term_target_pct(name);
+    if (std::fabs(residual) <= target) continue;
+    // Both miss on the same side: the model; else the recheck agrees, or the two predictions
+    // straddle the measured: the machine moved between calibration and recheck.
+    const bool same_side =
+        std::fabs(again_residual) > target && (residual > 0) == (again_residual > 0);
+    t["recheck_verdict"] = same_side ? "model" : "cal";
+  }
+}
+
+std::string recheck_reason(const json& t) {
+  if (!t.contains("recheck_verdict")) return "";
+  const auto ms = [&](const char* key) {
+    std::ostringstream os;
+    os << std::setprecision(3) << t.at(key).get<double>() * 1e3 << " ms";
+    return os.str();
+  };
+  const std::string again = ms("recheck_predicted"), cal = ms("predicted"),
+                    measured = ms("measured");
+  if (t.at("recheck_verdict") == "model")
+    return "the model: the recheck after the point predicts " + again + ", missing the measured " +
+           measured + " the same way as the calibration's " + cal;
+  if (std::fabs(t.at("recheck_residual_pct").get<double>()) <= term_target_pct(t.at("name")))
+    return "the machine changed since calibration: the recheck after the point predicts " + again +
+           ", within target of the measured " + measured + " (calibration " + cal + ")";
+  return "the machine changed during the point: the calibration's " + cal + " and the recheck's " +
+         again + " straddle the measured " + measured;
 }
 
 namespace {

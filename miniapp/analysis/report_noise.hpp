@@ -28,6 +28,21 @@ std::optional<std::pair<double, double>> steps_range(const nlohmann::json& point
 // is the measured bubble x each measured step's bubble_fraction / their mean.
 void add_steps_ranges(const nlohmann::json& point, bool overlap, int warmup, nlohmann::json& terms);
 
+// Issue 30's targets as the recheck's verdict reads them: a time term within 25 % of its
+// prediction, the step time within 15 % (report_parts.hpp, kEveryPointPct).
+double term_target_pct(const std::string& term);
+
+// The recheck (docs/report.md, "Recheck"; summary.json `recheck.predicted`: the prediction rebuilt
+// from the calibration timed again right after the point). Adds to every time term of `terms` the
+// recheck has: recheck_predicted, recheck_residual_pct and, where the calibration's prediction
+// misses the term's target, recheck_verdict: "cal" when the measured lies within the target of the
+// recheck's prediction, or between the two predictions (the machine changed since calibration),
+// "model" when both predictions miss it on the same side. Nothing without a recheck.
+void add_recheck(const nlohmann::json& point, nlohmann::json& terms);
+
+// The sentence report.md and tools/check_report_targets.py give a recheck verdict ("" for none).
+std::string recheck_reason(const nlohmann::json& term);
+
 // Repeats of a point: the points of one folder whose tp, dp or ep term is the same to the model
 // (same grid, the same calls on the axis per operation and size bucket with the same per-call
 // predictions, for dp the same comm.overlap; in the demo, e.g., the tp terms of every tp point,

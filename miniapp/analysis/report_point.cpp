@@ -9,6 +9,7 @@
 
 #include "analysis/calibration_data.hpp"
 #include "analysis/diagnosis.hpp"
+#include "analysis/prediction.hpp"
 #include "analysis/report_checkpoint.hpp"
 #include "analysis/report_noise.hpp"
 #include "analysis/report_parts.hpp"
@@ -389,6 +390,13 @@ void point_extras(const json& p, const RunConfig& c, const pm::StepTraffic& traf
 
 }  // namespace
 
+json predicted_time_terms(const Calibration& cal, const RunConfig& c) {
+  const Prediction p = predict(cal, c, perf_config(c), MeasuredTerms{}, 0.0);
+  json out = json::object();
+  for (const json& t : p.terms) out[t.at("name").get<std::string>()] = t.at("predicted");
+  return out;
+}
+
 std::string point_label(const RunConfig& c) {
   return label_of(c, json());
 }
@@ -420,6 +428,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   traffic_and_memory_terms(p, traffic, mem, pred.terms);
   // Beside each time term, the range the point's own steps took (docs/report.md, "Noise").
   if (a.predicted) add_steps_ranges(p, c.comm.overlap, c.train.warmup_steps, pred.terms);
+  // Beside each, the prediction rebuilt from the recheck after the point, and whose a miss is.
+  if (a.predicted) add_recheck(p, pred.terms);
   out["terms"] = pred.terms;
   costliest_axis(m, out);
   if (pc.pp > 1) out["pipeline"] = pipeline_entry(t, c, pc, a, pred.br);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "analysis/report_checkpoint.hpp"
+#include "analysis/report_noise.hpp"
 #include "analysis/report_parts.hpp"
 #include "analysis/report_plots.hpp"
 #include "analysis/report_sensitivity.hpp"
@@ -105,7 +106,9 @@ void md_accuracy(std::ostream& md, const Comparison& cmp) {
          << fmt(miss["steps_range_s"][1].get<double>() * 1e3, 3) << " ms, "
          << (miss["within_steps_range"].get<bool>()
                  ? "the prediction among them: the machine's noise"
-                 : "the prediction outside them: the model");
+             : miss.contains("recheck_reason") ? "the prediction outside them"
+                                               : "the prediction outside them: the model");
+    if (miss.contains("recheck_reason")) md << "; " << miss["recheck_reason"].get<std::string>();
     md << '\n';
   }
   if (!cmp.misses.empty()) md << '\n';
@@ -216,6 +219,13 @@ void md_term_row(std::ostream& md, const json& t) {
     md << "; repeats " << fmt(t["repeats_ratio_range"][0].get<double>(), 3) << "-"
        << fmt(t["repeats_ratio_range"][1].get<double>(), 3) << "x of " << t["repeats"].get<int>()
        << ": " << (t["within_repeats_range"].get<bool>() ? "yes" : "no");
+  // The prediction rebuilt from the recheck after the point (docs/report.md, "Recheck").
+  if (t.contains("recheck_predicted"))
+    md << " | " << fmt(t["recheck_predicted"].get<double>()) << " s ("
+       << fmt(t["recheck_residual_pct"].get<double>(), 3) << " %)"
+       << (t.contains("recheck_verdict") ? ": " + recheck_reason(t) : std::string());
+  else
+    md << " | -";
   md << " |\n";
 }
 
@@ -224,7 +234,8 @@ void md_terms(std::ostream& md, const json& points) {
   for (const auto& p : points) {
     md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
        << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % | "
-       << "steps' range | prediction in it |\n|---|---|---|---|---|---|\n";
+       << "steps' range | prediction in it | recheck (residual %) |\n"
+       << "|---|---|---|---|---|---|---|\n";
     for (const auto& t : p["terms"]) md_term_row(md, t);
     if (p.contains("calls")) write_calls(md, p["calls"]);
     if (p.contains("pipeline")) {

@@ -21,16 +21,6 @@ namespace paraxis::driver {
 
 namespace {
 
-// The emulated links are measured like real ones; the injected slow link is a fault and is left
-// out, so that the report compares the faulty run with a healthy calibration (docs/diagnosis.md).
-config::LinkEmulation healthy_links(const RunConfig& cfg) {
-  config::LinkEmulation healthy = cfg.comm.links;
-  healthy.slow_ranks.clear();
-  healthy.slow_nodes.clear();
-  healthy.slow_axis = config::SlowAxis::none;  // fault.slow_axis: a fault too
-  return healthy;
-}
-
 // The communicator's shape: its axis, size, the rank order, the backend and the links; on dp
 // also the all-gathers' arrangement and the bucket size the overlap test uses.
 std::string comm_key(const RunConfig& cfg, const char* axis, int size,
@@ -74,6 +64,32 @@ SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequ
 
 namespace calibration_detail {
 
+// The emulated links are measured like real ones; the injected slow link is a fault and is left
+// out, so that the report compares the faulty run with a healthy calibration (docs/diagnosis.md).
+config::LinkEmulation healthy_links(const RunConfig& cfg) {
+  config::LinkEmulation healthy = cfg.comm.links;
+  healthy.slow_ranks.clear();
+  healthy.slow_nodes.clear();
+  healthy.slow_axis = config::SlowAxis::none;  // fault.slow_axis: a fault too
+  return healthy;
+}
+
+void time_dp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                      SequenceCalibration& q, int reps) {
+  const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
+  // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
+  const auto mine = perfmodel::data_parallel_call_sequence(cfg.model, sc, grid.coords().pp);
+  const config::LinkEmulation healthy = healthy_links(cfg);
+  const parallel::LinkModel links =
+      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  std::vector<double> t =
+      time_sequence(grid.dp(), cfg.comm.backend, links, mine, q, sc.effective_zero() == 3, reps);
+  t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
+  parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                "calibration: broadcast a sequence");
+  for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+}
+
 std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q) {
   std::ostringstream os;
   os << dp_key << " sequence";
@@ -96,7 +112,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   bool measured = false;
   const config::ParallelConfig& shape = cfg.parallel;  // the grid's shape, when there is one
   if (grid) {
-    const config::LinkEmulation healthy = healthy_links(cfg);
+    const config::LinkEmulation healthy = calibration_detail::healthy_links(cfg);
     const parallel::LinkModel links =
         parallel::make_link_model(healthy, grid->nodes(healthy.ranks_per_node));
     const std::pair<const char*, MPI_Comm> axes[] = {
@@ -137,8 +153,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
 bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                                     Calibration& out) {
   const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
-  // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
-  const auto mine = perfmodel::data_parallel_call_sequence(cfg.model, sc, grid.coords().pp);
+  // Rank 0's (stage 0's) calls are recorded; each group times its own stage's.
   auto recorded = perfmodel::data_parallel_call_sequence(cfg.model, sc, 0);
   // Timed on the dp communicator: a sequence with calls over another group (expert units over
   // their dp / ep ranks) keeps the curves.
@@ -149,20 +164,13 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   const bool zero3 = sc.effective_zero() == 3;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
                                       sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3);
-  const config::LinkEmulation healthy = healthy_links(cfg);
+  const config::LinkEmulation healthy = calibration_detail::healthy_links(cfg);
   const std::string key =
       calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
   auto it = sequence_cache_.find(key);
   const bool fresh = it == sequence_cache_.end();
   if (fresh) {
-    const parallel::LinkModel links =
-        parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
-    std::vector<double> t =
-        calibration_detail::time_sequence(grid.dp(), cfg.comm.backend, links, mine, q, zero3);
-    t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
-    parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0,
-                                  MPI_COMM_WORLD, "calibration: broadcast a sequence");
-    for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+    calibration_detail::time_dp_sequence(cfg, grid, q);
     it = sequence_cache_.emplace(key, std::move(q)).first;
   }
   out.dp_sequence = it->second;

@@ -129,11 +129,11 @@ std::vector<double> time_collective(parallel::Communicator& c, MPI_Comm comm, co
   return times;
 }
 
-// Per size of sweep_sizes(), (bytes moved, the median over every pass's repetitions).
-std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm comm,
-                                             const char* axis, perfmodel::Collective op,
-                                             bool gather_in_place) {
-  const auto sizes = sweep_sizes();
+// Per size `sizes` lists, (bytes moved, the median over every pass's repetitions).
+std::vector<std::pair<double, double>> sweep_of(parallel::Communicator& c, MPI_Comm comm,
+                                                const char* axis, perfmodel::Collective op,
+                                                bool gather_in_place,
+                                                const std::vector<std::size_t>& sizes) {
   std::vector<std::vector<double>> times(sizes.size());
   for (int pass = 0; pass < kPasses; ++pass)
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -145,6 +145,13 @@ std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm
   for (std::size_t i = 0; i < sizes.size(); ++i)
     out.push_back({static_cast<double>(4 * elements_for(sizes[i], c.size())), median(times[i])});
   return out;
+}
+
+// Per size of sweep_sizes(): the calibration's curve.
+std::vector<std::pair<double, double>> sweep(parallel::Communicator& c, MPI_Comm comm,
+                                             const char* axis, perfmodel::Collective op,
+                                             bool gather_in_place) {
+  return sweep_of(c, comm, axis, op, gather_in_place, sweep_sizes());
 }
 
 // comm.overlap's premise: a non-blocking gradient reduction progresses while the caller
@@ -271,7 +278,8 @@ double stand_in_before(const perfmodel::SequenceCall& q, const SequenceCalibrati
 // which waits for nobody (the call, not the ranks' skew, which is the compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
                                      const perfmodel::CallSequence& seq,
-                                     const SequenceCalibration& stand_in, bool one_workspace) {
+                                     const SequenceCalibration& stand_in, bool one_workspace,
+                                     int reps) {
   std::vector<std::size_t> n, at;
   std::size_t total = 0, most = 1;
   for (const auto& q : seq) {
@@ -286,7 +294,7 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
   std::vector<std::uint64_t> mem(stand_in.sweep_bytes / sizeof(std::uint64_t), 1);
   const bool shared = one_node(comm);
   std::vector<std::vector<double>> times(seq.size());
-  for (int rep = 0; rep <= kSequenceReps && !seq.empty(); ++rep) {  // repetition 0: a warm-up
+  for (int rep = 0; rep <= reps && !seq.empty(); ++rep) {  // repetition 0: a warm-up
     std::vector<double> t(seq.size());
     const double deadline =
         sweep_deadline(comm, stand_in_before(seq.front(), stand_in), shared, axis);
@@ -351,9 +359,33 @@ std::size_t overlap_bytes(double bucket_mb) {
 std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
-                                  const SequenceCalibration& stand_in, bool one_workspace) {
+                                  const SequenceCalibration& stand_in, bool one_workspace,
+                                  int reps) {
   auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
-  return time_sequence_on(*c, comm, "dp", seq, stand_in, one_workspace);
+  return time_sequence_on(*c, comm, "dp", seq, stand_in, one_workspace,
+                          reps > 0 ? reps : kSequenceReps);
+}
+
+std::vector<std::vector<double>> retime_axis(const std::string& axis, MPI_Comm comm,
+                                             config::CommBackend backend,
+                                             const parallel::LinkModel& links, bool gather_in_place,
+                                             const std::vector<RetimedOp>& wanted) {
+  auto c = parallel::make_communicator(backend, comm, parallel::axis_named(axis), nullptr, links);
+  const auto sizes = sweep_sizes();
+  std::vector<std::vector<double>> out;
+  for (const auto& w : wanted) {
+    std::vector<std::size_t> at;
+    for (std::size_t i : w.positions) at.push_back(sizes.at(i));
+    std::vector<double> t;
+    for (const auto& sample : sweep_of(*c, comm, axis.c_str(), w.op, gather_in_place, at))
+      t.push_back(sample.second);
+    // Rank 0's group speaks for the axis, as in calibrate_axis.
+    if (!t.empty())
+      parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0,
+                                    MPI_COMM_WORLD, "recheck: broadcast re-timed samples");
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 bool gather_in_place(const std::string& axis, const config::ParallelConfig& p) {

@@ -50,15 +50,15 @@ double engine_overhead(const model::StepResult& r) {
   return actions > 0 ? std::max(0.0, rest) / actions : 0.0;
 }
 
-// Six steps of the trainer, the first a warm-up: the chunks' compute with the memory traffic
-// of the step (activation sets in flight, gradients accumulating), not one micro-batch in a
-// warm cache.
-ActionSamples time_steps(model::Trainer& engine, std::size_t chunks) {
+// 1 + timed_steps steps of the trainer (the calibration: 5), the first a warm-up: the chunks'
+// compute with the memory traffic of the step (activation sets in flight, gradients accumulating),
+// not one micro-batch in a warm cache.
+ActionSamples time_steps(model::Trainer& engine, std::size_t chunks, int timed_steps) {
   ActionSamples s;
   s.forward.resize(chunks);
   s.backward.resize(chunks);
   s.weight.resize(chunks);
-  for (int rep = 0; rep < 6; ++rep) {
+  for (int rep = 0; rep <= timed_steps; ++rep) {
     const model::StepResult r = engine.step();
     if (rep == 0) continue;
     if (r.pipeline_span_s > 0) s.overhead.push_back(engine_overhead(r));
@@ -84,10 +84,10 @@ std::unique_ptr<model::Trainer> timed_trainer(const RunConfig& cfg,
   return parallel::make_compute_only_trainer(cfg.model, cfg.train, cfg.parallel, cfg.comm, *grid);
 }
 
-// The optimizer's time from its five samples, one a step: the second fastest. On a shared
-// machine a time slice lost inside its sub-millisecond interval multiplies it (the single-rank
-// step's own optimizer at load 18 on 2 cores: 0.77 ms, or 13-25 ms in 4 of 8 steps); a median
-// of the samples, each after a step's compute, fell on such a sample in 2 of 3 calibrations
+// The optimizer's time from its samples, one a step (five in the calibration): the second fastest.
+// On a shared machine a time slice lost inside its sub-millisecond interval multiplies it (the
+// single-rank step's own optimizer at load 18 on 2 cores: 0.77 ms, or 13-25 ms in 4 of 8 steps); a
+// median of the samples, each after a step's compute, fell on such a sample in 2 of 3 calibrations
 // there. The second fastest stands up to two lost slices and to one sample faster than the
 // rest.
 double optimizer_time(std::vector<double> samples) {
@@ -124,10 +124,11 @@ void keep_pipeline_samples(const ActionSamples& s, const std::vector<int>& globa
 }
 
 // This rank's chunks (their model chunk indices) timed by the step, each action's mean over
-// every micro-batch of the five timed steps less the samples that lost a time slice
-// (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
+// every micro-batch of the timed steps (five in the calibration) less the samples that lost a time
+// slice (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
 // it). Memory: the peak the step held.
-ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
+ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid,
+                              int timed_steps) {
   const auto& p = cfg.parallel;
   std::vector<int> global_of;
   parallel::shard_layout_of(cfg.model, p, grid ? grid->coords() : parallel::GridCoords{},
@@ -136,7 +137,7 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid*
   std::size_t peak = 0;
   {
     const auto trainer = timed_trainer(cfg, grid);
-    s = time_steps(*trainer, global_of.size());
+    s = time_steps(*trainer, global_of.size(), timed_steps);
     peak = trainer->memory().peak_bytes;
   }
   ComputeCalibration out;
@@ -227,8 +228,9 @@ std::string compute_key(const RunConfig& c) {
   return os.str();
 }
 
-ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
-  ComputeCalibration c = time_shard(cfg, grid);
+ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,
+                                     int timed_steps) {
+  ComputeCalibration c = time_shard(cfg, grid, timed_steps);
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
   c.backward_weight_mean_s = c.backward_weight_s;

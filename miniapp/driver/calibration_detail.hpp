@@ -30,11 +30,36 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
 // and each call's compute_share; with `one_workspace` (ZeRO 3) every call on one buffer, the
 // all-gathers from a shard into it. Collective over `comm`; every group of the axis measures at
 // once.
+// `reps` repetitions after the warm-up (0: the calibration's 15; the recheck takes fewer).
 std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
-                                  const SequenceCalibration& stand_in, bool one_workspace);
-// calibration.cpp. The sequence's cache key: the dp communicator's key, then every call of
+                                  const SequenceCalibration& stand_in, bool one_workspace,
+                                  int reps = 0);
+// One operation's curve positions (indices into the calibration's sizes, as its samples are
+// listed) to time again (driver/point_recheck.hpp).
+struct RetimedOp {
+  perfmodel::Collective op = perfmodel::Collective::all_reduce;
+  std::vector<std::size_t> positions;
+};
+// The samples of `wanted` timed again by calibrate_axis's own probe (the same sizes, buffers'
+// arrangement, passes and repetitions, the slowest rank's time, the median): per entry, per
+// position, seconds; rank 0's group's, broadcast over the world. Collective over
+// MPI_COMM_WORLD: every rank passes the same `wanted`.
+std::vector<std::vector<double>> retime_axis(const std::string& axis, MPI_Comm comm,
+                                             config::CommBackend backend,
+                                             const parallel::LinkModel& links, bool gather_in_place,
+                                             const std::vector<RetimedOp>& wanted);
+// calibration.cpp. The links the calibration measures: the run's emulated links without the
+// injected faults (slow links, fault.slow_axis), so that a faulty run is compared with a healthy
+// calibration (docs/diagnosis.md).
+config::LinkEmulation healthy_links(const RunConfig& cfg);
+// The dp sequence `q` (its calls and stand-in) timed on this rank's data-parallel group with the
+// calls of this rank's stage, rank 0's broadcast over the world so that every rank stores the
+// same: q.calls' seconds. `reps`: as time_sequence. Collective over MPI_COMM_WORLD.
+void time_dp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                      SequenceCalibration& q, int reps = 0);
+// The sequence's cache key: the dp communicator's key, then every call of
 // `q` (op, bytes, ranks, after_compute, compute_share) and its stand-in (bytes, durations to 10
 // us): a point whose step issues other calls (another comm.bucket_mb, ZeRO stage or model) is timed
 // anew.
@@ -55,6 +80,8 @@ std::string compute_key(const RunConfig& c);
 // single-rank trainer (model::make_trainer); with a grid (collective over MPI_COMM_WORLD),
 // every chunk's times from the ranks that hold it (slowest and mean), the optimizer's from the
 // slowest rank, and the model FLOP rate.
-ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid);
+// `timed_steps`: the steps timed after the warm-up step (the recheck times fewer).
+ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,
+                                     int timed_steps = 5);
 
 }  // namespace paraxis::driver::calibration_detail

@@ -213,6 +213,7 @@ json rank_series_json(const PointResult& r) {
 // (call_accounting), the checkpoints written and the one resumed from (docs/checkpoint.md).
 void calibration_calls_checkpoints(const PointResult& r, json& j) {
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
+  if (!r.recheck.is_null()) j["recheck"] = r.recheck;
   const CommCosts costs = r.calibration ? comm_costs_of_calibration(*r.calibration) : CommCosts{};
   j["calls"] =
       calls_json(r.steps, r.point.config.train.warmup_steps, r.calibration ? &costs : nullptr);

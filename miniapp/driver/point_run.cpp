@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "driver/point_recheck.hpp"
 #include "driver/point_saves.hpp"
 #include "driver/point_stages.hpp"
 #include "model/gpt_model.hpp"
@@ -125,7 +126,11 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   // single-rank reference it computes now.
   std::vector<double> params = trainer->parameters();
   const double divergence = ctx.verify ? trainer->replica_divergence() : 0.0;
-  trainer.reset();
+  trainer.reset();  // its memory freed before the recheck's compute-only trainer is built
+  // The calibration timed again on the same ranks and communicators (docs/report.md, "Recheck"):
+  // what tells a machine that changed since calibration from the model's miss.
+  if (r.calibration)
+    r.recheck = recheck_json(recheck_point(cfg, grid.get(), *r.calibration, r.steps), cfg);
   grid.reset();
   r.status = PointStatus::ok();
   if (!ctx.verify) return;

@@ -35,6 +35,9 @@ struct PointResult {
   int world = 1;
   std::optional<VerifyResult> verify;
   std::optional<Calibration> calibration;  // with hardware.calibrate
+  // summary.json's `recheck` (point_recheck.hpp): the calibration timed again right after the
+  // steps and the prediction rebuilt from it; null without a calibration.
+  nlohmann::json recheck;
   // fault.slow_axis: the links this rank's slowed communicators measured, by axis name
   // ({"dp": {"alpha_s", "bytes_per_s"}}; parallel/link_measure.hpp); empty when none was.
   nlohmann::json slow_axis_links = nlohmann::json::object();
