@@ -79,7 +79,9 @@ void softmax_row_host(const TS* s, TP* p, int len_, int width, A sc) {
 // One row of the backward pass on the host: dot = sum_{j < len} p[j] dp[j], then
 // ds[j] = p[j] (dp[j] - dot) (times sc first when Scaled, as the causal kernel has it) for
 // j < len and 0 for len <= j < width. ds may alias dp.
-// Masked rows padded as in softmax_row_host (P is 0 there, so are the terms and dS).
+// Masked rows (len < width): the dot in lane_sum's order over the row padded as in
+// softmax_row_host (lane_sum_masked: the padding's zero terms are not added), the unmasked
+// prefix of dS computed, the rest of the row zero-filled.
 template <bool Scaled, class A, class TP, class TDP, class TS>
 void softmax_backward_row_host(const TP* p, const TDP* dp, TS* ds, int len_, int width, A sc) {
   const int len = padded_length<A>(len_, width), valid = len_;
@@ -88,21 +90,33 @@ void softmax_backward_row_host(const TP* p, const TDP* dp, TS* ds, int len_, int
     const A pj = Scaled ? sc * static_cast<A>(p[j]) : static_cast<A>(p[j]);
     return pj * (static_cast<A>(dp[j]) - dot);
   };
-  if (len == valid) {  // no mask: loops without a select (a third faster in bf16)
+  if (len == valid) {  // no select (a third faster in bf16); masked past len when len < width
     const A dot = lane_sum<A>(len, pdp);
     store_row(ds, len, [&](int j) { return grad(j, dot); });
+    for (int j = len; j < width; ++j) ds[j] = static_cast<TS>(A(0));
+    return;
+  }
+  // A product of two bf16 values is exact in fp32 (unless it overflows or falls below
+  // FLT_MIN; P in [0, 1] never overflows), so rounding it or not (an FMA) gives the same sum:
+  // lane_sum_masked, whole vector blocks (0.60 -> 0.16-0.22 ns an element in L2). Wider storage
+  // keeps the select in every block: GCC 12 compiles it to scalar code that rounds some lanes'
+  // products and fuses others', by row length, and those roundings are today's results
+  // (docs/perf-log/2026-12-05-kernels-round6.md).
+  constexpr bool exact = std::is_same_v<TP, paraxis::bf16> && std::is_same_v<TDP, paraxis::bf16> &&
+                         std::is_same_v<A, float>;
+  A dot;
+  if constexpr (exact) {
+    dot = lane_sum_masked<A>(len, valid, [&](int j, bool in) {
+      return (in ? static_cast<A>(p[j]) : A(0)) * (in ? static_cast<A>(dp[j]) : A(0));
+    });
   } else {
-    // Reads outside the branch, as in softmax_row_host.
-    const A dot = lane_sum<A>(len, [&](int j) {
+    dot = lane_sum<A>(len, [&](int j) {  // reads outside the select, as in softmax_row_host
       const A v = pdp(j);
       return j < valid ? v : A(0);
     });
-    store_row(ds, len, [&](int j) {
-      const A g = grad(j, dot);
-      return j < valid ? g : A(0);
-    });
   }
-  for (int j = len; j < width; ++j) ds[j] = static_cast<TS>(A(0));
+  store_row(ds, valid, [&](int j) { return grad(j, dot); });
+  for (int j = valid; j < width; ++j) ds[j] = static_cast<TS>(A(0));
 }
 
 // Row (b, i) of a rank-3 View as a pointer, and whether the last index has unit stride.
