@@ -8,6 +8,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernel_test_util.hpp"
@@ -75,6 +76,30 @@ TEST(row_reduce, host_sum_exp_into_keeps_every_exponential_and_masked_ones_are_z
     total += e[j];
   }
   EXPECT_NEAR(s, total, sum_bound(n) * total);
+}
+
+// lane_sum_masked skips the zero terms past the mask's lane block: the bits of lane_sum over
+// the padded row with the select, for every valid length, with -0, +0 and cancelling terms
+// (a -0 lane or sum would make a skipped +0 term matter), in fp32 and fp64.
+template <class A>
+void expect_masked_sum_is_lane_sum() {
+  for (int n : {1, 7, 16, 31, 32, 33, 64, 65, 100, 512, 513}) {
+    auto v = random_vec(static_cast<std::size_t>(n), 11 + n, -1.0, 1.0);
+    std::vector<A> x(v.begin(), v.end());
+    for (int j = 0; j < n; j += 5) x[j] = -A(0);
+    for (int j = 3; j < n; j += 9) x[j] = A(0);
+    for (int j = 2; j + 32 < n; j += 13) x[j + 32] = -x[j];
+    for (int valid = 0; valid <= n; ++valid) {
+      auto term = [&](int j, bool in) { return in ? x[j] : A(0); };
+      const A got = pd::lane_sum_masked<A>(n, valid, term);
+      const A want = pd::lane_sum<A>(n, [&](int j) { return term(j, j < valid); });
+      EXPECT_EQ(std::memcmp(&got, &want, sizeof(A)), 0) << "n " << n << " valid " << valid;
+    }
+  }
+}
+TEST(row_reduce, host_masked_lane_sum_is_lane_sum_bitwise) {
+  expect_masked_sum_is_lane_sum<float>();
+  expect_masked_sum_is_lane_sum<double>();
 }
 
 PARAXIS_EXEC_SPACE_TEST_SUITE(row_reduce_team);

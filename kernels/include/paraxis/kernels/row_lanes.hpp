@@ -120,6 +120,32 @@ inline A lane_sum(int n, const F& f) {
   return s;
 }
 
+// sum_{j < valid} f(j, true) in lane_sum(n)'s lanes and order, for valid <= n, where f(j, false)
+// is a zero term (a select of f's operands, which keeps an FMA an FMA): whole lane blocks up to
+// valid, the block holding valid (if it lies within n) with f(j, j < valid), then lane_sum's
+// tail; the zero blocks after it are not added. Bitwise lane_sum(n, [&](int j) { return f(j,
+// j < valid); }): a +0 term leaves a lane or the sum unchanged, as neither is ever -0 (the
+// lanes start at +0, and x + y is -0 only for x = y = -0). For rows masked at every length
+// (causal attention): no select in the whole blocks, no work past the mask's block.
+template <class A, class F>
+inline A lane_sum_masked(int n, int valid, const F& f) {
+  constexpr int L = kLanes<A>;
+  A acc[L] = {};
+  int j = 0;
+  for (; j + L <= valid; j += L) {
+    PARAXIS_UNROLL_LANES
+    for (int l = 0; l < L; ++l) acc[l] += f(j + l, true);
+  }
+  if (j < valid && j + L <= n) {
+    PARAXIS_UNROLL_LANES
+    for (int l = 0; l < L; ++l) acc[l] += f(j + l, j + l < valid);
+    j += L;
+  }
+  A s = combine_lanes(acc);
+  for (; j < valid; ++j) s += f(j, true);
+  return s;
+}
+
 // Order-preserving unsigned keys of float/double bit patterns: key(a) < key(b) iff a < b for
 // non-NaN a, b (negative values have their bits inverted, non-negative ones the sign bit
 // set). An unsigned max reduction vectorizes where a floating max (NaN rules) does not.
