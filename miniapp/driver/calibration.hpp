@@ -33,6 +33,10 @@ class Calibrator {
   // per dp communicator, call sequence and stand-in.
   bool calibrate_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                           Calibration& out);
+  // The same for the tensor-parallel calls of one micro-batch (Calibration::tp_sequence), cached
+  // per tp communicator, call sequence and stand-in.
+  bool calibrate_tp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                             Calibration& out);
 
   std::map<std::string, std::vector<CommCalibration>> comm_cache_;
   std::map<std::string, SequenceCalibration> sequence_cache_;
