@@ -198,8 +198,7 @@ PassCalls tensor_parallel_timed_chunk(const model::ModelConfig& m, const Scenari
 // The step's tensor-parallel calls of stage 0 in issue order: the stage's schedule action by
 // action, each action its chunk's timed pass (tensor_parallel_timed_chunk), then the
 // once-per-step calls (tensor_parallel_step_extras) with seconds -1 (not timed: their curve's).
-// Empty when `timed` does not fit. The pipeline's partitioned transfers' all-gathers (pp > 1
-// without sequence parallelism, step_time.hpp) are not in it.
+// Empty when `timed` does not fit.
 CallSequence tensor_parallel_step_sequence(const model::ModelConfig& m, const Scenario& c,
                                            const CallSequence& timed);
 
