@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -185,16 +186,24 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   const bool zero3 = sc.effective_zero() == 3;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
                                       sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3);
+  return cached_sequence(cfg, "dp", std::move(q), out.dp_sequence, [&](SequenceCalibration& s) {
+    calibration_detail::time_dp_sequence(cfg, grid, s);
+  });
+}
+
+bool Calibrator::cached_sequence(const RunConfig& cfg, const char* axis, SequenceCalibration q,
+                                 SequenceCalibration& out,
+                                 const std::function<void(SequenceCalibration&)>& time) {
   const config::LinkEmulation healthy = calibration_detail::healthy_links(cfg);
-  const std::string key =
-      calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
+  const int size = std::string(axis) == "tp" ? cfg.parallel.tp : cfg.parallel.dp;
+  const std::string key = calibration_detail::sequence_key(comm_key(cfg, axis, size, healthy), q);
   auto it = sequence_cache_.find(key);
   const bool fresh = it == sequence_cache_.end();
   if (fresh) {
-    calibration_detail::time_dp_sequence(cfg, grid, q);
+    time(q);
     it = sequence_cache_.emplace(key, std::move(q)).first;
   }
-  out.dp_sequence = it->second;
+  out = it->second;
   return fresh;
 }
 
@@ -206,17 +215,9 @@ bool Calibrator::calibrate_tp_sequence(const RunConfig& cfg, const parallel::Pro
   auto recorded = perfmodel::tensor_parallel_call_sequence(cfg.model, sc, 0);
   if (recorded.empty()) return false;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false);
-  const config::LinkEmulation healthy = calibration_detail::healthy_links(cfg);
-  const std::string key =
-      calibration_detail::sequence_key(comm_key(cfg, "tp", cfg.parallel.tp, healthy), q);
-  auto it = sequence_cache_.find(key);
-  const bool fresh = it == sequence_cache_.end();
-  if (fresh) {
-    calibration_detail::time_tp_sequence(cfg, grid, q);
-    it = sequence_cache_.emplace(key, std::move(q)).first;
-  }
-  out.tp_sequence = it->second;
-  return fresh;
+  return cached_sequence(cfg, "tp", std::move(q), out.tp_sequence, [&](SequenceCalibration& s) {
+    calibration_detail::time_tp_sequence(cfg, grid, s);
+  });
 }
 
 }  // namespace paraxis::driver
