@@ -17,7 +17,9 @@
 //     recomputation, elementwise passes). B keeps the backward's collectives but those W makes
 //     (step_traffic.hpp); other schedules run B + W as one backward, as before;
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
-//     their alpha-beta time is added to the action that makes them (fully exposed);
+//     their alpha-beta time is added to the action that makes them (fully exposed); where the
+//     calibration timed the tp calls of one micro-batch as the step issues them (tp_sequence),
+//     a chunk of stage 0 takes each pass's sum of those times instead;
 //   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
 //     action times; with pipeline_transfer_occupancy f > 0, each transfer also occupies both
 //     its ends for f point-to-point times (pipeline_message_bytes; paraxis's MPI transfers: the

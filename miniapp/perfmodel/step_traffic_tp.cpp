@@ -98,7 +98,10 @@ void block_input(TpPass& p, double f, bool moe) {
 // block_backward_weight (W), sequence parallelism only: h2, the MLP's incoming gradient (dense),
 // wo's incoming gradient and h1 gathered again, each before the GEMMs that read it.
 void block_weight(TpPass& p, double f, bool moe) {
-  if (!p.sp) return p.w.compute(f);
+  if (!p.sp) {
+    p.w.compute(f);
+    return;
+  }
   p.gather();
   p.w.compute(f / 4);
   if (!moe) p.gather();
