@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "../perfmodel/perfmodel_test_util.hpp"
 #include "driver/calibration_detail.hpp"
 #include "driver/call_accounting.hpp"
 #include "perfmodel/collectives.hpp"
@@ -217,6 +218,45 @@ TEST(call_accounting, the_sequence_round_trips_through_the_calibration_json) {
   EXPECT_EQ(costs.dp_sequence[0].compute_share, 0.0);
   // Without one (dp = 1, ZeRO 2-3, older summaries): no sequence.
   EXPECT_FALSE(pd::calibration_to_json(pd::Calibration{}).contains("dp_sequence"));
+}
+
+// The tensor-parallel sequence (one micro-batch of stage 0, timed) travels with the
+// calibration's JSON form; comm_costs_of_point expands it over the step (tp_step: every
+// micro-batch's calls at their positions' times, the once-per-step norm untimed), and a step
+// whose tp calls are those calls takes each its position's time, the norm its curve's.
+TEST(call_accounting, tp_calls_take_their_positions_in_the_timed_micro_batch) {
+  const paraxis::model::ModelConfig m = perfmodel_test::tiny_model();
+  pm::Scenario sc;
+  sc.tp = 2;
+  sc.global_batch = 4;
+  sc.micro_batch = 2;  // two micro-batches
+  pd::Calibration cal;
+  cal.comm = {fit("tp", "all_reduce", 1e-5, 1e-9)};
+  cal.tp_sequence.calls = pm::tensor_parallel_call_sequence(m, sc, 0);
+  auto& timed = cal.tp_sequence.calls;
+  ASSERT_EQ(timed.size(), 20u);  // embedding, 4 x 2 blocks, 2 loss; head, 4 x 2 blocks
+  for (std::size_t k = 0; k < timed.size(); ++k) timed[k].seconds = 1e-3 * double(k + 1);
+  EXPECT_TRUE(timed[0].after_compute);  // the first: after the previous backward
+  EXPECT_EQ(timed[0].compute_share, 0.0);
+  EXPECT_GT(timed[2].compute_share, 0.0);  // a block's attention reduction: after its GEMMs
+  EXPECT_FALSE(timed[10].after_compute);   // the loss's second, right after its first
+  const pd::Calibration back = pd::calibration_from_json(pd::calibration_to_json(cal));
+  ASSERT_EQ(back.tp_sequence.calls.size(), timed.size());
+  EXPECT_EQ(back.tp_sequence.calls[2].compute_share, timed[2].compute_share);
+  const pd::CommCosts costs = pd::comm_costs_of_point(back, m, sc);
+  ASSERT_EQ(costs.tp_step.size(), 41u);  // 2 micro-batches of 20, the norm
+  std::vector<StepResult::CommSpan> spans;
+  for (const auto& q : costs.tp_step)
+    spans.push_back(call("tp", pm::to_string(q.op), static_cast<std::size_t>(q.bytes), 1e-3, 2));
+  const auto p = pd::step_call_predictions(step(1, spans), costs);
+  ASSERT_EQ(p.size(), 41u);
+  for (std::size_t k = 0; k < 40; ++k) EXPECT_EQ(p[k].value(), 1e-3 * double(k % 20 + 1)) << k;
+  EXPECT_EQ(p[40], pd::predicted_call_s(costs, "tp", "all_reduce", 2, 8));
+  // Another model's calls (another size): each call its curve's.
+  spans[3].bytes = 4;
+  const auto o = pd::step_call_predictions(step(1, spans), costs);
+  EXPECT_EQ(o[0], pd::predicted_call_s(costs, "tp", "all_reduce", 2, spans[0].bytes));
+  EXPECT_FALSE(pd::calibration_to_json(pd::Calibration{}).contains("tp_sequence"));
 }
 
 // A pipelined point's action samples and engine time per action travel with the calibration's

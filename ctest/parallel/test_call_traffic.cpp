@@ -111,12 +111,12 @@ void expect_step_model_sums_the_calls(const model::StepResult& step, const drive
   }
 }
 
-// The data-parallel calls this rank's step recorded, in the order the log holds them.
-pm::CallSequence recorded_dp_calls(const model::StepResult& step) {
+// The calls of `axis` this rank's step recorded, in the order the log holds them.
+pm::CallSequence recorded_calls(const model::StepResult& step, const char* axis) {
   pm::CallSequence out;
   for (const auto& s : step.comm_spans) {
     pm::LoggedOp o;
-    if (std::string(s.axis) == "dp" && pm::logged_op(s.op, &o) && !o.receive)
+    if (std::string(s.axis) == axis && pm::logged_op(s.op, &o) && !o.receive)
       out.push_back({o.op, static_cast<double>(s.bytes), s.ranks, false, 0.0});
   }
   return out;
@@ -138,7 +138,7 @@ void expect_dp_calls_in_sequence_order(const model::StepResult& step, const driv
   const pm::Scenario sc = pm::scenario_of(c.parallel, c.comm, c.train);
   const auto coords = parallel::grid_coords_of(c.parallel, world_rank());
   const pm::CallSequence want = pm::data_parallel_call_sequence(c.model, sc, coords.pp);
-  const pm::CallSequence got = recorded_dp_calls(step);
+  const pm::CallSequence got = recorded_calls(step, "dp");
   const std::string both = what + "\nstep:    " + describe(got) + "\nsequence:" + describe(want);
   ASSERT_EQ(got.size(), want.size()) << both;
   auto blocking = [&](const pm::CallSequence& seq) {
@@ -151,6 +151,38 @@ void expect_dp_calls_in_sequence_order(const model::StepResult& step, const driv
   ASSERT_EQ(a.size(), b.size()) << both;
   for (std::size_t k = 0; k < a.size(); ++k)
     EXPECT_TRUE(a[k].op == b[k].op && a[k].bytes == b[k].bytes && a[k].group == b[k].group)
+        << "call " << k << " " << both;
+  EXPECT_EQ(pm::sequence_call_times(want, got).size(), want.size()) << both;
+}
+
+// The tensor-parallel calls of stage 0 as the calibration times them and the step model and the
+// per-call predictions place them (perfmodel::tensor_parallel_call_sequence, one micro-batch,
+// expanded over the schedule by tensor_parallel_step_sequence) against the calls the step made:
+// the same calls in the same order, op, bytes and group, position by position; and on every
+// rank its own stage's sequence, mb times, with the once-per-step calls, is its step's traffic.
+void expect_tp_calls_in_sequence_order(const model::StepResult& step, const driver::RunConfig& c,
+                                       const std::string& what) {
+  const pm::Scenario sc = pm::scenario_of(c.parallel, c.comm, c.train);
+  const auto coords = parallel::grid_coords_of(c.parallel, world_rank());
+  const pm::CallSequence timed = pm::tensor_parallel_call_sequence(c.model, sc, coords.pp);
+  const pm::CallSequence got = recorded_calls(step, "tp");
+  // One micro-batch of this rank's stage: an mb-th of its calls but the once-per-step ones.
+  const auto extras = pm::tensor_parallel_step_extras(c.model, sc, coords.pp);
+  pm::AxisTraffic per_step;
+  per_step.add(pm::traffic_of(timed), sc.micro_batches());
+  for (auto& o : per_step.ops) o.group = 0;
+  per_step.add(extras);
+  EXPECT_TRUE(pm::same_calls(per_step, pm::tensor_parallel_step_traffic(c.model, sc, coords.pp)))
+      << what << "\nsequence:" << describe(timed);
+  // Rank 0's calls are the ones predicted; the once-per-step LayerNorm sum's size depends on the
+  // data-parallel index (the slice the rank owns).
+  if (coords.pp != 0 || coords.dp != 0) return;
+  const pm::CallSequence want = pm::tensor_parallel_step_sequence(c.model, sc, timed);
+  const std::string both = what + "\nstep:    " + describe(got) + "\nsequence:" + describe(want);
+  ASSERT_EQ(got.size(), want.size()) << both;
+  for (std::size_t k = 0; k < got.size(); ++k)
+    ASSERT_TRUE(got[k].op == want[k].op && got[k].bytes == want[k].bytes &&
+                got[k].group == want[k].group)
         << "call " << k << " " << both;
   EXPECT_EQ(pm::sequence_call_times(want, got).size(), want.size()) << both;
 }
@@ -192,6 +224,7 @@ void expect_calls_match_model(const std::vector<std::string>& set) {
     EXPECT_EQ(static_cast<double>(step.comm.at("pp").bytes), traffic.pp.bytes()) << what;
     expect_step_model_sums_the_calls(step, c, traffic, what);
     if (c.parallel.dp > 1) expect_dp_calls_in_sequence_order(step, c, what);
+    if (c.parallel.tp > 1) expect_tp_calls_in_sequence_order(step, c, what);
   }
 }
 

@@ -74,6 +74,7 @@ nlohmann::json calibration_to_json(const Calibration& c) {
   if (!v.backward_weight_samples_s.empty())
     k["backward_weight_samples_s_per_chunk"] = v.backward_weight_samples_s;
   if (!c.dp_sequence.calls.empty()) out["dp_sequence"] = sequence_to_json(c.dp_sequence);
+  if (!c.tp_sequence.calls.empty()) out["tp_sequence"] = sequence_to_json(c.tp_sequence);
   return out;
 }
 
@@ -113,6 +114,7 @@ Calibration calibration_from_json(const nlohmann::json& j) {
   c.compute.backward_samples_s = k.value("backward_samples_s_per_chunk", Samples{});
   c.compute.backward_weight_samples_s = k.value("backward_weight_samples_s_per_chunk", Samples{});
   if (j.contains("dp_sequence")) c.dp_sequence = sequence_from_json(j.at("dp_sequence"));
+  if (j.contains("tp_sequence")) c.tp_sequence = sequence_from_json(j.at("tp_sequence"));
   return c;
 }
 
@@ -149,6 +151,14 @@ CommCosts comm_costs_of(const std::vector<CommCalibration>& fits) {
 CommCosts comm_costs_of_calibration(const Calibration& c) {
   CommCosts costs = comm_costs_of(c.comm);
   costs.dp_sequence = c.dp_sequence.calls;
+  costs.tp_sequence = c.tp_sequence.calls;
+  return costs;
+}
+
+CommCosts comm_costs_of_point(const Calibration& c, const model::ModelConfig& m,
+                              const pm::Scenario& s) {
+  CommCosts costs = comm_costs_of_calibration(c);
+  costs.tp_step = pm::tensor_parallel_step_sequence(m, s, costs.tp_sequence);
   return costs;
 }
 

@@ -70,6 +70,11 @@ struct SequenceCalibration {
 struct Calibration {
   std::vector<CommCalibration> comm;
   SequenceCalibration dp_sequence;
+  // The tensor-parallel calls of one micro-batch of stage 0 timed the same way
+  // (perfmodel::tensor_parallel_call_sequence; sweep_s one micro-batch's forward and backward of
+  // the stage, of which each call takes its compute_share; the first call after all of it).
+  // Empty: tp = 1, or an older summary.
+  SequenceCalibration tp_sequence;
   ComputeCalibration compute;
   double seconds = 0;  // time the calibration took (0 when every part was cached)
 };
@@ -94,10 +99,18 @@ struct CommCosts {
   double pipeline_transfer_occupancy = 0.0;
   // The data-parallel calls timed as the step issues them (SequenceCalibration; empty: none).
   perfmodel::CallSequence dp_sequence;
+  // The tensor-parallel calls of one micro-batch timed as the step issues them (Calibration::
+  // tp_sequence), and the step's tensor-parallel calls of stage 0 in issue order with their
+  // seconds from it (perfmodel::tensor_parallel_step_sequence; comm_costs_of_point only; empty:
+  // each call its curve's).
+  perfmodel::CallSequence tp_sequence, tp_step;
 };
 CommCosts comm_costs_of(const std::vector<CommCalibration>& fits);
-// The same with the calibration's data-parallel sequence.
+// The same with the calibration's data-parallel and tensor-parallel sequences.
 CommCosts comm_costs_of_calibration(const Calibration& c);
+// The same with the point's step calls (tp_step) for the model `m` under `s`.
+CommCosts comm_costs_of_point(const Calibration& c, const model::ModelConfig& m,
+                              const perfmodel::Scenario& s);
 
 // The member of (tp, pp, dp, ep) an axis name ("tp", "pp", "dp", "ep") selects; null for another.
 template <class T>

@@ -115,9 +115,10 @@ json calls_table(const json& calls, const pm::StepTraffic& traffic, const pm::Sc
       for (const auto& r : calls.at("rows"))
         if (r.at("axis") == axis && r.at("op") != "receive" && r.at("predicted_s").is_number())
           recorded += r.at("predicted_s").get<double>();
-      const double model =
-          pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops,
-                           std::string(axis) == "dp" ? &costs->dp_sequence : nullptr);
+      const double model = pm::traffic_time(*tr, group, *link, pm::AllReduceAlgorithm::ring, ops,
+                                            std::string(axis) == "dp"   ? &costs->dp_sequence
+                                            : std::string(axis) == "tp" ? &costs->tp_step
+                                                                        : nullptr);
       if (recorded > 0 || model > 0)
         per_step[axis] = {{"calls_predicted_s", recorded / steps}, {"model_s", model}};
     }
@@ -215,6 +216,7 @@ pm::StepTimeInputs step_inputs(const Calibration& cal, const RunConfig& c) {
                                                                     : pm::Collective::all_reduce);
   in.pipeline_transfer_occupancy = costs.pipeline_transfer_occupancy;
   in.dp_sequence = costs.dp_sequence;
+  in.tp_sequence = costs.tp_sequence;
   pipeline_inputs(cal.compute, in);
   return in;
 }
@@ -370,7 +372,7 @@ void point_extras(const json& p, const RunConfig& c, const pm::StepTraffic& traf
   if (p.contains("calls")) {
     const CommCosts costs =
         p.contains("calibration")
-            ? comm_costs_of_calibration(calibration_from_json(p.at("calibration")))
+            ? comm_costs_of_point(calibration_from_json(p.at("calibration")), c.model, pc)
             : CommCosts{};
     out["calls"] =
         calls_table(p.at("calls"), traffic, pc, p.contains("calibration") ? &costs : nullptr);

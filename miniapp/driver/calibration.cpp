@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -74,20 +75,40 @@ config::LinkEmulation healthy_links(const RunConfig& cfg) {
   return healthy;
 }
 
+namespace {
+
+// The sequence `q` on this rank's group of `axis` with `mine` (this rank's stage's calls), rank
+// 0's times broadcast over the world so that every rank stores the same.
+void time_sequence_of(const RunConfig& cfg, const parallel::ProcessGrid& grid, const char* axis,
+                      const perfmodel::CallSequence& mine, bool one_workspace,
+                      SequenceCalibration& q, int reps) {
+  const config::LinkEmulation healthy = healthy_links(cfg);
+  const parallel::LinkModel links =
+      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  const MPI_Comm comm = std::string(axis) == "tp" ? grid.tp() : grid.dp();
+  std::vector<double> t =
+      time_sequence(axis, comm, cfg.comm.backend, links, mine, q, one_workspace, reps);
+  t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
+  parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                "calibration: broadcast a sequence");
+  for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+}
+
+}  // namespace
+
 void time_dp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                       SequenceCalibration& q, int reps) {
   const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
   // This rank's stage's calls are the ones its group times; rank 0's (stage 0's) are recorded.
   const auto mine = perfmodel::data_parallel_call_sequence(cfg.model, sc, grid.coords().pp);
-  const config::LinkEmulation healthy = healthy_links(cfg);
-  const parallel::LinkModel links =
-      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
-  std::vector<double> t =
-      time_sequence(grid.dp(), cfg.comm.backend, links, mine, q, sc.effective_zero() == 3, reps);
-  t.resize(q.calls.size());  // rank 0's stage's, broadcast so that every rank stores the same
-  parallel::watchdog::broadcast(t.data(), static_cast<int>(t.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD,
-                                "calibration: broadcast a sequence");
-  for (std::size_t k = 0; k < t.size(); ++k) q.calls[k].seconds = t[k];
+  time_sequence_of(cfg, grid, "dp", mine, sc.effective_zero() == 3, q, reps);
+}
+
+void time_tp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                      SequenceCalibration& q, int reps) {
+  const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
+  const auto mine = perfmodel::tensor_parallel_call_sequence(cfg.model, sc, grid.coords().pp);
+  time_sequence_of(cfg, grid, "tp", mine, false, q, reps);
 }
 
 std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q) {
@@ -146,6 +167,7 @@ Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessG
   }
   out.compute = it->second;
   if (grid && shape.dp > 1) measured = calibrate_sequence(cfg, *grid, out) || measured;
+  if (grid && shape.tp > 1) measured = calibrate_tp_sequence(cfg, *grid, out) || measured;
   if (measured) out.seconds = model::steady_seconds() - t0;
   return out;
 }
@@ -164,17 +186,38 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   const bool zero3 = sc.effective_zero() == 3;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
                                       sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3);
+  return cached_sequence(cfg, "dp", std::move(q), out.dp_sequence, [&](SequenceCalibration& s) {
+    calibration_detail::time_dp_sequence(cfg, grid, s);
+  });
+}
+
+bool Calibrator::cached_sequence(const RunConfig& cfg, const char* axis, SequenceCalibration q,
+                                 SequenceCalibration& out,
+                                 const std::function<void(SequenceCalibration&)>& time) {
   const config::LinkEmulation healthy = calibration_detail::healthy_links(cfg);
-  const std::string key =
-      calibration_detail::sequence_key(comm_key(cfg, "dp", cfg.parallel.dp, healthy), q);
+  const int size = std::string(axis) == "tp" ? cfg.parallel.tp : cfg.parallel.dp;
+  const std::string key = calibration_detail::sequence_key(comm_key(cfg, axis, size, healthy), q);
   auto it = sequence_cache_.find(key);
   const bool fresh = it == sequence_cache_.end();
   if (fresh) {
-    calibration_detail::time_dp_sequence(cfg, grid, q);
+    time(q);
     it = sequence_cache_.emplace(key, std::move(q)).first;
   }
-  out.dp_sequence = it->second;
+  out = it->second;
   return fresh;
+}
+
+bool Calibrator::calibrate_tp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                                       Calibration& out) {
+  const perfmodel::Scenario sc = perfmodel::scenario_of(cfg.parallel, cfg.comm, cfg.train);
+  // Rank 0's (stage 0's) calls are recorded; each group times its own stage's. sweep_s: one
+  // micro-batch's forward and backward of the stage, of which each call takes its share.
+  auto recorded = perfmodel::tensor_parallel_call_sequence(cfg.model, sc, 0);
+  if (recorded.empty()) return false;
+  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false);
+  return cached_sequence(cfg, "tp", std::move(q), out.tp_sequence, [&](SequenceCalibration& s) {
+    calibration_detail::time_tp_sequence(cfg, grid, s);
+  });
 }
 
 }  // namespace paraxis::driver

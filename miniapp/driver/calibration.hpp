@@ -12,6 +12,7 @@
 // so a sweep calibrates each once.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ class Calibrator {
   // per dp communicator, call sequence and stand-in.
   bool calibrate_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                           Calibration& out);
+  // The same for the tensor-parallel calls of one micro-batch (Calibration::tp_sequence), cached
+  // per tp communicator, call sequence and stand-in.
+  bool calibrate_tp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                             Calibration& out);
+  // `q` (its calls and stand-in) from the cache, keyed by the `axis` ("dp" | "tp") communicator's
+  // shape and the sequence, else timed by `time` and cached: into `out`; whether it was timed.
+  bool cached_sequence(const RunConfig& cfg, const char* axis, SequenceCalibration q,
+                       SequenceCalibration& out,
+                       const std::function<void(SequenceCalibration&)>& time);
 
   std::map<std::string, std::vector<CommCalibration>> comm_cache_;
   std::map<std::string, SequenceCalibration> sequence_cache_;

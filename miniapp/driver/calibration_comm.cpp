@@ -6,6 +6,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -241,7 +242,8 @@ double sweep_deadline(MPI_Comm comm, double sweep_s, bool shared, const char* ax
 
 // One call of a sequence on the n elements at `buf`, as the step issues it: all-reduces in place,
 // reduce-scatters into `out`, all-gathers in place (ZeRO 1-2: the flat buffer) or, with
-// `from_shard` (ZeRO 3), from a shard in `out` into `buf` (the unit's workspace).
+// `from_shard` (ZeRO 3: into the unit's workspace; tensor parallelism: a block of tokens into
+// the full activation), from a shard in `out` into `buf`.
 void issue(parallel::Communicator& c, const perfmodel::SequenceCall& q, float* buf, float* out,
            std::size_t n, bool from_shard) {
   const auto p = static_cast<std::size_t>(c.size());
@@ -272,14 +274,16 @@ double stand_in_before(const perfmodel::SequenceCall& q, const SequenceCalibrati
 // The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
 // before every call marked after_compute (stand_in_before; the first on the shared deadline),
 // the buffer written first as the backward writes the gradients; then the calls in place on that
-// buffer, each at its own offset (the flat gradient buffer's buckets and units) or, with
-// `one_workspace` (ZeRO 3), all on the one workspace the step gathers every unit into. Per call
-// the median over repetitions of the smallest of the ranks' times: the last-arriving rank's,
-// which waits for nobody (the call, not the ranks' skew, which is the compute spread's term).
+// buffer, each at its own offset (the flat gradient buffer's buckets and units; the tensor-
+// parallel activations) or, with `one_workspace` (ZeRO 3), all on the one workspace the step
+// gathers every unit into. The all-gathers from a shard with one_workspace or `gather_from_shard`
+// (issue). Per call the median over repetitions of the smallest of the ranks' times: the
+// last-arriving rank's, which waits for nobody (the call, not the ranks' skew, which is the
+// compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
                                      const perfmodel::CallSequence& seq,
                                      const SequenceCalibration& stand_in, bool one_workspace,
-                                     int reps) {
+                                     bool gather_from_shard, int reps) {
   std::vector<std::size_t> n, at;
   std::size_t total = 0, most = 1;
   for (const auto& q : seq) {
@@ -304,7 +308,7 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
       if (seq[k].after_compute)
         sweep_memory(mem, k == 0 ? deadline : MPI_Wtime() + stand_in_before(seq[k], stand_in));
       const double t0 = now();
-      issue(c, seq[k], buf.data() + at[k], out.data(), n[k], one_workspace);
+      issue(c, seq[k], buf.data() + at[k], out.data(), n[k], one_workspace || gather_from_shard);
       Kokkos::fence();
       t[k] = now() - t0;
     }
@@ -356,13 +360,15 @@ std::size_t overlap_bytes(double bucket_mb) {
   return static_cast<std::size_t>(std::clamp(S, 8192.0, double(1 << 22)));
 }
 
-std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
+std::vector<double> time_sequence(const char* axis, MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
                                   const SequenceCalibration& stand_in, bool one_workspace,
                                   int reps) {
-  auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
-  return time_sequence_on(*c, comm, "dp", seq, stand_in, one_workspace,
+  auto c = parallel::make_communicator(backend, comm, parallel::axis_named(axis), nullptr, links);
+  // Tensor parallelism gathers a block of tokens into the full activation, out of place.
+  const bool gather_from_shard = std::string(axis) == "tp";
+  return time_sequence_on(*c, comm, axis, seq, stand_in, one_workspace, gather_from_shard,
                           reps > 0 ? reps : kSequenceReps);
 }
 

@@ -23,15 +23,16 @@ std::vector<CommCalibration> calibrate_axis(const std::string& axis, MPI_Comm co
                                             config::CommBackend backend,
                                             const parallel::LinkModel& links, bool gather_in_place,
                                             std::size_t overlap_bytes);
-// The data-parallel calls `seq` (this rank's stage's, perfmodel::data_parallel_call_sequence)
-// timed as the step issues them on the data-parallel communicator `comm`: per call, in order, the
+// The calls `seq` of `axis` ("dp": this rank's stage's perfmodel::data_parallel_call_sequence;
+// "tp": its tensor_parallel_call_sequence, the all-gathers out of place) timed as the step issues
+// them on that axis's communicator `comm`: per call, in order, the
 // median over repetitions of the last-arriving rank's seconds, each repetition after the compute
 // stand-in `stand_in` describes (its sweep_bytes, sweep_s, later_sweep_s; SequenceCalibration)
 // and each call's compute_share; with `one_workspace` (ZeRO 3) every call on one buffer, the
 // all-gathers from a shard into it. Collective over `comm`; every group of the axis measures at
 // once.
 // `reps` repetitions after the warm-up (0: the calibration's 15; the recheck takes fewer).
-std::vector<double> time_sequence(MPI_Comm comm, config::CommBackend backend,
+std::vector<double> time_sequence(const char* axis, MPI_Comm comm, config::CommBackend backend,
                                   const parallel::LinkModel& links,
                                   const perfmodel::CallSequence& seq,
                                   const SequenceCalibration& stand_in, bool one_workspace,
@@ -58,6 +59,10 @@ config::LinkEmulation healthy_links(const RunConfig& cfg);
 // calls of this rank's stage, rank 0's broadcast over the world so that every rank stores the
 // same: q.calls' seconds. `reps`: as time_sequence. Collective over MPI_COMM_WORLD.
 void time_dp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
+                      SequenceCalibration& q, int reps = 0);
+// The same for the tensor-parallel sequence `q` (perfmodel::tensor_parallel_call_sequence) on this
+// rank's tensor-parallel group.
+void time_tp_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                       SequenceCalibration& q, int reps = 0);
 // The sequence's cache key: the dp communicator's key, then every call of
 // `q` (op, bytes, ranks, after_compute, compute_share) and its stand-in (bytes, durations to 10

@@ -26,27 +26,49 @@ std::optional<double> predicted_call_s(const CommCosts& costs, const std::string
   return pm::call_time(o.op, ranks, bytes, *link, per_op);
 }
 
+namespace {
+
+// A call of `axis` the model sequences (not a receive).
+bool sequenced_call(const model::StepResult::CommSpan& c, const char* axis, pm::LoggedOp* o) {
+  return std::string(c.axis) == axis && pm::logged_op(c.op, o) && !o->receive;
+}
+
+// The step's calls on `axis` with their times by position in `seq` (the calibrated sequence:
+// perfmodel::sequence_call_times), or empty when they are not its calls.
+std::vector<double> as_issued_times(const model::StepResult& s, const char* axis,
+                                    const pm::CallSequence& seq) {
+  if (seq.empty()) return {};
+  pm::CallSequence calls;
+  for (const auto& c : s.comm_spans) {
+    pm::LoggedOp o;
+    if (sequenced_call(c, axis, &o))
+      calls.push_back({o.op, static_cast<double>(c.bytes), c.ranks, false, 0});
+  }
+  return pm::sequence_call_times(seq, calls);
+}
+
+}  // namespace
+
 std::vector<std::optional<double>> step_call_predictions(const model::StepResult& s,
                                                          const CommCosts& costs) {
-  // The step's data-parallel calls in issue order: the calibrated sequence's, position by
-  // position, when they are its calls (perfmodel::sequence_call_times).
-  auto dp_call = [](const model::StepResult::CommSpan& c, pm::LoggedOp* o) {
-    return std::string(c.axis) == "dp" && pm::logged_op(c.op, o) && !o->receive;
-  };
-  pm::CallSequence dp_calls;
-  for (const auto& c : s.comm_spans) {
-    pm::LoggedOp o;
-    if (dp_call(c, &o)) dp_calls.push_back({o.op, static_cast<double>(c.bytes), c.ranks, false, 0});
-  }
-  const auto as_issued = pm::sequence_call_times(costs.dp_sequence, dp_calls);
+  // The step's data-parallel and tensor-parallel calls in issue order: the calibrated sequence's,
+  // position by position, when they are its calls; a tensor-parallel position the calibration
+  // did not time (seconds < 0: the step's once-per-step calls) and every other call: its curve's.
+  const char* axes[] = {"dp", "tp"};
+  const std::vector<double> times[] = {as_issued_times(s, "dp", costs.dp_sequence),
+                                       as_issued_times(s, "tp", costs.tp_step)};
+  std::size_t next[] = {0, 0};
   std::vector<std::optional<double>> out;
-  std::size_t n = 0;
   for (const auto& c : s.comm_spans) {
-    pm::LoggedOp o;
-    if (!as_issued.empty() && dp_call(c, &o))
-      out.push_back(as_issued[n++]);
-    else
-      out.push_back(predicted_call_s(costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes)));
+    std::optional<double> t;
+    for (int a = 0; a < 2; ++a) {
+      pm::LoggedOp o;
+      if (times[a].empty() || !sequenced_call(c, axes[a], &o)) continue;
+      const double v = times[a][next[a]++];
+      if (v >= 0) t = v;
+    }
+    out.push_back(t ? t
+                    : predicted_call_s(costs, c.axis, c.op, c.ranks, static_cast<double>(c.bytes)));
   }
   return out;
 }

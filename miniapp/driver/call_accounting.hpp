@@ -33,7 +33,9 @@ std::optional<double> predicted_call_s(const CommCosts& costs, const std::string
 
 // The predicted seconds of each of a step's calls (comm_spans, in order): predicted_call_s, but
 // the step's data-parallel calls take their positions' times in the calibrated sequence
-// (CommCosts::dp_sequence) when they are its calls (perfmodel::sequence_call_times).
+// (CommCosts::dp_sequence) when they are its calls (perfmodel::sequence_call_times), and its
+// tensor-parallel calls theirs in CommCosts::tp_step (comm_costs_of_point; a position not timed,
+// the once-per-step calls, its curve's).
 std::vector<std::optional<double>> step_call_predictions(const model::StepResult& s,
                                                          const CommCosts& costs);
 

@@ -9,6 +9,7 @@
 #include "driver/call_accounting.hpp"
 #include "driver/results.hpp"
 #include "parallel/topology.hpp"
+#include "perfmodel/parallel_config.hpp"
 #include "schedule/pipeline_schedule.hpp"
 
 namespace paraxis::driver {
@@ -214,7 +215,11 @@ json rank_series_json(const PointResult& r) {
 void calibration_calls_checkpoints(const PointResult& r, json& j) {
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
   if (!r.recheck.is_null()) j["recheck"] = r.recheck;
-  const CommCosts costs = r.calibration ? comm_costs_of_calibration(*r.calibration) : CommCosts{};
+  const auto& c = r.point.config;
+  const CommCosts costs =
+      r.calibration ? comm_costs_of_point(*r.calibration, c.model,
+                                          perfmodel::scenario_of(c.parallel, c.comm, c.train))
+                    : CommCosts{};
   j["calls"] =
       calls_json(r.steps, r.point.config.train.warmup_steps, r.calibration ? &costs : nullptr);
   if (!r.checkpoints.empty()) j["checkpoints"] = r.checkpoints;

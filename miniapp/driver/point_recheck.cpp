@@ -126,19 +126,34 @@ void recheck_samples(const RunConfig& cfg, const parallel::ProcessGrid& grid,
   out.retimed["samples"] = samples;
 }
 
-// The data-parallel sequence, when the calibration timed one: its calls and stand-in again.
-void recheck_sequence(const RunConfig& cfg, const parallel::ProcessGrid& grid, Recheck& out) {
-  SequenceCalibration& q = out.calibration.dp_sequence;
-  if (q.calls.empty() || cfg.parallel.dp < 2) return;
+// A sequence the calibration timed (`name`: "dp_sequence" | "tp_sequence"), its calls and
+// stand-in timed again by `time` (calibration_detail::time_dp_sequence / time_tp_sequence).
+template <class Time>
+void recheck_sequence(const char* name, SequenceCalibration& q, Time time, Recheck& out) {
+  if (q.calls.empty()) return;
   const SequenceCalibration before = q;
-  detail::time_dp_sequence(cfg, grid, q, kSequenceReps);
+  time(q);
   json calls = json::array();
   for (std::size_t k = 0; k < q.calls.size(); ++k)
     calls.push_back({{"op", pm::to_string(q.calls[k].op)},
                      {"bytes", q.calls[k].bytes},
                      {"calibration_s", before.calls[k].seconds},
                      {"recheck_s", q.calls[k].seconds}});
-  out.retimed["dp_sequence"] = calls;
+  out.retimed[name] = calls;
+}
+
+// Both sequences, where the calibration timed them.
+void recheck_sequences(const RunConfig& cfg, const parallel::ProcessGrid& grid, Recheck& out) {
+  if (cfg.parallel.dp >= 2)
+    recheck_sequence(
+        "dp_sequence", out.calibration.dp_sequence,
+        [&](SequenceCalibration& q) { detail::time_dp_sequence(cfg, grid, q, kSequenceReps); },
+        out);
+  if (cfg.parallel.tp >= 2)
+    recheck_sequence(
+        "tp_sequence", out.calibration.tp_sequence,
+        [&](SequenceCalibration& q) { detail::time_tp_sequence(cfg, grid, q, kSequenceReps); },
+        out);
 }
 
 // One micro-batch of every chunk, forward, backward and W (the slowest holder's).
@@ -160,7 +175,7 @@ Recheck recheck_point(const RunConfig& cfg, const parallel::ProcessGrid* grid,
   out.retimed["samples"] = json::array();  // none without a grid or calls
   if (grid) {
     recheck_samples(cfg, *grid, steps, out);
-    recheck_sequence(cfg, *grid, out);
+    recheck_sequences(cfg, *grid, out);
   }
   ComputeCalibration k = detail::calibrate_compute(cfg, grid, kComputeSteps);
   out.retimed["compute"] = {{"calibration_s", chunks_s(cal.compute)},

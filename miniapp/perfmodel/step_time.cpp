@@ -18,8 +18,19 @@ double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
                     AllReduceAlgorithm all_reduce, const OpLinks* per_op,
                     const CallSequence* as_issued) {
   double t = 0;
-  if (as_issued && !as_issued->empty() && same_calls(traffic_of(*as_issued), traffic)) {
-    for (const auto& q : *as_issued) t += q.seconds;
+  // The axis's whole group (0) named, so that a sequence's calls (each naming its group) compare.
+  auto named = [group](const AxisTraffic& a) {
+    AxisTraffic out;
+    for (const auto& o : a.ops) out.add(o.op, o.bytes, o.count, o.group > 0 ? o.group : group);
+    return out;
+  };
+  if (as_issued && !as_issued->empty() &&
+      same_calls(named(traffic_of(*as_issued)), named(traffic))) {
+    // A position not timed (seconds < 0) takes its curve's time.
+    for (const auto& q : *as_issued)
+      t += q.seconds >= 0
+               ? q.seconds
+               : call_time(q.op, q.group > 0 ? q.group : group, q.bytes, link, per_op, all_reduce);
     return t;
   }
   for (const auto& o : traffic.ops)
@@ -163,9 +174,14 @@ void chunk_collective_times(const model::ModelConfig& m, const Scenario& c,
                             ChunkActionTimes& t) {
   const PassTraffic tpt = tensor_parallel_chunk_traffic(m, c, chunk);
   const PassTraffic ept = expert_chunk_traffic(m, c, chunk, in.routing);
-  t.tp_f[k] = traffic_time(tpt.forward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-  t.tp_b[k] = traffic_time(tpt.backward, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
-  t.tp_w[k] = traffic_time(tpt.backward_weight, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp);
+  // The calls as the step issues them, where the calibration timed them (tp_sequence).
+  const PassCalls as_issued = tensor_parallel_timed_chunk(m, c, k, in.tp_sequence);
+  auto tp_time = [&](const AxisTraffic& tr, const CallSequence& q) {
+    return traffic_time(tr, c.tp, in.links.tp, in.all_reduce, &in.op_links.tp, &q);
+  };
+  t.tp_f[k] = tp_time(tpt.forward, as_issued.forward);
+  t.tp_b[k] = tp_time(tpt.backward, as_issued.backward);
+  t.tp_w[k] = tp_time(tpt.backward_weight, as_issued.backward_weight);
   t.ep_f[k] = traffic_time(ept.forward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
   t.ep_b[k] = traffic_time(ept.backward, c.ep, in.links.ep, in.all_reduce, &in.op_links.ep);
 }

@@ -17,7 +17,9 @@
 //     recomputation, elementwise passes). B keeps the backward's collectives but those W makes
 //     (step_traffic.hpp); other schedules run B + W as one backward, as before;
 //   - tensor- and expert-parallel collectives are blocking calls inside forward and backward:
-//     their alpha-beta time is added to the action that makes them (fully exposed);
+//     their alpha-beta time is added to the action that makes them (fully exposed); where the
+//     calibration timed the tp calls of one micro-batch as the step issues them (tp_sequence),
+//     a chunk of stage 0 takes each pass's sum of those times instead;
 //   - the pipeline: paraxis's own schedule replayed (schedule::replay_schedule) with those
 //     action times; with pipeline_transfer_occupancy f > 0, each transfer also occupies both
 //     its ends for f point-to-point times (pipeline_message_bytes; paraxis's MPI transfers: the
@@ -149,6 +151,11 @@ struct StepTimeInputs {
   // call's calibrated seconds): where a stage's data-parallel traffic is these calls, its
   // reductions and the rest are their sums instead of each call's curve time. Empty: curves.
   CallSequence dp_sequence;
+  // The tensor-parallel calls of one micro-batch timed as the step issues them
+  // (tensor_parallel_call_sequence of stage 0, each call's calibrated seconds): a chunk of stage 0
+  // whose passes are these calls takes their sums per pass instead of each call's curve time.
+  // Empty: curves (the planner).
+  CallSequence tp_sequence;
   // The point-to-point times each end of a pipeline transfer spends in its own calls, between
   // its compute actions (see above): 1 for paraxis's MPI transfers (the report's calibrated
   // costs), 0 where transfers run on their own engines (NCCL's kernels and copy engines: a
@@ -200,7 +207,9 @@ double pipeline_message_bytes(const model::ModelConfig& m, const Scenario& c);
 double transfer_time(int chunks, int k, double p2p);
 
 // Seconds of every call of `traffic` on `group` ranks (a call's own group when it names one);
-// when `traffic` holds `as_issued`'s calls, the sum of their calibrated times (dp_sequence).
+// when `traffic` holds `as_issued`'s calls (a call's group 0 read as `group`), the sum of their
+// calibrated times (dp_sequence, the tp sequence's passes), a position with seconds < 0 its
+// curve's.
 double traffic_time(const AxisTraffic& traffic, int group, const LinkCost& link,
                     AllReduceAlgorithm all_reduce = AllReduceAlgorithm::ring,
                     const OpLinks* per_op = nullptr, const CallSequence* as_issued = nullptr);

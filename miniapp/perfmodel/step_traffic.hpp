@@ -170,6 +170,38 @@ AxisTraffic traffic_of(const CallSequence& seq);
 // Whether two traffics hold the same calls: the same count per (op, bytes, group).
 bool same_calls(const AxisTraffic& a, const AxisTraffic& b);
 
+// The tensor-parallel calls as the step issues them (docs/perfmodel.md, "Tensor parallelism:
+// the calls as issued"). One pass of a chunk, forward, backward (B of a split one) and W, each
+// its calls in the order gpt_model*.cpp make them (tensor_parallel.hpp's layers): without
+// sequence parallelism the embedding's all-reduce, per block the attention's and the MLP's, the
+// head's two loss all-reduces; backward the head's, then per block (last first; a recomputed
+// block's forward calls first) the MoE gate's, the MLP's and the attention's; with it every
+// activation reduction a reduce-scatter and the gathers before the layers that read them. Each
+// call's group is c.tp and its compute_share the FLOPs since the previous call (model::
+// piece_costs: a block's half per GEMM pair, a backward 2x, B and W 1x each) over one
+// micro-batch's forward and backward of the stage; a call right after a LayerNorm or another call
+// has none (after_compute false).
+struct PassCalls {
+  CallSequence forward, backward, backward_weight;
+};
+// One micro-batch of the stage, what the calibration times: every chunk's forward (in chunk
+// order), then every backward and W (last chunk first); the first call after_compute with share
+// 0 (it follows the previous micro-batch's backward: a whole micro-batch's compute). Its
+// traffic_of is mb-th of tensor_parallel_step_traffic less the extras. Empty when tp = 1.
+CallSequence tensor_parallel_call_sequence(const model::ModelConfig& m, const Scenario& c,
+                                           int stage);
+// Chunk `chunk_id`'s passes with the seconds of `timed` (tensor_parallel_call_sequence(m, c, 0)
+// with seconds): empty passes when the chunk is not stage 0's or `timed` is not that sequence
+// (op, bytes and group per position).
+PassCalls tensor_parallel_timed_chunk(const model::ModelConfig& m, const Scenario& c, int chunk_id,
+                                      const CallSequence& timed);
+// The step's tensor-parallel calls of stage 0 in issue order: the stage's schedule action by
+// action, each action its chunk's timed pass (tensor_parallel_timed_chunk), then the
+// once-per-step calls (tensor_parallel_step_extras) with seconds -1 (not timed: their curve's).
+// Empty when `timed` does not fit.
+CallSequence tensor_parallel_step_sequence(const model::ModelConfig& m, const Scenario& c,
+                                           const CallSequence& timed);
+
 // The ZeRO volumes alone, for P elements over one group (no norm, no buckets): what the
 // ZeRO paper's 2 Psi / 3 Psi comparison is about. P is whatever the caller passes: paraxis's
 // padded count (padded_elements) for an exact figure, or an unpadded estimate.
