@@ -17,8 +17,11 @@ agrees with the prediction rebuilt from the recheck, or lies between the two pre
 Then per folder the worst term, the step's max / mean |residual|, every term that misses with
 its verdict, how many misses are the machine's ("in", "rep", "cal") and the model's, the load
 beside it when RUN_DIR.uptime exists (what `uptime` printed before and after the run,
-docs/perf-log), and whether the targets hold. Last, the verdict of issue 30 section 2: the
-targets met in CONSECUTIVE (3) consecutive folders, in the order given.
+docs/perf-log), and whether the targets hold, or else whether every miss is the machine's ("in",
+"rep", "cal") with the step's mean within its target (issue 30 section 2: "Where the machine's
+noise still causes a miss, the report must show that it is noise"). Last, the verdict of issue
+30 section 2 both ways: the targets met, and met with every miss shown to be the machine's, in
+CONSECUTIVE (3) consecutive folders, in the order given.
 
   tools/check_report_targets.py RUN_DIR [RUN_DIR ...]     (each after `paraxis report RUN_DIR`)
 Exit status: 0 every folder meets the targets, 1 one misses, 2 bad input.
@@ -92,11 +95,13 @@ def check(report):
         rows.append((p["label"], terms))
     if not steps:
         return {"rows": rows, "worst": None, "misses": misses, "step_max": None,
-                "step_mean": None, "ok": False}
+                "step_mean": None, "ok": False, "shown": False}
     step_max, step_mean = max(steps), sum(steps) / len(steps)
     ok = worst[2] <= TERM_PCT and step_max <= STEP_MAX_PCT and step_mean <= STEP_MEAN_PCT
+    # Issue 30 section 2's last sentence: a miss the report shows to be the machine's noise.
+    shown = ok or (step_mean <= STEP_MEAN_PCT and all(m[3] in MACHINE for m in misses))
     return {"rows": rows, "worst": worst, "misses": misses, "step_max": step_max,
-            "step_mean": step_mean, "ok": ok}
+            "step_mean": step_mean, "ok": ok, "shown": shown}
 
 
 def load_beside(run_dir):
@@ -145,25 +150,35 @@ def show(run_dir, r):
     load = load_beside(run_dir)
     if load:
         print(f"  load (uptime, 1 min) before / after: {load}")
-    print("  targets " + ("met" if r["ok"] else "MISSED"))
+    print("  targets " + ("met" if r["ok"] else
+                          "MISSED; every miss the machine's: met with the noise shown"
+                          if r["shown"] else "MISSED"))
 
 
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-2], file=sys.stderr)
         return 2
-    ok, met, run, best = True, 0, 0, 0
+    reports = []
     for run_dir in argv[1:]:
-        r = check(load(run_dir))
-        show(run_dir, r)
-        ok = ok and r["ok"]
-        met += 1 if r["ok"] else 0
-        run = run + 1 if r["ok"] else 0
+        reports.append(check(load(run_dir)))
+        show(run_dir, reports[-1])
+    for key, what in (("ok", "targets met"),
+                      ("shown", "with every miss shown to be the machine's (in, rep, cal), met")):
+        met, best = consecutive([r[key] for r in reports])
+        verdict = "MET" if best >= CONSECUTIVE else "NOT MET"
+        print(f"== verdict: {what} in {met} of {len(reports)} runs, at most {best} consecutive; "
+              f"issue 30 section 2 ({CONSECUTIVE} consecutive runs): {verdict}")
+    return 0 if all(r["ok"] for r in reports) else 1
+
+
+def consecutive(flags):
+    """(how many are true, the longest run of true ones in order)."""
+    run = best = 0
+    for f in flags:
+        run = run + 1 if f else 0
         best = max(best, run)
-    verdict = "MET" if best >= CONSECUTIVE else "NOT MET"
-    print(f"== verdict: targets met in {met} of {len(argv) - 1} runs, at most {best} consecutive; "
-          f"issue 30 section 2 ({CONSECUTIVE} consecutive runs): {verdict}")
-    return 0 if ok else 1
+    return sum(1 for f in flags if f), best
 
 
 if __name__ == "__main__":

@@ -44,9 +44,16 @@ std::string comm_key(const RunConfig& cfg, const char* axis, int size,
 // before it: the chunks' sum over pp; at ZeRO 2-3, which reduce after each micro-batch, one),
 // before an all-gather after compute the optimizer's; each within 0.2-20 ms.
 SequenceCalibration stand_in_of(const ComputeCalibration& k, perfmodel::CallSequence recorded,
-                                int pp, int micro_batches, bool one_workspace) {
-  double bytes = 0;  // the sequence's buffer: every call's, or (ZeRO 3) the largest
-  for (const auto& q : recorded) bytes = one_workspace ? std::max(bytes, q.bytes) : bytes + q.bytes;
+                                int pp, int micro_batches, bool one_workspace, bool phases) {
+  // The sequence's buffer (time_sequence_on): with `phases` (the data-parallel flat buffer) the
+  // largest phase's calls (a phase: from a call after compute on), else every call's, or (ZeRO
+  // 3) the largest call.
+  double bytes = 0, phase = 0;
+  for (const auto& q : recorded) {
+    if (q.after_compute && phases) phase = 0;
+    phase = one_workspace ? q.bytes : phase + q.bytes;
+    bytes = std::max(bytes, phase);
+  }
   SequenceCalibration out;
   out.sweep_bytes = std::min<std::size_t>(
       std::max<std::size_t>(k.peak_bytes, static_cast<std::size_t>(2 * bytes)),
@@ -185,7 +192,8 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   // ZeRO 2-3: sweep_s is one micro-batch's compute (ZeRO 3's calls take their shares of it).
   const bool zero3 = sc.effective_zero() == 3;
   SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
-                                      sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3);
+                                      sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3,
+                                      true);
   return cached_sequence(cfg, "dp", std::move(q), out.dp_sequence, [&](SequenceCalibration& s) {
     calibration_detail::time_dp_sequence(cfg, grid, s);
   });
@@ -214,7 +222,8 @@ bool Calibrator::calibrate_tp_sequence(const RunConfig& cfg, const parallel::Pro
   // micro-batch's forward and backward of the stage, of which each call takes its share.
   auto recorded = perfmodel::tensor_parallel_call_sequence(cfg.model, sc, 0);
   if (recorded.empty()) return false;
-  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false);
+  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false,
+                                      false);
   return cached_sequence(cfg, "tp", std::move(q), out.tp_sequence, [&](SequenceCalibration& s) {
     calibration_detail::time_tp_sequence(cfg, grid, s);
   });

@@ -274,9 +274,11 @@ double stand_in_before(const perfmodel::SequenceCall& q, const SequenceCalibrati
 // The sequence timed as the step issues it: each repetition a barrier, the compute stand-in
 // before every call marked after_compute (stand_in_before; the first on the shared deadline),
 // the buffer written first as the backward writes the gradients; then the calls in place on that
-// buffer, each at its own offset (the flat gradient buffer's buckets and units; the tensor-
-// parallel activations) or, with `one_workspace` (ZeRO 3), all on the one workspace the step
-// gathers every unit into. The all-gathers from a shard with one_workspace or `gather_from_shard`
+// buffer, each at its own offset (the tensor-parallel activations, with `gather_from_shard`; the
+// flat gradient buffer's buckets and units, from its start again in each phase after compute:
+// ZeRO 2 reduces every micro-batch's gradients in the same buffer, ZeRO 1 all-gathers the
+// parameters in place of the reduced gradients) or, with `one_workspace` (ZeRO 3), all on the
+// one workspace the step gathers every unit into. The all-gathers from a shard with one_workspace or `gather_from_shard`
 // (issue). Per call the median over repetitions of the smallest of the ranks' times: the
 // last-arriving rank's, which waits for nobody (the call, not the ranks' skew, which is the
 // compute spread's term).
@@ -285,11 +287,13 @@ std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, c
                                      const SequenceCalibration& stand_in, bool one_workspace,
                                      bool gather_from_shard, int reps) {
   std::vector<std::size_t> n, at;
-  std::size_t total = 0, most = 1;
+  std::size_t next = 0, total = 0, most = 1;
   for (const auto& q : seq) {
+    if (q.after_compute && !gather_from_shard) next = 0;  // the flat buffer's phases
     n.push_back(elements_for(static_cast<std::size_t>(q.bytes), c.size()));
-    at.push_back(one_workspace ? 0 : total);
-    total += one_workspace ? 0 : n.back();
+    at.push_back(one_workspace ? 0 : next);
+    next += one_workspace ? 0 : n.back();
+    total = std::max(total, next);
     most = std::max(most, n.back());
   }
   Kokkos::View<float*, Kokkos::DefaultExecutionSpace::memory_space> buf("paraxis::calib_seq",
