@@ -191,9 +191,9 @@ bool Calibrator::calibrate_sequence(const RunConfig& cfg, const parallel::Proces
   if (recorded.empty() || !on_dp) return false;
   // ZeRO 2-3: sweep_s is one micro-batch's compute (ZeRO 3's calls take their shares of it).
   const bool zero3 = sc.effective_zero() == 3;
-  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
-                                      sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3,
-                                      true);
+  SequenceCalibration q =
+      stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp,
+                  sc.effective_zero() >= 2 ? 1 : sc.micro_batches(), zero3, true);
   return cached_sequence(cfg, "dp", std::move(q), out.dp_sequence, [&](SequenceCalibration& s) {
     calibration_detail::time_dp_sequence(cfg, grid, s);
   });
@@ -222,8 +222,8 @@ bool Calibrator::calibrate_tp_sequence(const RunConfig& cfg, const parallel::Pro
   // micro-batch's forward and backward of the stage, of which each call takes its share.
   auto recorded = perfmodel::tensor_parallel_call_sequence(cfg.model, sc, 0);
   if (recorded.empty()) return false;
-  SequenceCalibration q = stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false,
-                                      false);
+  SequenceCalibration q =
+      stand_in_of(out.compute, std::move(recorded), cfg.parallel.pp, 1, false, false);
   return cached_sequence(cfg, "tp", std::move(q), out.tp_sequence, [&](SequenceCalibration& s) {
     calibration_detail::time_tp_sequence(cfg, grid, s);
   });

@@ -278,10 +278,10 @@ double stand_in_before(const perfmodel::SequenceCall& q, const SequenceCalibrati
 // flat gradient buffer's buckets and units, from its start again in each phase after compute:
 // ZeRO 2 reduces every micro-batch's gradients in the same buffer, ZeRO 1 all-gathers the
 // parameters in place of the reduced gradients) or, with `one_workspace` (ZeRO 3), all on the
-// one workspace the step gathers every unit into. The all-gathers from a shard with one_workspace or `gather_from_shard`
-// (issue). Per call the median over repetitions of the smallest of the ranks' times: the
-// last-arriving rank's, which waits for nobody (the call, not the ranks' skew, which is the
-// compute spread's term).
+// one workspace the step gathers every unit into. The all-gathers from a shard with one_workspace
+// or `gather_from_shard` (issue). Per call the median over repetitions of the smallest of the
+// ranks' times: the last-arriving rank's, which waits for nobody (the call, not the ranks' skew,
+// which is the compute spread's term).
 std::vector<double> time_sequence_on(parallel::Communicator& c, MPI_Comm comm, const char* axis,
                                      const perfmodel::CallSequence& seq,
                                      const SequenceCalibration& stand_in, bool one_workspace,
