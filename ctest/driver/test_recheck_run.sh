@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The recheck of the calibration after each point, end to end (docs/report.md, "Recheck"): a tiny
 # 2-rank sweep over tp2, pp2 and dp2, each at ZeRO 0 and 3 (so the dp points' calls are timed
-# sequences) writes per point summary.json's `recheck`: the prediction rebuilt from it for exactly
-# the point's time terms, the re-timed curve samples of its axis (a pipeline point's transfers,
+# sequences), with and without comm.overlap, writes per point summary.json's `recheck`: the
+# prediction rebuilt from it for exactly the point's time terms, the re-timed curve samples of its axis (a pipeline point's transfers,
 # a tensor-parallel point's collectives), the dp sequence where the calibration timed one, the
 # compute; and `paraxis report` puts the recheck's prediction beside every time term. A one-rank
 # point (no grid, no calls) rechecks its compute alone. No timing verdict: only what was written.
-# About 15 s on 2 cores.
+# About 30 s on 2 cores.
 # Usage: test_recheck_run.sh PARAXIS MPIEXEC
 set -euo pipefail
 paraxis=$1 mpiexec=$2
@@ -21,9 +21,9 @@ train: {global_batch: 8, micro_batch: 2, steps: 3, warmup_steps: 1, lr: 3.0e-3, 
 hardware: {calibrate: true}
 comm: {bucket_mb: 0.01}
 YAML
-# Every factorisation of 2 ranks (tp2, pp2, dp2), each at ZeRO 0 and 3.
+# Every factorisation of 2 ranks (tp2, pp2, dp2), each at ZeRO 0 and 3, with and without overlap.
 { sed 's/^hardware.*/&\nparallel: {tp: auto, pp: auto, dp: auto}/' "$out/one.yaml"
-  printf 'sweep:\n  parallel.zero: [0, 3]\n'; } > "$out/tiny.yaml"
+  printf 'sweep:\n  parallel.zero: [0, 3]\n  comm.overlap: [false, true]\n'; } > "$out/tiny.yaml"
 "$mpiexec" -n 2 "$paraxis" run "$out/tiny.yaml" --out "$out/run" > "$out/run.log" 2>&1 ||
   { cat "$out/run.log"; fail "the 2-rank run"; }
 "$mpiexec" -n 1 "$paraxis" run "$out/one.yaml" --out "$out/one" > "$out/one.log" 2>&1 ||
@@ -41,7 +41,7 @@ def check(cond, what):
         print("FAILED:", what); sys.exit(1)
 s = json.load(open(f"{out}/run/summary.json"))
 r = json.load(open(f"{out}/run/report.json"))
-check(len(s["points"]) == 6, "six points")
+check(len(s["points"]) == 12, "twelve points")
 for p, q in zip(s["points"], r["points"]):
     g = p["grid"]
     rc = p.get("recheck")
@@ -61,6 +61,14 @@ for p, q in zip(s["points"], r["points"]):
         fits = p["calibration"]["comm"][x["axis"]][x["op"]]["samples"]
         check(any(b == x["bytes"] and t == x["calibration_s"] for b, t in fits),
               "a re-timed sample is one of the calibration's")
+    overlapped = p["settings"]["comm.overlap"] == "true" and g["dp"] > 1
+    progress = rc["retimed"].get("async_progress", [])
+    check(len(progress) > 0 if overlapped else "async_progress" not in rc["retimed"],
+          f"point {p['index']}: the overlap premise timed again exactly where it overlaps")
+    for x in progress:
+        fit = p["calibration"]["comm"]["dp"][x["op"]]
+        check(x["calibration"] == fit["async_progress"] and 0 <= x["recheck"] <= 1,
+              f"point {p['index']}: {x['op']}'s async_progress, calibrated and again")
     seq = p["calibration"].get("dp_sequence", {}).get("calls", [])
     check(len(rc["retimed"].get("dp_sequence", [])) == len(seq), "the dp sequence timed again")
     for t in q["terms"]:

@@ -376,6 +376,17 @@ std::vector<double> time_sequence(const char* axis, MPI_Comm comm, config::CommB
                           reps > 0 ? reps : kSequenceReps);
 }
 
+double retime_async_progress(MPI_Comm comm, config::CommBackend backend,
+                             const parallel::LinkModel& links, perfmodel::Collective op,
+                             std::size_t overlap_bytes) {
+  auto c = parallel::make_communicator(backend, comm, parallel::axis_named("dp"), nullptr, links);
+  double v = async_progress(*c, comm, "dp", op, overlap_bytes);
+  // Rank 0's group speaks for the axis, as in calibrate_axis.
+  parallel::watchdog::broadcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD,
+                                "recheck: broadcast a re-timed overlap premise");
+  return v;
+}
+
 std::vector<std::vector<double>> retime_axis(const std::string& axis, MPI_Comm comm,
                                              config::CommBackend backend,
                                              const parallel::LinkModel& links, bool gather_in_place,

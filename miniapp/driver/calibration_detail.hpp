@@ -51,6 +51,12 @@ std::vector<std::vector<double>> retime_axis(const std::string& axis, MPI_Comm c
                                              config::CommBackend backend,
                                              const parallel::LinkModel& links, bool gather_in_place,
                                              const std::vector<RetimedOp>& wanted);
+// comm.overlap's premise (the calibration's async_progress of a data-parallel reduction `op` of
+// the overlap bucket's size) timed again on `comm` by the same test; rank 0's group's, broadcast
+// over the world. Collective over MPI_COMM_WORLD.
+double retime_async_progress(MPI_Comm comm, config::CommBackend backend,
+                             const parallel::LinkModel& links, perfmodel::Collective op,
+                             std::size_t overlap_bytes);
 // calibration.cpp. The links the calibration measures: the run's emulated links without the
 // injected faults (slow links, fault.slow_axis), so that a faulty run is compared with a healthy
 // calibration (docs/diagnosis.md).

@@ -156,6 +156,28 @@ void recheck_sequences(const RunConfig& cfg, const parallel::ProcessGrid& grid, 
         out);
 }
 
+// With comm.overlap, its premise (each data-parallel reduction's async_progress: the share of a
+// non-blocking call that progresses behind compute) timed again: the overlapped dp term's hidden
+// part rests on it.
+void recheck_overlap(const RunConfig& cfg, const parallel::ProcessGrid& grid, Recheck& out) {
+  if (!cfg.comm.overlap || cfg.parallel.dp < 2) return;
+  const config::LinkEmulation healthy = detail::healthy_links(cfg);
+  const parallel::LinkModel links =
+      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  json retimed = json::array();
+  for (CommCalibration& fit : out.calibration.comm) {
+    const pm::Collective op = collective_named(fit.op);
+    if (fit.axis != "dp" ||
+        (op != pm::Collective::all_reduce && op != pm::Collective::reduce_scatter))
+      continue;
+    const double before = fit.async_progress;
+    fit.async_progress = detail::retime_async_progress(grid.dp(), cfg.comm.backend, links, op,
+                                                       detail::overlap_bytes(cfg.comm.bucket_mb));
+    retimed.push_back({{"op", fit.op}, {"calibration", before}, {"recheck", fit.async_progress}});
+  }
+  out.retimed["async_progress"] = retimed;
+}
+
 // One micro-batch of every chunk, forward, backward and W (the slowest holder's).
 double chunks_s(const ComputeCalibration& k) {
   double s = 0;
@@ -176,6 +198,7 @@ Recheck recheck_point(const RunConfig& cfg, const parallel::ProcessGrid* grid,
   if (grid) {
     recheck_samples(cfg, *grid, steps, out);
     recheck_sequences(cfg, *grid, out);
+    recheck_overlap(cfg, *grid, out);
   }
   ComputeCalibration k = detail::calibrate_compute(cfg, grid, kComputeSteps);
   out.retimed["compute"] = {{"calibration_s", chunks_s(cal.compute)},
