@@ -2,11 +2,12 @@
 # The recheck of the calibration after each point, end to end (docs/report.md, "Recheck"): a tiny
 # 2-rank sweep over tp2, pp2 and dp2, each at ZeRO 0 and 3 (so the dp points' calls are timed
 # sequences), with and without comm.overlap, writes per point summary.json's `recheck`: the
-# prediction rebuilt from it for exactly the point's time terms, the re-timed curve samples of its axis (a pipeline point's transfers,
-# a tensor-parallel point's collectives), the dp sequence where the calibration timed one, the
+# prediction rebuilt from it for exactly the point's time terms, the re-timed curve samples of its
+# axis (a pipeline point's transfers, a tensor-parallel point's collectives), the dp sequence
+# where the calibration timed one, an overlapped dp point's overlap premise (async_progress), the
 # compute; and `paraxis report` puts the recheck's prediction beside every time term. A one-rank
 # point (no grid, no calls) rechecks its compute alone. No timing verdict: only what was written.
-# About 30 s on 2 cores.
+# About 5 s on 2 cores.
 # Usage: test_recheck_run.sh PARAXIS MPIEXEC
 set -euo pipefail
 paraxis=$1 mpiexec=$2
