@@ -82,6 +82,11 @@ config::LinkEmulation healthy_links(const RunConfig& cfg) {
   return healthy;
 }
 
+parallel::LinkModel healthy_link_model(const RunConfig& cfg, const parallel::ProcessGrid& grid) {
+  const config::LinkEmulation healthy = healthy_links(cfg);
+  return parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+}
+
 namespace {
 
 // The sequence `q` on this rank's group of `axis` with `mine` (this rank's stage's calls), rank
@@ -89,9 +94,7 @@ namespace {
 void time_sequence_of(const RunConfig& cfg, const parallel::ProcessGrid& grid, const char* axis,
                       const perfmodel::CallSequence& mine, bool one_workspace,
                       SequenceCalibration& q, int reps) {
-  const config::LinkEmulation healthy = healthy_links(cfg);
-  const parallel::LinkModel links =
-      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  const parallel::LinkModel links = healthy_link_model(cfg, grid);
   const MPI_Comm comm = std::string(axis) == "tp" ? grid.tp() : grid.dp();
   std::vector<double> t =
       time_sequence(axis, comm, cfg.comm.backend, links, mine, q, one_workspace, reps);

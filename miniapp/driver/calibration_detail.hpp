@@ -61,6 +61,8 @@ double retime_async_progress(MPI_Comm comm, config::CommBackend backend,
 // injected faults (slow links, fault.slow_axis), so that a faulty run is compared with a healthy
 // calibration (docs/diagnosis.md).
 config::LinkEmulation healthy_links(const RunConfig& cfg);
+// Those links as the grid's communicators emulate them (healthy_links over the grid's nodes).
+parallel::LinkModel healthy_link_model(const RunConfig& cfg, const parallel::ProcessGrid& grid);
 // The dp sequence `q` (its calls and stand-in) timed on this rank's data-parallel group with the
 // calls of this rank's stage, rank 0's broadcast over the world so that every rank stores the
 // same: q.calls' seconds. `reps`: as time_sequence. Collective over MPI_COMM_WORLD.

@@ -88,9 +88,7 @@ void recheck_samples(const RunConfig& cfg, const parallel::ProcessGrid& grid,
                      const std::vector<model::StepResult>& steps, Recheck& out) {
   const Calibration& cal = out.calibration;
   const auto flags = wanted_samples(cal, steps);
-  const config::LinkEmulation healthy = detail::healthy_links(cfg);
-  const parallel::LinkModel links =
-      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  const parallel::LinkModel links = detail::healthy_link_model(cfg, grid);
   json samples = json::array();
   for (const Axis& a : axes_of(cfg, grid)) {
     std::vector<detail::RetimedOp> wanted;
@@ -161,9 +159,7 @@ void recheck_sequences(const RunConfig& cfg, const parallel::ProcessGrid& grid, 
 // part rests on it.
 void recheck_overlap(const RunConfig& cfg, const parallel::ProcessGrid& grid, Recheck& out) {
   if (!cfg.comm.overlap || cfg.parallel.dp < 2) return;
-  const config::LinkEmulation healthy = detail::healthy_links(cfg);
-  const parallel::LinkModel links =
-      parallel::make_link_model(healthy, grid.nodes(healthy.ranks_per_node));
+  const parallel::LinkModel links = detail::healthy_link_model(cfg, grid);
   json retimed = json::array();
   for (CommCalibration& fit : out.calibration.comm) {
     const pm::Collective op = collective_named(fit.op);
