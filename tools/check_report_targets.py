@@ -13,12 +13,15 @@ it, but the folder's points whose tp, dp or ep term is the same to the model wer
 above and below the prediction; then, from the recheck of the calibration right after the point
 (docs/report.md, "Recheck"), "cal" = the machine changed since calibration: the measured term
 agrees with the prediction rebuilt from the recheck, or lies between the two predictions;
-"model" = both predictions miss it the same way; "out" = none of these, without a recheck).
+"model" = both predictions miss it the same way, or the point run again (docs/report.md,
+"Rerun") missed it the same way; "out" = none of these, without a recheck). Before the recheck's
+verdict, the rerun's: "again" = the point's steps run again measured the term within its target
+or on the prediction's other side: the miss did not recur, the machine's noise).
 Then per folder the worst term, the step's max / mean |residual|, every term that misses with
-its verdict, how many misses are the machine's ("in", "rep", "cal") and the model's, the load
+its verdict, how many misses are the machine's ("in", "rep", "again", "cal") and the model's, the load
 beside it when RUN_DIR.uptime exists (what `uptime` printed before and after the run,
 docs/perf-log), and whether the targets hold, or else whether every miss is the machine's ("in",
-"rep", "cal") with the step's mean within its target (issue 30 section 2: "Where the machine's
+"rep", "again", "cal") with the step's mean within its target (issue 30 section 2: "Where the machine's
 noise still causes a miss, the report must show that it is noise"). Last, the verdict of issue
 30 section 2 both ways: the targets met, and met with every miss shown to be the machine's, in
 CONSECUTIVE (3) consecutive folders, in the order given.
@@ -51,20 +54,26 @@ def load(run_dir):
 def noise_of(term):
     """None (no per-step series, no repeats, no recheck), "steps" (the prediction inside the
     point's own steps' range), "repeats" (1 inside the measured / predicted range of the points
-    whose term is the same to the model), "cal" / "model" (the report's recheck_verdict: the
-    machine changed since calibration / both predictions miss the same way) or False (none)."""
+    whose term is the same to the model), "rerun" (the report's rerun_verdict "noise": the point
+    run again did not repeat the miss), "cal" / "model" (the report's recheck_verdict: the
+    machine changed since calibration / both predictions miss the same way), "model" (the rerun
+    repeated the miss, without a recheck verdict) or False (none)."""
     within, repeats = term.get("within_steps_range"), term.get("within_repeats_range")
     if within:
         return "steps"
     if repeats:
         return "repeats"
+    if term.get("rerun_verdict") == "noise":
+        return "rerun"
     if term.get("recheck_verdict") in ("cal", "model"):
         return term["recheck_verdict"]
+    if term.get("rerun_verdict") == "recurs":
+        return "model"
     return None if within is None and repeats is None else False
 
 
 # The misses each verdict makes the machine's.
-MACHINE = ("steps", "repeats", "cal")
+MACHINE = ("steps", "repeats", "rerun", "cal")
 
 
 def time_terms(point):
@@ -120,8 +129,8 @@ def show(run_dir, r):
     for label, terms in r["rows"]:
         cells = []
         for name, measured, predicted, within in terms:
-            noise = {None: "", "steps": " in", "repeats": " rep", "cal": " cal", "model": " model",
-                     False: " out"}[within]
+            noise = {None: "", "steps": " in", "repeats": " rep", "rerun": " again", "cal": " cal",
+                     "model": " model", False: " out"}[within]
             cells.append(f"{name} {measured / predicted:.2f}{noise}")
         print(f"  {label:<28} " + "  ".join(cells))
     if r["worst"] is None:
@@ -135,16 +144,18 @@ def show(run_dir, r):
         why = {None: "no per-step series", "steps": "inside its steps' range: the machine's noise",
                "repeats": "outside its steps' range, but the points whose term is the same to "
                           "the model straddle it: the machine's noise",
+               "rerun": "outside its steps' range, but the point run again did not repeat the "
+                        "miss: the machine's noise",
                "cal": "outside its steps' range, but the recheck after the point agrees with "
                       "it or the two predictions straddle it: the machine changed since "
                       "calibration",
-               "model": "outside its steps' range, and the recheck after the point misses it "
-                        "the same way: the model",
+               "model": "outside its steps' range, and the recheck after the point or the "
+                        "point run again misses it the same way: the model",
                False: "outside its steps' range: the model, or the point ran unlike its "
                       "calibration (no recheck)"}[within]
         print(f"  miss: {name} of {label}, {ratio:.2f}x ({why})")
     machine = sum(1 for m in r["misses"] if m[3] in MACHINE)
-    print(f"  misses: {len(r['misses'])}, the machine's {machine} (in, rep, cal), "
+    print(f"  misses: {len(r['misses'])}, the machine's {machine} (in, rep, again, cal), "
           f"the model's {sum(1 for m in r['misses'] if m[3] == 'model')}, "
           f"undecided {sum(1 for m in r['misses'] if m[3] in (None, False))}")
     load = load_beside(run_dir)
@@ -164,7 +175,8 @@ def main(argv):
         reports.append(check(load(run_dir)))
         show(run_dir, reports[-1])
     for key, what in (("ok", "targets met"),
-                      ("shown", "with every miss shown to be the machine's (in, rep, cal), met")):
+                      ("shown", "with every miss shown to be the machine's (in, rep, again, cal), "
+                                "met")):
         met, best = consecutive([r[key] for r in reports])
         verdict = "MET" if best >= CONSECUTIVE else "NOT MET"
         print(f"== verdict: {what} in {met} of {len(reports)} runs, at most {best} consecutive; "

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "analysis/prediction.hpp"
 #include "analysis/report_noise.hpp"
 #include "cli_harness.hpp"
 
@@ -364,5 +365,111 @@ TEST(report_recheck, the_report_carries_the_verdict_into_the_accuracy_and_report
     const auto first = text.find(why);
     ASSERT_NE(first, std::string::npos) << text;
     EXPECT_NE(text.find(why, first + 1), std::string::npos);
+  }
+}
+
+// The point run again (docs/report.md, "Rerun"): a term that missed gets "recurs" where the rerun
+// misses it on the same side, "noise" where the rerun lands within the target or on the other
+// side, or within the target of the recheck's prediction; a term within its target gets the
+// rerun's figures and no verdict; a byte term and a term the rerun did not measure are left
+// alone. No timing: every figure is set.
+TEST(report_rerun, the_rerun_names_a_miss_recurring_or_noise) {
+  struct Case {
+    const char* name;
+    double measured, again;
+    const char* verdict;  // "" none
+  };
+  const Case cases[] = {{"dp", 1.5e-3, 1.4e-3, "recurs"},
+                        {"tp", 1.5e-3, 1.1e-3, "noise"},
+                        {"compute", 1.5e-3, 0.6e-3, "noise"},
+                        {"bubble", 1.1e-3, 1.9e-3, ""},
+                        {"step_time", 1.2e-3, 1.16e-3, "recurs"}};
+  json terms = json::array(), again = json::object();
+  for (const Case& c : cases) {
+    terms.push_back(
+        {{"name", c.name}, {"unit", "s"}, {"measured", c.measured}, {"predicted", 1e-3}});
+    again[c.name] = c.again;
+  }
+  terms.push_back({{"name", "bytes.dp"}, {"unit", "B"}, {"measured", 9.0}, {"predicted", 1.0}});
+  terms.push_back({{"name", "ep"}, {"unit", "s"}, {"measured", 9e-3}, {"predicted", 1e-3}});
+  again["bytes.dp"] = 1.0;
+  // The recheck's prediction, where it has one, is the model's for the rerun too: a rerun 1.3x
+  // the calibration's prediction but within target of the recheck's did not repeat a 2.1x miss.
+  terms.push_back({{"name", "pp"},
+                   {"unit", "s"},
+                   {"measured", 2.1e-3},
+                   {"predicted", 1e-3},
+                   {"recheck_predicted", 1.2e-3}});
+  terms.push_back({{"name", "hidden"},
+                   {"unit", "s"},
+                   {"measured", 2.1e-3},
+                   {"predicted", 1e-3},
+                   {"recheck_predicted", 1.02e-3}});
+  again["pp"] = again["hidden"] = 1.3e-3;
+  paraxis::driver::report::add_rerun(again, terms);
+  EXPECT_EQ(terms[7].value("rerun_verdict", ""), "noise") << terms[7].dump();
+  EXPECT_EQ(terms[8].value("rerun_verdict", ""), "recurs") << terms[8].dump();
+  EXPECT_NE(paraxis::driver::report::rerun_reason(terms[7]).find("recheck's prediction 1.2 ms"),
+            std::string::npos);
+  for (std::size_t k = 0; k < std::size(cases); ++k) {
+    const json& t = terms[k];
+    ASSERT_TRUE(t.contains("rerun_measured")) << t.dump();
+    EXPECT_NEAR(t["rerun_residual_pct"].get<double>(), 100 * (cases[k].again - 1e-3) / 1e-3, 1e-9);
+    EXPECT_EQ(t.value("rerun_verdict", ""), std::string(cases[k].verdict)) << t.dump();
+    EXPECT_EQ(paraxis::driver::report::rerun_reason(t).empty(), *cases[k].verdict == '\0');
+  }
+  EXPECT_NE(paraxis::driver::report::rerun_reason(terms[0]).find("recurs"), std::string::npos);
+  EXPECT_NE(paraxis::driver::report::rerun_reason(terms[1]).find("did not recur"),
+            std::string::npos);
+  EXPECT_FALSE(terms[5].contains("rerun_measured"));
+  EXPECT_FALSE(terms[6].contains("rerun_measured"));
+}
+
+// What the run runs a point again for (report::unexplained_misses, on a recorded summary): its
+// step time 30 % over the prediction (no steps' range), with a recheck that misses the same
+// way, is a miss nothing in the point explains; the same with a recheck that agrees with the
+// measured (the machine changed) is not, nor a step time on its prediction. Through `paraxis
+// report`, the rerun's verdict reaches the accuracy and report.md.
+TEST(report_rerun, a_miss_the_point_cannot_explain_is_run_again_and_reported) {
+  namespace rp = paraxis::driver::report;
+  const json base = seed_summary("tp2.json", false);
+  const double predicted = report_json_of(base, "rerun_base")["points"][0]["predicted_step_s"];
+  const auto missed = [&](double recheck) {
+    json p = base["points"][0];
+    p["time"]["step_median_s"] = 1.3 * predicted;
+    p.erase("rank_series");  // no steps' range: the recheck alone decides
+    p["recheck"] = {{"seconds", 0.01},
+                    {"retimed", json::object()},
+                    {"predicted", {{"step_time", recheck * predicted}}}};
+    return p;
+  };
+  const auto has_step = [&](const json& p) {
+    for (const std::string& t : rp::unexplained_misses(p))
+      if (t == "step_time") return true;
+    return false;
+  };
+  EXPECT_TRUE(has_step(missed(1.05)));
+  EXPECT_FALSE(has_step(missed(1.25)));  // the recheck: the machine changed
+  json on_target = missed(1.05);
+  on_target["time"]["step_median_s"] = predicted;
+  EXPECT_FALSE(has_step(on_target));
+  for (const bool recurs : {true, false}) {
+    json s = base;
+    s["points"][0] = missed(1.05);
+    json measured = rp::measured_time_terms(s["points"][0]);
+    ASSERT_TRUE(measured.contains("tp")) << measured.dump();
+    measured["step_time"] = (recurs ? 1.28 : 1.04) * predicted;
+    s["points"][0]["rerun"] = {{"seconds", 0.01}, {"terms", {"step_time"}}, {"measured", measured}};
+    const std::string tag = recurs ? "rerun_recurs" : "rerun_noise";
+    const json acc = report_json_of(s, tag)["accuracy"];
+    ASSERT_EQ(acc["misses"].size(), 1u) << acc.dump();
+    EXPECT_EQ(acc["misses"][0]["rerun_verdict"], recurs ? "recurs" : "noise");
+    EXPECT_EQ(acc["misses_not_recurring"].get<int>(), recurs ? 0 : 1);
+    std::ifstream md(::testing::TempDir() + "paraxis_report_waits_" + tag + "/report.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    const std::string why = recurs ? "the miss recurs" : "the miss did not recur";
+    const auto at = text.find(why);  // once in the miss line, once in the terms table
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_NE(text.find(why, at + 1), std::string::npos);
   }
 }

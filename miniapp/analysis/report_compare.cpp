@@ -36,7 +36,7 @@ void rank_points(std::vector<Analysed>& all) {
 void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
   json& misses = cmp.misses;
   double max_abs = 0, sum_abs = 0, max_even = 0, sum_even = 0;
-  int n_pred = 0, n_uneven = 0, n_noise = 0, n_changed = 0;
+  int n_pred = 0, n_uneven = 0, n_noise = 0, n_changed = 0, n_not_recurring = 0;
   for (const auto& a : all) {
     cmp.points.push_back(a.point);
     if (!a.predicted) continue;
@@ -69,6 +69,12 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
           miss["recheck_reason"] = recheck_reason(st);
           n_changed += st["recheck_verdict"] == "cal" ? 1 : 0;
         }
+        // The point run again (docs/report.md, "Rerun"): whether the miss recurs.
+        if (st.contains("rerun_verdict")) {
+          miss["rerun_verdict"] = st["rerun_verdict"];
+          miss["rerun_reason"] = rerun_reason(st);
+          n_not_recurring += st["rerun_verdict"] == "noise" ? 1 : 0;
+        }
       }
       misses.push_back(miss);
     }
@@ -83,6 +89,7 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
     accuracy["misses"] = misses;
     accuracy["misses_within_steps_range"] = n_noise;
     accuracy["misses_machine_changed"] = n_changed;
+    accuracy["misses_not_recurring"] = n_not_recurring;
     accuracy["uneven_ranks"] = {{"points", n_uneven},
                                 {"max_abs_residual_pct", max_even},
                                 {"mean_abs_residual_pct", sum_even / n_pred}};

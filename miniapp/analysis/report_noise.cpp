@@ -137,6 +137,45 @@ std::string recheck_reason(const json& t) {
          again + " straddle the measured " + measured;
 }
 
+void add_rerun(const json& again, json& terms) {
+  for (json& t : terms) {
+    const std::string name = t.value("name", "");
+    if (t.value("unit", "") != "s" || !again.contains(name) || !again.at(name).is_number())
+      continue;
+    const double measured = t.at("measured"), predicted = t.at("predicted");
+    if (!(predicted > 0)) continue;
+    const double second = again.at(name);
+    const double residual = 100.0 * (measured - predicted) / predicted;
+    const double second_residual = 100.0 * (second - predicted) / predicted;
+    t["rerun_measured"] = second;
+    t["rerun_residual_pct"] = second_residual;
+    const double target = term_target_pct(name);
+    if (std::fabs(residual) <= target) continue;
+    // The rerun ran right after the recheck: the recheck's prediction is the model's for it too.
+    const auto off_same_side = [&](double prediction) {
+      const double r = 100.0 * (second - prediction) / prediction;
+      return std::fabs(r) > target && (r > 0) == (residual > 0);
+    };
+    const double again_predicted = t.value("recheck_predicted", predicted);
+    const bool recurs =
+        off_same_side(predicted) && (!(again_predicted > 0) || off_same_side(again_predicted));
+    t["rerun_verdict"] = recurs ? "recurs" : "noise";
+  }
+}
+
+std::string rerun_reason(const json& t) {
+  if (!t.contains("rerun_verdict")) return "";
+  std::ostringstream os;
+  os << std::setprecision(3) << "the point run again measured "
+     << t.at("rerun_measured").get<double>() * 1e3 << " ms ("
+     << t.at("rerun_residual_pct").get<double>() << " % off the prediction)";
+  if (t.contains("recheck_predicted"))
+    os << "; the recheck's prediction " << t.at("recheck_predicted").get<double>() * 1e3 << " ms";
+  os << (t.at("rerun_verdict") == "recurs" ? ": the miss recurs"
+                                           : ": the miss did not recur, the machine's noise");
+  return os.str();
+}
+
 namespace {
 
 // The axis whose calls make a communication term; nullptr for the other terms.

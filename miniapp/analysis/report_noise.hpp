@@ -43,6 +43,18 @@ void add_recheck(const nlohmann::json& point, nlohmann::json& terms);
 // The sentence report.md and tools/check_report_targets.py give a recheck verdict ("" for none).
 std::string recheck_reason(const nlohmann::json& term);
 
+// The rerun (docs/report.md, "Rerun"; summary.json `rerun.measured`: the time terms the point
+// measured when the run ran its steps again, because a term missed with nothing in the point
+// showing it the machine's). Adds to every time term `again` has: rerun_measured,
+// rerun_residual_pct and, where the term misses its target, rerun_verdict: "recurs" when the
+// rerun misses it on the same side, both the calibration's prediction and, where add_recheck
+// set one, the recheck's (timed right before the rerun: the model's prediction for it); else
+// "noise" (the miss did not recur: the machine's).
+void add_rerun(const nlohmann::json& again, nlohmann::json& terms);
+
+// The sentence report.md and tools/check_report_targets.py give a rerun verdict ("" for none).
+std::string rerun_reason(const nlohmann::json& term);
+
 // Repeats of a point: the points of one folder whose tp, dp or ep term is the same to the model
 // (same grid, the same calls on the axis per operation and size bucket with the same per-call
 // predictions, for dp the same comm.overlap; in the demo, e.g., the tp terms of every tp point,

@@ -399,6 +399,35 @@ json predicted_time_terms(const Calibration& cal, const RunConfig& c) {
   return out;
 }
 
+json measured_time_terms(const json& p) {
+  const RunConfig c = config_from_json(p.at("config"));
+  const pm::Scenario pc = perf_config(c);
+  const MeasuredTerms m = measured_terms(p);
+  json out{{"step_time", p.at("time").at("step_median_s")}, {"compute", m.compute}};
+  if (pc.tp > 1) out["tp"] = m.tp;
+  if (pc.ep > 1) out["ep"] = m.ep;
+  if (pc.dp > 1) out["dp"] = m.dp;
+  if (pc.pp > 1) out["bubble"] = m.bubble;
+  return out;
+}
+
+std::vector<std::string> unexplained_misses(const json& p) {
+  if (!p.contains("calibration") || !p.contains("time")) return {};
+  const RunConfig c = config_from_json(p.at("config"));
+  Prediction pred = predict(calibration_from_json(p.at("calibration")), c, perf_config(c),
+                            measured_terms(p), p.at("time").at("step_median_s"));
+  add_steps_ranges(p, c.comm.overlap, c.train.warmup_steps, pred.terms);
+  add_recheck(p, pred.terms);
+  std::vector<std::string> out;
+  for (const json& t : pred.terms) {
+    const json& r = t.at("residual_pct");
+    if (!r.is_number() || std::fabs(r.get<double>()) <= term_target_pct(t.at("name"))) continue;
+    if (t.value("within_steps_range", false) || t.value("recheck_verdict", "") == "cal") continue;
+    out.push_back(t.at("name"));
+  }
+  return out;
+}
+
 std::string point_label(const RunConfig& c) {
   return label_of(c, json());
 }
@@ -432,6 +461,8 @@ Analysed analyse(const json& p, const std::string& dir, const std::string& machi
   if (a.predicted) add_steps_ranges(p, c.comm.overlap, c.train.warmup_steps, pred.terms);
   // Beside each, the prediction rebuilt from the recheck after the point, and whose a miss is.
   if (a.predicted) add_recheck(p, pred.terms);
+  // Beside each, what the point measured when the run ran it again (docs/report.md, "Rerun").
+  if (a.predicted && p.contains("rerun")) add_rerun(p.at("rerun").at("measured"), pred.terms);
   out["terms"] = pred.terms;
   costliest_axis(m, out);
   if (pc.pp > 1) out["pipeline"] = pipeline_entry(t, c, pc, a, pred.br);

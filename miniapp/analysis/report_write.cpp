@@ -109,6 +109,7 @@ void md_accuracy(std::ostream& md, const Comparison& cmp) {
              : miss.contains("recheck_reason") ? "the prediction outside them"
                                                : "the prediction outside them: the model");
     if (miss.contains("recheck_reason")) md << "; " << miss["recheck_reason"].get<std::string>();
+    if (miss.contains("rerun_reason")) md << "; " << miss["rerun_reason"].get<std::string>();
     md << '\n';
   }
   if (!cmp.misses.empty()) md << '\n';
@@ -226,6 +227,13 @@ void md_term_row(std::ostream& md, const json& t) {
        << (t.contains("recheck_verdict") ? ": " + recheck_reason(t) : std::string());
   else
     md << " | -";
+  // What the point measured when the run ran it again (docs/report.md, "Rerun").
+  if (t.contains("rerun_measured"))
+    md << " | " << fmt(t["rerun_measured"].get<double>()) << " s ("
+       << fmt(t["rerun_residual_pct"].get<double>(), 3) << " %)"
+       << (t.contains("rerun_verdict") ? ": " + rerun_reason(t) : std::string());
+  else
+    md << " | -";
   md << " |\n";
 }
 
@@ -234,8 +242,8 @@ void md_terms(std::ostream& md, const json& points) {
   for (const auto& p : points) {
     md << "### " << p["label"].get<std::string>() << " (" << p["dir"].get<std::string>()
        << ", point " << p["index"] << ")\n\n| term | measured | predicted | residual % | "
-       << "steps' range | prediction in it | recheck (residual %) |\n"
-       << "|---|---|---|---|---|---|---|\n";
+       << "steps' range | prediction in it | recheck (residual %) | rerun (residual %) |\n"
+       << "|---|---|---|---|---|---|---|---|\n";
     for (const auto& t : p["terms"]) md_term_row(md, t);
     if (p.contains("calls")) write_calls(md, p["calls"]);
     if (p.contains("pipeline")) {

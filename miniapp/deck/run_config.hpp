@@ -31,6 +31,9 @@ struct HardwareConfig {
   // Fit the collectives of the grid and time the shard's compute before the point runs
   // (calibration.hpp), for `paraxis report`'s predictions.
   bool calibrate = true;
+  // Run a calibrated point's steps again when a time term missed its target with nothing in the
+  // point showing the miss to be the machine's (docs/report.md, "Rerun"): whether it recurs.
+  bool rerun_misses = true;
 };
 
 struct OutputConfig {

@@ -215,6 +215,7 @@ json rank_series_json(const PointResult& r) {
 void calibration_calls_checkpoints(const PointResult& r, json& j) {
   if (r.calibration) j["calibration"] = calibration_to_json(*r.calibration);
   if (!r.recheck.is_null()) j["recheck"] = r.recheck;
+  if (!r.rerun.is_null()) j["rerun"] = r.rerun;
   const auto& c = r.point.config;
   const CommCosts costs =
       r.calibration ? comm_costs_of_point(*r.calibration, c.model,

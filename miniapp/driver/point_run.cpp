@@ -53,6 +53,14 @@ bool single_rank_point(const RunConfig& cfg, int world) {
          p.schedule != schedule::ScheduleKind::gpipe;
 }
 
+// The point's trainer on `grid`; without one, the single-rank reference trainer itself.
+std::unique_ptr<model::Trainer> build_trainer(const RunConfig& cfg,
+                                              const parallel::ProcessGrid* grid) {
+  return grid ? parallel::make_parallel_trainer(cfg.model, cfg.train, cfg.parallel, cfg.comm, *grid,
+                                                cfg.fault.slow_rank)
+              : model::make_trainer(cfg.model, cfg.train);
+}
+
 // Builds the point's grid (several ranks), calibrates (hardware.calibrate), then the trainer;
 // records the links fault.slow_axis measured for this point.
 std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int world,
@@ -68,10 +76,7 @@ std::unique_ptr<model::Trainer> make_point_trainer(const RunConfig& cfg, int wor
     parallel::make_link_model(cfg.comm.links, grid->nodes(cfg.comm.links.ranks_per_node));
   }
   if (cfg.hardware.calibrate) r.calibration = calibrator.calibrate(cfg, grid.get());
-  std::unique_ptr<model::Trainer> trainer =
-      single ? model::make_trainer(cfg.model, cfg.train)
-             : parallel::make_parallel_trainer(cfg.model, cfg.train, p, cfg.comm, *grid,
-                                               cfg.fault.slow_rank);
+  std::unique_ptr<model::Trainer> trainer = build_trainer(cfg, grid.get());
   for (const auto& [axis, l] : parallel::measured_links())
     r.slow_axis_links[axis] = {{"alpha_s", l.alpha_s}, {"bytes_per_s", l.bytes_per_s}};
   return trainer;
@@ -128,9 +133,13 @@ void run_point(const RunConfig& cfg, const PointContext& ctx, PointResult& r) {
   const double divergence = ctx.verify ? trainer->replica_divergence() : 0.0;
   trainer.reset();  // its memory freed before the recheck's compute-only trainer is built
   // The calibration timed again on the same ranks and communicators (docs/report.md, "Recheck"):
-  // what tells a machine that changed since calibration from the model's miss.
-  if (r.calibration)
+  // what tells a machine that changed since calibration from the model's miss; then, where a
+  // miss is left unexplained, the steps run again (docs/report.md, "Rerun"): does it recur?
+  if (r.calibration) {
     r.recheck = recheck_json(recheck_point(cfg, grid.get(), *r.calibration, r.steps), cfg);
+    rerun_if_missed(
+        cfg, ctx.world, ctx.rank, [&] { return build_trainer(cfg, grid.get()); }, r);
+  }
   grid.reset();
   r.status = PointStatus::ok();
   if (!ctx.verify) return;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <functional>
-
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,13 +20,23 @@ namespace paraxis::driver {
 // injections for `rank`; after each step that did not diverge, after_step(completed steps)
 // (the checkpoint cadence). Stops after the first step that diverges. Returns "" or why the
 // run diverged (divergence_of). Throws on fault.dead_rank; never returns on fault.hang.
+// With print_steps false, rank 0 prints nothing.
 std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
                         std::vector<model::StepResult>& steps,
-                        const std::function<void(int)>& after_step = {});
+                        const std::function<void(int)>& after_step = {}, bool print_steps = true);
 
 // Every rank's per-step metrics (rank_metrics) into r.rank_steps and, with output.trace, every
 // rank's trace events (times relative to t0) into r.trace_events, on rank 0. Collective.
 void gather_steps_and_trace(const RunConfig& cfg, int world, int rank, double t0, PointResult& r);
+
+// hardware.rerun_misses, after a calibrated point's recheck (docs/report.md, "Rerun"): rank 0
+// reads the point as summary.json will hold it and, where a time term missed its target with
+// nothing in the point showing the miss to be the machine's (report::unexplained_misses), every
+// rank runs the point's steps again on a fresh trainer from `make` (no checkpoints, no trace, no
+// step lines), and rank 0 records in r.rerun which terms missed, what the rerun measured of each
+// time term (report::measured_time_terms) and its seconds. Collective.
+void rerun_if_missed(const RunConfig& cfg, int world, int rank,
+                     const std::function<std::unique_ptr<model::Trainer>()>& make, PointResult& r);
 
 // Every rank's memory into r.memory_per_rank on rank 0; r.memory: the rank with the largest
 // peak (this rank's own report elsewhere). Collective.

@@ -62,7 +62,7 @@ void print_step(const RunConfig& cfg, const model::StepResult& st, int s) {
 
 std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
                         std::vector<model::StepResult>& steps,
-                        const std::function<void(int)>& after_step) {
+                        const std::function<void(int)>& after_step, bool print_steps) {
   std::string diverged;
   std::set<std::string> noted;
   OutputPacer pacer(stdout, 1.0);  // output_pacer.hpp
@@ -77,7 +77,7 @@ std::string train_steps(const RunConfig& cfg, int rank, model::Trainer& trainer,
     steps.push_back(trainer.step());
     wd::set_step(-1);
     const auto& st = steps.back();
-    if (rank == 0) print_step(cfg, st, s);
+    if (rank == 0 && print_steps) print_step(cfg, st, s);
     // What the step could not measure (e.g. a wait time left unattributed): once per run and
     // rank, on every rank that has it (the group concerned may not include rank 0).
     for (const auto& note : st.notes)

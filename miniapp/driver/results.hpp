@@ -38,6 +38,9 @@ struct PointResult {
   // summary.json's `recheck` (point_recheck.hpp): the calibration timed again right after the
   // steps and the prediction rebuilt from it; null without a calibration.
   nlohmann::json recheck;
+  // summary.json's `rerun` (point_stages.hpp, rerun_if_missed): the point's steps run again after
+  // a term missed with nothing in the point showing it the machine's; null when not run again.
+  nlohmann::json rerun;
   // fault.slow_axis: the links this rank's slowed communicators measured, by axis name
   // ({"dp": {"alpha_s", "bytes_per_s"}}; parallel/link_measure.hpp); empty when none was.
   nlohmann::json slow_axis_links = nlohmann::json::object();
