@@ -588,7 +588,8 @@ train: {global_batch: 12, micro_batch: 2, steps: 9, warmup_steps: 2, lr: 0.0003,
 parallel: {tp: 2, pp: 3, dp: 2, ep: 2, zero: 2, schedule: interleaved, virtual_stages: 2,
            stage_layers: [1, 1, 1, 1, 1, 1], sequence_parallel: true, order: tp-dp-pp}
 comm: {backend: nccl, bucket_mb: 3.5, overlap: true, timeout_s: 42.5, mpi_gpu_aware: no}
-hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, rerun_misses: false, ranks_per_node: 4,
+hardware: {peak_flops: 1.5e14, gemm: portable, calibrate: false, calibration_reuse: true,
+           rerun_misses: false, ranks_per_node: 4,
            emulate: {latency_us: 5, bandwidth_gbs: 12.5}}
 output: {dir: somewhere, trace: false}
 checkpoint: {every: 3, dir: ckpts, keep: 4, async: true, device_mtbf_h: 5000}

@@ -68,6 +68,7 @@ const std::vector<KeySpec>& key_table() {
     add(real_key("hardware.peak_flops", 0, 1e30, PARAXIS_FIELD(hardware.peak_flops)));
     add(enum_key("hardware.gemm", gemm_choice_names(), PARAXIS_FIELD(hardware.gemm)));
     add(bool_key("hardware.calibrate", PARAXIS_FIELD(hardware.calibrate)));
+    add(bool_key("hardware.calibration_reuse", PARAXIS_FIELD(hardware.calibration_reuse)));
     add(bool_key("hardware.rerun_misses", PARAXIS_FIELD(hardware.rerun_misses)));
     // Nodes and emulated inter-node links (config::LinkEmulation, docs/diagnosis.md).
     add(int_key("hardware.ranks_per_node", 0, kMaxInt, PARAXIS_FIELD(comm.links.ranks_per_node)));

@@ -31,6 +31,9 @@ struct HardwareConfig {
   // Fit the collectives of the grid and time the shard's compute before the point runs
   // (calibration.hpp), for `paraxis report`'s predictions.
   bool calibrate = true;
+  // Reuse a calibration over the sweep's points of the same communicator and shard shape
+  // (calibration.hpp's caches) instead of calibrating each point right before it runs.
+  bool calibration_reuse = false;
   // Run a calibrated point's steps again when a time term missed its target with nothing in the
   // point showing the miss to be the machine's (docs/report.md, "Rerun"): whether it recurs.
   bool rerun_misses = true;

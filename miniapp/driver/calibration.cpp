@@ -139,6 +139,13 @@ std::string sequence_key(const std::string& dp_key, const SequenceCalibration& q
 
 Calibration Calibrator::calibrate(const RunConfig& cfg, const parallel::ProcessGrid* grid) {
   Calibration out;
+  // Without hardware.calibration_reuse every point is calibrated right before it runs: a machine
+  // that drifts over a sweep leaves no stale calibration (docs/report.md, "Calibration").
+  if (!cfg.hardware.calibration_reuse) {
+    comm_cache_.clear();
+    sequence_cache_.clear();
+    compute_cache_.clear();
+  }
   const double t0 = model::steady_seconds();
   bool measured = false;
   const config::ParallelConfig& shape = cfg.parallel;  // the grid's shape, when there is one
