@@ -30,13 +30,48 @@ void rank_points(std::vector<Analysed>& all) {
   for (std::size_t r = 0; r < by_p.size(); ++r) all[by_p[r]].point["rank_predicted"] = r + 1;
 }
 
+// How many step-time misses the point itself shows to be the machine's, by which evidence.
+struct MissCounts {
+  int in_steps_range = 0, machine_changed = 0, not_recurring = 0;
+};
+
+// A point whose step time misses its target (residual r %), with what the report has beside it:
+// its uneven ranks' excess, its own steps' range (docs/report.md, "Noise"), the recheck after it
+// ("Recheck") and its rerun ("Rerun").
+json miss_of(const Analysed& a, double r, double excess, MissCounts& n) {
+  json miss{{"label", a.point["label"]},
+            {"residual_pct", r},
+            {"term_most_off", a.point.value("term_most_off", "")}};
+  if (a.uneven()) miss["uneven_ranks_excess_s"] = excess;
+  for (const json& st : a.point.value("terms", json::array())) {
+    if (st.value("name", "") != "step_time") continue;
+    if (st.contains("within_steps_range")) {
+      miss["steps_range_s"] = st["steps_range_s"];
+      miss["within_steps_range"] = st["within_steps_range"];
+      n.in_steps_range += st["within_steps_range"].get<bool>() ? 1 : 0;
+    }
+    if (st.contains("recheck_verdict")) {
+      miss["recheck_verdict"] = st["recheck_verdict"];
+      miss["recheck_reason"] = recheck_reason(st);
+      n.machine_changed += st["recheck_verdict"] == "cal" ? 1 : 0;
+    }
+    if (st.contains("rerun_verdict")) {
+      miss["rerun_verdict"] = st["rerun_verdict"];
+      miss["rerun_reason"] = rerun_reason(st);
+      n.not_recurring += st["rerun_verdict"] == "noise" ? 1 : 0;
+    }
+  }
+  return miss;
+}
+
 // Accuracy of the predicted step time: cmp.accuracy, misses, n_pred, max_abs, and cmp.points.
 // Beside it, the same with each uneven point's excess spread added to its prediction: what the
 // model misses against what the machine did unevenly during a point (docs/report.md).
 void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
   json& misses = cmp.misses;
   double max_abs = 0, sum_abs = 0, max_even = 0, sum_even = 0;
-  int n_pred = 0, n_uneven = 0, n_noise = 0, n_changed = 0, n_not_recurring = 0;
+  int n_pred = 0, n_uneven = 0;
+  MissCounts shown;
   for (const auto& a : all) {
     cmp.points.push_back(a.point);
     if (!a.predicted) continue;
@@ -50,34 +85,7 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
     sum_even += std::fabs(r_even);
     ++n_pred;
     n_uneven += a.uneven() ? 1 : 0;
-    if (std::fabs(r) > kEveryPointPct) {
-      json miss{{"label", a.point["label"]},
-                {"residual_pct", r},
-                {"term_most_off", a.point.value("term_most_off", "")}};
-      if (a.uneven()) miss["uneven_ranks_excess_s"] = excess;
-      // The point's own steps beside the miss (docs/report.md, "Noise").
-      for (const json& st : a.point.value("terms", json::array())) {
-        if (st.value("name", "") != "step_time") continue;
-        if (st.contains("within_steps_range")) {
-          miss["steps_range_s"] = st["steps_range_s"];
-          miss["within_steps_range"] = st["within_steps_range"];
-          n_noise += st["within_steps_range"].get<bool>() ? 1 : 0;
-        }
-        // The recheck after the point (docs/report.md, "Recheck"): the machine's or the model's.
-        if (st.contains("recheck_verdict")) {
-          miss["recheck_verdict"] = st["recheck_verdict"];
-          miss["recheck_reason"] = recheck_reason(st);
-          n_changed += st["recheck_verdict"] == "cal" ? 1 : 0;
-        }
-        // The point run again (docs/report.md, "Rerun"): whether the miss recurs.
-        if (st.contains("rerun_verdict")) {
-          miss["rerun_verdict"] = st["rerun_verdict"];
-          miss["rerun_reason"] = rerun_reason(st);
-          n_not_recurring += st["rerun_verdict"] == "noise" ? 1 : 0;
-        }
-      }
-      misses.push_back(miss);
-    }
+    if (std::fabs(r) > kEveryPointPct) misses.push_back(miss_of(a, r, excess, shown));
   }
   json accuracy{{"points_predicted", n_pred}};
   if (n_pred > 0) {
@@ -87,9 +95,9 @@ void accuracy_of(const std::vector<Analysed>& all, Comparison& cmp) {
     accuracy["every_point_within_target"] = max_abs <= kEveryPointPct;
     accuracy["mean_within_target"] = mean_abs <= kMeanPct;
     accuracy["misses"] = misses;
-    accuracy["misses_within_steps_range"] = n_noise;
-    accuracy["misses_machine_changed"] = n_changed;
-    accuracy["misses_not_recurring"] = n_not_recurring;
+    accuracy["misses_within_steps_range"] = shown.in_steps_range;
+    accuracy["misses_machine_changed"] = shown.machine_changed;
+    accuracy["misses_not_recurring"] = shown.not_recurring;
     accuracy["uneven_ranks"] = {{"points", n_uneven},
                                 {"max_abs_residual_pct", max_even},
                                 {"mean_abs_residual_pct", sum_even / n_pred}};
