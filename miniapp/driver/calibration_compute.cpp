@@ -32,6 +32,8 @@ namespace {
 struct ActionSamples {
   std::vector<std::vector<double>> forward, backward, weight;
   std::vector<double> optimizer, overhead;
+  // Per local chunk, per timed step, the seconds of its forward, backward and W actions.
+  std::vector<std::vector<double>> forward_step, backward_step, weight_step;
 };
 
 // The engine's own seconds per compute action in a compute-only step's pipelined part: its span
@@ -58,6 +60,8 @@ ActionSamples time_steps(model::Trainer& engine, std::size_t chunks, int timed_s
   s.forward.resize(chunks);
   s.backward.resize(chunks);
   s.weight.resize(chunks);
+  for (auto* per_step : {&s.forward_step, &s.backward_step, &s.weight_step})
+    per_step->assign(chunks, std::vector<double>(static_cast<std::size_t>(timed_steps), 0.0));
   for (int rep = 0; rep <= timed_steps; ++rep) {
     const model::StepResult r = engine.step();
     if (rep == 0) continue;
@@ -67,9 +71,14 @@ ActionSamples time_steps(model::Trainer& engine, std::size_t chunks, int timed_s
       const std::string name = sp.name;
       if (name == "optimizer") s.optimizer.push_back(t);
       if (sp.chunk < 0 || static_cast<std::size_t>(sp.chunk) >= chunks) continue;
-      if (name == "forward") s.forward[sp.chunk].push_back(t);
-      if (name == "backward") s.backward[sp.chunk].push_back(t);
-      if (name == "backward_weight") s.weight[sp.chunk].push_back(t);
+      const auto add = [&](std::vector<std::vector<double>>& all,
+                           std::vector<std::vector<double>>& per_step) {
+        all[sp.chunk].push_back(t);
+        per_step[sp.chunk][rep - 1] += t;
+      };
+      if (name == "forward") add(s.forward, s.forward_step);
+      if (name == "backward") add(s.backward, s.backward_step);
+      if (name == "backward_weight") add(s.weight, s.weight_step);
     }
   }
   return s;
@@ -127,8 +136,15 @@ void keep_pipeline_samples(const ActionSamples& s, const std::vector<int>& globa
 // every micro-batch of the timed steps (five in the calibration) less the samples that lost a time
 // slice (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
 // it). Memory: the peak the step held.
+// Per model chunk (zeros for the chunks this rank does not hold), per timed step, this rank's
+// seconds in the chunk's forward, backward and W actions: what the spread between the chunk's
+// holders is read from (holder_spread).
+struct StepSeconds {
+  std::vector<std::vector<double>> forward, backward, weight;
+};
+
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid,
-                              int timed_steps) {
+                              int timed_steps, StepSeconds& per_step) {
   const auto& p = cfg.parallel;
   std::vector<int> global_of;
   parallel::shard_layout_of(cfg.model, p, grid ? grid->coords() : parallel::GridCoords{},
@@ -151,6 +167,15 @@ ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid*
     out.backward_s[global_of[c]] = repeated_action_time(s.backward[c]);
     if (split) out.backward_weight_s[global_of[c]] = repeated_action_time(s.weight[c]);
   }
+  const std::vector<double> none(static_cast<std::size_t>(timed_steps), 0.0);
+  per_step = {{static_cast<std::size_t>(total), none},
+              {static_cast<std::size_t>(total), none},
+              {static_cast<std::size_t>(total), none}};
+  for (std::size_t c = 0; c < global_of.size(); ++c) {
+    per_step.forward[global_of[c]] = s.forward_step[c];
+    per_step.backward[global_of[c]] = s.backward_step[c];
+    per_step.weight[global_of[c]] = s.weight_step[c];
+  }
   out.optimizer_s = optimizer_time(s.optimizer);
   out.peak_bytes = peak;
   if (p.pp > 1) keep_pipeline_samples(s, global_of, total, split, out);
@@ -171,12 +196,41 @@ void reduce_pipeline_samples(ComputeCalibration& c) {
   if (!c.action_overhead_s.empty()) reduce(c.action_overhead_s);
 }
 
+// The spread between the ranks that hold each chunk, as the report reads a point's
+// (report_point.cpp, measured_compute_spread): per timed step the slowest holder's seconds in the
+// chunk's actions less the holders' mean, the median over the steps, per action (the step's
+// `actions` of the chunk). A rank slowed in one step of the calibration (a time slice lost to
+// another job) moves the mean over the steps, not this median; ranks persistently uneven
+// (experts loaded unevenly by a skewed router, a replica on a busier core) move both.
+std::vector<double> holder_spread(const std::vector<std::vector<double>>& per_step,
+                                  const std::vector<double>& holders, int actions) {
+  namespace wd = parallel::watchdog;
+  const std::size_t steps = per_step.empty() ? 0 : per_step.front().size();
+  std::vector<double> slowest;
+  for (const auto& v : per_step) slowest.insert(slowest.end(), v.begin(), v.end());
+  std::vector<double> sum = slowest;
+  const int n = static_cast<int>(slowest.size());
+  wd::all_reduce(MPI_IN_PLACE, slowest.data(), n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                 "calibration: the slowest holder's seconds per step");
+  wd::all_reduce(MPI_IN_PLACE, sum.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
+                 "calibration: the holders' seconds per step");
+  std::vector<double> out(per_step.size(), 0.0);
+  for (std::size_t k = 0; k < per_step.size(); ++k) {
+    if (holders[k] < 2 || steps == 0) continue;
+    std::vector<double> d;
+    for (std::size_t j = 0; j < steps; ++j)
+      d.push_back(slowest[k * steps + j] - sum[k * steps + j] / holders[k]);
+    out[k] = median(d) / std::max(actions, 1);
+  }
+  return out;
+}
+
 // Every chunk's times from every rank that holds it: its tensor-parallel ranks, data-parallel
 // replicas and expert-parallel ranks compute it at the same time and meet in their
-// collectives. The slowest is the step's critical path; the mean what a rank computes on
-// average (the others wait the difference where they meet: experts loaded unevenly by a
-// skewed router, a replica on a busier core). The optimizer's time from the slowest rank.
-void reduce_over_ranks(ComputeCalibration& c) {
+// collectives. The mean is what a rank computes on average; the slowest, the step's critical
+// path, is the mean plus the holders' spread (holder_spread; the others wait the difference
+// where they meet). The optimizer's time from the slowest rank.
+void reduce_over_ranks(ComputeCalibration& c, const StepSeconds& per_step, int actions) {
   const int n = static_cast<int>(c.forward_s.size());
   std::vector<double> holders(n, 0.0);
   for (int k = 0; k < n; ++k) holders[k] = c.forward_s[k] > 0 ? 1.0 : 0.0;
@@ -186,17 +240,20 @@ void reduce_over_ranks(ComputeCalibration& c) {
     wd::all_reduce(MPI_IN_PLACE, v.data(), n, MPI_DOUBLE, op, MPI_COMM_WORLD, what);
   };
   reduce(holders, MPI_SUM);
-  reduce(c.forward_s, MPI_MAX);
-  reduce(c.backward_s, MPI_MAX);
   reduce(c.forward_mean_s, MPI_SUM);
   reduce(c.backward_mean_s, MPI_SUM);
-  reduce(c.backward_weight_s, MPI_MAX);
   reduce(c.backward_weight_mean_s, MPI_SUM);
+  const auto spread_f = holder_spread(per_step.forward, holders, actions);
+  const auto spread_b = holder_spread(per_step.backward, holders, actions);
+  const auto spread_w = holder_spread(per_step.weight, holders, actions);
   for (int k = 0; k < n; ++k) {
     const double h = std::max(holders[k], 1.0);
     c.forward_mean_s[k] /= h;
     c.backward_mean_s[k] /= h;
     c.backward_weight_mean_s[k] /= h;
+    c.forward_s[k] = c.forward_mean_s[k] + spread_f[k];
+    c.backward_s[k] = c.backward_mean_s[k] + spread_b[k];
+    c.backward_weight_s[k] = c.backward_weight_mean_s[k] + spread_w[k];
   }
   reduce_pipeline_samples(c);
   wd::all_reduce(MPI_IN_PLACE, &c.optimizer_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
@@ -230,11 +287,13 @@ std::string compute_key(const RunConfig& c) {
 
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,
                                      int timed_steps) {
-  ComputeCalibration c = time_shard(cfg, grid, timed_steps);
+  StepSeconds per_step;
+  ComputeCalibration c = time_shard(cfg, grid, timed_steps, per_step);
   c.forward_mean_s = c.forward_s;
   c.backward_mean_s = c.backward_s;
   c.backward_weight_mean_s = c.backward_weight_s;
-  if (grid) reduce_over_ranks(c);
+  if (grid)
+    reduce_over_ranks(c, per_step, config::pipeline_shape(cfg.train, cfg.parallel).micro_batches);
   double busy = 0;
   for (std::size_t k = 0; k < c.forward_s.size(); ++k)
     busy += c.forward_mean_s[k] + c.backward_mean_s[k] + c.backward_weight_mean_s[k];
