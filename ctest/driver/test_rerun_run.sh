@@ -5,10 +5,11 @@
 # so the run runs its steps again: summary.json's `rerun` names the terms that missed and holds
 # what the rerun measured of each of the point's time terms, the point's own steps are all kept,
 # and `paraxis report` finds the miss recurs (an 8x slowdown recurs on any load). With
-# hardware.rerun_misses false the same point is not run again. About 3 s on 2 cores.
-# Usage: test_rerun_run.sh PARAXIS MPIEXEC
+# hardware.rerun_misses false the same point is not run again; the output conforms to the
+# results schema. About 3 s on 2 cores.
+# Usage: test_rerun_run.sh PARAXIS MPIEXEC RESULTS_SCHEMA (paraxis-results-schema)
 set -euo pipefail
-paraxis=$1 mpiexec=$2
+paraxis=$1 mpiexec=$2 schema=$3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OPENBLAS_NUM_THREADS=1
@@ -53,4 +54,6 @@ check("rerun" not in json.load(open(f"{out}/false/summary.json"))["points"][0],
       "no rerun with hardware.rerun_misses false")
 PY
 grep -q "the miss recurs" "$out/true/report.md" || fail "report.md's rerun verdict"
+# summary.json's `rerun` and report.json's rerun fields against the results schema (issue 31).
+"$schema" check "$out/true" || fail "the output does not conform to the results schema"
 echo "rerun: passed"
