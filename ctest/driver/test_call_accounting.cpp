@@ -299,3 +299,26 @@ TEST(call_accounting, another_bucket_sequence_is_another_calibration) {
   EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 2", shared));
   EXPECT_NE(cd::sequence_key("dp 2", a), cd::sequence_key("dp 3", a));
 }
+
+// The calibrated spread between the ranks that hold a chunk (calibration_detail::median_spread),
+// as the report reads a point's: two holders over five timed steps. One rank slowed in one step
+// (a lost time slice: 10 ms more) leaves no spread, where the slowest holder's mean over the
+// steps would put 1 ms on it; a rank 1 ms slower in every step (persistently uneven) gives 0.5 ms
+// a step over the mean, per action over 4 micro-batches; a chunk with one holder has none.
+TEST(calibration_spread, a_rank_slowed_in_one_step_is_not_an_uneven_rank) {
+  namespace cd = paraxis::driver::calibration_detail;
+  const std::vector<double> a = {20, 20, 20, 20, 20}, slowed_once = {20, 20, 20, 20, 30},
+                            uneven = {21, 21, 21, 21, 21};
+  const auto spread = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    std::vector<double> slowest, sum;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      slowest.push_back(std::max(x[j], y[j]));
+      sum.push_back(x[j] + y[j]);
+    }
+    slowest.insert(slowest.end(), x.begin(), x.end());  // a second chunk, one holder
+    sum.insert(sum.end(), x.begin(), x.end());
+    return cd::median_spread(slowest, sum, {2, 1}, x.size(), 4);
+  };
+  EXPECT_EQ(spread(a, slowed_once), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(spread(a, uneven), (std::vector<double>{0.5 / 4, 0.0}));
+}

@@ -132,10 +132,6 @@ void keep_pipeline_samples(const ActionSamples& s, const std::vector<int>& globa
   }
 }
 
-// This rank's chunks (their model chunk indices) timed by the step, each action's mean over
-// every micro-batch of the timed steps (five in the calibration) less the samples that lost a time
-// slice (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
-// it). Memory: the peak the step held.
 // Per model chunk (zeros for the chunks this rank does not hold), per timed step, this rank's
 // seconds in the chunk's forward, backward and W actions: what the spread between the chunk's
 // holders is read from (holder_spread).
@@ -143,6 +139,10 @@ struct StepSeconds {
   std::vector<std::vector<double>> forward, backward, weight;
 };
 
+// This rank's chunks (their model chunk indices) timed by the step, each action's mean over
+// every micro-batch of the timed steps (five in the calibration) less the samples that lost a time
+// slice (repeated_action_time: the step adds its actions up, so the mean, not the median, predicts
+// it); per_step: their seconds per timed step. Memory: the peak the step held.
 ComputeCalibration time_shard(const RunConfig& cfg, const parallel::ProcessGrid* grid,
                               int timed_steps, StepSeconds& per_step) {
   const auto& p = cfg.parallel;
@@ -196,12 +196,8 @@ void reduce_pipeline_samples(ComputeCalibration& c) {
   if (!c.action_overhead_s.empty()) reduce(c.action_overhead_s);
 }
 
-// The spread between the ranks that hold each chunk, as the report reads a point's
-// (report_point.cpp, measured_compute_spread): per timed step the slowest holder's seconds in the
-// chunk's actions less the holders' mean, the median over the steps, per action (the step's
-// `actions` of the chunk). A rank slowed in one step of the calibration (a time slice lost to
-// another job) moves the mean over the steps, not this median; ranks persistently uneven
-// (experts loaded unevenly by a skewed router, a replica on a busier core) move both.
+// The holders' spread per chunk (calibration_detail::median_spread) from every rank's seconds
+// per timed step (zeros for the chunks it does not hold).
 std::vector<double> holder_spread(const std::vector<std::vector<double>>& per_step,
                                   const std::vector<double>& holders, int actions) {
   namespace wd = parallel::watchdog;
@@ -214,15 +210,7 @@ std::vector<double> holder_spread(const std::vector<std::vector<double>>& per_st
                  "calibration: the slowest holder's seconds per step");
   wd::all_reduce(MPI_IN_PLACE, sum.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD,
                  "calibration: the holders' seconds per step");
-  std::vector<double> out(per_step.size(), 0.0);
-  for (std::size_t k = 0; k < per_step.size(); ++k) {
-    if (holders[k] < 2 || steps == 0) continue;
-    std::vector<double> d;
-    for (std::size_t j = 0; j < steps; ++j)
-      d.push_back(slowest[k * steps + j] - sum[k * steps + j] / holders[k]);
-    out[k] = median(d) / std::max(actions, 1);
-  }
-  return out;
+  return calibration_detail::median_spread(slowest, sum, holders, steps, actions);
 }
 
 // Every chunk's times from every rank that holds it: its tensor-parallel ranks, data-parallel
@@ -283,6 +271,21 @@ std::string compute_key(const RunConfig& c) {
      << c.train.recompute_layers << ' ' << c.comm.overlap << ' ' << c.comm.bucket_mb;
   for (int l : p.stage_layers) os << ' ' << l;
   return os.str();
+}
+
+std::vector<double> median_spread(const std::vector<double>& slowest,
+                                  const std::vector<double>& sum,
+                                  const std::vector<double>& holders, std::size_t steps,
+                                  int actions) {
+  std::vector<double> out(holders.size(), 0.0);
+  for (std::size_t k = 0; k < holders.size(); ++k) {
+    if (holders[k] < 2 || steps == 0) continue;
+    std::vector<double> d;
+    for (std::size_t j = 0; j < steps; ++j)
+      d.push_back(slowest[k * steps + j] - sum[k * steps + j] / holders[k]);
+    out[k] = median(d) / std::max(actions, 1);
+  }
+  return out;
 }
 
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,

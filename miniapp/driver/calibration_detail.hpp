@@ -97,4 +97,17 @@ std::string compute_key(const RunConfig& c);
 ComputeCalibration calibrate_compute(const RunConfig& cfg, const parallel::ProcessGrid* grid,
                                      int timed_steps = 5);
 
+// The spread between the ranks that hold each chunk, as the report reads a point's
+// (report_point.cpp, measured_compute_spread): per timed step the slowest holder's seconds in
+// the chunk's actions less the holders' mean, the median over the steps, per action. slowest and
+// sum: per chunk, per step ([chunk * steps + step]), the holders' max and sum; holders: per
+// chunk, how many ranks hold it (fewer than 2: no spread). A rank slowed in one step of the
+// calibration (a time slice lost to another job) moves the mean over the steps, not this median;
+// ranks persistently uneven (experts loaded unevenly by a skewed router, a replica on a busier
+// core) move both.
+std::vector<double> median_spread(const std::vector<double>& slowest,
+                                  const std::vector<double>& sum,
+                                  const std::vector<double>& holders, std::size_t steps,
+                                  int actions);
+
 }  // namespace paraxis::driver::calibration_detail
